@@ -1,0 +1,4 @@
+//! The msc command line.
+pub fn main() -> i32 {
+    0
+}

@@ -1,0 +1,350 @@
+//! How a system is simulated: integrator, linear solver, Coulomb method and the external
+//! world (gravity, point charges, fields). Shared by the CPU reference and the GPU solver;
+//! scene files (`crate::scene`) deserialize into these types.
+
+use glam::DVec3;
+
+/// Time integrator (DESIGN section 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Integrator {
+    /// Linearized backward Euler for springs, explicit Coulomb (the paper's eq. 10 in
+    /// velocity form, seeds 000/004).
+    #[default]
+    Imex,
+    /// Liu 2013 local-global for springs, explicit Coulomb (the paper's eq. 11).
+    LocalGlobal,
+    /// Explicit: v += h a(x); x += h v (the paper's explicit-explicit baseline).
+    SymplecticEuler,
+    /// Explicit velocity Verlet (the paper's reference at a fine step).
+    Verlet,
+}
+
+impl Integrator {
+    pub const NAMES: [&'static str; 4] = ["imex", "local_global", "symplectic_euler", "verlet"];
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Imex => "imex",
+            Self::LocalGlobal => "local_global",
+            Self::SymplecticEuler => "symplectic_euler",
+            Self::Verlet => "verlet",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<Self> {
+        Some(match s {
+            "imex" => Self::Imex,
+            "local_global" => Self::LocalGlobal,
+            "symplectic_euler" => Self::SymplecticEuler,
+            "verlet" => Self::Verlet,
+            _ => return None,
+        })
+    }
+    /// True for the integrators that solve a linear system each step.
+    pub fn is_implicit(self) -> bool {
+        matches!(self, Self::Imex | Self::LocalGlobal)
+    }
+}
+
+/// Matrix-free linear solver (DESIGN section 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SolverMethod {
+    /// Weighted Jacobi, seed 000 eqs. 41-49.
+    #[default]
+    Jacobi,
+    /// Jacobi with the 3x3 diagonal block inverted.
+    BlockJacobi,
+    /// Chebyshev-accelerated (block) Jacobi, Wang 2015.
+    Chebyshev,
+    /// Conjugate gradients with a Jacobi preconditioner, seed 004.
+    Cg,
+}
+
+impl SolverMethod {
+    pub const NAMES: [&'static str; 4] = ["jacobi", "block_jacobi", "chebyshev", "cg"];
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Jacobi => "jacobi",
+            Self::BlockJacobi => "block_jacobi",
+            Self::Chebyshev => "chebyshev",
+            Self::Cg => "cg",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<Self> {
+        Some(match s {
+            "jacobi" => Self::Jacobi,
+            "block_jacobi" => Self::BlockJacobi,
+            "chebyshev" => Self::Chebyshev,
+            "cg" => Self::Cg,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SolverConfig {
+    pub method: SolverMethod,
+    /// Maximum sweeps (or CG iterations) per linear solve.
+    pub iterations: u32,
+    /// Jacobi relaxation weight, 0 < omega <= 1.
+    pub omega: f64,
+    /// Stop when |b - A v| / |b| <= tolerance. 0 runs exactly `iterations`. The GPU runs a
+    /// fixed count (no readback inside a step) and reports the final residual.
+    pub tolerance: f64,
+    /// Chebyshev: spectral radius of the Jacobi iteration matrix. `None` estimates it
+    /// once from the initial state by power iteration.
+    pub rho: Option<f64>,
+}
+
+impl Default for SolverConfig {
+    fn default() -> Self {
+        Self {
+            method: SolverMethod::Jacobi,
+            iterations: 50,
+            omega: 0.5,
+            tolerance: 1e-6,
+            rho: None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CoulombMethod {
+    /// Exact all-pairs sum over the charged particles.
+    #[default]
+    AllPairs,
+    /// Coulomb forces switched off.
+    None,
+}
+
+impl CoulombMethod {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::AllPairs => "all_pairs",
+            Self::None => "none",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct CoulombConfig {
+    pub method: CoulombMethod,
+    /// Softening length eps in m: pair force k_c q_i q_j d / (r^2 + eps^2)^(3/2). 0 = exact.
+    pub softening: f64,
+}
+
+/// Circular motion of an external charge about `axis` through `center`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Orbit {
+    pub center: DVec3,
+    /// Unit vector (normalized when the scene is loaded).
+    pub axis: DVec3,
+    /// rad/s, right-handed about `axis`.
+    pub angular_velocity: f64,
+}
+
+/// A point charge outside the system, static or orbiting.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ExternalCharge {
+    /// C.
+    pub charge: f64,
+    /// Position at t = 0, m.
+    pub position: DVec3,
+    pub orbit: Option<Orbit>,
+}
+
+impl ExternalCharge {
+    /// Position at time `t`: `position` rotated about the orbit axis by omega t (Rodrigues).
+    pub fn position_at(&self, t: f64) -> DVec3 {
+        match self.orbit {
+            None => self.position,
+            Some(o) => {
+                let r = self.position - o.center;
+                let (s, c) = (o.angular_velocity * t).sin_cos();
+                let k = o.axis;
+                o.center + r * c + k.cross(r) * s + k * k.dot(r) * (1.0 - c)
+            }
+        }
+    }
+}
+
+/// An external electric field E(x), force q_i E(x_i).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ExternalField {
+    /// Constant E in V/m.
+    Uniform(DVec3),
+    /// The paper's guiding field E = s [y/z, x/z, 0] (Figure 13). Singular at z = 0:
+    /// |z| is clamped to at least `min_z` (m) so a particle crossing the plane stays finite.
+    Swirl { scale: f64, min_z: f64 },
+}
+
+impl ExternalField {
+    pub const DEFAULT_MIN_Z: f64 = 1e-3;
+
+    /// Field value at `x`.
+    pub fn at(&self, x: DVec3) -> DVec3 {
+        match *self {
+            Self::Uniform(e) => e,
+            Self::Swirl { scale, min_z } => {
+                let z = if x.z.abs() < min_z {
+                    min_z.copysign(x.z)
+                } else {
+                    x.z
+                };
+                DVec3::new(scale * x.y / z, scale * x.x / z, 0.0)
+            }
+        }
+    }
+    /// True when the field has a potential (-E . x for a uniform field).
+    pub fn is_conservative(&self) -> bool {
+        matches!(self, Self::Uniform(_))
+    }
+}
+
+/// Everything about how to advance a [`crate::model::System`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub integrator: Integrator,
+    /// Time step h in s.
+    pub dt: f64,
+    /// Number of steps in a run.
+    pub steps: u64,
+    pub solver: SolverConfig,
+    /// Local-global alternations per step (`local_global` only).
+    pub local_global_iterations: u32,
+    /// m/s^2.
+    pub gravity: DVec3,
+    pub coulomb: CoulombConfig,
+    pub external_charges: Vec<ExternalCharge>,
+    pub external_field: Option<ExternalField>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            integrator: Integrator::Imex,
+            dt: 0.015,
+            steps: 1000,
+            solver: SolverConfig::default(),
+            local_global_iterations: 10,
+            gravity: DVec3::ZERO,
+            coulomb: CoulombConfig::default(),
+            external_charges: Vec::new(),
+            external_field: None,
+        }
+    }
+}
+
+/// A configuration value out of its range. `key` is the scene file's dotted path.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct ConfigError {
+    pub key: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl Config {
+    /// Checks every value's range; the error names the scene key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let positive = |key: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(ConfigError::new(
+                    key,
+                    format!("must be positive and finite, got {v}"),
+                ))
+            }
+        };
+        let finite3 = |key: &str, v: DVec3| {
+            if v.is_finite() {
+                Ok(())
+            } else {
+                Err(ConfigError::new(key, "must be finite"))
+            }
+        };
+        positive("integrator.dt", self.dt)?;
+        if self.steps == 0 {
+            return Err(ConfigError::new("integrator.steps", "must be at least 1"));
+        }
+        if self.solver.iterations == 0 {
+            return Err(ConfigError::new(
+                "integrator.solver.iterations",
+                "must be at least 1",
+            ));
+        }
+        let w = self.solver.omega;
+        if !(w > 0.0 && w <= 1.0) {
+            return Err(ConfigError::new(
+                "integrator.solver.omega",
+                format!("must be in (0, 1], got {w}"),
+            ));
+        }
+        let tol = self.solver.tolerance;
+        if !(tol.is_finite() && tol >= 0.0) {
+            return Err(ConfigError::new(
+                "integrator.solver.tolerance",
+                format!("must be finite and non-negative, got {tol}"),
+            ));
+        }
+        if let Some(rho) = self.solver.rho {
+            if !(rho > 0.0 && rho < 1.0) {
+                return Err(ConfigError::new(
+                    "integrator.solver.rho",
+                    format!("must be in (0, 1), got {rho}"),
+                ));
+            }
+        }
+        if self.integrator == Integrator::LocalGlobal && self.local_global_iterations == 0 {
+            return Err(ConfigError::new(
+                "integrator.local_global_iterations",
+                "must be at least 1",
+            ));
+        }
+        finite3("gravity", self.gravity)?;
+        let eps = self.coulomb.softening;
+        if !(eps.is_finite() && eps >= 0.0) {
+            return Err(ConfigError::new(
+                "coulomb.softening",
+                format!("must be finite and non-negative, got {eps}"),
+            ));
+        }
+        for (k, c) in self.external_charges.iter().enumerate() {
+            let key = |f: &str| format!("external_charges[{k}].{f}");
+            if !c.charge.is_finite() {
+                return Err(ConfigError::new(key("charge"), "must be finite"));
+            }
+            finite3(&key("position"), c.position)?;
+            if let Some(o) = c.orbit {
+                finite3(&key("orbit.center"), o.center)?;
+                if !(o.axis.is_finite() && (o.axis.length() - 1.0).abs() < 1e-9) {
+                    return Err(ConfigError::new(key("orbit.axis"), "must be a unit vector"));
+                }
+                if !o.angular_velocity.is_finite() {
+                    return Err(ConfigError::new(
+                        key("orbit.angular_velocity"),
+                        "must be finite",
+                    ));
+                }
+            }
+        }
+        match self.external_field {
+            Some(ExternalField::Uniform(e)) => finite3("external_field.value", e)?,
+            Some(ExternalField::Swirl { scale, min_z }) => {
+                if !scale.is_finite() {
+                    return Err(ConfigError::new("external_field.scale", "must be finite"));
+                }
+                positive("external_field.min_z", min_z)?;
+            }
+            None => {}
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,9 @@
+//! The f64 CPU reference: the oracle that the GPU solver is validated against.
+//! Independent of any GPU code. Function names follow the WGSL kernels they mirror.
+
+pub mod energy;
+pub mod forces;
+pub mod integrators;
+pub mod solvers;
+
+pub use integrators::CpuSimulation;

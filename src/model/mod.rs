@@ -1,0 +1,302 @@
+//! The physical model: particles and springs, validated on construction.
+//!
+//! A [`System`] holds the constant parameters and the initial state of a charged
+//! mass-spring system (DESIGN section 1). Simulation state that changes over a run lives
+//! in [`State`], so one `System` can seed many runs (sweeps, gradients, GPU vs CPU checks).
+
+pub mod adjacency;
+pub mod mesh;
+
+pub use adjacency::{AdjEntry, Adjacency};
+pub use mesh::{Mesh, MeshError};
+
+use glam::DVec3;
+
+/// Coulomb constant k_c in N m^2 / C^2.
+pub const COULOMB_K: f64 = 8.987_551_792_3e9;
+
+/// One spring between particles `i` and `j` (SI units).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spring {
+    pub i: u32,
+    pub j: u32,
+    /// Stiffness k in N/m (not per unit rest length; see DESIGN section 1).
+    pub stiffness: f64,
+    /// Rest length L in m.
+    pub rest_length: f64,
+    /// Damping c in N s/m along the spring axis.
+    pub damping: f64,
+}
+
+/// Errors found while building a [`System`]. Each names the offending index.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    #[error("the system has no particles")]
+    Empty,
+    #[error(
+        "particle arrays disagree in length: {what} has {got} entries, positions has {expected}"
+    )]
+    LengthMismatch {
+        what: &'static str,
+        got: usize,
+        expected: usize,
+    },
+    #[error(
+        "spring {spring}: endpoint {index} is out of range (the system has {particles} particles)"
+    )]
+    SpringIndexOutOfRange {
+        spring: usize,
+        index: u32,
+        particles: usize,
+    },
+    #[error("spring {spring} joins particle {index} to itself")]
+    SelfSpring { spring: usize, index: u32 },
+    #[error("particle {index}: mass must be positive and finite, got {value}")]
+    BadMass { index: usize, value: f64 },
+    #[error("particle {index}: {what} is not finite")]
+    NonFinite { index: usize, what: &'static str },
+    #[error("spring {spring}: {what} must be finite and non-negative, got {value}")]
+    BadSpringParameter {
+        spring: usize,
+        what: &'static str,
+        value: f64,
+    },
+    #[error("too many particles: {count} exceeds the limit of {limit}")]
+    TooManyParticles { count: usize, limit: usize },
+}
+
+/// A validated charged mass-spring system: constant parameters plus its initial state.
+///
+/// Fields are read-only after construction; build one with [`System::new`], which checks
+/// every input and returns a [`ModelError`] naming the first problem it finds.
+#[derive(Clone, Debug)]
+pub struct System {
+    positions: Vec<DVec3>,
+    velocities: Vec<DVec3>,
+    masses: Vec<f64>,
+    charges: Vec<f64>,
+    pinned: Vec<bool>,
+    springs: Vec<Spring>,
+    /// Triangles for output (PLY faces); may be empty.
+    faces: Vec<[u32; 3]>,
+}
+
+/// Raw inputs to [`System::new`]. Empty `velocities`, `charges` and `pinned` mean zero,
+/// uncharged and free for every particle.
+#[derive(Clone, Debug, Default)]
+pub struct SystemDesc {
+    pub positions: Vec<DVec3>,
+    pub velocities: Vec<DVec3>,
+    pub masses: Vec<f64>,
+    pub charges: Vec<f64>,
+    pub pinned: Vec<bool>,
+    pub springs: Vec<Spring>,
+    pub faces: Vec<[u32; 3]>,
+}
+
+impl System {
+    /// Particle indices are u32 on the GPU; leave headroom for sentinels.
+    pub const MAX_PARTICLES: usize = (u32::MAX / 2) as usize;
+
+    /// Validates `desc` and builds the system.
+    pub fn new(desc: SystemDesc) -> Result<Self, ModelError> {
+        let n = desc.positions.len();
+        if n == 0 {
+            return Err(ModelError::Empty);
+        }
+        if n > Self::MAX_PARTICLES {
+            return Err(ModelError::TooManyParticles {
+                count: n,
+                limit: Self::MAX_PARTICLES,
+            });
+        }
+        let fill = |v: Vec<DVec3>, what| -> Result<Vec<DVec3>, ModelError> {
+            match v.len() {
+                0 => Ok(vec![DVec3::ZERO; n]),
+                len if len == n => Ok(v),
+                got => Err(ModelError::LengthMismatch {
+                    what,
+                    got,
+                    expected: n,
+                }),
+            }
+        };
+        let velocities = fill(desc.velocities, "velocities")?;
+        let check_len = |len: usize, what| {
+            if len == n {
+                Ok(())
+            } else {
+                Err(ModelError::LengthMismatch {
+                    what,
+                    got: len,
+                    expected: n,
+                })
+            }
+        };
+        check_len(desc.masses.len(), "masses")?;
+        let charges = if desc.charges.is_empty() {
+            vec![0.0; n]
+        } else {
+            check_len(desc.charges.len(), "charges")?;
+            desc.charges
+        };
+        let pinned = if desc.pinned.is_empty() {
+            vec![false; n]
+        } else {
+            check_len(desc.pinned.len(), "pinned")?;
+            desc.pinned
+        };
+
+        for i in 0..n {
+            if !desc.positions[i].is_finite() {
+                return Err(ModelError::NonFinite {
+                    index: i,
+                    what: "position",
+                });
+            }
+            if !velocities[i].is_finite() {
+                return Err(ModelError::NonFinite {
+                    index: i,
+                    what: "velocity",
+                });
+            }
+            if !charges[i].is_finite() {
+                return Err(ModelError::NonFinite {
+                    index: i,
+                    what: "charge",
+                });
+            }
+            let m = desc.masses[i];
+            if !(m.is_finite() && m > 0.0) {
+                return Err(ModelError::BadMass { index: i, value: m });
+            }
+        }
+        for (k, s) in desc.springs.iter().enumerate() {
+            for index in [s.i, s.j] {
+                if index as usize >= n {
+                    return Err(ModelError::SpringIndexOutOfRange {
+                        spring: k,
+                        index,
+                        particles: n,
+                    });
+                }
+            }
+            if s.i == s.j {
+                return Err(ModelError::SelfSpring {
+                    spring: k,
+                    index: s.i,
+                });
+            }
+            for (what, value) in [
+                ("stiffness", s.stiffness),
+                ("rest length", s.rest_length),
+                ("damping", s.damping),
+            ] {
+                if !(value.is_finite() && value >= 0.0) {
+                    return Err(ModelError::BadSpringParameter {
+                        spring: k,
+                        what,
+                        value,
+                    });
+                }
+            }
+        }
+        for (f, face) in desc.faces.iter().enumerate() {
+            if let Some(&index) = face.iter().find(|&&v| v as usize >= n) {
+                // Faces are output-only; still never let a bad index reach a writer.
+                return Err(ModelError::SpringIndexOutOfRange {
+                    spring: f,
+                    index,
+                    particles: n,
+                });
+            }
+        }
+        Ok(Self {
+            positions: desc.positions,
+            velocities,
+            masses: desc.masses,
+            charges,
+            pinned,
+            springs: desc.springs,
+            faces: desc.faces,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.positions.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.positions.is_empty()
+    }
+    pub fn positions(&self) -> &[DVec3] {
+        &self.positions
+    }
+    pub fn velocities(&self) -> &[DVec3] {
+        &self.velocities
+    }
+    pub fn masses(&self) -> &[f64] {
+        &self.masses
+    }
+    pub fn charges(&self) -> &[f64] {
+        &self.charges
+    }
+    pub fn pinned(&self) -> &[bool] {
+        &self.pinned
+    }
+    pub fn springs(&self) -> &[Spring] {
+        &self.springs
+    }
+    pub fn faces(&self) -> &[[u32; 3]] {
+        &self.faces
+    }
+    /// Number of particles with non-zero charge (the Coulomb sources).
+    pub fn charged_count(&self) -> usize {
+        self.charges.iter().filter(|&&q| q != 0.0).count()
+    }
+    /// Indices of the charged particles, in increasing order.
+    pub fn charged_indices(&self) -> Vec<u32> {
+        (0..self.len() as u32)
+            .filter(|&i| self.charges[i as usize] != 0.0)
+            .collect()
+    }
+
+    /// A copy with every charge multiplied by `scale` (parameter sweeps, gradients).
+    pub fn with_charge_scale(&self, scale: f64) -> Self {
+        let mut s = self.clone();
+        s.charges.iter_mut().for_each(|q| *q *= scale);
+        s
+    }
+    /// A copy with every spring stiffness multiplied by `scale`.
+    pub fn with_stiffness_scale(&self, scale: f64) -> Self {
+        let mut s = self.clone();
+        s.springs.iter_mut().for_each(|sp| sp.stiffness *= scale);
+        s
+    }
+
+    /// The initial state of a run.
+    pub fn initial_state(&self) -> State {
+        State {
+            x: self.positions.clone(),
+            v: self.velocities.clone(),
+            t: 0.0,
+            step: 0,
+        }
+    }
+}
+
+/// Positions and velocities at time `t` (after `step` steps).
+#[derive(Clone, Debug, PartialEq)]
+pub struct State {
+    pub x: Vec<DVec3>,
+    pub v: Vec<DVec3>,
+    pub t: f64,
+    pub step: u64,
+}
+
+impl State {
+    /// True when every position and velocity is finite.
+    pub fn is_finite(&self) -> bool {
+        self.x.iter().chain(self.v.iter()).all(|p| p.is_finite())
+    }
+}
