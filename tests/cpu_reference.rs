@@ -1227,3 +1227,45 @@ fn imex_is_exact_backward_euler_for_zero_rest_length_springs() {
     let r = backward_euler_residual(&sys, &cfg, &before, sim.current());
     assert!(r < 1e-10, "backward Euler residual {r}");
 }
+
+#[test]
+fn every_configured_solver_gives_the_same_imex_and_local_global_steps() {
+    let (sys, _) = solver_test_system(7);
+    for integrator in [Integrator::Imex, Integrator::LocalGlobal] {
+        let mut results = Vec::new();
+        for (method, omega) in ALL_METHODS {
+            let solver = SolverConfig {
+                method,
+                iterations: 20_000,
+                omega,
+                tolerance: 1e-11,
+                rho: None,
+            };
+            let cfg = Config {
+                gravity: DVec3::new(0.0, -9.81, 0.0),
+                ..config(integrator, 0.05, solver)
+            };
+            let mut sim = CpuSimulation::new(&sys, &cfg).unwrap();
+            if method == SolverMethod::Chebyshev {
+                let rho = sim.chebyshev_rho();
+                assert!(rho > 0.5 && rho < 1.0, "estimated rho {rho}");
+            }
+            sim.step(3).unwrap();
+            let stats = sim.solve_stats().unwrap().expect("implicit step has stats");
+            assert!(
+                stats.residual <= 1e-11,
+                "{integrator:?} {method:?}: {stats:?}"
+            );
+            results.push(sim.current().x.clone());
+        }
+        let moved = max_dist(&results[3], sys.positions());
+        for (k, x) in results.iter().enumerate() {
+            let d = max_dist(x, &results[3]);
+            assert!(
+                d <= 1e-8 * moved,
+                "{integrator:?} {:?}: {d} vs {moved}",
+                ALL_METHODS[k].0
+            );
+        }
+    }
+}
