@@ -6,6 +6,7 @@
 //! - [`config`]: integrator, solver, Coulomb and external-world settings;
 //! - [`scene`]: TOML scene files and `--set` overrides;
 //! - [`cpu`]: the f64 CPU reference;
+//! - [`ddef`]: the paper's DDEF far-field approximation of the Coulomb forces (CPU);
 //! - [`gpu`]: WGSL kernels and the wgpu host;
 //! - [`output`]: run outputs (energy CSV, PLY frames, summary JSON);
 //! - [`cli`]: the `msc` command.
@@ -13,6 +14,7 @@
 pub mod cli;
 pub mod config;
 pub mod cpu;
+pub mod ddef;
 pub mod gpu;
 pub mod model;
 pub mod output;
