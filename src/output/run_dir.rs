@@ -1,0 +1,92 @@
+//! The folder one run writes into.
+
+use super::energy::EnergyLog;
+use super::{atomic::write_atomic, ply, OutputError, Summary};
+use crate::model::State;
+use std::path::{Path, PathBuf};
+
+/// File names inside a run folder.
+pub const ENERGY_FILE: &str = "energy.csv";
+pub const SUMMARY_FILE: &str = "summary.json";
+pub const SCENE_FILE: &str = "scene.toml";
+pub const FRAMES_DIR: &str = "frames";
+
+/// A run folder: creates it, and writes the outputs under their fixed names.
+#[derive(Debug)]
+pub struct RunDir {
+    root: PathBuf,
+    frames: bool,
+    frame_count: u64,
+}
+
+impl RunDir {
+    /// Creates `root` (and `frames/` when `frames` is set). Frames of an earlier run in the
+    /// same folder are removed so the sequence on disk is this run's only.
+    pub fn create(root: &Path, frames: bool) -> Result<Self, OutputError> {
+        std::fs::create_dir_all(root).map_err(|source| OutputError::CreateDir {
+            path: root.to_path_buf(),
+            source,
+        })?;
+        let frames_dir = root.join(FRAMES_DIR);
+        ply::clear_frames(&frames_dir)?;
+        if frames {
+            std::fs::create_dir_all(&frames_dir).map_err(|source| OutputError::CreateDir {
+                path: frames_dir.clone(),
+                source,
+            })?;
+        }
+        Ok(Self {
+            root: root.to_path_buf(),
+            frames,
+            frame_count: 0,
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    /// True when this run writes PLY frames.
+    pub fn writes_frames(&self) -> bool {
+        self.frames
+    }
+    pub fn frame_count(&self) -> u64 {
+        self.frame_count
+    }
+    pub fn energy_path(&self) -> PathBuf {
+        self.root.join(ENERGY_FILE)
+    }
+    pub fn summary_path(&self) -> PathBuf {
+        self.root.join(SUMMARY_FILE)
+    }
+    pub fn scene_path(&self) -> PathBuf {
+        self.root.join(SCENE_FILE)
+    }
+    pub fn frame_path(&self, index: u64) -> PathBuf {
+        self.root.join(FRAMES_DIR).join(ply::frame_name(index))
+    }
+
+    /// Opens `energy.csv` (visible under that name once finished).
+    pub fn energy_log(&self) -> Result<EnergyLog, OutputError> {
+        EnergyLog::create(&self.energy_path())
+    }
+    pub fn write_scene(&self, toml: &str) -> Result<(), OutputError> {
+        write_atomic(&self.scene_path(), toml.as_bytes())
+    }
+    /// Writes the next frame (numbered from 0); a no-op when frames are off.
+    pub fn write_frame(
+        &mut self,
+        state: &State,
+        charges: &[f64],
+        faces: &[[u32; 3]],
+    ) -> Result<(), OutputError> {
+        if !self.frames {
+            return Ok(());
+        }
+        ply::write_frame(&self.frame_path(self.frame_count), state, charges, faces)?;
+        self.frame_count += 1;
+        Ok(())
+    }
+    pub fn write_summary(&self, summary: &Summary) -> Result<(), OutputError> {
+        summary.write(&self.summary_path())
+    }
+}
