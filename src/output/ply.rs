@@ -58,9 +58,8 @@ pub fn write_frame(
 
     let mut bytes = Vec::with_capacity(header.len() + n * 28 + faces.len() * 13);
     bytes.extend_from_slice(header.as_bytes());
-    for i in 0..n {
-        let (x, v) = (state.x[i], state.v[i]);
-        for c in [x.x, x.y, x.z, v.x, v.y, v.z, charges[i]] {
+    for ((x, v), &q) in state.x.iter().zip(&state.v).zip(charges) {
+        for c in [x.x, x.y, x.z, v.x, v.y, v.z, q] {
             bytes.extend_from_slice(&(c as f32).to_le_bytes());
         }
     }
