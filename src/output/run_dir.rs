@@ -20,13 +20,22 @@ pub struct RunDir {
 }
 
 impl RunDir {
-    /// Creates `root` (and `frames/` when `frames` is set). Frames of an earlier run in the
-    /// same folder are removed so the sequence on disk is this run's only.
+    /// Creates `root` (and `frames/` when `frames` is set). An earlier run's `energy.csv`,
+    /// `summary.json` and frames in the same folder are removed first, so a run that is
+    /// stopped never sits beside outputs that look like its own.
     pub fn create(root: &Path, frames: bool) -> Result<Self, OutputError> {
         std::fs::create_dir_all(root).map_err(|source| OutputError::CreateDir {
             path: root.to_path_buf(),
             source,
         })?;
+        for name in [ENERGY_FILE, SUMMARY_FILE] {
+            let path = root.join(name);
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => return Err(OutputError::write(&path, source)),
+            }
+        }
         let frames_dir = root.join(FRAMES_DIR);
         ply::clear_frames(&frames_dir)?;
         if frames {
@@ -88,5 +97,33 @@ impl RunDir {
     }
     pub fn write_summary(&self, summary: &Summary) -> Result<(), OutputError> {
         summary.write(&self.summary_path())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_clears_a_previous_run_and_nothing_else() {
+        let root = std::env::temp_dir().join(format!("msc-rundir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join(FRAMES_DIR)).unwrap();
+        for f in [
+            ENERGY_FILE,
+            SUMMARY_FILE,
+            "notes.txt",
+            "frames/frame_000009.ply",
+        ] {
+            std::fs::write(root.join(f), "old").unwrap();
+        }
+        std::fs::write(root.join("frames/mine.ply"), "keep").unwrap();
+        let dir = RunDir::create(&root, true).unwrap();
+        assert!(!dir.energy_path().exists());
+        assert!(!dir.summary_path().exists());
+        assert!(!dir.frame_path(9).exists());
+        assert!(root.join("notes.txt").exists());
+        assert!(root.join("frames/mine.ply").exists());
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }
