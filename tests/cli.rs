@@ -683,3 +683,65 @@ fn validate_agrees_within_its_default_tolerance() {
     assert_no_panic(&o);
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
 }
+
+#[test]
+fn the_copied_scene_reruns_from_anywhere() {
+    // A scene file with an OBJ mesh next to it, referenced by a relative path.
+    let tmp = tempfile::tempdir().unwrap();
+    let scenes = tmp.path().join("scenes");
+    std::fs::create_dir_all(&scenes).unwrap();
+    std::fs::write(
+        scenes.join("tet.obj"),
+        "v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 1\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n",
+    )
+    .unwrap();
+    std::fs::write(
+        scenes.join("tet.toml"),
+        "[mesh]\nkind = \"obj\"\npath = \"tet.obj\"\n\
+         [material]\nmass = 0.01\nstiffness = 10.0\ncharge = 1e-7\n\
+         [integrator]\ndt = 0.01\nduration = 0.05\n\
+         [output]\nevery = 1\n",
+    )
+    .unwrap();
+    let o = msc(
+        &[
+            "run",
+            "scenes/tet.toml",
+            "--backend",
+            "cpu",
+            "--steps",
+            "3",
+            "--quiet",
+            "--out",
+            "run1",
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let first = read_json(&tmp.path().join("run1/summary.json"));
+    assert_eq!(first["scene"], "tet");
+    assert_eq!(first["particles"], 4);
+    assert_eq!(first["springs"], 6);
+
+    // From another working directory, with no --steps: same name, same 3 steps.
+    let o = msc(
+        &[
+            "run",
+            "scene.toml",
+            "--backend",
+            "cpu",
+            "--quiet",
+            "--out",
+            "../run2",
+        ],
+        &tmp.path().join("run1"),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let second = read_json(&tmp.path().join("run2/summary.json"));
+    assert_eq!(second["scene"], "tet");
+    assert_eq!(second["steps"], 3);
+    let (_, r1) = read_energy(&tmp.path().join("run1/energy.csv"));
+    let (_, r2) = read_energy(&tmp.path().join("run2/energy.csv"));
+    assert_eq!(r1.len(), 4);
+    assert_eq!(r1.len(), r2.len());
+}

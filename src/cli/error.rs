@@ -15,8 +15,9 @@ pub enum CliError {
     #[error("cannot load scene '{scene}'")]
     Scene {
         scene: String,
+        /// Boxed to keep `CliError` small.
         #[source]
-        source: SceneError,
+        source: Box<SceneError>,
     },
     /// A command-line value the scene loader does not see (e.g. `--steps`).
     #[error("invalid {option}")]

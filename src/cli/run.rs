@@ -214,9 +214,14 @@ fn progress_bar(total: u64, quiet: bool) -> Option<indicatif::ProgressBar> {
 }
 
 fn report(s: &Summary, out: &std::path::Path) {
+    // The linear solver only matters to the implicit integrators (they report stats).
+    let solver = match s.solver_iterations {
+        Some(_) => format!(" ({})", s.solver),
+        None => String::new(),
+    };
     println!(
-        "{}: {} steps of {} ({}) on {} in {:.3} s ({:.4} ms/step)",
-        s.scene, s.steps, s.integrator, s.solver, s.backend, s.wall_seconds, s.ms_per_step
+        "{}: {} steps of {}{solver} on {} in {:.3} s ({:.4} ms/step)",
+        s.scene, s.steps, s.integrator, s.backend, s.wall_seconds, s.ms_per_step
     );
     let e = &s.final_energy;
     println!(
