@@ -782,3 +782,23 @@ fn adapter_is_described() {
     assert!(a.max_storage_buffers_per_shader_stage >= 8);
     assert!(msc::gpu::list_adapters().iter().any(|l| l.name == a.name));
 }
+
+#[test]
+fn a_lost_device_is_reported() {
+    let system = random_system(Random::default());
+    let Some(mut g) = gpu(&system, &imex(SolverMethod::Jacobi, 2)) else {
+        return;
+    };
+    g.step(1).unwrap();
+    // Idle first: wgpu completes a destroy (and reports the loss) once the queue drains.
+    g.state().unwrap();
+    g.device().destroy();
+    match g.step(1) {
+        Err(msc::SimError::Gpu(GpuError::DeviceLost(m))) => eprintln!("lost: {m}"),
+        other => panic!("expected device lost, got {other:?}"),
+    }
+    assert!(matches!(
+        g.state(),
+        Err(msc::SimError::Gpu(GpuError::DeviceLost(_)))
+    ));
+}

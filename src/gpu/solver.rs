@@ -62,8 +62,9 @@ impl AdapterSummary {
     }
 }
 
-/// Steps recorded per queue submission by [`Simulator::step`].
-const STEPS_PER_SUBMIT: u64 = 64;
+/// Dispatches recorded per queue submission by [`Simulator::step`] (whole steps, at least
+/// one): bounds the command buffer's host memory when steps have many solver sweeps.
+const DISPATCHES_PER_SUBMIT: u64 = 8192;
 
 /// The GPU buffers, indexed by `Buf as usize`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -1391,7 +1392,11 @@ impl GpuSolver {
         }
     }
 
+    /// Device loss is reported through the device-lost callback, which wgpu runs while
+    /// polling. Only headless solvers install one: an embedding caller owns its device's
+    /// callback (on a lost device, readbacks then fail with `Readback`).
     fn check_lost(&self) -> Result<(), GpuError> {
+        let _ = self.device.poll(wgpu::PollType::Poll);
         match self.lost.lock() {
             Ok(l) => match l.as_ref() {
                 Some(m) => Err(GpuError::DeviceLost(m.clone())),
@@ -1463,8 +1468,10 @@ impl GpuSolver {
         scoped(&device, || {
             let mut remaining = n;
             let mut previous: Option<wgpu::SubmissionIndex> = None;
+            let per_submit = (DISPATCHES_PER_SUBMIT / self.step_ops.len().max(1) as u64)
+                .clamp(1, u64::from(u32::MAX));
             while remaining > 0 {
-                let batch = remaining.min(STEPS_PER_SUBMIT);
+                let batch = remaining.min(per_submit);
                 let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
                     label: Some("msc step batch"),
                 });
@@ -1563,5 +1570,46 @@ impl Simulator for GpuSolver {
     }
     fn backend_name(&self) -> String {
         self.summary.name.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_errors_are_captured_as_typed_errors() {
+        let Ok(adapter) = pick_adapter(&instance(), true) else {
+            assert!(
+                std::env::var("MSC_REQUIRE_GPU").as_deref() != Ok("1"),
+                "MSC_REQUIRE_GPU=1 but no adapter"
+            );
+            return;
+        };
+        let (device, _queue) =
+            pollster::block_on(adapter.request_device(&Default::default())).expect("device");
+        let result: Result<(), GpuError> = scoped(&device, || {
+            // MAP_READ combines only with COPY_DST: creating this buffer is invalid.
+            let _ = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("invalid on purpose"),
+                size: 16,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::STORAGE,
+                mapped_at_creation: false,
+            });
+            Ok(())
+        });
+        match result {
+            Err(GpuError::Validation(m)) => assert!(m.contains("invalid on purpose"), "{m}"),
+            other => panic!("expected a validation error, got {other:?}"),
+        }
+        // A kernel that does not compile is caught the same way.
+        let result: Result<(), GpuError> = scoped(&device, || {
+            let _ = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some("broken"),
+                source: wgpu::ShaderSource::Wgsl("fn main( {".into()),
+            });
+            Ok(())
+        });
+        assert!(matches!(result, Err(GpuError::Validation(_))), "{result:?}");
     }
 }
