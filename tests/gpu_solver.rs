@@ -802,3 +802,37 @@ fn a_lost_device_is_reported() {
         Err(msc::SimError::Gpu(GpuError::DeviceLost(_)))
     ));
 }
+
+#[test]
+fn profiling_times_every_kernel_and_advances_like_step() {
+    let system = random_system(Random::default());
+    let config = imex(SolverMethod::Cg, 4);
+    let Some(mut g) = gpu(&system, &config) else {
+        return;
+    };
+    let profile = match g.profile(3) {
+        Ok(p) => p,
+        Err(GpuError::Unsupported(m)) => {
+            eprintln!("skipping: {m}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let total: u64 = profile.iter().map(|k| k.dispatches).sum();
+    assert_eq!(total, 3 * g.dispatches_per_step() as u64);
+    for name in [
+        "spring_assemble",
+        "coulomb_tiled",
+        "rhs",
+        "cg_matvec",
+        "integrate",
+    ] {
+        let k = profile.iter().find(|k| k.kernel == name).expect(name);
+        assert!(k.seconds >= 0.0 && k.seconds.is_finite());
+    }
+    assert!(profile.iter().map(|k| k.seconds).sum::<f64>() > 0.0);
+    // The profiled steps are real steps: same state as an unprofiled run.
+    let mut plain = gpu(&system, &config).unwrap();
+    plain.step(3).unwrap();
+    assert_eq!(g.state().unwrap(), plain.state().unwrap());
+}

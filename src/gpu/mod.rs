@@ -6,4 +6,4 @@ pub mod shaders;
 pub mod solver;
 
 pub use error::GpuError;
-pub use solver::{list_adapters, AdapterSummary, GpuSolver, HeadlessOptions};
+pub use solver::{list_adapters, AdapterSummary, GpuSolver, HeadlessOptions, KernelTime};
