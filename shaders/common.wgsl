@@ -49,8 +49,7 @@ struct Params {
     n_wg: u32,
     // 1: invert the 3x3 diagonal block (block Jacobi, Chebyshev); 0: scalar diagonal
     block_diag: u32,
-    // 1: all-pairs Coulomb on; 0: off
-    coulomb_on: u32,
+    _pad0: u32,
     ext: array<ExtCharge, MAX_EXT_CHARGES>,
 }
 

@@ -56,8 +56,7 @@ pub struct Params {
     pub n_wg: u32,
     /// 1: 3x3 block diagonal inverse; 0: scalar diagonal.
     pub block_diag: u32,
-    /// 1: all-pairs Coulomb on.
-    pub coulomb_on: u32,
+    pub _pad0: u32,
     pub ext: [ExtCharge; MAX_EXT_CHARGES],
 }
 
@@ -112,7 +111,7 @@ pub fn mirror_layouts() -> Vec<MirrorLayout> {
                 ("field_kind", offset_of!(Params, field_kind)),
                 ("n_wg", offset_of!(Params, n_wg)),
                 ("block_diag", offset_of!(Params, block_diag)),
-                ("coulomb_on", offset_of!(Params, coulomb_on)),
+                ("_pad0", offset_of!(Params, _pad0)),
                 ("ext", offset_of!(Params, ext)),
             ],
         },

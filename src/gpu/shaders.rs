@@ -37,8 +37,8 @@ pub const COMMON: &str = include_str!("../../shaders/common.wgsl");
 
 pub const SPRING_ASSEMBLE: Kernel = kernel!("spring_assemble", [Read, Read, Read, Read, ReadWrite]);
 pub const COULOMB_SOURCES: Kernel = kernel!("coulomb_sources", [Read, Read, Read, ReadWrite]);
-pub const COULOMB_TILED: Kernel =
-    kernel!("coulomb_tiled", [Read, Read, Read, Read, Read, ReadWrite]);
+pub const EXTERNAL_FORCES: Kernel = kernel!("external_forces", [Read, Read, Read, ReadWrite]);
+pub const COULOMB_TILED: Kernel = kernel!("coulomb_tiled", [Read, Read, ReadWrite]);
 pub const RHS: Kernel = kernel!("rhs", [Read, Read, Read, Read, Read, ReadWrite]);
 pub const JACOBI_SWEEP: Kernel = kernel!("jacobi_sweep", [Read, Read, Read, Read, Read, ReadWrite]);
 pub const RESIDUAL: Kernel = kernel!("residual", [Read, Read, Read, Read, Read, ReadWrite]);
@@ -72,9 +72,10 @@ pub const ENERGY_REDUCE: Kernel = kernel!(
 );
 
 /// Every kernel, in a fixed order.
-pub const KERNELS: [Kernel; 16] = [
+pub const KERNELS: [Kernel; 17] = [
     SPRING_ASSEMBLE,
     COULOMB_SOURCES,
+    EXTERNAL_FORCES,
     COULOMB_TILED,
     RHS,
     JACOBI_SWEEP,

@@ -88,7 +88,6 @@ enum Buf {
     Force,
     Sources,
     Charged,
-    Rank,
     Clock,
     Springs,
     SParams,
@@ -183,7 +182,6 @@ fn sizes(system: &System, config: &Config) -> Sizes {
             ("forces", 16 * n),
             ("Coulomb sources", 16 * nc.max(1)),
             ("charged indices", 4 * nc.max(1)),
-            ("charge ranks", 4 * n),
             ("clock", 16),
             ("springs", 8 * ns.max(1)),
             ("spring parameters", 16 * ns.max(1)),
@@ -749,11 +747,7 @@ impl GpuSolver {
         let mut x = Vec::with_capacity(n);
         let mut v = Vec::with_capacity(n);
         let mut props = Vec::with_capacity(n);
-        let mut rank = vec![u32::MAX; n];
         let charged = system.charged_indices();
-        for (c, &i) in charged.iter().enumerate() {
-            rank[i as usize] = c as u32;
-        }
         for i in 0..n {
             x.push(vec4(system.positions()[i], 1.0, "position of particle", i)?);
             v.push(vec4(
@@ -878,10 +872,6 @@ impl GpuSolver {
                 storage,
             ),
         );
-        put(
-            Buf::Rank,
-            init("msc charge ranks", bytemuck::cast_slice(&rank), storage),
-        );
         put(Buf::Clock, zeroed("msc clock", 16));
         put(
             Buf::Springs,
@@ -962,7 +952,7 @@ impl GpuSolver {
                 config.solver.method,
                 SolverMethod::BlockJacobi | SolverMethod::Chebyshev
             )),
-            coulomb_on: u32::from(config.coulomb.method == CoulombMethod::AllPairs),
+            _pad0: 0,
             ext: [ExtCharge::default(); MAX_EXT_CHARGES],
         };
         match config.external_field {
@@ -1178,10 +1168,19 @@ impl GpuSolver {
         op
     }
 
-    /// Coulomb sources, then all non-spring forces at t (mode 0) or t + h (mode 1).
+    /// All non-spring forces at t (mode 0) or t + h (mode 1): external and gravity per
+    /// particle, then the compacted charges and the tiled Coulomb sum over them.
     fn field_ops(&mut self, ops: &mut Vec<Op>, nc: u32, mode: u32) {
-        let m0 = self.mode(0);
+        let record = self.mode(mode);
+        let op = self.op(
+            shaders::EXTERNAL_FORCES,
+            &[Buf::X, Buf::Props, Buf::Clock, Buf::Force],
+            record,
+            self.n,
+        );
+        ops.push(op);
         if nc > 0 {
+            let m0 = self.mode(0);
             let op = self.op(
                 shaders::COULOMB_SOURCES,
                 &[Buf::X, Buf::Props, Buf::Charged, Buf::Sources],
@@ -1189,22 +1188,14 @@ impl GpuSolver {
                 nc,
             );
             ops.push(op);
+            let op = self.op(
+                shaders::COULOMB_TILED,
+                &[Buf::Sources, Buf::Charged, Buf::Force],
+                m0,
+                nc,
+            );
+            ops.push(op);
         }
-        let record = self.mode(mode);
-        let op = self.op(
-            shaders::COULOMB_TILED,
-            &[
-                Buf::X,
-                Buf::Props,
-                Buf::Sources,
-                Buf::Rank,
-                Buf::Clock,
-                Buf::Force,
-            ],
-            record,
-            self.n,
-        );
-        ops.push(op);
     }
 
     fn spring_op(&mut self, ops: &mut Vec<Op>, ns: u32, mode: u32) {
