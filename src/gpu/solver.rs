@@ -194,7 +194,8 @@ fn sizes(system: &System, config: &Config) -> Sizes {
             ("cg r", per(cg, 16 * n)),
             ("cg p", per(cg, 16 * n)),
             ("cg q", per(cg, 16 * n)),
-            ("partial sums", 32 * n.div_ceil(wg).max(1) + 64),
+            // 32 bytes per workgroup (a few more on a 2D grid; see `grid`).
+            ("partial sums", 32 * (n.div_ceil(wg).max(1) + 64)),
             ("scalars", 16 * u64::from(SCALAR_SLOTS)),
         ],
         groups,
@@ -261,6 +262,14 @@ fn check_limits(limits: &wgpu::Limits, sizes: &Sizes) -> Result<(), GpuError> {
         per_dim * per_dim,
     )?;
     Ok(())
+}
+
+/// Workgroup grid of a 1D dispatch over `count` items with at most `max` workgroups per
+/// dimension: tight (x y - groups < y), so at most a few workgroups idle.
+fn grid(count: u32, max: u32) -> [u32; 2] {
+    let groups = count.div_ceil(WORKGROUP_SIZE).max(1);
+    let y = groups.div_ceil(max.max(1));
+    [groups.div_ceil(y), y]
 }
 
 fn instance() -> wgpu::Instance {
@@ -921,10 +930,10 @@ impl GpuSolver {
         put(Buf::R, zeroed("msc cg r", size_of("cg r")));
         put(Buf::P, zeroed("msc cg p", size_of("cg p")));
         put(Buf::Q, zeroed("msc cg q", size_of("cg q")));
-        put(
-            Buf::Partials,
-            zeroed("msc partial sums", size_of("partial sums")),
-        );
+        // Two blocks of one vec4 per workgroup of a per-particle dispatch.
+        let grid = self.grid(self.n);
+        let partials = 32 * u64::from(grid[0]) * u64::from(grid[1]);
+        put(Buf::Partials, zeroed("msc partial sums", partials));
         put(Buf::Scalars, zeroed("msc scalars", size_of("scalars")));
         self.buffers = bufs
             .into_iter()
@@ -1008,17 +1017,10 @@ impl GpuSolver {
 
     /// Workgroup grid of a 1D dispatch over `count` items (2D past 65535 workgroups).
     fn grid(&self, count: u32) -> [u32; 2] {
-        let groups = count.div_ceil(WORKGROUP_SIZE).max(1);
-        let max = self
-            .device
-            .limits()
-            .max_compute_workgroups_per_dimension
-            .max(1);
-        if groups <= max {
-            [groups, 1]
-        } else {
-            [max, groups.div_ceil(max)]
-        }
+        grid(
+            count,
+            self.device.limits().max_compute_workgroups_per_dimension,
+        )
     }
 
     fn pipeline(&mut self, k: Kernel) -> usize {
@@ -1692,6 +1694,24 @@ impl Simulator for GpuSolver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grids_cover_every_item_tightly() {
+        for max in [1, 2, 3, 7, 65535] {
+            for count in [1, 255, 256, 257, 1000, 70_000, 10_000_000] {
+                let [x, y] = grid(count, max);
+                let groups = count.div_ceil(WORKGROUP_SIZE);
+                if groups > max * max {
+                    continue;
+                }
+                assert!(x <= max && y <= max, "{count}/{max}: {x} x {y}");
+                assert!(
+                    x * y >= groups && x * y - groups < y,
+                    "{count}/{max}: {x} x {y}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn validation_errors_are_captured_as_typed_errors() {
