@@ -1,1 +1,147 @@
-fn main() {}
+//! CPU reference timings: all-pairs Coulomb, one IMEX step on a 10K-particle cloth, one
+//! Jacobi sweep. Kept short (10 samples, 2 s each): `cargo bench --bench cpu_reference`.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use glam::DVec3;
+use msc::config::{Config, CoulombConfig, CoulombMethod, Integrator, SolverConfig, SolverMethod};
+use msc::cpu::forces::coulomb_forces;
+use msc::cpu::solvers::{diagonal_inverse, jacobi_sweep, BlockLaplacian};
+use msc::cpu::CpuSimulation;
+use msc::model::{Spring, System, SystemDesc};
+use std::hint::black_box;
+use std::time::Duration;
+
+/// Deterministic points in the unit cube with charges of both signs.
+fn charges(n: usize) -> (Vec<DVec3>, Vec<f64>) {
+    let mut s = 0x1234_5678_u64;
+    let mut unit = move || {
+        s = s
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (s >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let x = (0..n).map(|_| DVec3::new(unit(), unit(), unit())).collect();
+    let q = (0..n).map(|_| (unit() - 0.5) * 1e-5).collect();
+    (x, q)
+}
+
+/// A side x side cloth in the x-z plane with structural and shear springs, two corners pinned.
+fn cloth(side: usize) -> System {
+    let spacing = 0.01;
+    let x: Vec<DVec3> = (0..side * side)
+        .map(|k| {
+            DVec3::new(
+                (k % side) as f64 * spacing,
+                0.0,
+                (k / side) as f64 * spacing,
+            )
+        })
+        .collect();
+    let mut springs = Vec::new();
+    let mut add = |i: usize, j: usize| {
+        springs.push(Spring {
+            i: i as u32,
+            j: j as u32,
+            stiffness: 50.0,
+            rest_length: (x[j] - x[i]).length(),
+            damping: 0.01,
+        })
+    };
+    for a in 0..side {
+        for b in 0..side {
+            let i = a * side + b;
+            if b + 1 < side {
+                add(i, i + 1);
+            }
+            if a + 1 < side {
+                add(i, i + side);
+            }
+            if a + 1 < side && b + 1 < side {
+                add(i, i + side + 1);
+                add(i + 1, i + side);
+            }
+        }
+    }
+    let mut pinned = vec![false; side * side];
+    pinned[0] = true;
+    pinned[side - 1] = true;
+    System::new(SystemDesc {
+        masses: vec![1e-3; x.len()],
+        positions: x,
+        springs,
+        pinned,
+        ..Default::default()
+    })
+    .expect("valid cloth")
+}
+
+fn bench_coulomb(c: &mut Criterion) {
+    let mut group = c.benchmark_group("coulomb_forces");
+    for n in [1000usize, 4000] {
+        let (x, q) = charges(n);
+        group.throughput(Throughput::Elements((n * (n - 1)) as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter(|| coulomb_forces(black_box(&x), black_box(&q), 0.0))
+        });
+    }
+    group.finish();
+}
+
+fn bench_imex_step(c: &mut Criterion) {
+    // Uncharged: this measures the spring assembly, right-hand side and 50 Jacobi sweeps.
+    let system = cloth(100);
+    let config = Config {
+        integrator: Integrator::Imex,
+        dt: 0.005,
+        gravity: DVec3::new(0.0, -9.81, 0.0),
+        solver: SolverConfig {
+            method: SolverMethod::Jacobi,
+            iterations: 50,
+            omega: 0.5,
+            tolerance: 0.0,
+            rho: None,
+        },
+        coulomb: CoulombConfig {
+            method: CoulombMethod::None,
+            softening: 0.0,
+        },
+        ..Config::default()
+    };
+    let mut sim = CpuSimulation::new(&system, &config).expect("valid config");
+    let mut group = c.benchmark_group("imex_step");
+    group.throughput(Throughput::Elements(system.len() as u64));
+    group.bench_function("cloth_10k_jacobi50", |b| b.iter(|| sim.step_once()));
+    group.finish();
+}
+
+fn bench_jacobi_sweep(c: &mut Criterion) {
+    let system = cloth(100);
+    let op = BlockLaplacian::imex(&system, system.positions(), 0.005);
+    let b_vec: Vec<DVec3> = (0..system.len())
+        .map(|i| DVec3::splat(i as f64 * 1e-4))
+        .collect();
+    let mut diag_inv = Vec::new();
+    diagonal_inverse(&op, &mut diag_inv);
+    let v_in = vec![DVec3::ZERO; system.len()];
+    let mut v_out = vec![DVec3::ZERO; system.len()];
+    let mut group = c.benchmark_group("jacobi_sweep");
+    group.throughput(Throughput::Elements(system.len() as u64));
+    group.bench_function("cloth_10k", |b| {
+        b.iter(|| jacobi_sweep(&op, black_box(&b_vec), &diag_inv, 0.5, &v_in, &mut v_out))
+    });
+    group.finish();
+}
+
+fn quick() -> Criterion {
+    Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+}
+
+criterion_group! {
+    name = benches;
+    config = quick();
+    targets = bench_coulomb, bench_imex_step, bench_jacobi_sweep
+}
+criterion_main!(benches);

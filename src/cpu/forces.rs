@@ -1,49 +1,275 @@
 //! Forces and their Jacobians (DESIGN section 1). Mirrors `shaders/spring_assemble.wgsl`,
 //! `shaders/coulomb_tiled.wgsl` and the external-force part of `shaders/rhs.wgsl`.
+//!
+//! Conventions: d = x_j - x_i, l = |d|, n = d / l; every per-spring quantity is "on i"
+//! and enters particle j with the opposite sign (the CSR `sign`). A degenerate spring
+//! (l = 0) has no axis: n = 0, its force is zero and its blocks drop the axis terms.
 
 use crate::config::Config;
-use crate::model::Spring;
+use crate::model::{Adjacency, Spring, COULOMB_K};
 use glam::{DMat3, DVec3};
+use rayon::prelude::*;
 
-/// Elastic force on particle i: k (l - L) n, n = (x_j - x_i) / l (seed 002).
+/// Rows per rayon task for per-particle and per-spring loops; smaller inputs run inline.
+pub(crate) const PAR_CHUNK: usize = 1024;
+
+/// Unit axis n = (x_j - x_i) / l and the length l; n = 0 when l = 0.
+#[inline]
+pub fn spring_axis(xi: DVec3, xj: DVec3) -> (DVec3, f64) {
+    let d = xj - xi;
+    let l = d.length();
+    if l > 0.0 {
+        (d / l, l)
+    } else {
+        (DVec3::ZERO, 0.0)
+    }
+}
+
+/// n n^T, exactly symmetric (n_a n_b and n_b n_a are the same product).
+#[inline]
+pub fn outer(n: DVec3) -> DMat3 {
+    DMat3::from_cols(n * n.x, n * n.y, n * n.z)
+}
+
+/// The transverse factor 1 - L/l of the stiffness block (seed 002 eq. 8). A zero-rest-length
+/// spring is linear (factor 1 for every l); a degenerate spring with L > 0 gets 0.
+#[inline]
+fn transverse_factor(l: f64, rest: f64) -> f64 {
+    if rest == 0.0 {
+        1.0
+    } else if l > 0.0 {
+        1.0 - rest / l
+    } else {
+        0.0
+    }
+}
+
+/// Elastic force on particle i: k (l - L) n, n = (x_j - x_i) / l (seed 002 eq. 4).
 pub fn spring_elastic_force(xi: DVec3, xj: DVec3, s: &Spring) -> DVec3 {
-    let _ = (xi, xj, s);
-    todo!("cpu helper")
+    let (n, l) = spring_axis(xi, xj);
+    n * (s.stiffness * (l - s.rest_length))
 }
 
 /// Elastic plus damping force on i: k (l - L) n + c ((v_j - v_i) . n) n (seed 003).
 pub fn spring_force(xi: DVec3, xj: DVec3, vi: DVec3, vj: DVec3, s: &Spring) -> DVec3 {
-    let _ = (xi, xj, vi, vj, s);
-    todo!("cpu helper")
+    let (n, l) = spring_axis(xi, xj);
+    n * (s.stiffness * (l - s.rest_length) + s.damping * (vj - vi).dot(n))
 }
 
-/// S_k = d f_i / d x_i = -k [n n^T + (1 - L/l)(I - n n^T)] (seed 003), unclamped.
+/// S_k = d f_i / d x_i = -k [n n^T + (1 - L/l)(I - n n^T)] (seed 003; seed 000 eq. 46),
+/// unclamped: indefinite for a compressed spring.
 pub fn spring_stiffness_block(xi: DVec3, xj: DVec3, s: &Spring) -> DMat3 {
-    let _ = (xi, xj, s);
-    todo!("cpu helper")
+    let (n, l) = spring_axis(xi, xj);
+    let nn = outer(n);
+    let g = transverse_factor(l, s.rest_length);
+    (nn + (DMat3::IDENTITY - nn) * g) * (-s.stiffness)
 }
 
 /// d f_i / d v_i = -c n n^T (seed 003).
 pub fn spring_damping_block(xi: DVec3, xj: DVec3, s: &Spring) -> DMat3 {
-    let _ = (xi, xj, s);
-    todo!("cpu helper")
+    let (n, _) = spring_axis(xi, xj);
+    outer(n) * (-s.damping)
 }
 
 /// W_k = h^2 k [n n^T + max(0, 1 - L/l)(I - n n^T)] + h c n n^T: the clamped, symmetric
 /// positive semi-definite block of A = M - h D - h^2 K (DESIGN section 2).
 pub fn spring_w_block(xi: DVec3, xj: DVec3, s: &Spring, h: f64) -> DMat3 {
-    let _ = (xi, xj, s, h);
-    todo!("cpu helper")
+    let (n, l) = spring_axis(xi, xj);
+    let nn = outer(n);
+    // The clamp keeps A SPD for compressed springs; it is not applied to the force.
+    let g = transverse_factor(l, s.rest_length).max(0.0);
+    let kh2 = h * h * s.stiffness;
+    nn * (kh2 + h * s.damping) + (DMat3::IDENTITY - nn) * (kh2 * g)
+}
+
+/// Per-spring kernel of the IMEX step (`spring_assemble`): the elastic force on i and the
+/// block W_k, both at the positions `x` (seed 000 eq. 46, DESIGN section 2).
+pub fn spring_assemble(
+    x: &[DVec3],
+    springs: &[Spring],
+    h: f64,
+    force_out: &mut [DVec3],
+    block_out: &mut [DMat3],
+) {
+    assert_eq!(force_out.len(), springs.len(), "spring_assemble: force_out");
+    assert_eq!(block_out.len(), springs.len(), "spring_assemble: block_out");
+    let kernel = |(k, (f, w)): (usize, (&mut DVec3, &mut DMat3))| {
+        let s = &springs[k];
+        let (xi, xj) = (x[s.i as usize], x[s.j as usize]);
+        *f = spring_elastic_force(xi, xj, s);
+        *w = spring_w_block(xi, xj, s, h);
+    };
+    if springs.len() <= PAR_CHUNK {
+        force_out
+            .iter_mut()
+            .zip(block_out.iter_mut())
+            .enumerate()
+            .for_each(kernel);
+    } else {
+        force_out
+            .par_iter_mut()
+            .zip(block_out.par_iter_mut())
+            .enumerate()
+            .with_min_len(PAR_CHUNK)
+            .for_each(kernel);
+    }
+}
+
+/// Per-spring elastic plus damping force on i (explicit integrators).
+pub fn spring_forces(x: &[DVec3], v: &[DVec3], springs: &[Spring], force_out: &mut [DVec3]) {
+    assert_eq!(force_out.len(), springs.len(), "spring_forces: force_out");
+    let kernel = |(k, f): (usize, &mut DVec3)| {
+        let s = &springs[k];
+        let (i, j) = (s.i as usize, s.j as usize);
+        *f = spring_force(x[i], x[j], v[i], v[j], s);
+    };
+    if springs.len() <= PAR_CHUNK {
+        force_out.iter_mut().enumerate().for_each(kernel);
+    } else {
+        force_out
+            .par_iter_mut()
+            .enumerate()
+            .with_min_len(PAR_CHUNK)
+            .for_each(kernel);
+    }
+}
+
+/// Per-particle gather of per-spring forces over the CSR rows, in row order:
+/// out_i = sum_{e in row i} sign_e f_{spring_e} (scatter-free, DESIGN section 6).
+pub fn gather_spring_forces(adjacency: &Adjacency, spring_force: &[DVec3], out: &mut [DVec3]) {
+    let kernel = |(i, o): (usize, &mut DVec3)| {
+        let mut acc = DVec3::ZERO;
+        for e in adjacency.row(i) {
+            let f = spring_force[e.spring as usize];
+            acc += if e.sign > 0 { f } else { -f };
+        }
+        *o = acc;
+    };
+    if out.len() <= PAR_CHUNK {
+        out.iter_mut().enumerate().for_each(kernel);
+    } else {
+        out.par_iter_mut()
+            .enumerate()
+            .with_min_len(PAR_CHUNK)
+            .for_each(kernel);
+    }
 }
 
 /// All-pairs Coulomb force on every particle (the paper's eq. 8), with softening.
 pub fn coulomb_forces(x: &[DVec3], q: &[f64], softening: f64) -> Vec<DVec3> {
-    let _ = (x, q, softening);
-    todo!("cpu helper")
+    let mut out = vec![DVec3::ZERO; x.len()];
+    coulomb_forces_into(x, q, softening, &mut out);
+    out
+}
+
+/// [`coulomb_forces`] into a caller's buffer (`coulomb_tiled`): per target i,
+/// f_i = k_c q_i sum_{j != i, q_j != 0} q_j (x_i - x_j) / (r^2 + eps^2)^(3/2), sources in
+/// increasing index order. Uncharged particles receive zero. A coincident pair with
+/// eps = 0 has no direction and is skipped.
+pub fn coulomb_forces_into(x: &[DVec3], q: &[f64], softening: f64, out: &mut [DVec3]) {
+    assert_eq!(q.len(), x.len(), "coulomb_forces: charges");
+    assert_eq!(out.len(), x.len(), "coulomb_forces: out");
+    let sources: Vec<(usize, DVec3, f64)> = (0..x.len())
+        .filter(|&j| q[j] != 0.0)
+        .map(|j| (j, x[j], q[j]))
+        .collect();
+    let eps2 = softening * softening;
+    out.par_iter_mut()
+        .enumerate()
+        .with_min_len(64)
+        .for_each(|(i, f)| {
+            let qi = q[i];
+            if qi == 0.0 {
+                *f = DVec3::ZERO;
+                return;
+            }
+            let xi = x[i];
+            let mut field = DVec3::ZERO;
+            for &(j, xj, qj) in &sources {
+                if j == i {
+                    continue;
+                }
+                field += point_charge_field(xi, xj, qj, eps2);
+            }
+            *f = field * (COULOMB_K * qi);
+        });
+}
+
+/// q_s (x - x_s) / (r^2 + eps^2)^(3/2): the field of a source without k_c; 0 at r^2 + eps^2 = 0.
+#[inline]
+fn point_charge_field(x: DVec3, xs: DVec3, qs: f64, eps2: f64) -> DVec3 {
+    let d = x - xs;
+    let r2 = d.length_squared() + eps2;
+    if r2 > 0.0 {
+        d * (qs / (r2 * r2.sqrt()))
+    } else {
+        DVec3::ZERO
+    }
 }
 
 /// External point charges at time `t` and the external field, on every particle.
 pub fn external_forces(x: &[DVec3], q: &[f64], config: &Config, t: f64) -> Vec<DVec3> {
-    let _ = (x, q, config, t);
-    todo!("cpu helper")
+    let mut out = vec![DVec3::ZERO; x.len()];
+    external_forces_into(x, q, config, t, &mut out);
+    out
+}
+
+/// [`external_forces`] into a caller's buffer: k_c q_i sum_e q_e (x_i - x_e(t)) /
+/// (r^2 + eps^2)^(3/2) + q_i E(x_i), with the run's Coulomb softening eps. These act
+/// whatever the Coulomb method is (`none` switches off only the internal all-pairs sum).
+pub fn external_forces_into(x: &[DVec3], q: &[f64], config: &Config, t: f64, out: &mut [DVec3]) {
+    assert_eq!(q.len(), x.len(), "external_forces: charges");
+    assert_eq!(out.len(), x.len(), "external_forces: out");
+    let charges: Vec<(DVec3, f64)> = config
+        .external_charges
+        .iter()
+        .map(|c| (c.position_at(t), c.charge))
+        .collect();
+    let eps2 = config.coulomb.softening * config.coulomb.softening;
+    let field = config.external_field;
+    let kernel = |(i, f): (usize, &mut DVec3)| {
+        let qi = q[i];
+        if qi == 0.0 {
+            *f = DVec3::ZERO;
+            return;
+        }
+        let xi = x[i];
+        let mut e = DVec3::ZERO;
+        for &(xe, qe) in &charges {
+            e += point_charge_field(xi, xe, qe, eps2);
+        }
+        e *= COULOMB_K;
+        if let Some(fld) = field {
+            e += fld.at(xi);
+        }
+        *f = e * qi;
+    };
+    if x.len() <= PAR_CHUNK {
+        out.iter_mut().enumerate().for_each(kernel);
+    } else {
+        out.par_iter_mut()
+            .enumerate()
+            .with_min_len(PAR_CHUNK)
+            .for_each(kernel);
+    }
+}
+
+/// Coulomb (when enabled) plus external forces at (x, t): the explicit, position-only part
+/// of the force that every integrator evaluates (`coulomb_tiled` + the external part of `rhs`).
+pub fn field_forces_into(
+    x: &[DVec3],
+    q: &[f64],
+    config: &Config,
+    t: f64,
+    coulomb_scratch: &mut Vec<DVec3>,
+    out: &mut [DVec3],
+) {
+    external_forces_into(x, q, config, t, out);
+    if config.coulomb.method == crate::config::CoulombMethod::AllPairs {
+        coulomb_scratch.resize(x.len(), DVec3::ZERO);
+        coulomb_forces_into(x, q, config.coulomb.softening, coulomb_scratch);
+        for (o, c) in out.iter_mut().zip(coulomb_scratch.iter()) {
+            *o = *c + *o;
+        }
+    }
 }

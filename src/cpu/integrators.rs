@@ -1,8 +1,22 @@
 //! Time integrators (DESIGN section 2).
+//!
+//! Each step is written as the sequence of kernels the GPU runs (spring assembly, field
+//! forces, right-hand side, linear solve, position update), so intermediate buffers can be
+//! compared one by one. Time after a step is `step * h`, not an accumulated sum.
 
-use crate::config::{Config, ConfigError};
-use crate::model::{State, System};
+// Per-particle loops index several arrays by particle, as the kernels do.
+#![allow(clippy::needless_range_loop)]
+
+use super::forces::{
+    field_forces_into, gather_spring_forces, spring_assemble, spring_axis, spring_forces,
+};
+use super::solvers::{
+    estimate_block_jacobi_rho, solve, BlockLaplacian, SolverScratch, RHO_ESTIMATE_ITERATIONS,
+};
+use crate::config::{Config, ConfigError, Integrator, SolverMethod};
+use crate::model::{Adjacency, Spring, State, System};
 use crate::sim::{Energies, SimError, Simulator, SolveStats};
+use glam::DVec3;
 
 /// The CPU reference simulation of one system.
 pub struct CpuSimulation {
@@ -10,16 +24,61 @@ pub struct CpuSimulation {
     config: Config,
     state: State,
     last_solve: Option<SolveStats>,
+    /// IMEX: A, reassembled each step. local_global: P, assembled once. Explicit
+    /// integrators use only its adjacency.
+    op: BlockLaplacian,
+    /// Chebyshev spectral radius (the config's, or estimated at construction); 0 otherwise.
+    rho: f64,
+    scratch: SolverScratch,
+    /// Per spring: force on i (IMEX: elastic; explicit: elastic + damping) or d_k.
+    spring_buf: Vec<DVec3>,
+    /// Per particle: Coulomb + external forces at (x, t).
+    field: Vec<DVec3>,
+    /// Step number whose positions `field` holds (velocity Verlet reuses a' as the next a).
+    field_step: Option<u64>,
+    coulomb_scratch: Vec<DVec3>,
+    /// Per particle work vectors: gathered spring forces, right-hand side, iterate.
+    gathered: Vec<DVec3>,
+    rhs: Vec<DVec3>,
+    work: Vec<DVec3>,
 }
 
 impl CpuSimulation {
     pub fn new(system: &System, config: &Config) -> Result<Self, ConfigError> {
         config.validate()?;
+        let n = system.len();
+        let ns = system.springs().len();
+        let mut op = BlockLaplacian::from_system(system);
+        let h = config.dt;
+        let state = system.initial_state();
+        match config.integrator {
+            Integrator::Imex => op.assemble_imex(&state.x, system.springs(), h),
+            Integrator::LocalGlobal => op.assemble_local_global(system.springs(), h),
+            _ => {}
+        }
+        let rho =
+            if config.integrator.is_implicit() && config.solver.method == SolverMethod::Chebyshev {
+                config.solver.rho.unwrap_or_else(|| {
+                    estimate_block_jacobi_rho(&op, config.solver.omega, RHO_ESTIMATE_ITERATIONS)
+                })
+            } else {
+                0.0
+            };
         Ok(Self {
             system: system.clone(),
             config: config.clone(),
-            state: system.initial_state(),
+            state,
             last_solve: None,
+            op,
+            rho,
+            scratch: SolverScratch::default(),
+            spring_buf: vec![DVec3::ZERO; ns],
+            field: vec![DVec3::ZERO; n],
+            field_step: None,
+            coulomb_scratch: Vec::new(),
+            gathered: vec![DVec3::ZERO; n],
+            rhs: vec![DVec3::ZERO; n],
+            work: vec![DVec3::ZERO; n],
         })
     }
     pub fn system(&self) -> &System {
@@ -32,9 +91,285 @@ impl CpuSimulation {
     pub fn current(&self) -> &State {
         &self.state
     }
+    /// The Chebyshev spectral radius in use (0 unless the run uses Chebyshev).
+    pub fn chebyshev_rho(&self) -> f64 {
+        self.rho
+    }
+    /// The linear operator of the last implicit step (IMEX: A at the last step's x_t;
+    /// local_global: P).
+    pub fn operator(&self) -> &BlockLaplacian {
+        &self.op
+    }
+
     /// One time step; returns the linear solve's stats for implicit integrators.
     pub fn step_once(&mut self) -> Option<SolveStats> {
-        todo!("cpu helper")
+        let stats = match self.config.integrator {
+            Integrator::Imex => Some(self.step_imex()),
+            Integrator::LocalGlobal => Some(self.step_local_global()),
+            Integrator::SymplecticEuler => {
+                self.step_symplectic_euler();
+                None
+            }
+            Integrator::Verlet => {
+                self.step_verlet();
+                None
+            }
+        };
+        self.state.step += 1;
+        self.state.t = self.state.step as f64 * self.config.dt;
+        stats
+    }
+
+    /// Coulomb + external forces at (x, t) into `self.field`.
+    fn eval_field(&mut self, x_is_new: bool, t: f64) {
+        let x = if x_is_new { &self.work } else { &self.state.x };
+        field_forces_into(
+            x,
+            self.system.charges(),
+            &self.config,
+            t,
+            &mut self.coulomb_scratch,
+            &mut self.field,
+        );
+    }
+
+    /// Linearized implicit Euler in velocity form (seed 000 eq. 12, seed 004 eq. 3, paper
+    /// eq. 10): A v' = b, b_i = m_i v_i + h (f_elastic + f_field + m_i g), x' = x + h v'.
+    fn step_imex(&mut self) -> SolveStats {
+        let h = self.config.dt;
+        let t = self.state.t;
+        // 1. spring_assemble at x_t.
+        spring_assemble(
+            &self.state.x,
+            self.system.springs(),
+            h,
+            &mut self.spring_buf,
+            &mut self.op.blocks,
+        );
+        // 2. explicit field forces at (x_t, t).
+        self.eval_field(false, t);
+        // 3. rhs per particle.
+        gather_spring_forces(&self.op.adjacency, &self.spring_buf, &mut self.gathered);
+        imex_rhs(
+            self.system.masses(),
+            &self.state.v,
+            &self.gathered,
+            &self.field,
+            self.config.gravity,
+            h,
+            &mut self.rhs,
+        );
+        // 4. solve A v' = b warm-started from v_t; pinned rows keep their prescribed v.
+        let stats = solve(
+            &self.op,
+            &self.rhs,
+            &mut self.state.v,
+            &self.config.solver,
+            self.rho,
+            &mut self.scratch,
+        );
+        // 5. position update.
+        position_update(&mut self.state.x, &self.state.v, h);
+        stats
+    }
+
+    /// Liu 2013 local-global with explicit Coulomb (paper eqs. 3-7 and 11), isotropic edge
+    /// damping: P x' = M y + h C_L x_t + h^2 (J d + f_field + M g), y = x_t + h v_t.
+    /// Stats: iterations summed over the alternations, residual of the last global solve.
+    fn step_local_global(&mut self) -> SolveStats {
+        let h = self.config.dt;
+        let t = self.state.t;
+        self.eval_field(false, t);
+        // Constant part of the right-hand side, in `gathered`; y in `work` (the iterate).
+        local_global_rhs_const(
+            &self.system,
+            &self.op.adjacency,
+            &self.state.x,
+            &self.state.v,
+            &self.field,
+            self.config.gravity,
+            h,
+            &mut self.gathered,
+        );
+        for ((w, x), v) in self.work.iter_mut().zip(&self.state.x).zip(&self.state.v) {
+            *w = *x + *v * h;
+        }
+        let mut total = SolveStats::default();
+        for _ in 0..self.config.local_global_iterations {
+            local_projection(&self.work, self.system.springs(), &mut self.spring_buf);
+            local_global_rhs(
+                &self.op.adjacency,
+                self.system.springs(),
+                &self.spring_buf,
+                &self.gathered,
+                h,
+                &mut self.rhs,
+            );
+            let s = solve(
+                &self.op,
+                &self.rhs,
+                &mut self.work,
+                &self.config.solver,
+                self.rho,
+                &mut self.scratch,
+            );
+            total.iterations += s.iterations;
+            total.residual = s.residual;
+        }
+        let pinned = self.system.pinned();
+        for i in 0..self.system.len() {
+            if pinned[i] {
+                // Dirichlet: exactly x_t + h v_p, v stays v_p.
+                self.state.x[i] += self.state.v[i] * h;
+            } else {
+                self.state.v[i] = (self.work[i] - self.state.x[i]) / h;
+                self.state.x[i] = self.work[i];
+            }
+        }
+        total
+    }
+
+    /// Total force f(x, v, t) into `self.gathered`: springs with damping, field, gravity.
+    fn total_force(&mut self, x_is_new: bool, v_is_rhs: bool, t: f64) {
+        let step_key = self.state.step + u64::from(x_is_new);
+        if self.field_step != Some(step_key) {
+            self.eval_field(x_is_new, t);
+            self.field_step = Some(step_key);
+        }
+        let x = if x_is_new { &self.work } else { &self.state.x };
+        let v = if v_is_rhs { &self.rhs } else { &self.state.v };
+        spring_forces(x, v, self.system.springs(), &mut self.spring_buf);
+        gather_spring_forces(&self.op.adjacency, &self.spring_buf, &mut self.gathered);
+        let g = self.config.gravity;
+        for ((f, fld), m) in self
+            .gathered
+            .iter_mut()
+            .zip(&self.field)
+            .zip(self.system.masses())
+        {
+            *f = *f + *fld + g * *m;
+        }
+    }
+
+    /// v' = v + h M^-1 f(x, v, t), x' = x + h v' (the paper's explicit-explicit baseline).
+    fn step_symplectic_euler(&mut self) {
+        let h = self.config.dt;
+        self.total_force(false, false, self.state.t);
+        kick(
+            &mut self.state.v,
+            &self.gathered,
+            self.system.masses(),
+            self.system.pinned(),
+            h,
+        );
+        position_update(&mut self.state.x, &self.state.v, h);
+    }
+
+    /// Velocity Verlet, kick-drift-kick; the second force uses v_half for damping.
+    fn step_verlet(&mut self) {
+        let h = self.config.dt;
+        let t = self.state.t;
+        self.total_force(false, false, t);
+        let (m, pinned) = (self.system.masses(), self.system.pinned());
+        // v_half in `rhs`, x' in `work`.
+        self.rhs.copy_from_slice(&self.state.v);
+        kick(&mut self.rhs, &self.gathered, m, pinned, 0.5 * h);
+        self.work.copy_from_slice(&self.state.x);
+        position_update(&mut self.work, &self.rhs, h);
+        let t_new = (self.state.step + 1) as f64 * h;
+        self.total_force(true, true, t_new);
+        let (m, pinned) = (self.system.masses(), self.system.pinned());
+        kick(&mut self.rhs, &self.gathered, m, pinned, 0.5 * h);
+        std::mem::swap(&mut self.state.x, &mut self.work);
+        std::mem::swap(&mut self.state.v, &mut self.rhs);
+    }
+}
+
+/// b_i = m_i v_i + h (f_spring_i + f_field_i + m_i g) (`rhs` kernel; seed 000 eq. 12,
+/// DESIGN section 2). Pinned rows get the same formula; the solvers never read them.
+pub fn imex_rhs(
+    m: &[f64],
+    v: &[DVec3],
+    spring_force: &[DVec3],
+    field: &[DVec3],
+    gravity: DVec3,
+    h: f64,
+    out: &mut [DVec3],
+) {
+    for i in 0..out.len() {
+        out[i] = v[i] * m[i] + (spring_force[i] + field[i] + gravity * m[i]) * h;
+    }
+}
+
+/// x += h v (`position_update`).
+pub fn position_update(x: &mut [DVec3], v: &[DVec3], h: f64) {
+    for (x, v) in x.iter_mut().zip(v) {
+        *x += *v * h;
+    }
+}
+
+/// v_i += h f_i / m_i on free rows (explicit kick); pinned rows keep their velocity.
+fn kick(v: &mut [DVec3], f: &[DVec3], m: &[f64], pinned: &[bool], h: f64) {
+    for i in 0..v.len() {
+        if !pinned[i] {
+            v[i] += f[i] * (h / m[i]);
+        }
+    }
+}
+
+/// Local step (`local_projection`, paper eq. 4): d_k = L_k (x_i - x_j) / |x_i - x_j|, or 0
+/// for coincident endpoints.
+pub fn local_projection(x: &[DVec3], springs: &[Spring], d_out: &mut [DVec3]) {
+    for (d, s) in d_out.iter_mut().zip(springs) {
+        // spring_axis gives n = (x_j - x_i) / l, so x_i - x_j = -l n.
+        let (n, _) = spring_axis(x[s.i as usize], x[s.j as usize]);
+        *d = -n * s.rest_length;
+    }
+}
+
+/// The part of the local-global right-hand side that is constant over the alternations:
+/// c_i = m_i y_i + h (C_L x_t)_i + h^2 (f_field_i + m_i g), y = x_t + h v_t,
+/// (C_L x)_i = sum_{k at i} c_k (x_i - x_j).
+#[allow(clippy::too_many_arguments)]
+pub fn local_global_rhs_const(
+    system: &System,
+    adjacency: &Adjacency,
+    x: &[DVec3],
+    v: &[DVec3],
+    field: &[DVec3],
+    gravity: DVec3,
+    h: f64,
+    out: &mut [DVec3],
+) {
+    let (m, springs) = (system.masses(), system.springs());
+    for i in 0..out.len() {
+        let mut cl = DVec3::ZERO;
+        for e in adjacency.row(i) {
+            cl += (x[i] - x[e.other as usize]) * springs[e.spring as usize].damping;
+        }
+        let y = x[i] + v[i] * h;
+        out[i] = y * m[i] + cl * h + (field[i] + gravity * m[i]) * (h * h);
+    }
+}
+
+/// Global-step right-hand side (paper eq. 11): rhs_i = c_i + h^2 (J d)_i,
+/// (J d)_i = sum_{k at i} sign k_k d_k.
+pub fn local_global_rhs(
+    adjacency: &Adjacency,
+    springs: &[Spring],
+    d: &[DVec3],
+    constant: &[DVec3],
+    h: f64,
+    out: &mut [DVec3],
+) {
+    for i in 0..out.len() {
+        let mut jd = DVec3::ZERO;
+        for e in adjacency.row(i) {
+            let k = e.spring as usize;
+            let t = d[k] * springs[k].stiffness;
+            jd += if e.sign > 0 { t } else { -t };
+        }
+        out[i] = constant[i] + jd * (h * h);
     }
 }
 

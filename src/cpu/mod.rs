@@ -7,3 +7,4 @@ pub mod integrators;
 pub mod solvers;
 
 pub use integrators::CpuSimulation;
+pub use solvers::{estimate_block_jacobi_rho, BlockLaplacian, SolverScratch};

@@ -1,2 +1,606 @@
 //! Matrix-free linear solvers for A v = b with A = M + sum_k W_k (graph-Laplacian blocks)
 //! (DESIGN section 3). Mirrors `shaders/jacobi_sweep.wgsl`, `shaders/cg_*.wgsl`.
+//!
+//! The operator is a [`BlockLaplacian`]: (A v)_i = m_i v_i + sum_{k at i} W_k (v_i - v_j),
+//! gathered per particle over the CSR adjacency. IMEX fills the blocks with W_k each step;
+//! local-global fills them once with (h c_k + h^2 k_k) I. Pinned particles are Dirichlet
+//! rows: never updated, they enter their neighbours' rows with their known values, and
+//! residuals and norms run over the free rows only.
+//!
+//! Every solver warm-starts from the `v` it is given, stops once
+//! |b - A v| / |b| <= tolerance (checked before each sweep; tolerance 0 runs all the
+//! iterations) and reports the residual of the `v` it returns.
+
+// Per-particle loops index several arrays by particle, as the kernels do.
+#![allow(clippy::needless_range_loop)]
+
+use super::forces::{spring_w_block, PAR_CHUNK};
+use crate::config::{SolverConfig, SolverMethod};
+use crate::model::{Adjacency, Spring, System};
+use crate::sim::SolveStats;
+use glam::{DMat3, DVec3};
+use rayon::prelude::*;
+
+/// Power-iteration steps used by [`estimate_block_jacobi_rho`] when the run estimates rho.
+pub const RHO_ESTIMATE_ITERATIONS: u32 = 100;
+/// Upper bound on an estimated rho, keeping the Chebyshev weights finite.
+pub const RHO_MAX: f64 = 0.9999;
+
+/// A = M + block graph Laplacian, matrix-free.
+#[derive(Clone, Debug)]
+pub struct BlockLaplacian {
+    /// m_i per particle.
+    pub mass: Vec<f64>,
+    /// Dirichlet rows.
+    pub pinned: Vec<bool>,
+    /// Spring endpoints [i, j], in spring order.
+    pub ends: Vec<[u32; 2]>,
+    /// Symmetric 3x3 block per spring (W_k for IMEX, (h c + h^2 k) I for local-global).
+    pub blocks: Vec<DMat3>,
+    /// Particle-to-spring CSR rows for the gathers.
+    pub adjacency: Adjacency,
+}
+
+impl BlockLaplacian {
+    /// The operator M (every block zero) over `springs`' graph.
+    pub fn new(mass: &[f64], pinned: &[bool], springs: &[Spring]) -> Self {
+        assert_eq!(mass.len(), pinned.len(), "BlockLaplacian: pinned");
+        Self {
+            mass: mass.to_vec(),
+            pinned: pinned.to_vec(),
+            ends: springs.iter().map(|s| [s.i, s.j]).collect(),
+            blocks: vec![DMat3::ZERO; springs.len()],
+            adjacency: Adjacency::build(mass.len(), springs),
+        }
+    }
+
+    /// The operator M over the system's springs and pinned flags.
+    pub fn from_system(system: &System) -> Self {
+        Self::new(system.masses(), system.pinned(), system.springs())
+    }
+
+    /// The IMEX matrix A = M + sum_k W_k at positions `x` (DESIGN section 2).
+    pub fn imex(system: &System, x: &[DVec3], h: f64) -> Self {
+        let mut op = Self::from_system(system);
+        op.assemble_imex(x, system.springs(), h);
+        op
+    }
+
+    /// The local-global matrix P = M + h C_L + h^2 L (paper eq. 7 with isotropic damping).
+    pub fn local_global(system: &System, h: f64) -> Self {
+        let mut op = Self::from_system(system);
+        op.assemble_local_global(system.springs(), h);
+        op
+    }
+
+    /// Blocks W_k at positions `x` (seed 000 eq. 45 with the damping of seed 003).
+    pub fn assemble_imex(&mut self, x: &[DVec3], springs: &[Spring], h: f64) {
+        for (w, s) in self.blocks.iter_mut().zip(springs) {
+            *w = spring_w_block(x[s.i as usize], x[s.j as usize], s, h);
+        }
+    }
+
+    /// Isotropic blocks (h c_k + h^2 k_k) I, constant over a run (paper eq. 5).
+    pub fn assemble_local_global(&mut self, springs: &[Spring], h: f64) {
+        for (w, s) in self.blocks.iter_mut().zip(springs) {
+            *w = DMat3::from_diagonal(DVec3::splat(h * s.damping + h * h * s.stiffness));
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.mass.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.mass.is_empty()
+    }
+    /// Number of free (not pinned) rows.
+    pub fn free_count(&self) -> usize {
+        self.pinned.iter().filter(|&&p| !p).count()
+    }
+
+    /// (A v)_i = m_i v_i + sum_{k at i} W_k (v_i - v_j) (seed 000 eq. 47), for any row.
+    #[inline]
+    pub fn apply_row(&self, i: usize, v: &[DVec3]) -> DVec3 {
+        let vi = v[i];
+        let mut acc = vi * self.mass[i];
+        for e in self.adjacency.row(i) {
+            acc += self.blocks[e.spring as usize] * (vi - v[e.other as usize]);
+        }
+        acc
+    }
+
+    /// out = A v over every row (pinned rows included).
+    pub fn apply(&self, v: &[DVec3], out: &mut [DVec3]) {
+        map_rows(out, |i| self.apply_row(i, v));
+    }
+
+    /// A_ii = m_i I + sum_{k at i} W_k.
+    #[inline]
+    pub fn diagonal_block(&self, i: usize) -> DMat3 {
+        let mut d = DMat3::from_diagonal(DVec3::splat(self.mass[i]));
+        for e in self.adjacency.row(i) {
+            d += self.blocks[e.spring as usize];
+        }
+        d
+    }
+
+    /// The scalar diagonal of A: three entries per particle (seed 000 eq. 49).
+    pub fn diagonal(&self) -> Vec<DVec3> {
+        (0..self.len())
+            .map(|i| {
+                let d = self.diagonal_block(i);
+                DVec3::new(d.x_axis.x, d.y_axis.y, d.z_axis.z)
+            })
+            .collect()
+    }
+
+    /// The 3x3 diagonal blocks A_ii.
+    pub fn block_diagonal(&self) -> Vec<DMat3> {
+        (0..self.len()).map(|i| self.diagonal_block(i)).collect()
+    }
+
+    /// |x| over the free rows.
+    pub fn free_norm(&self, x: &[DVec3]) -> f64 {
+        self.free_dot(x, x).sqrt()
+    }
+
+    /// x . y over the free rows (fixed order).
+    pub fn free_dot(&self, x: &[DVec3], y: &[DVec3]) -> f64 {
+        let mut s = 0.0;
+        for i in 0..self.len() {
+            if !self.pinned[i] {
+                s += x[i].dot(y[i]);
+            }
+        }
+        s
+    }
+
+    /// |b - A v| / |b| over the free rows ([`relative_residual`]).
+    pub fn relative_residual(&self, b: &[DVec3], v: &[DVec3]) -> f64 {
+        let mut rr = 0.0;
+        for i in 0..self.len() {
+            if !self.pinned[i] {
+                rr += (b[i] - self.apply_row(i, v)).length_squared();
+            }
+        }
+        relative_residual(rr.sqrt(), self.free_norm(b))
+    }
+}
+
+/// |r| / |b|; when |b| = 0 the absolute |r| (0 for an exact solve).
+pub fn relative_residual(r_norm: f64, b_norm: f64) -> f64 {
+    if b_norm > 0.0 {
+        r_norm / b_norm
+    } else {
+        r_norm
+    }
+}
+
+/// Work buffers reused across solves (no allocation once sized).
+#[derive(Clone, Debug, Default)]
+pub struct SolverScratch {
+    diag_inv: Vec<DVec3>,
+    block_inv: Vec<DMat3>,
+    a: Vec<DVec3>,
+    b: Vec<DVec3>,
+    c: Vec<DVec3>,
+    d: Vec<DVec3>,
+}
+
+impl SolverScratch {
+    fn size(&mut self, n: usize) {
+        for buf in [&mut self.a, &mut self.b, &mut self.c, &mut self.d] {
+            buf.resize(n, DVec3::ZERO);
+        }
+    }
+}
+
+/// Solves with the configured method; `rho` is used by Chebyshev only (already resolved:
+/// the config's value or [`estimate_block_jacobi_rho`]'s).
+pub fn solve(
+    op: &BlockLaplacian,
+    b: &[DVec3],
+    v: &mut [DVec3],
+    config: &SolverConfig,
+    rho: f64,
+    scratch: &mut SolverScratch,
+) -> SolveStats {
+    let (it, w, tol) = (config.iterations, config.omega, config.tolerance);
+    match config.method {
+        SolverMethod::Jacobi => jacobi(op, b, v, it, w, tol, scratch),
+        SolverMethod::BlockJacobi => block_jacobi(op, b, v, it, w, tol, scratch),
+        SolverMethod::Chebyshev => chebyshev(op, b, v, it, w, rho, tol, scratch),
+        SolverMethod::Cg => cg(op, b, v, it, tol, scratch),
+    }
+}
+
+/// 1 / (scalar diagonal of A), per particle.
+pub fn diagonal_inverse(op: &BlockLaplacian, out: &mut Vec<DVec3>) {
+    out.clear();
+    out.extend(op.diagonal().into_iter().map(|d| d.recip()));
+}
+
+/// A_ii^-1 per particle (SPD blocks, so invertible).
+pub fn block_diagonal_inverse(op: &BlockLaplacian, out: &mut Vec<DMat3>) {
+    out.clear();
+    out.extend((0..op.len()).map(|i| op.diagonal_block(i).inverse()));
+}
+
+/// One weighted Jacobi sweep (`jacobi_sweep`, seed 000 eq. 48):
+/// v_out = v_in + omega D^-1 (b - A v_in) on free rows, v_out = v_in on pinned rows.
+/// Returns |b - A v_in|^2 over the free rows (the residual of the input iterate).
+pub fn jacobi_sweep(
+    op: &BlockLaplacian,
+    b: &[DVec3],
+    diag_inv: &[DVec3],
+    omega: f64,
+    v_in: &[DVec3],
+    v_out: &mut [DVec3],
+) -> f64 {
+    map_rows_sum(v_out, |i| {
+        if op.pinned[i] {
+            return (v_in[i], 0.0);
+        }
+        let r = b[i] - op.apply_row(i, v_in);
+        (v_in[i] + diag_inv[i] * r * omega, r.length_squared())
+    })
+}
+
+/// One block-Jacobi sweep (`block_jacobi_sweep`): v_out = v_in + omega A_ii^-1 (b - A v_in).
+/// Returns |b - A v_in|^2 over the free rows.
+pub fn block_jacobi_sweep(
+    op: &BlockLaplacian,
+    b: &[DVec3],
+    block_inv: &[DMat3],
+    omega: f64,
+    v_in: &[DVec3],
+    v_out: &mut [DVec3],
+) -> f64 {
+    map_rows_sum(v_out, |i| {
+        if op.pinned[i] {
+            return (v_in[i], 0.0);
+        }
+        let r = b[i] - op.apply_row(i, v_in);
+        (v_in[i] + block_inv[i] * r * omega, r.length_squared())
+    })
+}
+
+/// One Chebyshev sweep (`chebyshev_sweep`, Wang 2015): vhat = block-Jacobi update of
+/// v_cur (relaxed by omega), v_next = w (vhat - v_prev) + v_prev. Returns |b - A v_cur|^2.
+#[allow(clippy::too_many_arguments)]
+pub fn chebyshev_sweep(
+    op: &BlockLaplacian,
+    b: &[DVec3],
+    block_inv: &[DMat3],
+    omega: f64,
+    weight: f64,
+    v_prev: &[DVec3],
+    v_cur: &[DVec3],
+    v_next: &mut [DVec3],
+) -> f64 {
+    map_rows_sum(v_next, |i| {
+        if op.pinned[i] {
+            return (v_cur[i], 0.0);
+        }
+        let r = b[i] - op.apply_row(i, v_cur);
+        let vhat = v_cur[i] + block_inv[i] * r * omega;
+        ((vhat - v_prev[i]) * weight + v_prev[i], r.length_squared())
+    })
+}
+
+/// Chebyshev weights for sweeps 1..=count: omega_1 = 1, omega_2 = 2 / (2 - rho^2),
+/// omega_{k+1} = 4 / (4 - rho^2 omega_k) (Wang 2015, no delay).
+pub fn chebyshev_weights(rho: f64, count: usize) -> Vec<f64> {
+    let r2 = rho * rho;
+    let mut w = Vec::with_capacity(count);
+    for k in 0..count {
+        let next = match k {
+            0 => 1.0,
+            1 => 2.0 / (2.0 - r2),
+            _ => 4.0 / (4.0 - r2 * w[k - 1]),
+        };
+        w.push(next);
+    }
+    w
+}
+
+/// Runs `sweep(v_cur, v_next) -> |r(v_cur)|^2` with ping-pong buffers, stopping when the
+/// input iterate meets the tolerance; returns the stats of the final `v`.
+#[allow(clippy::too_many_arguments)]
+fn stationary(
+    op: &BlockLaplacian,
+    b: &[DVec3],
+    v: &mut [DVec3],
+    iterations: u32,
+    tolerance: f64,
+    cur: &mut Vec<DVec3>,
+    next: &mut Vec<DVec3>,
+    mut sweep: impl FnMut(&[DVec3], &mut [DVec3]) -> f64,
+) -> SolveStats {
+    let b_norm = op.free_norm(b);
+    cur.copy_from_slice(v);
+    let mut done = 0;
+    let mut residual = None;
+    while done < iterations {
+        let rr = sweep(cur, next);
+        let rel = relative_residual(rr.sqrt(), b_norm);
+        if tolerance > 0.0 && rel <= tolerance {
+            residual = Some(rel);
+            break;
+        }
+        std::mem::swap(cur, next);
+        done += 1;
+    }
+    v.copy_from_slice(cur);
+    SolveStats {
+        iterations: done,
+        residual: residual.unwrap_or_else(|| op.relative_residual(b, v)),
+    }
+}
+
+/// Weighted Jacobi with the scalar diagonal (seed 000 eqs. 41-49).
+pub fn jacobi(
+    op: &BlockLaplacian,
+    b: &[DVec3],
+    v: &mut [DVec3],
+    iterations: u32,
+    omega: f64,
+    tolerance: f64,
+    scratch: &mut SolverScratch,
+) -> SolveStats {
+    scratch.size(op.len());
+    diagonal_inverse(op, &mut scratch.diag_inv);
+    let diag_inv = &scratch.diag_inv;
+    stationary(
+        op,
+        b,
+        v,
+        iterations,
+        tolerance,
+        &mut scratch.a,
+        &mut scratch.b,
+        |vi, vo| jacobi_sweep(op, b, diag_inv, omega, vi, vo),
+    )
+}
+
+/// Block Jacobi: the 3x3 diagonal block A_ii inverted.
+pub fn block_jacobi(
+    op: &BlockLaplacian,
+    b: &[DVec3],
+    v: &mut [DVec3],
+    iterations: u32,
+    omega: f64,
+    tolerance: f64,
+    scratch: &mut SolverScratch,
+) -> SolveStats {
+    scratch.size(op.len());
+    block_diagonal_inverse(op, &mut scratch.block_inv);
+    let block_inv = &scratch.block_inv;
+    stationary(
+        op,
+        b,
+        v,
+        iterations,
+        tolerance,
+        &mut scratch.a,
+        &mut scratch.b,
+        |vi, vo| block_jacobi_sweep(op, b, block_inv, omega, vi, vo),
+    )
+}
+
+/// Chebyshev-accelerated block Jacobi (Wang 2015) with spectral radius `rho` of the
+/// relaxed block-Jacobi iteration matrix I - omega A_B^-1 A.
+#[allow(clippy::too_many_arguments)]
+pub fn chebyshev(
+    op: &BlockLaplacian,
+    b: &[DVec3],
+    v: &mut [DVec3],
+    iterations: u32,
+    omega: f64,
+    rho: f64,
+    tolerance: f64,
+    scratch: &mut SolverScratch,
+) -> SolveStats {
+    scratch.size(op.len());
+    block_diagonal_inverse(op, &mut scratch.block_inv);
+    let b_norm = op.free_norm(b);
+    let r2 = rho * rho;
+    let (prev, cur, next) = (&mut scratch.a, &mut scratch.b, &mut scratch.c);
+    cur.copy_from_slice(v);
+    prev.copy_from_slice(v);
+    let mut done = 0u32;
+    let mut weight = 1.0;
+    let mut residual = None;
+    while done < iterations {
+        // Sweep k = done + 1 uses omega_k.
+        weight = match done {
+            0 => 1.0,
+            1 => 2.0 / (2.0 - r2),
+            _ => 4.0 / (4.0 - r2 * weight),
+        };
+        let rr = chebyshev_sweep(op, b, &scratch.block_inv, omega, weight, prev, cur, next);
+        let rel = relative_residual(rr.sqrt(), b_norm);
+        if tolerance > 0.0 && rel <= tolerance {
+            residual = Some(rel);
+            break;
+        }
+        // prev <- cur, cur <- next.
+        std::mem::swap(prev, cur);
+        std::mem::swap(cur, next);
+        done += 1;
+    }
+    v.copy_from_slice(cur);
+    SolveStats {
+        iterations: done,
+        residual: residual.unwrap_or_else(|| op.relative_residual(b, v)),
+    }
+}
+
+/// Conjugate gradients with the scalar-diagonal (Jacobi) preconditioner on the free rows
+/// (seed 004 eq. 3). Stops on the recurrence residual; reports the true residual of `v`.
+pub fn cg(
+    op: &BlockLaplacian,
+    b: &[DVec3],
+    v: &mut [DVec3],
+    iterations: u32,
+    tolerance: f64,
+    scratch: &mut SolverScratch,
+) -> SolveStats {
+    let n = op.len();
+    scratch.size(n);
+    diagonal_inverse(op, &mut scratch.diag_inv);
+    let SolverScratch {
+        diag_inv,
+        a: r,
+        b: z,
+        c: p,
+        d: ap,
+        ..
+    } = scratch;
+    let free = |i: usize| !op.pinned[i];
+    let b_norm = op.free_norm(b);
+    // r = b - A v, z = D^-1 r, p = z on free rows; zero on pinned rows.
+    op.apply(v, ap);
+    for i in 0..n {
+        r[i] = if free(i) { b[i] - ap[i] } else { DVec3::ZERO };
+        z[i] = diag_inv[i] * r[i];
+        p[i] = z[i];
+    }
+    let mut rz = op.free_dot(r, z);
+    let mut done = 0u32;
+    while done < iterations {
+        let rel = relative_residual(op.free_norm(r), b_norm);
+        if tolerance > 0.0 && rel <= tolerance {
+            break;
+        }
+        // p is zero on pinned rows, so the free rows of A p are A_ff p_f.
+        op.apply(p, ap);
+        let pap = op.free_dot(p, ap);
+        if !(pap > 0.0 && pap.is_finite()) {
+            break; // exact solution reached (p = 0) or breakdown
+        }
+        let alpha = rz / pap;
+        for i in 0..n {
+            if free(i) {
+                v[i] += p[i] * alpha;
+                r[i] -= ap[i] * alpha;
+                z[i] = diag_inv[i] * r[i];
+            }
+        }
+        let rz_new = op.free_dot(r, z);
+        let beta = rz_new / rz;
+        rz = rz_new;
+        for i in 0..n {
+            if free(i) {
+                p[i] = z[i] + p[i] * beta;
+            }
+        }
+        done += 1;
+    }
+    SolveStats {
+        iterations: done,
+        residual: op.relative_residual(b, v),
+    }
+}
+
+/// Spectral radius of the relaxed block-Jacobi iteration matrix G = I - omega A_B^-1 A on
+/// the free rows, by `iterations` steps of power iteration from a fixed start vector.
+/// G is self-adjoint in the A_B inner product, so the A_B-norm ratio |G x| / |x| used here
+/// never exceeds rho: the estimate approaches it from below (an underestimate only slows
+/// Chebyshev down; it still converges). Clamped to [0, [`RHO_MAX`]].
+pub fn estimate_block_jacobi_rho(op: &BlockLaplacian, omega: f64, iterations: u32) -> f64 {
+    let n = op.len();
+    if op.free_count() == 0 {
+        return 0.0;
+    }
+    let blocks = op.block_diagonal();
+    let inv: Vec<DMat3> = blocks.iter().map(|d| d.inverse()).collect();
+    let b_norm = |x: &[DVec3]| -> f64 {
+        let mut s = 0.0;
+        for i in 0..n {
+            if !op.pinned[i] {
+                s += x[i].dot(blocks[i] * x[i]);
+            }
+        }
+        s.sqrt()
+    };
+    // Deterministic, non-smooth start vector (a smooth one can miss the oscillating modes).
+    let mut x: Vec<DVec3> = (0..n)
+        .map(|i| {
+            if op.pinned[i] {
+                return DVec3::ZERO;
+            }
+            let h = |k: u64| {
+                let mut s = (i as u64)
+                    .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                    .wrapping_add(k);
+                s ^= s >> 31;
+                s = s.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                s ^= s >> 29;
+                (s >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+            };
+            DVec3::new(h(1), h(2), h(3))
+        })
+        .collect();
+    let mut ax = vec![DVec3::ZERO; n];
+    let mut rho = 0.0;
+    let mut norm = b_norm(&x);
+    for _ in 0..iterations {
+        if norm == 0.0 {
+            return 0.0;
+        }
+        for xi in x.iter_mut() {
+            *xi /= norm;
+        }
+        op.apply(&x, &mut ax);
+        for i in 0..n {
+            x[i] = if op.pinned[i] {
+                DVec3::ZERO
+            } else {
+                x[i] - inv[i] * ax[i] * omega
+            };
+        }
+        norm = b_norm(&x);
+        rho = norm;
+    }
+    rho.clamp(0.0, RHO_MAX)
+}
+
+/// out[i] = f(i) for every row, in parallel chunks for large inputs.
+pub(crate) fn map_rows(out: &mut [DVec3], f: impl Fn(usize) -> DVec3 + Sync) {
+    if out.len() <= PAR_CHUNK {
+        out.iter_mut().enumerate().for_each(|(i, o)| *o = f(i));
+    } else {
+        out.par_chunks_mut(PAR_CHUNK)
+            .enumerate()
+            .for_each(|(c, chunk)| {
+                for (k, o) in chunk.iter_mut().enumerate() {
+                    *o = f(c * PAR_CHUNK + k);
+                }
+            });
+    }
+}
+
+/// out[i] = f(i).0 and the sum of f(i).1, summed per chunk then over chunks in order, so
+/// the result does not depend on the thread count.
+pub(crate) fn map_rows_sum(out: &mut [DVec3], f: impl Fn(usize) -> (DVec3, f64) + Sync) -> f64 {
+    let chunk_sum = |c: usize, chunk: &mut [DVec3]| {
+        let mut s = 0.0;
+        for (k, o) in chunk.iter_mut().enumerate() {
+            let (val, r2) = f(c * PAR_CHUNK + k);
+            *o = val;
+            s += r2;
+        }
+        s
+    };
+    if out.len() <= PAR_CHUNK {
+        chunk_sum(0, out)
+    } else {
+        let partial: Vec<f64> = out
+            .par_chunks_mut(PAR_CHUNK)
+            .enumerate()
+            .map(|(c, chunk)| chunk_sum(c, chunk))
+            .collect();
+        partial.iter().sum()
+    }
+}
