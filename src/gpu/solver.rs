@@ -405,14 +405,17 @@ fn chebyshev_weights(rho: f64, count: u32) -> Vec<f64> {
     w
 }
 
-/// Chebyshev's spectral radius: the config's, or the CPU reference's estimate at the
-/// initial state (so both backends use the same weights).
-fn chebyshev_rho(system: &System, config: &Config) -> Result<f64, GpuError> {
-    let _ = system;
-    config.solver.rho.ok_or_else(|| {
-        GpuError::Unsupported(
-            "chebyshev needs integrator.solver.rho until the CPU estimator is available".into(),
-        )
+/// Chebyshev's spectral radius: the config's, or the CPU reference's power-iteration
+/// estimate on the initial operator (IMEX: A at x_0; local-global: P), so both backends
+/// use the same weights.
+fn chebyshev_rho(system: &System, config: &Config) -> f64 {
+    use crate::cpu::solvers::{estimate_block_jacobi_rho, BlockLaplacian, RHO_ESTIMATE_ITERATIONS};
+    config.solver.rho.unwrap_or_else(|| {
+        let op = match config.integrator {
+            Integrator::LocalGlobal => BlockLaplacian::local_global(system, config.dt),
+            _ => BlockLaplacian::imex(system, system.positions(), config.dt),
+        };
+        estimate_block_jacobi_rho(&op, config.solver.omega, RHO_ESTIMATE_ITERATIONS)
     })
 }
 
@@ -684,7 +687,7 @@ impl GpuSolver {
         }
         let rho =
             if config.integrator.is_implicit() && config.solver.method == SolverMethod::Chebyshev {
-                chebyshev_rho(system, config)?
+                chebyshev_rho(system, config)
             } else {
                 0.0
             };
