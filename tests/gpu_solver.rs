@@ -882,3 +882,65 @@ fn two_dimensional_dispatch_grids_give_the_same_run() {
     assert_eq!(a.2, b.2);
     assert_ne!(a.0.x, system.positions());
 }
+
+#[test]
+fn free_fall_and_a_moving_pinned_particle_are_exact() {
+    // No springs: A = M, so v' = v + h g after the solve converges, x_N = x_0 + h^2 g N(N+1)/2.
+    // A pinned particle moves with its prescribed velocity and keeps it.
+    let v_pin = DVec3::new(0.5, 0.0, 0.25);
+    let system = System::new(SystemDesc {
+        positions: vec![DVec3::ZERO, DVec3::X],
+        velocities: vec![DVec3::ZERO, v_pin],
+        masses: vec![0.5, 2.0],
+        pinned: vec![false, true],
+        ..Default::default()
+    })
+    .unwrap();
+    for integrator in Integrator::NAMES.map(|n| Integrator::from_name(n).unwrap()) {
+        let config = Config {
+            integrator,
+            local_global_iterations: 2,
+            ..imex(SolverMethod::BlockJacobi, 30)
+        };
+        let Some(mut g) = gpu(&system, &config) else {
+            return;
+        };
+        let steps = 40u64;
+        g.step(steps).unwrap();
+        let s = g.state().unwrap();
+        let h = config.dt;
+        let nf = steps as f64;
+        let (x_exact, v_exact) = match integrator {
+            // Implicit and symplectic Euler: v_k = k h g, x_N = h sum_{k=1..N} v_k.
+            Integrator::Verlet => (
+                0.5 * config.gravity * (nf * h).powi(2),
+                config.gravity * nf * h,
+            ),
+            _ => (
+                config.gravity * h * h * nf * (nf + 1.0) / 2.0,
+                config.gravity * nf * h,
+            ),
+        };
+        // f32: relative 1e-5 over 40 accumulations.
+        let tol = 1e-5 * v_exact.length();
+        assert!(
+            (s.v[0] - v_exact).length() <= tol,
+            "{integrator:?}: v {:?}",
+            s.v[0]
+        );
+        assert!(
+            (s.x[0] - x_exact).length() <= 1e-5 * x_exact.length(),
+            "{integrator:?}: x {:?} vs {x_exact:?}",
+            s.x[0]
+        );
+        assert_eq!(s.v[1], v_pin, "{integrator:?}: pinned velocity");
+        // Each x += h v rounds by up to half an f32 ulp of |x| ~ 1.1 (1.2e-7): N ulps bound.
+        let x_pin = DVec3::X + v_pin * (nf * h);
+        let ulp = f64::from(f32::EPSILON) * 2.0;
+        assert!(
+            (s.x[1] - x_pin).length() <= nf * ulp,
+            "{integrator:?}: pinned x {:?}",
+            s.x[1]
+        );
+    }
+}

@@ -312,34 +312,52 @@ fn pick_adapter(
     allow_software: bool,
 ) -> Result<wgpu::Adapter, GpuError> {
     let mut adapters = all_adapters(instance);
-    if adapters.is_empty() {
+    let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
+    let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
+    let index = choose_adapter(&infos, wanted.as_deref(), allow_software)?;
+    Ok(adapters.swap_remove(index))
+}
+
+/// Index in `infos` of the adapter to use: the best ranked one whose name contains
+/// `wanted` (case-insensitive) and that is not a CPU adapter unless `allow_software`.
+fn choose_adapter(
+    infos: &[wgpu::AdapterInfo],
+    wanted: Option<&str>,
+    allow_software: bool,
+) -> Result<usize, GpuError> {
+    let names = |idx: &[usize]| {
+        idx.iter()
+            .map(|&i| format!("{} ({:?})", infos[i].name, infos[i].device_type))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut candidates: Vec<usize> = (0..infos.len()).collect();
+    if candidates.is_empty() {
         return Err(GpuError::NoAdapter(
             " (wgpu enumerated none; WGPU_BACKEND may exclude them)".into(),
         ));
     }
-    if let Ok(wanted) = std::env::var("WGPU_ADAPTER_NAME") {
-        let wanted_lc = wanted.to_lowercase();
-        let names: Vec<String> = adapters.iter().map(|a| a.get_info().name).collect();
-        adapters.retain(|a| a.get_info().name.to_lowercase().contains(&wanted_lc));
-        if adapters.is_empty() {
+    if let Some(wanted) = wanted {
+        let all = names(&candidates);
+        let lc = wanted.to_lowercase();
+        candidates.retain(|&i| infos[i].name.to_lowercase().contains(&lc));
+        if candidates.is_empty() {
             return Err(GpuError::NoAdapter(format!(
-                " matching WGPU_ADAPTER_NAME={wanted:?} (found: {})",
-                names.join(", ")
+                " matching WGPU_ADAPTER_NAME={wanted:?} (found: {all})"
             )));
         }
     }
     if !allow_software {
-        let names: Vec<String> = adapters.iter().map(|a| a.get_info().name).collect();
-        adapters.retain(|a| a.get_info().device_type != wgpu::DeviceType::Cpu);
-        if adapters.is_empty() {
+        let all = names(&candidates);
+        candidates.retain(|&i| infos[i].device_type != wgpu::DeviceType::Cpu);
+        if candidates.is_empty() {
             return Err(GpuError::NoAdapter(format!(
-                " other than software adapters ({}), which were not allowed",
-                names.join(", ")
+                " other than software adapters, which were not allowed (found: {all})"
             )));
         }
     }
-    adapters.sort_by_key(|a| adapter_rank(&a.get_info()));
-    Ok(adapters.swap_remove(0))
+    candidates.sort_by_key(|&i| adapter_rank(&infos[i]));
+    Ok(candidates[0])
 }
 
 fn to_f32(value: f64, what: &str, index: usize) -> Result<f32, GpuError> {
@@ -1697,6 +1715,59 @@ impl Simulator for GpuSolver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn info(
+        name: &str,
+        device_type: wgpu::DeviceType,
+        backend: wgpu::Backend,
+    ) -> wgpu::AdapterInfo {
+        wgpu::AdapterInfo {
+            name: name.into(),
+            vendor: 0,
+            device: 0,
+            device_type,
+            device_pci_bus_id: String::new(),
+            driver: String::new(),
+            driver_info: String::new(),
+            backend,
+            subgroup_min_size: 0,
+            subgroup_max_size: 0,
+            transient_saves_memory: None,
+            limit_bucket: None,
+        }
+    }
+
+    #[test]
+    fn adapter_choice_follows_type_name_and_software_rules() {
+        use wgpu::{Backend, DeviceType};
+        let infos = [
+            info("llvmpipe (LLVM 15)", DeviceType::Cpu, Backend::Vulkan),
+            info("Intel UHD 770", DeviceType::IntegratedGpu, Backend::Vulkan),
+            info("NVIDIA H100", DeviceType::DiscreteGpu, Backend::Gl),
+            info("NVIDIA H100", DeviceType::DiscreteGpu, Backend::Vulkan),
+        ];
+        // Discrete first, native API before GL.
+        assert_eq!(choose_adapter(&infos, None, false).unwrap(), 3);
+        assert_eq!(choose_adapter(&infos, Some("intel"), false).unwrap(), 1);
+        assert_eq!(choose_adapter(&infos, Some("LLVMPIPE"), true).unwrap(), 0);
+        // Software rejected when not allowed, even when named.
+        match choose_adapter(&infos, Some("llvmpipe"), false) {
+            Err(GpuError::NoAdapter(m)) => assert!(m.contains("software"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        match choose_adapter(&infos[..1], None, false) {
+            Err(GpuError::NoAdapter(m)) => assert!(m.contains("llvmpipe"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        match choose_adapter(&infos, Some("radeon"), true) {
+            Err(GpuError::NoAdapter(m)) => assert!(m.contains("radeon"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            choose_adapter(&[], None, true),
+            Err(GpuError::NoAdapter(_))
+        ));
+    }
 
     #[test]
     fn grids_cover_every_item_tightly() {
