@@ -56,7 +56,7 @@ struct Params {
 // Per-dispatch values, selected with a dynamic uniform offset so that a whole batch of
 // steps is recorded without writing any buffer between dispatches.
 struct Dispatch {
-    // solver iteration index
+    // solver iteration index (CG: only its parity is used)
     iter: u32,
     // kernel-specific mode
     mode: u32,

@@ -146,6 +146,7 @@ pub struct GpuSolver {
     dispatch_layout: wgpu::BindGroupLayout,
     dispatch_group: Option<wgpu::BindGroup>,
     records: Vec<Dispatch>,
+    record_index: HashMap<[u32; 8], usize>,
     record_stride: u32,
     step_ops: Vec<Op>,
     energy_ops: Vec<Op>,
@@ -744,6 +745,7 @@ impl GpuSolver {
             dispatch_layout,
             dispatch_group: None,
             records: Vec::new(),
+            record_index: HashMap::new(),
             record_stride,
             step_ops: Vec::new(),
             energy_ops: Vec::new(),
@@ -1145,13 +1147,12 @@ impl GpuSolver {
 
     /// Byte offset of a dispatch record (deduplicated).
     fn rec(&mut self, d: Dispatch) -> u32 {
-        let i = match self.records.iter().position(|r| *r == d) {
-            Some(i) => i,
-            None => {
-                self.records.push(d);
-                self.records.len() - 1
-            }
-        };
+        let key: [u32; 8] = bytemuck::cast(d);
+        let records = &mut self.records;
+        let i = *self.record_index.entry(key).or_insert_with(|| {
+            records.push(d);
+            records.len() - 1
+        });
         i as u32 * self.record_stride
     }
 
@@ -1255,8 +1256,8 @@ impl GpuSolver {
                     } else {
                         (0, 1.0)
                     };
+                    // The sweep reads only mode and weight: equal records are shared.
                     let record = self.rec(Dispatch {
-                        iter: k,
                         mode,
                         weight,
                         ..Default::default()
@@ -1300,8 +1301,9 @@ impl GpuSolver {
                     );
                     ops.push(op);
                     ops.push(self.reduce(SLOT_PQ, 0));
+                    // The CG kernels use only the parity of the iteration.
                     let record = self.rec(Dispatch {
-                        iter: k,
+                        iter: k % 2,
                         ..Default::default()
                     });
                     let op = self.op(
