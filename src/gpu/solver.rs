@@ -501,7 +501,7 @@ impl GpuSolver {
     pub fn queue(&self) -> &wgpu::Queue {
         &self.queue
     }
-    /// Positions as vec4<f32> (xyz, 1): usable as a vertex buffer (Float32x4, stride 16),
+    /// Positions as `vec4<f32>` (xyz, 1): usable as a vertex buffer (Float32x4, stride 16),
     /// a storage buffer and a copy source.
     pub fn positions_buffer(&self) -> &wgpu::Buffer {
         self.buf(Buf::X)
