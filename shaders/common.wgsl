@@ -41,9 +41,9 @@ struct Params {
     eps2: f32,
     // xyz: gravity (m/s^2)
     gravity: vec4<f32>,
-    // field_kind 1: xyz = E (V/m); field_kind 2 (swirl): x = scale, y = min_z
+    // field_kind 1: xyz = E (V/m); field_kind 2 (swirl), 3 (vortex): x = scale, y = min_z
     field: vec4<f32>,
-    // 0 none, 1 uniform, 2 swirl
+    // 0 none, 1 uniform, 2 swirl, 3 vortex
     field_kind: u32,
     // workgroups of a per-particle dispatch = number of partial sums per block
     n_wg: u32,
@@ -155,6 +155,14 @@ fn field_at(x: vec3<f32>) -> vec3<f32> {
             z = select(min_z, -min_z, z < 0.0);
         }
         return vec3<f32>(params.field.x * x.y / z, params.field.x * x.x / z, 0.0);
+    }
+    if (params.field_kind == 3u) {
+        let min_z = params.field.y;
+        var z = x.z;
+        if (abs(z) < min_z) {
+            z = select(min_z, -min_z, z < 0.0);
+        }
+        return vec3<f32>(-params.field.x * x.y / z, params.field.x * x.x / z, 0.0);
     }
     return vec3<f32>(0.0);
 }

@@ -412,6 +412,14 @@ fn external_charges_and_fields_match_cpu() {
         ..external_world()
     };
     check_field_forces(&system, &uniform);
+    let vortex = Config {
+        external_field: Some(ExternalField::Vortex {
+            scale: 2e3,
+            min_z: 0.05,
+        }),
+        ..external_world()
+    };
+    check_field_forces(&system, &vortex);
 }
 
 fn check_energies(system: &System, config: &Config, steps: u64) {

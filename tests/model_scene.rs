@@ -532,8 +532,14 @@ fn every_builtin_scene_loads_and_validates() {
     assert!(o.config.external_charges[0].orbit.is_some());
     let w = scene::load("swirl", &[]).unwrap();
     assert!(w.system.charges().iter().all(|&q| q == 8e-6));
+    // Figure 13 needs a field that turns the body: the vortex, not the printed swirl.
     assert!(matches!(
         w.config.external_field,
+        Some(ExternalField::Vortex { .. })
+    ));
+    let printed = scene::load("swirl", &["external_field.kind=swirl".into()]).unwrap();
+    assert!(matches!(
+        printed.config.external_field,
         Some(ExternalField::Swirl { .. })
     ));
     let c = scene::load("cloth", &[]).unwrap();

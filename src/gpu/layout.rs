@@ -48,9 +48,9 @@ pub struct Params {
     pub omega: f32,
     pub eps2: f32,
     pub gravity: [f32; 4],
-    /// Uniform field: xyz = E; swirl: x = scale, y = min_z.
+    /// Uniform field: xyz = E; swirl and vortex: x = scale, y = min_z.
     pub field: [f32; 4],
-    /// 0 none, 1 uniform, 2 swirl.
+    /// 0 none, 1 uniform, 2 swirl, 3 vortex.
     pub field_kind: u32,
     /// Workgroups of a per-particle dispatch (partial sums per reduction block).
     pub n_wg: u32,

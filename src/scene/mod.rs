@@ -42,7 +42,8 @@
 //! orbit = { center = [0.0, 0.0, 0.0], axis = [0.0, 0.0, 1.0], angular_velocity = 0.5 }
 //! [external_field]                # optional
 //! kind = "uniform"                # uniform: value = [ex, ey, ez] V/m (default 0)
-//!                                 # swirl: scale = 1.0 (V), min_z = 1e-3 (m)
+//!                                 # swirl (s [y/z, x/z, 0], as printed in the paper) and
+//!                                 # vortex (s [-y/z, x/z, 0], turns about z): scale = 1.0 (V), min_z = 1e-3 (m)
 //! [output]
 //! every = 10                      # steps between frames and energy rows
 //! frames = "ply"                  # ply | none
@@ -583,6 +584,10 @@ fn build_config(f: &SceneFile, ctx: &Ctx) -> Result<Config, SceneError> {
                     ExternalField::Uniform(DVec3::from_array(e.value.unwrap_or([0.0; 3])))
                 }
                 FieldKind::Swirl => ExternalField::Swirl {
+                    scale: e.scale.unwrap_or(1.0),
+                    min_z: e.min_z.unwrap_or(ExternalField::DEFAULT_MIN_Z),
+                },
+                FieldKind::Vortex => ExternalField::Vortex {
                     scale: e.scale.unwrap_or(1.0),
                     min_z: e.min_z.unwrap_or(ExternalField::DEFAULT_MIN_Z),
                 },

@@ -209,6 +209,7 @@ pub(super) struct OrbitSpec {
 pub(super) enum FieldKind {
     Uniform,
     Swirl,
+    Vortex,
 }
 
 impl FieldKind {
@@ -216,12 +217,14 @@ impl FieldKind {
         match self {
             Self::Uniform => "uniform",
             Self::Swirl => "swirl",
+            Self::Vortex => "vortex",
         }
     }
     pub fn from_name(s: &str) -> Option<Self> {
         Some(match s {
             "uniform" => Self::Uniform,
             "swirl" => Self::Swirl,
+            "vortex" => Self::Vortex,
             _ => return None,
         })
     }
@@ -229,7 +232,7 @@ impl FieldKind {
     pub fn keys(self) -> &'static [&'static str] {
         match self {
             Self::Uniform => &["value"],
-            Self::Swirl => &["scale", "min_z"],
+            Self::Swirl | Self::Vortex => &["scale", "min_z"],
         }
     }
 }
