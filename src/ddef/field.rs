@@ -75,6 +75,10 @@ impl From<DdefVariant> for Evaluation {
 pub struct Grid {
     tri: Tetrahedralization,
     samples: usize,
+    /// Walk starts: a uniform lattice of `cells^3` boxes over the domain, each holding a
+    /// tetrahedron at a site in (or near) it, so a walk from it takes a few steps.
+    cells: usize,
+    cell_tet: Vec<u32>,
 }
 
 impl Grid {
@@ -86,7 +90,50 @@ impl Grid {
         }
         let interior = halton_sites(lo, hi, samples);
         let tri = Tetrahedralization::box_delaunay(lo, hi, &interior)?;
-        Ok(Self { tri, samples })
+        // About 2 sites per cell; the corners' tetrahedra fill cells no sample lands in.
+        let cells = ((tri.points().len() as f64 / 2.0).cbrt().floor() as usize).clamp(1, 128);
+        let mut grid = Self {
+            tri,
+            samples,
+            cells,
+            cell_tet: vec![0; cells * cells * cells],
+        };
+        let mut filled = vec![false; grid.cell_tet.len()];
+        for (i, &p) in grid.tri.points().iter().enumerate() {
+            let t = grid.tri.point_tet(i);
+            let c = grid.cell_of(p);
+            if t != NONE && !filled[c] {
+                grid.cell_tet[c] = t;
+                filled[c] = true;
+            }
+        }
+        // Empty cells borrow the previous filled cell's start (in cell order).
+        let mut last = 0;
+        for (c, f) in filled.iter().enumerate() {
+            if *f {
+                last = grid.cell_tet[c];
+            } else {
+                grid.cell_tet[c] = last;
+            }
+        }
+        Ok(grid)
+    }
+
+    fn cell_of(&self, p: DVec3) -> usize {
+        let (lo, hi) = self.tri.bounds();
+        let r = self.cells;
+        let u = (p - lo) / (hi - lo) * r as f64;
+        let idx = |x: f64| (x.max(0.0) as usize).min(r - 1);
+        (idx(u.z) * r + idx(u.y)) * r + idx(u.x)
+    }
+
+    /// A tetrahedron near p: the start of a short walk.
+    pub fn start_near(&self, p: DVec3) -> u32 {
+        if p.is_finite() {
+            self.cell_tet[self.cell_of(p)]
+        } else {
+            0
+        }
     }
     /// A grid on [`domain_box`] of `points` (widened by `margin` of its size per side).
     pub fn around(points: &[DVec3], samples: usize, margin: f64) -> Result<Self, DdefError> {
@@ -201,12 +248,19 @@ pub struct Ddef {
     far: Vec<DVec3>,
 }
 
-/// Per-target CSR near lists with the interpolation data, ready for a GPU gather.
+/// The gather data for a GPU kernel: targets share the near list and vertex far values
+/// of their tetrahedron (S(x) depends on tau(x) only), so both are stored per occupied
+/// tetrahedron ("group").
 #[derive(Clone, Debug)]
 pub struct GatherPlan {
+    /// Per group: the tetrahedron's site indices (vertex v of the masks).
     pub tet_vertices: Vec<[u32; 4]>,
-    pub weights: Vec<[f64; 4]>,
+    /// Per group: S(tet) as (source, mask) entries.
     pub near: Csr<NearEntry>,
+    /// Per target: its group.
+    pub target_group: Vec<u32>,
+    /// Per target: barycentric weights over its group's vertices.
+    pub weights: Vec<[f64; 4]>,
 }
 
 impl Ddef {
@@ -340,106 +394,136 @@ impl Ddef {
         &self.far
     }
 
-    /// S(x) for a target in `tet` with the per-vertex masks, sources increasing.
+    /// S(x) for a target in `tet`: the sources of M_k for k in N(tet), each once, with its
+    /// per-vertex mask, in the order N(tet) and the M_k lists give (deterministic).
     pub fn near_entries(&self, tet: u32, out: &mut Vec<NearEntry>) {
+        let mut scratch = vec![NONE; self.source_x.len()];
+        self.near_entries_with(tet, &mut scratch, out);
+    }
+
+    /// [`Ddef::near_entries`] with a caller's slot table (all `NONE`, one per source; left
+    /// all `NONE`), so a worker dedups without sorting or allocating.
+    fn near_entries_with(&self, tet: u32, slot: &mut [u32], out: &mut Vec<NearEntry>) {
         out.clear();
         let (nb, n) = self.grid.nearby_sites(tet);
-        for (slot, &k) in nb[..n].iter().enumerate() {
+        for (k_slot, &k) in nb[..n].iter().enumerate() {
             // Bits mark membership in M_v for the four vertices of tau (slots 0..4).
-            let bit = if slot < 4 { 1u32 << slot } else { 0 };
+            let bit = if k_slot < 4 { 1u32 << k_slot } else { 0 };
             for &s in self.site_sources.row(k as usize) {
-                out.push(NearEntry {
-                    source: s,
-                    mask: bit,
-                });
+                let e = &mut slot[s as usize];
+                if *e == NONE {
+                    *e = out.len() as u32;
+                    out.push(NearEntry {
+                        source: s,
+                        mask: bit,
+                    });
+                } else {
+                    out[*e as usize].mask |= bit;
+                }
             }
         }
-        out.sort_unstable_by_key(|e| e.source);
-        let mut w = 0;
-        for r in 0..out.len() {
-            if w > 0 && out[w - 1].source == out[r].source {
-                out[w - 1].mask |= out[r].mask;
-            } else {
-                out[w] = out[r];
-                w += 1;
-            }
-        }
-        out.truncate(w);
         for e in out.iter_mut() {
+            slot[e.source as usize] = NONE;
             e.mask = !e.mask & 0xF;
         }
     }
 
-    /// The field at x (k_c included) given its tetrahedron, weights and near list;
-    /// `me` is the target's own source index (skipped everywhere).
-    fn assemble(
-        &self,
-        x: DVec3,
-        tet: u32,
-        w: &[f64; 4],
-        near: &[NearEntry],
-        me: Option<u32>,
-        eval: Evaluation,
-    ) -> DVec3 {
-        let eps2 = self.eps2;
-        let mut e = DVec3::ZERO;
-        let text = eval == Evaluation::TextNearSet;
-        for ne in near {
-            if Some(ne.source) != me && !(text && ne.mask != 0) {
-                let s = ne.source as usize;
-                e += source_field(x, self.source_x[s], self.source_q[s], eps2);
-            }
-        }
-        let mut field = e * COULOMB_K;
-        let variant = match eval {
-            Evaluation::Ddef(v) => Some(v),
-            Evaluation::TextNearSet => Some(DdefVariant::Paper),
-            Evaluation::NearOnly => None,
-        };
-        if let Some(variant) = variant {
-            let verts = self.grid.tri.tets()[tet as usize];
-            let sites = self.grid.sites();
-            for v in 0..4 {
-                if w[v] == 0.0 {
-                    continue;
-                }
-                let j = verts[v] as usize;
-                let mut fv = self.far[j];
-                if variant == DdefVariant::Corrected {
-                    // Remove the sources of S(x) that vertex v's far field holds.
-                    let mut c = DVec3::ZERO;
-                    for ne in near {
-                        if ne.mask & (1 << v) != 0 && Some(ne.source) != me {
-                            let s = ne.source as usize;
-                            c += source_field(sites[j], self.source_x[s], self.source_q[s], eps2);
-                        }
+    /// The far field at the four vertices of `tet` as a target there interpolates it:
+    /// the grid values (`paper`), or with the sources of S(tet) that each vertex's far
+    /// field holds removed (`corrected`). Depends on the tetrahedron only, not on the
+    /// target (a charge's own source is in M_v of every vertex of its tetrahedron).
+    fn vertex_far(&self, tet: u32, near: &[NearEntry], variant: DdefVariant) -> [DVec3; 4] {
+        let verts = self.grid.tri.tets()[tet as usize];
+        let sites = self.grid.sites();
+        let mut out = verts.map(|j| self.far[j as usize]);
+        if variant == DdefVariant::Corrected {
+            for (v, f) in out.iter_mut().enumerate() {
+                let u = sites[verts[v] as usize];
+                let mut c = DVec3::ZERO;
+                for ne in near {
+                    if ne.mask & (1 << v) != 0 {
+                        let s = ne.source as usize;
+                        c += source_field(u, self.source_x[s], self.source_q[s], self.eps2);
                     }
-                    fv -= c * COULOMB_K;
                 }
-                field += fv * w[v];
+                *f -= c * COULOMB_K;
             }
         }
-        field
+        out
+    }
+
+    /// The field (k_c included) at targets grouped by tetrahedron: `groups` lists, per
+    /// occupied tetrahedron, its target indices; `me(t)` is target t's own source.
+    fn evaluate_groups(
+        &self,
+        groups: &Csr<u32>,
+        group_tet: &[u32],
+        x: &[DVec3],
+        weights: &[[f64; 4]],
+        me: impl Fn(u32) -> Option<u32> + Sync,
+        eval: Evaluation,
+    ) -> Vec<DVec3> {
+        let eps2 = self.eps2;
+        let ns = self.source_x.len();
+        let parts: Vec<Vec<(u32, DVec3)>> = (0..groups.rows())
+            .into_par_iter()
+            .with_min_len(16)
+            .map_init(
+                || (vec![NONE; ns], Vec::new()),
+                |(slot, near), g| {
+                    let tet = group_tet[g];
+                    self.near_entries_with(tet, slot, near);
+                    let variant = match eval {
+                        Evaluation::Ddef(v) => Some(v),
+                        Evaluation::TextNearSet => Some(DdefVariant::Paper),
+                        Evaluation::NearOnly => None,
+                    };
+                    let vf = variant.map(|v| self.vertex_far(tet, near, v));
+                    let text = eval == Evaluation::TextNearSet;
+                    groups
+                        .row(g)
+                        .iter()
+                        .map(|&t| {
+                            let p = x[t as usize];
+                            let own = me(t);
+                            let mut e = DVec3::ZERO;
+                            for ne in near.iter() {
+                                if Some(ne.source) != own && !(text && ne.mask != 0) {
+                                    let s = ne.source as usize;
+                                    e += source_field(p, self.source_x[s], self.source_q[s], eps2);
+                                }
+                            }
+                            let mut field = e * COULOMB_K;
+                            if let Some(vf) = vf {
+                                let w = weights[t as usize];
+                                for v in 0..4 {
+                                    field += vf[v] * w[v];
+                                }
+                            }
+                            (t, field)
+                        })
+                        .collect()
+                },
+            )
+            .collect();
+        let mut out = vec![DVec3::ZERO; x.len()];
+        for (t, f) in parts.into_iter().flatten() {
+            out[t as usize] = f;
+        }
+        out
     }
 
     /// The approximate field (k_c included) at every source, in source order.
     pub fn fields_at_sources(&self, eval: Evaluation) -> Vec<DVec3> {
-        (0..self.source_x.len())
-            .into_par_iter()
-            .with_min_len(64)
-            .map_init(Vec::new, |near, s| {
-                let t = self.source_tet[s];
-                self.near_entries(t, near);
-                self.assemble(
-                    self.source_x[s],
-                    t,
-                    &self.source_weights[s],
-                    near,
-                    Some(s as u32),
-                    eval,
-                )
-            })
-            .collect()
+        let (groups, group_tet) = group_by_tet(&self.source_tet);
+        self.evaluate_groups(
+            &groups,
+            &group_tet,
+            &self.source_x,
+            &self.source_weights,
+            Some,
+            eval,
+        )
     }
 
     /// Coulomb forces q_i E(x_i) on all `n` particles (uncharged ones get zero).
@@ -471,50 +555,82 @@ impl Ddef {
                 hi,
             }
         })?;
-        Ok(points
-            .par_iter()
-            .zip(located.par_iter())
-            .with_min_len(64)
-            .map_init(Vec::new, |near, (&x, &(t, w))| {
-                self.near_entries(t, near);
-                self.assemble(x, t, &w, near, None, eval)
-            })
-            .collect())
+        let (tets, weights): (Vec<u32>, Vec<[f64; 4]>) = located.into_iter().unzip();
+        let (groups, group_tet) = group_by_tet(&tets);
+        Ok(self.evaluate_groups(&groups, &group_tet, points, &weights, |_| None, eval))
     }
 
-    /// The per-source gather data (targets = sources, in source order).
+    /// The gather data for the sources as targets: per occupied tetrahedron its vertices
+    /// and near list, per source its tetrahedron slot and weights.
     pub fn gather_plan(&self) -> GatherPlan {
-        let rows: Vec<Vec<NearEntry>> = self
-            .source_tet
+        let (groups, group_tet) = group_by_tet(&self.source_tet);
+        let mut target_group = vec![0u32; self.source_tet.len()];
+        for g in 0..groups.rows() {
+            for &t in groups.row(g) {
+                target_group[t as usize] = g as u32;
+            }
+        }
+        let ns = self.source_x.len();
+        let rows: Vec<Vec<NearEntry>> = group_tet
             .par_iter()
-            .map_init(Vec::new, |near, &t| {
-                self.near_entries(t, near);
-                near.clone()
-            })
+            .map_init(
+                || vec![NONE; ns],
+                |slot, &t| {
+                    let mut near = Vec::new();
+                    self.near_entries_with(t, slot, &mut near);
+                    near
+                },
+            )
             .collect();
         GatherPlan {
-            tet_vertices: self
-                .source_tet
+            tet_vertices: group_tet
                 .iter()
                 .map(|&t| self.grid.tri.tets()[t as usize])
                 .collect(),
-            weights: self.source_weights.clone(),
             near: Csr::from_rows(rows),
+            target_group,
+            weights: self.source_weights.clone(),
         }
     }
 
     /// Mean |S(x)| over the sources: the near-field work per target.
     pub fn mean_near_count(&self) -> f64 {
-        let plan_sizes: usize = self
-            .source_tet
-            .par_iter()
-            .map_init(Vec::new, |near, &t| {
-                self.near_entries(t, near);
-                near.len()
-            })
+        let plan = self.gather_plan();
+        let total: usize = plan
+            .target_group
+            .iter()
+            .map(|&g| plan.near.row(g as usize).len())
             .sum();
-        plan_sizes as f64 / self.source_tet.len().max(1) as f64
+        total as f64 / plan.target_group.len().max(1) as f64
     }
+}
+
+/// Targets grouped by tetrahedron: (CSR of target indices per occupied tetrahedron, the
+/// tetrahedron of each group), groups in increasing tetrahedron order.
+fn group_by_tet(tets: &[u32]) -> (Csr<u32>, Vec<u32>) {
+    let mut order: Vec<u32> = (0..tets.len() as u32).collect();
+    order.sort_unstable_by_key(|&t| (tets[t as usize], t));
+    let mut offsets = vec![0u32];
+    let mut group_tet = Vec::new();
+    for (k, &t) in order.iter().enumerate() {
+        let tet = tets[t as usize];
+        if group_tet.last() != Some(&tet) {
+            if k > 0 {
+                offsets.push(k as u32);
+            }
+            group_tet.push(tet);
+        }
+    }
+    if !order.is_empty() {
+        offsets.push(order.len() as u32);
+    }
+    (
+        Csr {
+            offsets,
+            entries: order,
+        },
+        group_tet,
+    )
 }
 
 fn check_len(what: &'static str, expected: usize, got: usize) -> Result<(), DdefError> {
@@ -532,8 +648,8 @@ fn check_len(what: &'static str, expected: usize, got: usize) -> Result<(), Ddef
 /// A point's tetrahedron and barycentric weights.
 type Located = (u32, [f64; 4]);
 
-/// Locates every point; chunks run in parallel, each walking from the previous point's
-/// tetrahedron (or the point's hint). Err(k) names the first point outside the grid.
+/// Locates every point, in parallel chunks; each walk starts at the point's hint when
+/// given, else at the grid's start for its cell. Err(k) names the first point outside.
 fn locate_all(
     grid: &Grid,
     points: &[DVec3],
@@ -543,15 +659,12 @@ fn locate_all(
         .par_chunks(CHUNK)
         .enumerate()
         .map(|(c, chunk)| {
-            let mut prev = 0u32;
             let mut out = Vec::with_capacity(chunk.len());
             for (k, &p) in chunk.iter().enumerate() {
                 let i = c * CHUNK + k;
                 let h = hint(i);
-                let start = if h != NONE { h } else { prev };
-                let r = grid.locate(p, start).ok_or(i)?;
-                prev = r.0;
-                out.push(r);
+                let start = if h != NONE { h } else { grid.start_near(p) };
+                out.push(grid.locate(p, start).ok_or(i)?);
             }
             Ok(out)
         })
