@@ -47,6 +47,9 @@ pub enum CliError {
         out.display()
     )]
     Diverged { step: u64, time: f64, out: PathBuf },
+    /// The DDEF approximation could not be built (`msc ddef-error`).
+    #[error("DDEF failed")]
+    Ddef(#[source] crate::ddef::DdefError),
     /// `msc validate` found the backends further apart than the tolerance.
     #[error("GPU and CPU differ by more than the tolerance {tolerance:e}: {worst}")]
     Mismatch { tolerance: f64, worst: String },
@@ -61,7 +64,8 @@ impl CliError {
             | Self::Sim { .. }
             | Self::Output(_)
             | Self::Diverged { .. }
-            | Self::Mismatch { .. } => 1,
+            | Self::Mismatch { .. }
+            | Self::Ddef(_) => 1,
         }
     }
 }

@@ -1,10 +1,11 @@
-//! The `msc` command line: `run`, `scenes`, `info`, `validate`.
+//! The `msc` command line: `run`, `scenes`, `info`, `validate`, `ddef-error`.
 //!
 //! [`main`] parses the arguments, runs one command and returns the exit code: 0 on
 //! success, 2 for usage and input errors, 1 for run failures (see [`CliError::exit_code`]).
 //! Each command's `execute` is public so it can be driven in-process.
 
 pub mod backend;
+pub mod ddef_error;
 pub mod error;
 pub mod info;
 pub mod run;
@@ -46,6 +47,9 @@ pub enum Command {
     /// Run a scene on the GPU (software adapters allowed) and on the CPU reference and
     /// compare positions, velocities and energies; exit 1 beyond the tolerance
     Validate(ValidateArgs),
+    /// Measure the DDEF far-field approximation's error against the exact all-pairs
+    /// field (the paper's Table 1 protocol), for random charges and a scene's charges
+    DdefError(ddef_error::DdefErrorArgs),
 }
 
 /// Runs one parsed command.
@@ -61,6 +65,7 @@ pub fn dispatch(command: &Command) -> Result<(), CliError> {
             Ok(())
         }
         Command::Validate(args) => validate::execute(args).map(|_| ()),
+        Command::DdefError(args) => ddef_error::execute(args).map(|_| ()),
     }
 }
 
