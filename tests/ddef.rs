@@ -176,7 +176,7 @@ fn corrected_is_exact_when_every_source_is_near() {
         let plan = d.gather_plan();
         for s in 0..n {
             assert_eq!(
-                plan.near.row(s).len(),
+                plan.near.row(plan.target_group[s] as usize).len(),
                 n,
                 "source {s}: every source is near"
             );
@@ -503,4 +503,125 @@ fn ddef_settings_are_validated() {
     );
     assert_eq!(CoulombMethod::Ddef(ok).name(), "ddef");
     assert_eq!(DdefVariant::from_name("paper"), Some(DdefVariant::Paper));
+}
+
+const SCENE: &str = r#"name = "ddef_scene"
+[mesh]
+kind = "torus"
+major_radius = 1.0
+minor_radius = 0.3
+rings = 12
+sides = 6
+[material]
+charge = 1e-7
+[integrator]
+dt = 0.001
+steps = 4
+solver = { method = "cg", iterations = 100, tolerance = 1e-9 }
+"#;
+
+fn scene_file(dir: &tempfile::TempDir, text: &str) -> String {
+    let p = dir.path().join("scene.toml");
+    std::fs::write(&p, text).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+#[test]
+fn scenes_select_ddef_and_name_bad_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{SCENE}[coulomb]\nmethod = \"ddef\"\nsamples = 300\nddef_variant = \"paper\"\nrebuild_every = 2\n"
+    );
+    let path = scene_file(&dir, &text);
+    let sc = msc::scene::load(&path, &[]).unwrap();
+    assert_eq!(
+        sc.config.coulomb.method,
+        CoulombMethod::Ddef(DdefConfig {
+            samples: 300,
+            variant: DdefVariant::Paper,
+            rebuild_every: 2
+        })
+    );
+    let sc = msc::scene::load(&path, &["coulomb.samples=40".to_string()]).unwrap();
+    assert_eq!(sc.config.coulomb.method.ddef().unwrap().samples, 40);
+    // Defaults when only the method is given.
+    let path = scene_file(&dir, &format!("{SCENE}[coulomb]\nmethod = \"ddef\"\n"));
+    let sc = msc::scene::load(&path, &[]).unwrap();
+    assert_eq!(
+        sc.config.coulomb.method,
+        CoulombMethod::Ddef(DdefConfig::default())
+    );
+    // The run steps on the CPU with DDEF and keeps finite energies.
+    let mut sim = CpuSimulation::new(&sc.system, &sc.config).unwrap();
+    sim.step(sc.config.steps).unwrap();
+    assert!(sim.energies().unwrap().is_finite());
+    assert_eq!(sim.ddef().unwrap().rebuilds(), sc.config.steps);
+    for (extra, key) in [
+        (
+            "method = \"ddef\"\nrebuild_every = 0\n",
+            "coulomb.rebuild_every",
+        ),
+        ("samples = 100\n", "coulomb.samples"),
+        (
+            "method = \"none\"\nddef_variant = \"paper\"\n",
+            "coulomb.ddef_variant",
+        ),
+        (
+            "method = \"ddef\"\nddef_variant = \"exact\"\n",
+            "coulomb.ddef_variant",
+        ),
+    ] {
+        let path = scene_file(&dir, &format!("{SCENE}[coulomb]\n{extra}"));
+        let e = msc::scene::load(&path, &[]).unwrap_err();
+        assert_eq!(e.key(), Some(key), "{extra}: {e}");
+    }
+}
+
+#[test]
+fn ddef_error_command_reports_every_case_and_scheme() {
+    use msc::cli::ddef_error::{execute, DdefErrorArgs};
+    use msc::ddef::error_study::Targets;
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("rows.jsonl");
+    let args = DdefErrorArgs {
+        scene: None,
+        set: Vec::new(),
+        random: Some(400),
+        samples: vec![100, 400],
+        tests: Some(200),
+        seed: 3,
+        json: Some(json.clone()),
+    };
+    let rows = execute(&args).unwrap();
+    // 2 grid sizes x (random sites, charges) x 4 schemes.
+    assert_eq!(rows.len(), 16);
+    let lines = std::fs::read_to_string(&json).unwrap();
+    assert_eq!(lines.lines().count(), 16);
+    for l in lines.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert!(v["mean"].as_f64().unwrap().is_finite());
+        assert!(v["scheme"].is_string() && v["targets"].is_string());
+    }
+    for m in [100, 400] {
+        for t in [Targets::RandomSites, Targets::Charges] {
+            let get = |s: &str| {
+                rows.iter()
+                    .find(|r| r.m == m && r.targets == t && r.scheme == s)
+                    .unwrap()
+                    .stats
+            };
+            assert_eq!(
+                get("corrected").count,
+                if t == Targets::Charges { 400 } else { 200 }
+            );
+            assert!(get("corrected").mean < get("paper").mean, "m {m} {t:?}");
+            assert!(get("paper").mean < get("near_only").mean, "m {m} {t:?}");
+        }
+    }
+    // Usage errors exit 2: neither SCENE nor --random, or both.
+    assert_eq!(msc::cli::main_with_args(["msc", "ddef-error"]), 2);
+    assert_eq!(
+        msc::cli::main_with_args(["msc", "ddef-error", "torus", "--random", "5"]),
+        2
+    );
 }
