@@ -178,9 +178,9 @@ pub struct DdefConfig {
 }
 
 impl DdefConfig {
-    /// Upper bound on `samples`: the site and tetrahedron indices are u32 and a grid
-    /// of this size already needs a few GB.
-    pub const MAX_SAMPLES: u32 = 50_000_000;
+    /// Upper bound on `samples`: a Delaunay grid has about 6.5 tetrahedra per site, so
+    /// this many already take a few GB.
+    pub const MAX_SAMPLES: u32 = 10_000_000;
 }
 
 impl Default for DdefConfig {

@@ -17,9 +17,14 @@
 //! that: far(x) = sum_v psi_v [E_far(u_v) - sum_{s in S(x) \ M_v} E_s(u_v)], so every
 //! source is counted once, either exactly or interpolated.
 //!
+//! S(x) depends on tau(x) only, so the near list and the (corrected) far values at the
+//! four vertices are built once per occupied tetrahedron and shared by its targets.
+//!
 //! Data layout for a GPU gather: per source the tetrahedron and 4 weights, CSR lists
-//! N_s and M_j, and per target a CSR near list of (source, mask) where bit v of the mask
-//! says "source not in M of vertex v of tau" (the `corrected` terms); see [`GatherPlan`].
+//! N_s and M_j, and per occupied tetrahedron a CSR near list of (source, mask) where bit
+//! v of the mask says "source not in M of vertex v of tau" (the `corrected` terms); see
+//! [`GatherPlan`]. The far field excludes M_j source by source (no add-then-subtract, which
+//! would cancel catastrophically in f32 for a source next to a site).
 
 pub mod delaunay;
 pub mod error_study;
