@@ -8,8 +8,10 @@
 //! - [`cpu`]: the f64 CPU reference;
 //! - [`gpu`]: WGSL kernels and the wgpu host;
 //! - [`output`]: run outputs (energy CSV, PLY frames, summary JSON);
+//! - [`bench`]: the standard performance workloads and their measurement;
 //! - [`cli`]: the `msc` command.
 
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod cpu;
