@@ -1,10 +1,11 @@
-//! The `msc` command line: `run`, `scenes`, `info`, `validate`.
+//! The `msc` command line: `run`, `scenes`, `info`, `validate`, `bench`.
 //!
 //! [`main`] parses the arguments, runs one command and returns the exit code: 0 on
 //! success, 2 for usage and input errors, 1 for run failures (see [`CliError::exit_code`]).
 //! Each command's `execute` is public so it can be driven in-process.
 
 pub mod backend;
+pub mod bench;
 pub mod error;
 pub mod info;
 pub mod run;
@@ -13,6 +14,7 @@ pub mod scenes;
 pub mod validate;
 
 pub use backend::BackendArg;
+pub use bench::BenchArgs;
 pub use error::CliError;
 pub use run::RunArgs;
 pub use scene_args::SceneArgs;
@@ -46,6 +48,9 @@ pub enum Command {
     /// Run a scene on the GPU (software adapters allowed) and on the CPU reference and
     /// compare positions, velocities and energies; exit 1 beyond the tolerance
     Validate(ValidateArgs),
+    /// Measure the GPU solver on the standard workloads (cloth, all-pairs Coulomb) from 1K
+    /// to 1M particles: one JSON line per size on stdout, a table on stderr
+    Bench(BenchArgs),
 }
 
 /// Runs one parsed command.
@@ -61,6 +66,7 @@ pub fn dispatch(command: &Command) -> Result<(), CliError> {
             Ok(())
         }
         Command::Validate(args) => validate::execute(args).map(|_| ()),
+        Command::Bench(args) => bench::execute(args).map(|_| ()),
     }
 }
 
@@ -111,6 +117,7 @@ mod tests {
             main_with_args(["msc", "validate", "x", "--tolerance", "-1"]),
             2
         );
-        assert_eq!(main_with_args(["msc", "bench"]), 2);
+        assert_eq!(main_with_args(["msc", "nosuchcommand"]), 2);
+        assert_eq!(main_with_args(["msc", "bench", "--sweeps", "0"]), 2);
     }
 }
