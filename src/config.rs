@@ -171,9 +171,14 @@ impl ExternalCharge {
 pub enum ExternalField {
     /// Constant E in V/m.
     Uniform(DVec3),
-    /// The paper's guiding field E = s [y/z, x/z, 0] (Figure 13). Singular at z = 0:
-    /// |z| is clamped to at least `min_z` (m) so a particle crossing the plane stays finite.
+    /// The paper's guiding field exactly as printed, E = s [y/z, x/z, 0] (paper Section 4.3).
+    /// Singular at z = 0: |z| is clamped to at least `min_z` (m) so a particle crossing the
+    /// plane stays finite. Note: this field has no curl about z (it stretches along x = y and
+    /// squeezes along x = -y), so it does not turn a body; see [`ExternalField::Vortex`].
     Swirl { scale: f64, min_z: f64 },
+    /// E = s [-y/z, x/z, 0]: the field that turns a positive charge counter-clockwise about
+    /// +z for s/z > 0, the rotation the paper's Figure 13 shows. Same `min_z` clamp.
+    Vortex { scale: f64, min_z: f64 },
 }
 
 impl ExternalField {
@@ -184,18 +189,27 @@ impl ExternalField {
         match *self {
             Self::Uniform(e) => e,
             Self::Swirl { scale, min_z } => {
-                let z = if x.z.abs() < min_z {
-                    min_z.copysign(x.z)
-                } else {
-                    x.z
-                };
+                let z = clamp_z(x.z, min_z);
                 DVec3::new(scale * x.y / z, scale * x.x / z, 0.0)
+            }
+            Self::Vortex { scale, min_z } => {
+                let z = clamp_z(x.z, min_z);
+                DVec3::new(-scale * x.y / z, scale * x.x / z, 0.0)
             }
         }
     }
     /// True when the field has a potential (-E . x for a uniform field).
     pub fn is_conservative(&self) -> bool {
         matches!(self, Self::Uniform(_))
+    }
+}
+
+/// z moved away from the singular plane to at least `min_z` in magnitude, keeping its side.
+fn clamp_z(z: f64, min_z: f64) -> f64 {
+    if z.abs() < min_z {
+        min_z.copysign(z)
+    } else {
+        z
     }
 }
 
@@ -337,7 +351,8 @@ impl Config {
         }
         match self.external_field {
             Some(ExternalField::Uniform(e)) => finite3("external_field.value", e)?,
-            Some(ExternalField::Swirl { scale, min_z }) => {
+            Some(ExternalField::Swirl { scale, min_z })
+            | Some(ExternalField::Vortex { scale, min_z }) => {
                 if !scale.is_finite() {
                     return Err(ConfigError::new("external_field.scale", "must be finite"));
                 }

@@ -345,3 +345,793 @@ fn obj_errors() {
     let garbage = write_obj(dir.path(), "garbage.obj", "v 0 zero 0\nf 1 2 3\n");
     obj_error(mesh::obj(&garbage, 1.0), "garbage.obj");
 }
+
+// ---------------------------------------------------------------- System::new
+
+use msc::model::{ModelError, Spring, System, SystemDesc};
+
+/// Three particles in a line, two springs: valid unless a test breaks one field.
+fn desc() -> SystemDesc {
+    let spring = |i, j| Spring {
+        i,
+        j,
+        stiffness: 10.0,
+        rest_length: 1.0,
+        damping: 0.0,
+    };
+    SystemDesc {
+        positions: vec![DVec3::ZERO, DVec3::X, 2.0 * DVec3::X],
+        velocities: vec![],
+        masses: vec![1.0; 3],
+        charges: vec![1e-6; 3],
+        pinned: vec![],
+        springs: vec![spring(0, 1), spring(1, 2)],
+        faces: vec![],
+    }
+}
+
+fn model_err(d: SystemDesc) -> ModelError {
+    match System::new(d) {
+        Ok(_) => panic!("expected a ModelError"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn system_new_rejects_every_bad_input() {
+    assert!(System::new(desc()).is_ok());
+
+    let mut d = desc();
+    d.springs[1].j = 3;
+    let e = model_err(d);
+    assert_eq!(
+        e,
+        ModelError::SpringIndexOutOfRange {
+            spring: 1,
+            index: 3,
+            particles: 3
+        }
+    );
+    assert!(e.to_string().contains("spring 1") && e.to_string().contains('3'));
+
+    let mut d = desc();
+    d.springs[0].j = 0;
+    let e = model_err(d);
+    assert_eq!(
+        e,
+        ModelError::SelfSpring {
+            spring: 0,
+            index: 0
+        }
+    );
+    assert!(e.to_string().contains("spring 0"));
+
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let mut d = desc();
+        d.masses[2] = bad;
+        match model_err(d) {
+            ModelError::BadMass { index: 2, value } => {
+                assert!(value.is_nan() == bad.is_nan() && (bad.is_nan() || value == bad))
+            }
+            e => panic!("mass {bad}: {e:?}"),
+        }
+    }
+
+    let mut d = desc();
+    d.positions[1].y = f64::NAN;
+    assert_eq!(
+        model_err(d),
+        ModelError::NonFinite {
+            index: 1,
+            what: "position"
+        }
+    );
+    let mut d = desc();
+    d.velocities = vec![
+        DVec3::ZERO,
+        DVec3::ZERO,
+        DVec3::new(0.0, f64::INFINITY, 0.0),
+    ];
+    assert_eq!(
+        model_err(d),
+        ModelError::NonFinite {
+            index: 2,
+            what: "velocity"
+        }
+    );
+    let mut d = desc();
+    d.charges[0] = f64::NAN;
+    let e = model_err(d);
+    assert_eq!(
+        e,
+        ModelError::NonFinite {
+            index: 0,
+            what: "charge"
+        }
+    );
+    assert!(e.to_string().contains("particle 0") && e.to_string().contains("charge"));
+
+    for (what, set) in [
+        (
+            "stiffness",
+            (|s: &mut Spring| s.stiffness = -1.0) as fn(&mut Spring),
+        ),
+        ("damping", |s: &mut Spring| s.damping = -0.5),
+        ("rest length", |s: &mut Spring| s.rest_length = -2.0),
+        ("rest length", |s: &mut Spring| s.rest_length = f64::NAN),
+    ] {
+        let mut d = desc();
+        set(&mut d.springs[1]);
+        match model_err(d) {
+            ModelError::BadSpringParameter {
+                spring: 1, what: w, ..
+            } => assert_eq!(w, what),
+            e => panic!("{what}: {e:?}"),
+        }
+    }
+
+    let mut d = desc();
+    d.masses.pop();
+    assert!(matches!(
+        model_err(d),
+        ModelError::LengthMismatch {
+            what: "masses",
+            got: 2,
+            expected: 3
+        }
+    ));
+    assert_eq!(model_err(SystemDesc::default()), ModelError::Empty);
+}
+
+// ---------------------------------------------------------------- scenes
+
+use msc::config::{ExternalField, Integrator, SolverMethod};
+use msc::scene::{self, FrameFormat, SceneError};
+
+#[test]
+fn every_builtin_scene_loads_and_validates() {
+    let names = scene::builtin_names();
+    let expected = ["torus", "torus_orbit", "swirl", "cloth", "cloth_large"];
+    for n in expected {
+        assert!(names.iter().any(|(b, _)| *b == n), "missing built-in {n}");
+    }
+    for (name, desc) in &names {
+        assert!(!desc.is_empty());
+        let s = scene::load(name, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(&s.name, name);
+        assert!(s.source.is_none());
+        s.config.validate().unwrap();
+        assert!(!s.system.is_empty() && !s.system.springs().is_empty());
+        // Rest lengths are the initial edge lengths (rest_length_scale defaults to 1).
+        for sp in s.system.springs() {
+            let l = (s.system.positions()[sp.i as usize] - s.system.positions()[sp.j as usize])
+                .length();
+            assert!((sp.rest_length - l).abs() <= 1e-12 * l);
+        }
+        // The resolved TOML is itself a loadable scene with the same result.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("resolved.toml");
+        std::fs::write(&p, &s.resolved_toml).unwrap();
+        let again = scene::load(p.to_str().unwrap(), &[]).unwrap();
+        assert_eq!(again.config, s.config);
+        assert_eq!(again.system.positions(), s.system.positions());
+        assert_eq!(again.output, s.output);
+    }
+
+    // The paper's parameters (DESIGN / paper section 4).
+    let t = scene::load("torus", &[]).unwrap();
+    assert_eq!(t.system.len(), 145);
+    assert!(t.system.charges().iter().all(|&q| q == 6e-6));
+    assert!(t.system.springs().iter().all(|s| s.stiffness == 10.0));
+    assert_eq!((t.config.dt, t.config.steps), (0.015, 1000));
+    let o = scene::load("torus_orbit", &[]).unwrap();
+    assert!(o.system.charges().iter().all(|&q| q == 80e-6));
+    assert_eq!((o.config.dt, o.config.steps), (0.06, 1000));
+    assert_eq!(o.config.external_charges.len(), 1);
+    assert_eq!(o.config.external_charges[0].charge, -42e-6);
+    assert!(o.config.external_charges[0].orbit.is_some());
+    let w = scene::load("swirl", &[]).unwrap();
+    assert!(w.system.charges().iter().all(|&q| q == 8e-6));
+    // Figure 13 needs a field that turns the body: the vortex, not the printed swirl.
+    assert!(matches!(
+        w.config.external_field,
+        Some(ExternalField::Vortex { .. })
+    ));
+    let printed = scene::load("swirl", &["external_field.kind=swirl".into()]).unwrap();
+    assert!(matches!(
+        printed.config.external_field,
+        Some(ExternalField::Swirl { .. })
+    ));
+    let c = scene::load("cloth", &[]).unwrap();
+    assert_eq!(c.system.pinned().iter().filter(|&&p| p).count(), 2);
+    assert_eq!(c.config.gravity, DVec3::new(0.0, -98.1, 0.0));
+    assert!(c.system.springs().iter().all(|s| s.stiffness == 54.0));
+    assert_eq!(c.system.charged_count(), 0);
+    let l = scene::load("cloth_large", &[]).unwrap();
+    assert_eq!(l.system.len(), 256 * 256);
+    assert_eq!(l.system.charged_count(), 0);
+    assert_eq!(l.output.frames, FrameFormat::None);
+}
+
+fn set(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn overrides_change_values() {
+    let s = scene::load("torus", &set(&["integrator.dt=0.15"])).unwrap();
+    assert_eq!(s.config.dt, 0.15);
+    // duration 15 s is kept, so the step count follows dt.
+    assert_eq!(s.config.steps, 100);
+    assert!(s.resolved_toml.contains("dt = 0.15"));
+
+    // Keys inside the file's inline table `solver = { ... }`.
+    let s = scene::load(
+        "torus",
+        &set(&[
+            "integrator.solver.method=cg",
+            "integrator.solver.iterations=7",
+        ]),
+    )
+    .unwrap();
+    assert_eq!(s.config.solver.method, SolverMethod::Cg);
+    assert_eq!(s.config.solver.iterations, 7);
+    assert_eq!(s.config.solver.omega, 0.5, "untouched keys stay");
+    // A whole inline table as the value replaces the table.
+    let s = scene::load(
+        "torus",
+        &set(&["integrator.solver={ method = \"block_jacobi\", iterations = 3 }"]),
+    )
+    .unwrap();
+    assert_eq!(s.config.solver.method, SolverMethod::BlockJacobi);
+    assert_eq!(s.config.solver.iterations, 3);
+    assert_eq!(s.config.solver.omega, 0.5, "default omega");
+
+    let s = scene::load("cloth", &set(&["mesh.resolution=[8, 6]"])).unwrap();
+    assert_eq!(s.system.len(), 48);
+    let s = scene::load(
+        "torus",
+        &set(&[
+            "integrator.method=verlet",
+            "integrator.duration=0.3",
+            "external_field.kind=uniform",
+            "external_field.value=[0, 0, 5]",
+            "external_charges=[{ charge = 1e-6, position = [0, 0, 9] }]",
+        ]),
+    )
+    .unwrap();
+    assert_eq!(s.config.integrator, Integrator::Verlet);
+    assert_eq!(s.config.steps, 20);
+    assert_eq!(
+        s.config.external_field,
+        Some(ExternalField::Uniform(DVec3::new(0.0, 0.0, 5.0)))
+    );
+    let s2 = scene::load(
+        "torus_orbit",
+        &set(&["external_charges[0].charge=-1e-6", "integrator.steps=3"]),
+    )
+    .unwrap();
+    assert_eq!(s2.config.external_charges[0].charge, -1e-6);
+    assert_eq!(s2.config.steps, 3);
+    // Switching the mesh kind drops the old kind's keys.
+    let s = scene::load(
+        "swirl",
+        &set(&[
+            "mesh.kind=grid",
+            "mesh.size=[1, 1]",
+            "mesh.resolution=[3, 4]",
+        ]),
+    )
+    .unwrap();
+    assert_eq!(s.system.len(), 12);
+    assert_eq!(
+        s.system.positions()[0],
+        DVec3::new(-0.5, -0.5, 10.0),
+        "center kept"
+    );
+}
+
+/// A valid scene file; tests break one thing at a time.
+const BASE: &str = r#"name = "base"
+[mesh]
+kind = "torus"
+major_radius = 1.0
+minor_radius = 0.3
+rings = 8
+sides = 4
+[material]
+charge = 1e-9
+[integrator]
+dt = 0.01
+steps = 5
+solver = { method = "jacobi", omega = 0.5 }
+"#;
+
+struct Files(tempfile::TempDir);
+
+impl Files {
+    fn new() -> Self {
+        Self(tempfile::tempdir().unwrap())
+    }
+    fn write(&self, name: &str, text: &str) -> String {
+        let p = self.0.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    }
+    fn load(&self, text: &str, overrides: &[&str]) -> Result<scene::LoadedScene, SceneError> {
+        scene::load(&self.write("scene.toml", text), &set(overrides))
+    }
+    fn err(&self, text: &str, overrides: &[&str]) -> SceneError {
+        match self.load(text, overrides) {
+            Ok(_) => panic!("expected an error for\n{text}\n{overrides:?}"),
+            Err(e) => e,
+        }
+    }
+}
+
+/// 1-based line of the first line containing `needle`.
+fn line_with(text: &str, needle: &str) -> usize {
+    text.lines().position(|l| l.contains(needle)).unwrap() + 1
+}
+
+/// Checks the key, the line and that the message shows both.
+fn assert_at(e: &SceneError, key: &str, line: Option<usize>) {
+    let msg = e.to_string();
+    assert_eq!(e.key(), Some(key), "{msg}");
+    assert!(msg.contains(key), "'{msg}' does not name {key}");
+    assert_eq!(e.line(), line, "{msg}");
+    if let Some(l) = line {
+        assert!(msg.contains(&format!(":{l}:")), "'{msg}' lacks line {l}");
+    }
+}
+
+#[test]
+fn base_scene_is_valid() {
+    let f = Files::new();
+    let s = f.load(BASE, &[]).unwrap();
+    assert_eq!(s.name, "base");
+    assert_eq!(s.system.len(), 32);
+    assert_eq!(s.config.steps, 5);
+    assert!(s.source.is_some());
+    // Defaults.
+    assert!(s.system.masses().iter().all(|&m| m == 0.01));
+    assert!(s
+        .system
+        .springs()
+        .iter()
+        .all(|sp| sp.stiffness == 10.0 && sp.damping == 0.0));
+    assert_eq!(s.config.integrator, Integrator::Imex);
+    assert_eq!(s.output.every, 10);
+    assert_eq!(s.output.frames, FrameFormat::Ply);
+    assert!(s.system.pinned().iter().all(|&p| !p));
+}
+
+#[test]
+fn malformed_toml_names_the_line() {
+    let f = Files::new();
+    let text = BASE.replace("dt = 0.01", "dt = = 0.01");
+    let e = f.err(&text, &[]);
+    assert!(matches!(e, SceneError::Syntax { .. }), "{e:?}");
+    let line = line_with(&text, "dt = =");
+    assert_eq!(e.line(), Some(line));
+    assert!(e.to_string().contains(&format!(":{line}:")), "{e}");
+    assert_eq!(e.key(), Some("integrator.dt"), "{e}");
+    let e = f.err("name = \"x\"\n[mesh\nkind = \"torus\"\n", &[]);
+    assert!(matches!(e, SceneError::Syntax { .. }), "{e:?}");
+    assert_eq!(e.line(), Some(2), "{e}");
+    assert_eq!(e.key(), Some("mesh"), "{e}");
+    // Duplicate key, and a bad value inside the second of two [[external_charges]].
+    let text = BASE.replace("steps = 5", "steps = 5\ndt = 0.02");
+    let e = f.err(&text, &[]);
+    assert!(matches!(e, SceneError::Syntax { .. }), "{e:?}");
+    assert_eq!(e.line(), Some(line_with(&text, "dt = 0.02")), "{e}");
+    assert_eq!(e.key(), Some("integrator.dt"), "{e}");
+    let charge = "[[external_charges]]\ncharge = 1e-6\nposition = [0, 0, 5]\n";
+    let text = format!("{BASE}{charge}{}", charge.replace("1e-6", "1e-6e"));
+    let e = f.err(&text, &[]);
+    assert!(matches!(e, SceneError::Syntax { .. }), "{e:?}");
+    assert_eq!(e.line(), Some(line_with(&text, "1e-6e")), "{e}");
+    assert_eq!(e.key(), Some("external_charges[1].charge"), "{e}");
+}
+
+#[test]
+fn unknown_keys_are_named() {
+    let f = Files::new();
+    let text = BASE.replace("steps = 5", "steps = 5\nsubsteps = 3");
+    let e = f.err(&text, &[]);
+    assert!(matches!(e, SceneError::Schema { .. }), "{e:?}");
+    assert_at(
+        &e,
+        "integrator.substeps",
+        Some(line_with(&text, "substeps")),
+    );
+
+    // Inside an inline table.
+    let text = BASE.replace("omega = 0.5 }", "omega = 0.5, omgea = 1 }");
+    let e = f.err(&text, &[]);
+    assert_at(
+        &e,
+        "integrator.solver.omgea",
+        Some(line_with(&text, "omgea")),
+    );
+
+    // At the top level and in an array of tables.
+    let text =
+        format!("{BASE}[[external_charges]]\ncharge = 1e-6\nposition = [0, 0, 5]\ncolour = 1\n");
+    let e = f.err(&text, &[]);
+    assert_at(
+        &e,
+        "external_charges[0].colour",
+        Some(line_with(&text, "colour")),
+    );
+    let text = BASE.replace("name = \"base\"", "name = \"base\"\ngravitty = [0, 0, 0]");
+    assert_at(&f.err(&text, &[]), "gravitty", Some(2));
+}
+
+#[test]
+fn wrong_types_are_named() {
+    let f = Files::new();
+    let text = BASE.replace("dt = 0.01", "dt = \"fast\"");
+    let e = f.err(&text, &[]);
+    assert!(matches!(e, SceneError::Schema { .. }), "{e:?}");
+    assert_at(&e, "integrator.dt", Some(line_with(&text, "fast")));
+    let text = BASE.replace("rings = 8", "rings = -8");
+    assert_at(
+        &f.err(&text, &[]),
+        "mesh.rings",
+        Some(line_with(&text, "rings")),
+    );
+    let text = BASE.replace("rings = 8", "rings = 8.5");
+    assert_at(
+        &f.err(&text, &[]),
+        "mesh.rings",
+        Some(line_with(&text, "rings")),
+    );
+    let text = format!("{BASE}[[external_charges]]\ncharge = 1e-6\nposition = [0, 0]\n");
+    assert_at(
+        &f.err(&text, &[]),
+        "external_charges[0].position",
+        Some(line_with(&text, "position")),
+    );
+    // A missing required key names it.
+    let text = format!("{BASE}[[external_charges]]\nposition = [0, 0, 1]\n");
+    let e = f.err(&text, &[]);
+    assert_eq!(e.key(), Some("external_charges[0].charge"), "{e}");
+    let e = f.err("name = \"x\"\n", &[]);
+    assert_eq!(e.key(), Some("mesh"), "{e}");
+}
+
+#[test]
+fn out_of_range_values_name_key_and_line() {
+    let f = Files::new();
+    let text = BASE.replace("dt = 0.01", "dt = -1");
+    let e = f.err(&text, &[]);
+    assert!(matches!(e, SceneError::Invalid { .. }), "{e:?}");
+    assert_at(&e, "integrator.dt", Some(line_with(&text, "dt = -1")));
+    let text = BASE.replace("omega = 0.5", "omega = 2");
+    let e = f.err(&text, &[]);
+    assert!(matches!(e, SceneError::Invalid { .. }), "{e:?}");
+    assert_at(
+        &e,
+        "integrator.solver.omega",
+        Some(line_with(&text, "omega = 2")),
+    );
+
+    for (from, to, key) in [
+        ("charge = 1e-9", "charge = 1e-9\nmass = -1", "material.mass"),
+        (
+            "charge = 1e-9",
+            "charge = 1e-9\nstiffness = -3",
+            "material.stiffness",
+        ),
+        (
+            "charge = 1e-9",
+            "charge = 1e-9\ndamping = nan",
+            "material.damping",
+        ),
+        (
+            "charge = 1e-9",
+            "charge = 1e-9\ncharged_fraction = 1.5",
+            "material.charged_fraction",
+        ),
+        ("charge = 1e-9", "charge = inf", "material.charge"),
+        (
+            "charge = 1e-9",
+            "charge = 1e-9\nrest_length_scale = 0",
+            "material.rest_length_scale",
+        ),
+        ("steps = 5", "steps = 0", "integrator.steps"),
+        (
+            "omega = 0.5",
+            "omega = 0.5, iterations = 0",
+            "integrator.solver.iterations",
+        ),
+        (
+            "omega = 0.5",
+            "omega = 0.5, rho = 1.0",
+            "integrator.solver.rho",
+        ),
+        (
+            "name = \"base\"",
+            "name = \"base\"\ngravity = [0, nan, 0]",
+            "gravity",
+        ),
+        (
+            "sides = 4",
+            "sides = 4\ncenter = [0, inf, 0]",
+            "mesh.center",
+        ),
+    ] {
+        let text = BASE.replace(from, to);
+        let e = f.err(&text, &[]);
+        assert!(matches!(e, SceneError::Invalid { .. }), "{key}: {e:?}");
+        let needle = to.lines().last().unwrap();
+        assert_at(&e, key, Some(line_with(&text, needle)));
+    }
+    let text = format!("{BASE}[coulomb]\nsoftening = -1\n");
+    assert_at(
+        &f.err(&text, &[]),
+        "coulomb.softening",
+        Some(line_with(&text, "softening")),
+    );
+    let text = format!(
+        "{BASE}[[external_charges]]\ncharge = 1e-6\nposition = [0, 0, 5]\norbit = {{ axis = [0, 0, 0], angular_velocity = 1 }}\n"
+    );
+    let e = f.err(&text, &[]);
+    assert_eq!(e.key(), Some("external_charges[0].orbit.axis"), "{e}");
+    let text = format!("{BASE}[external_field]\nkind = \"swirl\"\nmin_z = 0\n");
+    assert_at(
+        &f.err(&text, &[]),
+        "external_field.min_z",
+        Some(line_with(&text, "min_z")),
+    );
+    let text = format!("{BASE}[external_field]\nkind = \"swirl\"\nvalue = [1, 0, 0]\n");
+    assert_at(
+        &f.err(&text, &[]),
+        "external_field.value",
+        Some(line_with(&text, "value")),
+    );
+    let text = format!("{BASE}[output]\nevery = 0\n");
+    assert_at(
+        &f.err(&text, &[]),
+        "output.every",
+        Some(line_with(&text, "every")),
+    );
+}
+
+#[test]
+fn duration_and_steps_conflict() {
+    let f = Files::new();
+    let text = BASE.replace("steps = 5", "steps = 5\nduration = 1.0");
+    let e = f.err(&text, &[]);
+    assert!(matches!(e, SceneError::Invalid { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("integrator.duration") && msg.contains("integrator.steps"),
+        "{msg}"
+    );
+    let e = f.err(&BASE.replace("steps = 5", ""), &[]);
+    let msg = e.to_string();
+    assert!(
+        msg.contains("integrator.duration") && msg.contains("integrator.steps"),
+        "{msg}"
+    );
+    // duration -> steps = ceil(duration / dt), without a spurious extra step from rounding.
+    let s = f
+        .load(&BASE.replace("steps = 5", "duration = 0.15"), &[])
+        .unwrap();
+    assert_eq!(s.config.steps, 15);
+    let s = f
+        .load(&BASE.replace("steps = 5", "duration = 0.155"), &[])
+        .unwrap();
+    assert_eq!(s.config.steps, 16);
+    let e = f.err(&BASE.replace("steps = 5", "duration = -2"), &[]);
+    assert_eq!(e.key(), Some("integrator.duration"));
+}
+
+#[test]
+fn mesh_errors_name_the_key() {
+    let f = Files::new();
+    let text = BASE.replace("kind = \"torus\"", "kind = \"cube\"");
+    let e = f.err(&text, &[]);
+    assert!(matches!(e, SceneError::Schema { .. }), "{e:?}");
+    assert_at(&e, "mesh.kind", Some(line_with(&text, "cube")));
+    assert!(e.to_string().contains("cube") && e.to_string().contains("icosphere"));
+
+    let text = BASE.replace("rings = 8", "rings = 2");
+    let e = f.err(&text, &[]);
+    assert!(matches!(e, SceneError::Mesh { .. }), "{e:?}");
+    assert_at(&e, "mesh.rings", Some(line_with(&text, "rings")));
+    let text = BASE.replace("minor_radius = 0.3", "minor_radius = 3");
+    assert_at(
+        &f.err(&text, &[]),
+        "mesh.minor_radius",
+        Some(line_with(&text, "minor_radius")),
+    );
+    // A key of another kind, and a missing one.
+    let text = BASE.replace("sides = 4", "sides = 4\nradius = 2");
+    let e = f.err(&text, &[]);
+    assert!(matches!(e, SceneError::Invalid { .. }), "{e:?}");
+    assert_at(&e, "mesh.radius", Some(line_with(&text, "radius = 2")));
+    let e = f.err(&BASE.replace("sides = 4", ""), &[]);
+    assert_eq!(e.key(), Some("mesh.sides"), "{e}");
+    let grid =
+        "[mesh]\nkind = \"grid\"\nsize = [1, 1, 1]\nresolution = [4, 4]\n[integrator]\nsteps = 1\n";
+    assert_at(&f.err(grid, &[]), "mesh.size", Some(3));
+
+    // Missing OBJ file: names the key and the path.
+    let text = "[mesh]\nkind = \"obj\"\npath = \"no_such_mesh.obj\"\n[integrator]\nsteps = 1\n";
+    let e = f.err(text, &[]);
+    assert!(
+        matches!(&e, SceneError::Mesh { source, .. } if matches!(**source, MeshError::Obj { .. })),
+        "{e:?}"
+    );
+    assert_at(&e, "mesh.path", Some(3));
+    assert!(e.to_string().contains("no_such_mesh.obj"), "{e}");
+}
+
+#[test]
+fn obj_scene_is_relative_to_the_file_and_centred() {
+    let f = Files::new();
+    f.write(
+        "quad.obj",
+        "v 10 10 0\nv 12 10 0\nv 12 14 0\nv 10 14 0\nf 1 2 3 4\n",
+    );
+    let text = "[mesh]\nkind = \"obj\"\npath = \"quad.obj\"\nscale = 0.5\ncenter = [0, 0, 3]\n[integrator]\nsteps = 1\n";
+    let s = f.load(text, &[]).unwrap();
+    assert_eq!(s.system.len(), 4);
+    assert_eq!(s.system.springs().len(), 5);
+    assert_eq!(s.system.faces().len(), 2);
+    let lo = s
+        .system
+        .positions()
+        .iter()
+        .fold(DVec3::INFINITY, |a, &p| a.min(p));
+    let hi = s
+        .system
+        .positions()
+        .iter()
+        .fold(DVec3::NEG_INFINITY, |a, &p| a.max(p));
+    assert_eq!(lo, DVec3::new(-0.5, -1.0, 3.0));
+    assert_eq!(hi, DVec3::new(0.5, 1.0, 3.0));
+}
+
+#[test]
+fn scene_names_and_paths() {
+    let e = scene::load("no_such_scene", &[]).unwrap_err();
+    assert!(matches!(e, SceneError::UnknownScene { .. }), "{e:?}");
+    let msg = e.to_string();
+    for (b, _) in scene::builtin_names() {
+        assert!(msg.contains(b), "'{msg}' does not list {b}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.toml");
+    let e = scene::load(missing.to_str().unwrap(), &[]).unwrap_err();
+    assert!(matches!(e, SceneError::Read { .. }), "{e:?}");
+    assert!(e.to_string().contains("missing.toml"), "{e}");
+}
+
+#[test]
+fn override_errors() {
+    let f = Files::new();
+    let e = f.err(BASE, &["integrator.dt"]);
+    assert!(matches!(e, SceneError::Override { .. }), "{e:?}");
+    assert!(e.to_string().contains("integrator.dt"), "{e}");
+    let e = f.err(BASE, &["..x=1"]);
+    assert!(matches!(e, SceneError::Override { .. }), "{e:?}");
+    let e = f.err(BASE, &["integrator.dt.x=1"]);
+    assert!(matches!(e, SceneError::Override { .. }), "{e:?}");
+    assert!(e.to_string().contains("integrator.dt"), "{e}");
+    let e = f.err(BASE, &["external_charges[2].charge=1"]);
+    assert!(matches!(e, SceneError::Override { .. }), "{e:?}");
+
+    // A key the schema doesn't know, set from the command line.
+    let e = f.err(BASE, &["integrator.solver.omgea=0.3"]);
+    assert!(matches!(e, SceneError::Schema { .. }), "{e:?}");
+    assert_eq!(e.key(), Some("integrator.solver.omgea"));
+    assert!(
+        e.to_string().contains("--set integrator.solver.omgea=0.3"),
+        "{e}"
+    );
+    let e = f.err(BASE, &["turbo=true"]);
+    assert_eq!(e.key(), Some("turbo"), "{e}");
+    // Out of range from the command line: names the key and the --set.
+    let e = f.err(BASE, &["integrator.dt=-1"]);
+    assert!(matches!(e, SceneError::Invalid { .. }), "{e:?}");
+    assert_eq!(e.key(), Some("integrator.dt"));
+    assert!(e.to_string().contains("--set integrator.dt=-1"), "{e}");
+    // Lines of keys the override did not touch still come from the file.
+    let text = BASE.replace("omega = 0.5", "omega = 3");
+    let e = f.err(&text, &["integrator.dt=0.02"]);
+    assert_at(
+        &e,
+        "integrator.solver.omega",
+        Some(line_with(&text, "omega = 3")),
+    );
+    let e = f.err(BASE, &["integrator.method=rk4"]);
+    assert!(matches!(e, SceneError::Schema { .. }), "{e:?}");
+    assert_eq!(e.key(), Some("integrator.method"));
+}
+
+#[test]
+fn pins_materials_and_charges() {
+    let f = Files::new();
+    let grid = r#"
+[mesh]
+kind = "grid"
+size = [2.0, 1.0]
+resolution = [5, 4]
+[material]
+total_mass = 2.0
+total_charge = 1e-6
+charged_fraction = 0.25
+rest_length_scale = 0.5
+[pin]
+where = "corners_max_y"
+indices = [0]
+velocity = [0.0, 0.0, 1.0]
+[integrator]
+steps = 1
+"#;
+    let s = f.load(grid, &[]).unwrap();
+    let x = s.system.positions();
+    let pinned: Vec<usize> = (0..x.len()).filter(|&i| s.system.pinned()[i]).collect();
+    // Particle 0 (bottom-left) from indices, plus the two top corners.
+    assert_eq!(pinned.len(), 3);
+    for &i in &pinned[1..] {
+        assert_eq!(x[i].y, 0.5);
+        assert_eq!(x[i].x.abs(), 1.0);
+    }
+    assert_ne!(x[pinned[1]].x, x[pinned[2]].x);
+    for i in 0..x.len() {
+        let want = if s.system.pinned()[i] {
+            DVec3::Z
+        } else {
+            DVec3::ZERO
+        };
+        assert_eq!(s.system.velocities()[i], want);
+    }
+    assert!(s.system.masses().iter().all(|&m| (m - 0.1).abs() < 1e-15));
+    // 20 particles, a quarter charged, the total spread over them.
+    assert_eq!(s.system.charged_count(), 5);
+    let total: f64 = s.system.charges().iter().sum();
+    assert!((total - 1e-6).abs() < 1e-20);
+    for sp in s.system.springs() {
+        let l = (x[sp.i as usize] - x[sp.j as usize]).length();
+        assert!((sp.rest_length - 0.5 * l).abs() < 1e-15);
+    }
+
+    // corners_max_y alone: exactly two particles, the top corners.
+    let only = grid.replace("indices = [0]\n", "");
+    let s = f.load(&only, &[]).unwrap();
+    let x = s.system.positions();
+    let pinned: Vec<DVec3> = (0..x.len())
+        .filter(|&i| s.system.pinned()[i])
+        .map(|i| x[i])
+        .collect();
+    assert_eq!(
+        pinned,
+        vec![DVec3::new(-1.0, 0.5, 0.0), DVec3::new(1.0, 0.5, 0.0)]
+    );
+    let s = f
+        .load(&only.replace("corners_max_y", "max_y"), &[])
+        .unwrap();
+    assert_eq!(s.system.pinned().iter().filter(|&&p| p).count(), 5);
+
+    let e = f.err(&grid.replace("indices = [0]", "indices = [0, 20]"), &[]);
+    assert!(matches!(e, SceneError::Invalid { .. }), "{e:?}");
+    assert_eq!(e.key(), Some("pin.indices[1]"));
+    assert!(e.to_string().contains("20"), "{e}");
+    let e = f.err(
+        &grid.replace("total_mass = 2.0", "total_mass = 2.0\nmass = 1.0"),
+        &[],
+    );
+    assert!(
+        e.to_string().contains("material.mass") && e.to_string().contains("material.total_mass")
+    );
+    let e = f.err(
+        &grid.replace("charged_fraction = 0.25", "charged_fraction = 0.0"),
+        &[],
+    );
+    assert_eq!(e.key(), Some("material.total_charge"), "{e}");
+}

@@ -1,4 +1,116 @@
-//! The msc command line.
+//! The `msc` command line: `run`, `scenes`, `info`, `validate`.
+//!
+//! [`main`] parses the arguments, runs one command and returns the exit code: 0 on
+//! success, 2 for usage and input errors, 1 for run failures (see [`CliError::exit_code`]).
+//! Each command's `execute` is public so it can be driven in-process.
+
+pub mod backend;
+pub mod error;
+pub mod info;
+pub mod run;
+pub mod scene_args;
+pub mod scenes;
+pub mod validate;
+
+pub use backend::BackendArg;
+pub use error::CliError;
+pub use run::RunArgs;
+pub use scene_args::SceneArgs;
+pub use validate::ValidateArgs;
+
+use clap::{Parser, Subcommand};
+use std::ffi::OsString;
+
+/// Charged mass-spring systems on the GPU: implicit springs, all-pairs Coulomb (IMEX).
+#[derive(Debug, Parser)]
+#[command(
+    name = "msc",
+    version,
+    propagate_version = true,
+    after_help = "Exit codes: 0 success; 1 run failure (a diverged run, a GPU or write error, \
+                  validate beyond its tolerance); 2 usage or input error (bad option, scene or --set)."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Simulate a scene; writes energy.csv, frames/*.ply, summary.json and scene.toml
+    Run(RunArgs),
+    /// List the built-in scenes
+    Scenes,
+    /// List the GPU adapters wgpu finds, with the limits that bound a run's size
+    Info,
+    /// Run a scene on the GPU (software adapters allowed) and on the CPU reference and
+    /// compare positions, velocities and energies; exit 1 beyond the tolerance
+    Validate(ValidateArgs),
+}
+
+/// Runs one parsed command.
+pub fn dispatch(command: &Command) -> Result<(), CliError> {
+    match command {
+        Command::Run(args) => run::execute(args).map(|_| ()),
+        Command::Scenes => {
+            scenes::execute();
+            Ok(())
+        }
+        Command::Info => {
+            info::execute();
+            Ok(())
+        }
+        Command::Validate(args) => validate::execute(args).map(|_| ()),
+    }
+}
+
+/// Parses `args` (program name first), runs the command and returns the exit code.
+pub fn main_with_args<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap prints `error: ...` with a usage hint; help and version exit 0.
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    match dispatch(&cli.command) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("{}", error::render(&e));
+            e.exit_code()
+        }
+    }
+}
+
+/// The `msc` binary's entry point.
 pub fn main() -> i32 {
-    0
+    main_with_args(std::env::args_os())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn bad_usage_exits_2() {
+        assert_eq!(main_with_args(["msc", "run"]), 2);
+        assert_eq!(main_with_args(["msc", "run", "x", "--backend", "tpu"]), 2);
+        assert_eq!(main_with_args(["msc", "run", "x", "--set", "novalue"]), 2);
+        assert_eq!(
+            main_with_args(["msc", "validate", "x", "--tolerance", "-1"]),
+            2
+        );
+        assert_eq!(main_with_args(["msc", "bench"]), 2);
+    }
 }

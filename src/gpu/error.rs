@@ -21,4 +21,6 @@ pub enum GpuError {
     Readback(String),
     #[error("unsupported on the GPU backend: {0}")]
     Unsupported(String),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
 }

@@ -1,1 +1,67 @@
-//! Run outputs.
+//! Run outputs, every file written atomically (temp file, fsync, rename):
+//! - `energy.csv` ([`energy`]): energy terms every `output.every` steps and at the last step;
+//! - `frames/frame_NNNNNN.ply` ([`ply`]): positions, velocities, charges and faces;
+//! - `summary.json` ([`summary`]): backend, sizes, timings, final energies, solver stats;
+//! - `scene.toml`: the resolved scene, to re-run it.
+//!
+//! [`RunDir`] lays these out in one folder.
+
+pub mod atomic;
+pub mod energy;
+pub mod ply;
+pub mod run_dir;
+pub mod summary;
+
+pub use atomic::{write_atomic, AtomicFile};
+pub use energy::EnergyLog;
+pub use run_dir::RunDir;
+pub use summary::Summary;
+
+use std::path::{Path, PathBuf};
+
+/// An output that could not be written. Each names the path; the OS error is the source.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OutputError {
+    #[error("cannot create the directory {}", path.display())]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot serialize {}", path.display())]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{} is not a file path", path.display())]
+    NotAFile { path: PathBuf },
+    #[error("cannot write {}: {message}", path.display())]
+    Mismatch { path: PathBuf, message: String },
+}
+
+impl OutputError {
+    pub(crate) fn write(path: &Path, source: std::io::Error) -> Self {
+        Self::Write {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+    /// The path the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            Self::CreateDir { path, .. }
+            | Self::Write { path, .. }
+            | Self::Json { path, .. }
+            | Self::NotAFile { path }
+            | Self::Mismatch { path, .. } => path,
+        }
+    }
+}

@@ -1,0 +1,38 @@
+// CG: q = A p on free rows (p is 0 on pinned rows), partial sums of p . q.
+
+@group(0) @binding(1) var<storage, read> props: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> sf: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> adj: array<u32>;
+@group(0) @binding(4) var<storage, read> p: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read_write> q: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read_write> partials: array<vec4<f32>>;
+
+@compute @workgroup_size(WG)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = flat_index(wid, nwg, lid);
+    var sums = vec4<f32>(0.0);
+    if (i < params.n) {
+        let pr = props[i];
+        var qi = vec3<f32>(0.0);
+        let pi = p[i].xyz;
+        if (!is_pinned(pr)) {
+            qi = pr.x * pi;
+            let entries = params.n + 1u;
+            for (var e = adj[i]; e < adj[i + 1u]; e = e + 1u) {
+                let k = adj[entries + 2u * e];
+                let other = entry_other(adj[entries + 2u * e + 1u]);
+                qi = qi + w_mul(sf[2u * k], sf[2u * k + 1u], pi - p[other].xyz);
+            }
+        }
+        q[i] = vec4<f32>(qi, 0.0);
+        sums = vec4<f32>(dot(pi, qi), 0.0, 0.0, 0.0);
+    }
+    let total = wg_sum(lid, sums);
+    if (lid == 0u) {
+        partials[group_index(wid, nwg)] = total;
+    }
+}

@@ -1,0 +1,48 @@
+// Explicit integrators' kicks and drifts, a = (f_spring + f_other) / m with every force
+// explicit (springs from spring_assemble in mode 1, the rest from coulomb_tiled).
+// disp.mode 0: symplectic Euler  v += h a; x += h v; clock advances.
+//           1: Verlet first half v += h/2 a; x += h v.
+//           2: Verlet second kick v += h/2 a; clock advances.
+// Pinned particles are not kicked; they drift with their prescribed velocity.
+
+@group(0) @binding(1) var<storage, read_write> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> v: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> props: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> force: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read> sf: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read> adj: array<u32>;
+@group(0) @binding(7) var<storage, read_write> clock: array<u32>;
+
+@compute @workgroup_size(WG)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = flat_index(wid, nwg, lid);
+    let mode = disp.mode;
+    if (i == 0u && mode != 1u) {
+        clock[0] = clock[0] + 1u;
+    }
+    if (i >= params.n) {
+        return;
+    }
+    let pr = props[i];
+    var vi = v[i].xyz;
+    if (!is_pinned(pr)) {
+        var f = force[i].xyz;
+        let entries = params.n + 1u;
+        for (var e = adj[i]; e < adj[i + 1u]; e = e + 1u) {
+            let k = adj[entries + 2u * e];
+            let word = adj[entries + 2u * e + 1u];
+            let s0 = sf[2u * k];
+            f = f + (entry_sign(word) * s0.w) * s0.xyz;
+        }
+        let kick = select(0.5 * params.dt, params.dt, mode == 0u);
+        vi = vi + (kick / pr.x) * f;
+        v[i] = vec4<f32>(vi, 0.0);
+    }
+    if (mode != 2u) {
+        x[i] = vec4<f32>(x[i].xyz + params.dt * vi, 1.0);
+    }
+}

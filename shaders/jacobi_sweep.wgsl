@@ -1,0 +1,46 @@
+// One (block) Jacobi sweep, optionally Chebyshev-accelerated (seed 000 eqs. 41-49;
+// Wang 2015): vhat = u + omega D^-1 (b - A u), D the diagonal or 3x3 block in `bd`.
+// disp.mode 0: u_out = vhat. disp.mode 1 (Chebyshev, iteration >= 2):
+// u_out = w (vhat - u_prev) + u_prev, where u_prev is u_out's old content (v_{k-1}).
+// A u = M u + sum_k W_k (u_i - u_j) matrix-free over the CSR adjacency. Pinned rows keep
+// their value (Dirichlet).
+
+@group(0) @binding(1) var<storage, read> props: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> sf: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> adj: array<u32>;
+@group(0) @binding(4) var<storage, read> bd: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read> u_in: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read_write> u_out: array<vec4<f32>>;
+
+@compute @workgroup_size(WG)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = flat_index(wid, nwg, lid);
+    if (i >= params.n) {
+        return;
+    }
+    let pr = props[i];
+    let ui = u_in[i];
+    if (is_pinned(pr)) {
+        u_out[i] = ui;
+        return;
+    }
+    var au = pr.x * ui.xyz;
+    let entries = params.n + 1u;
+    for (var e = adj[i]; e < adj[i + 1u]; e = e + 1u) {
+        let k = adj[entries + 2u * e];
+        let other = entry_other(adj[entries + 2u * e + 1u]);
+        au = au + w_mul(sf[2u * k], sf[2u * k + 1u], ui.xyz - u_in[other].xyz);
+    }
+    let r = bd[3u * i].xyz - au;
+    let vhat = ui.xyz + params.omega * sym_mul(bd[3u * i + 1u], bd[3u * i + 2u], r);
+    var out = vhat;
+    if (disp.mode == 1u) {
+        let prev = u_out[i].xyz;
+        out = disp.weight * (vhat - prev) + prev;
+    }
+    u_out[i] = vec4<f32>(out, ui.w);
+}

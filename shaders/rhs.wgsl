@@ -1,0 +1,59 @@
+// IMEX right-hand side and preconditioner per particle (paper eq. 10, seeds 000/004):
+// b_i = m_i v_i + h (f_elastic_i + f_other_i) and the inverse of the diagonal of
+// A = M + sum_k W_k: the 3x3 block (block Jacobi, Chebyshev) or its diagonal entries
+// (Jacobi, CG). Gathers the springs through the CSR adjacency: no atomics.
+// bd = [b, inv0, inv1] per particle, inverses stored as sym_mul expects.
+
+@group(0) @binding(1) var<storage, read> v: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> props: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> force: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> sf: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read> adj: array<u32>;
+@group(0) @binding(6) var<storage, read_write> bd: array<vec4<f32>>;
+
+@compute @workgroup_size(WG)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = flat_index(wid, nwg, lid);
+    if (i >= params.n) {
+        return;
+    }
+    let m = props[i].x;
+    var f = force[i].xyz;
+    // A_ii = m I + sum_k (s I + t n n^T): (xx, yy, zz, xy), (xz, yz)
+    var a0 = vec4<f32>(m, m, m, 0.0);
+    var a1 = vec4<f32>(0.0);
+    let entries = params.n + 1u;
+    for (var e = adj[i]; e < adj[i + 1u]; e = e + 1u) {
+        let k = adj[entries + 2u * e];
+        let word = adj[entries + 2u * e + 1u];
+        let s0 = sf[2u * k];
+        let s1 = sf[2u * k + 1u];
+        f = f + (entry_sign(word) * s0.w) * s0.xyz;
+        let n = s0.xyz;
+        let t = s1.y;
+        a0 = a0 + vec4<f32>(s1.x + t * n.x * n.x, s1.x + t * n.y * n.y, s1.x + t * n.z * n.z, t * n.x * n.y);
+        a1 = a1 + vec4<f32>(t * n.x * n.z, t * n.y * n.z, 0.0, 0.0);
+    }
+    let b = m * v[i].xyz + params.dt * f;
+    var inv0 = vec4<f32>(1.0 / a0.x, 1.0 / a0.y, 1.0 / a0.z, 0.0);
+    var inv1 = vec4<f32>(0.0);
+    if (params.block_diag != 0u) {
+        // Symmetric inverse by cofactors: a = xx, b = yy, c = zz, d = xy, e = xz, f = yz.
+        let cxx = a0.y * a0.z - a1.y * a1.y;
+        let cyy = a0.x * a0.z - a1.x * a1.x;
+        let czz = a0.x * a0.y - a0.w * a0.w;
+        let cxy = a1.x * a1.y - a0.w * a0.z;
+        let cxz = a0.w * a1.y - a0.y * a1.x;
+        let cyz = a0.w * a1.x - a0.x * a1.y;
+        let rdet = 1.0 / (a0.x * cxx + a0.w * cxy + a1.x * cxz);
+        inv0 = vec4<f32>(cxx, cyy, czz, cxy) * rdet;
+        inv1 = vec4<f32>(cxz, cyz, 0.0, 0.0) * rdet;
+    }
+    bd[3u * i] = vec4<f32>(b, 0.0);
+    bd[3u * i + 1u] = inv0;
+    bd[3u * i + 2u] = inv1;
+}

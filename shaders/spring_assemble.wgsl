@@ -1,0 +1,43 @@
+// Per spring, once per step: unit axis n, force magnitude along n (force on i is fmag n,
+// on j -fmag n) and the block W_k = s I + t n n^T of A (DESIGN section 2, seeds 002/003).
+// disp.mode 0 (implicit): fmag = k (l - L), damping goes to W_k only.
+// disp.mode 1 (explicit): fmag = k (l - L) + c ((v_j - v_i) . n).
+
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> v: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> springs: array<vec2<u32>>;
+// (k, L, c, 0)
+@group(0) @binding(4) var<storage, read> sparams: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read_write> sf: array<vec4<f32>>;
+
+@compute @workgroup_size(WG)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let k = flat_index(wid, nwg, lid);
+    if (k >= params.n_springs) {
+        return;
+    }
+    let ij = springs[k];
+    let sp = sparams[k];
+    let d = x[ij.y].xyz - x[ij.x].xyz;
+    let l = length(d);
+    var n = vec3<f32>(0.0);
+    // max(0, 1 - L/l): clamped so A stays SPD (not applied to the force).
+    var alpha = select(0.0, 1.0, sp.y == 0.0);
+    if (l > 0.0) {
+        n = d / l;
+        alpha = max(0.0, 1.0 - sp.y / l);
+    }
+    let stretch = l - sp.y;
+    var fmag = sp.x * stretch;
+    if (disp.mode == 1u) {
+        fmag = fmag + sp.z * dot(v[ij.y].xyz - v[ij.x].xyz, n);
+    }
+    let s = params.dt2 * sp.x * alpha;
+    let t = params.dt2 * sp.x * (1.0 - alpha) + params.dt * sp.z;
+    sf[2u * k] = vec4<f32>(n, fmag);
+    sf[2u * k + 1u] = vec4<f32>(s, t, 0.5 * sp.x * stretch * stretch, 0.0);
+}

@@ -1,0 +1,112 @@
+//! What a command can fail with, and the exit code each maps to:
+//! 2 for usage and input errors (bad scene, bad `--set`, bad option), 1 for run failures.
+
+use crate::config::ConfigError;
+use crate::gpu::GpuError;
+use crate::output::OutputError;
+use crate::scene::SceneError;
+use crate::sim::SimError;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CliError {
+    /// The scene file, built-in name or a `--set` override is wrong.
+    #[error("cannot load scene '{scene}'")]
+    Scene {
+        scene: String,
+        /// Boxed to keep `CliError` small.
+        #[source]
+        source: Box<SceneError>,
+    },
+    /// A command-line value the scene loader does not see (e.g. `--steps`).
+    #[error("invalid {option}")]
+    Option {
+        option: &'static str,
+        #[source]
+        source: ConfigError,
+    },
+    /// The configuration was rejected by a backend.
+    #[error("invalid configuration")]
+    Config(#[source] ConfigError),
+    #[error("cannot start the GPU solver")]
+    Gpu(#[source] GpuError),
+    #[error("the simulation failed at step {step}")]
+    Sim {
+        step: u64,
+        #[source]
+        source: SimError,
+    },
+    #[error(transparent)]
+    Output(#[from] OutputError),
+    /// The run stopped because energies or the state became non-finite.
+    #[error(
+        "the simulation diverged: non-finite values at step {step} (t = {time} s); \
+         outputs so far are in {} (summary.json has \"finite\": false). \
+         Try a smaller integrator.dt or an implicit integrator",
+        out.display()
+    )]
+    Diverged { step: u64, time: f64, out: PathBuf },
+    /// `msc validate` found the backends further apart than the tolerance.
+    #[error("GPU and CPU differ by more than the tolerance {tolerance:e}: {worst}")]
+    Mismatch { tolerance: f64, worst: String },
+}
+
+impl CliError {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Self::Scene { .. } | Self::Option { .. } | Self::Config(_) => 2,
+            Self::Gpu(_)
+            | Self::Sim { .. }
+            | Self::Output(_)
+            | Self::Diverged { .. }
+            | Self::Mismatch { .. } => 1,
+        }
+    }
+}
+
+/// `error: <message>` followed by one `  caused by: <cause>` line per source in the
+/// chain, skipping a cause whose text the line above already contains.
+pub fn render(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = format!("error: {err}");
+    let mut last = err.to_string();
+    let mut cause = err.source();
+    while let Some(c) = cause {
+        let msg = c.to_string();
+        if !last.contains(&msg) {
+            text.push_str(&format!("\n  caused by: {msg}"));
+        }
+        last = msg;
+        cause = c.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn render_prints_the_chain_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        let err = CliError::Output(OutputError::Write {
+            path: PathBuf::from("out/x/energy.csv"),
+            source: io,
+        });
+        assert_eq!(
+            render(&err),
+            "error: cannot write out/x/energy.csv\n  caused by: denied"
+        );
+        assert_eq!(err.exit_code(), 1);
+        let opt = CliError::Option {
+            option: "--steps",
+            source: ConfigError::new("integrator.steps", "must be at least 1"),
+        };
+        assert_eq!(
+            render(&opt),
+            "error: invalid --steps\n  caused by: integrator.steps: must be at least 1"
+        );
+        assert_eq!(opt.exit_code(), 2);
+    }
+}

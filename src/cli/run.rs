@@ -1,0 +1,369 @@
+//! `msc run`: simulate a scene and write its outputs.
+
+use super::backend::{self, BackendArg};
+use super::scene_args::{self, SceneArgs};
+use super::CliError;
+use crate::output::energy::output_steps;
+use crate::output::{RunDir, Summary};
+use crate::scene::{FrameFormat, LoadedScene};
+use crate::sim::{Energies, Simulator, SolveStats};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub scene: SceneArgs,
+    /// Output folder [default: out/<scene name>]. Earlier outputs there are replaced
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Which solver runs the scene
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    pub backend: BackendArg,
+    /// Number of steps, overriding the scene's `steps` or `duration`
+    #[arg(long, value_name = "N")]
+    pub steps: Option<u64>,
+    /// No progress bar and no closing report (errors and notes still go to stderr)
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// What a finished run produced.
+#[derive(Debug)]
+pub struct RunOutcome {
+    pub out: PathBuf,
+    pub summary: Summary,
+}
+
+/// Runs the scene; a run that turns non-finite still writes its outputs, then returns
+/// [`CliError::Diverged`].
+pub fn execute(args: &RunArgs) -> Result<RunOutcome, CliError> {
+    let scene = scene_args::load(&args.scene, args.steps)?;
+    let (system, config) = (&scene.system, &scene.config);
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("out").join(&scene.name));
+    let mut dir = RunDir::create(&out, scene.output.frames == FrameFormat::Ply)?;
+    // First, so that even a killed run leaves what it was running.
+    dir.write_scene(&scene.resolved_toml)?;
+
+    let setup = Instant::now();
+    let backend::Backend {
+        mut sim,
+        adapter,
+        fallback_note,
+    } = backend::start(args.backend, system, config)?;
+    let setup_seconds = setup.elapsed().as_secs_f64();
+    if let Some(note) = &fallback_note {
+        eprintln!("{note}");
+    }
+
+    let bar = progress_bar(config.steps, args.quiet);
+    let ran = drive(sim.as_mut(), &scene, &mut dir, bar.as_ref())?;
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let (total, dt) = (config.steps, config.dt);
+    let Driven {
+        step,
+        energies,
+        finite,
+        stats,
+        wall_seconds,
+        energy_rows,
+    } = ran;
+
+    let summary = Summary {
+        msc_version: env!("CARGO_PKG_VERSION").to_string(),
+        scene: scene.name.clone(),
+        backend: sim.backend_name(),
+        adapter,
+        particles: system.len(),
+        springs: system.springs().len(),
+        charged: system.charged_count(),
+        integrator: config.integrator.name().to_string(),
+        solver: config.solver.method.name().to_string(),
+        solver_max_iterations: config.solver.iterations,
+        solver_tolerance: config.solver.tolerance,
+        coulomb: config.coulomb.method.name().to_string(),
+        dt,
+        steps_requested: total,
+        steps: step,
+        time: step as f64 * dt,
+        setup_seconds,
+        wall_seconds,
+        ms_per_step: if step > 0 {
+            wall_seconds * 1e3 / step as f64
+        } else {
+            0.0
+        },
+        finite,
+        final_energy: energies,
+        solver_residual: stats.map(|s| s.residual),
+        solver_iterations: stats.map(|s| s.iterations),
+        energy_rows,
+        frames: dir.frame_count(),
+    };
+    dir.write_summary(&summary)?;
+    if !finite {
+        return Err(CliError::Diverged {
+            step,
+            time: step as f64 * dt,
+            out,
+        });
+    }
+    if !args.quiet {
+        report(&summary, &out);
+    }
+    Ok(RunOutcome { out, summary })
+}
+
+/// What [`drive`] did.
+#[derive(Clone, Debug)]
+pub struct Driven {
+    /// Steps done.
+    pub step: u64,
+    /// The last energies recorded.
+    pub energies: Energies,
+    /// False when the run stopped on non-finite energies or state.
+    pub finite: bool,
+    /// The last linear solve.
+    pub stats: Option<SolveStats>,
+    pub wall_seconds: f64,
+    pub energy_rows: u64,
+}
+
+/// The stepping loop: steps `sim` to each output step, records an energy row (and a frame
+/// when the folder takes frames), and stops at the first non-finite energy or state.
+/// `energy.csv` is committed in both cases.
+pub fn drive(
+    sim: &mut dyn Simulator,
+    scene: &LoadedScene,
+    dir: &mut RunDir,
+    bar: Option<&indicatif::ProgressBar>,
+) -> Result<Driven, CliError> {
+    let system = &scene.system;
+    let (total, dt) = (scene.config.steps, scene.config.dt);
+    // With a bar, step in small chunks so it moves; otherwise straight to the next output.
+    let chunk = if bar.is_some() {
+        (total / 200).max(1)
+    } else {
+        u64::MAX
+    };
+    let mut log = dir.energy_log()?;
+    let start = Instant::now();
+    let mut step = 0u64;
+    let mut energies = Energies::default();
+    let mut finite = true;
+    let mut stats: Option<SolveStats> = None;
+    let sim_err = |step: u64| move |source| CliError::Sim { step, source };
+    for target in output_steps(total, scene.output.every) {
+        while step < target {
+            let n = (target - step).min(chunk);
+            sim.step(n).map_err(sim_err(step))?;
+            step += n;
+            if let Some(b) = bar {
+                b.set_position(step);
+            }
+        }
+        energies = sim.energies().map_err(sim_err(step))?;
+        log.row(step, step as f64 * dt, &energies)?;
+        finite = energies.is_finite();
+        // The state is read back for frames, and at the end or on trouble to check it.
+        if dir.writes_frames() || !finite || step == total {
+            let state = sim.state().map_err(sim_err(step))?;
+            finite &= state.is_finite();
+            dir.write_frame(&state, system.charges(), system.faces())?;
+        }
+        if step > 0 {
+            stats = sim.solve_stats().map_err(sim_err(step))?;
+        }
+        if let Some(b) = bar {
+            b.set_message(format!("E = {:.6e} J", energies.total));
+        }
+        if !finite {
+            break;
+        }
+        log.flush()?;
+    }
+    let wall_seconds = start.elapsed().as_secs_f64();
+    let energy_rows = log.rows();
+    log.finish()?;
+    Ok(Driven {
+        step,
+        energies,
+        finite,
+        stats,
+        wall_seconds,
+        energy_rows,
+    })
+}
+
+fn progress_bar(total: u64, quiet: bool) -> Option<indicatif::ProgressBar> {
+    if quiet || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let style = indicatif::ProgressStyle::with_template(
+        "{elapsed_precise} [{bar:40}] {pos}/{len} steps ({per_sec}, eta {eta}) {msg}",
+    )
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+    .progress_chars("=> ");
+    Some(indicatif::ProgressBar::new(total).with_style(style))
+}
+
+fn report(s: &Summary, out: &std::path::Path) {
+    // The linear solver only matters to the implicit integrators (they report stats).
+    let solver = match s.solver_iterations {
+        Some(_) => format!(" ({})", s.solver),
+        None => String::new(),
+    };
+    println!(
+        "{}: {} steps of {}{solver} on {} in {:.3} s ({:.4} ms/step)",
+        s.scene, s.steps, s.integrator, s.backend, s.wall_seconds, s.ms_per_step
+    );
+    let e = &s.final_energy;
+    println!(
+        "final energy {:.6e} J (kinetic {:.4e}, elastic {:.4e}, coulomb {:.4e}, gravity {:.4e}, external {:.4e})",
+        e.total, e.kinetic, e.elastic, e.coulomb, e.gravity, e.external
+    );
+    if let (Some(r), Some(i)) = (s.solver_residual, s.solver_iterations) {
+        println!("last linear solve: {i} iterations, relative residual {r:.3e}");
+    }
+    println!(
+        "wrote {} (energy.csv: {} rows, {} frames, summary.json, scene.toml)",
+        out.display(),
+        s.energy_rows,
+        s.frames
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::model::{State, System, SystemDesc};
+    use crate::scene::OutputConfig;
+    use crate::sim::SimError;
+    use glam::DVec3;
+
+    /// Two particles drifting at 1 m/s; energies turn NaN from `nan_from` steps on.
+    struct Drift {
+        state: State,
+        nan_from: u64,
+        calls: Vec<u64>,
+    }
+
+    impl Simulator for Drift {
+        fn step(&mut self, n: u64) -> Result<(), SimError> {
+            self.calls.push(n);
+            self.state.step += n;
+            self.state.t = self.state.step as f64 * 0.5;
+            for x in &mut self.state.x {
+                x.x += n as f64 * 0.5;
+            }
+            Ok(())
+        }
+        fn state(&mut self) -> Result<State, SimError> {
+            Ok(self.state.clone())
+        }
+        fn energies(&mut self) -> Result<Energies, SimError> {
+            let k = if self.state.step >= self.nan_from {
+                f64::NAN
+            } else {
+                1.0
+            };
+            Ok(Energies::new(k, 0.0, 0.0, 0.0, 0.0))
+        }
+        fn solve_stats(&mut self) -> Result<Option<SolveStats>, SimError> {
+            Ok(Some(SolveStats {
+                iterations: self.state.step as u32,
+                residual: 0.0,
+            }))
+        }
+        fn backend_name(&self) -> String {
+            "drift".into()
+        }
+    }
+
+    fn scene(steps: u64, every: u64, frames: FrameFormat) -> LoadedScene {
+        let system = System::new(SystemDesc {
+            positions: vec![DVec3::ZERO, DVec3::Y],
+            velocities: vec![DVec3::X; 2],
+            masses: vec![1.0; 2],
+            charges: vec![1e-6, 0.0],
+            ..Default::default()
+        })
+        .unwrap();
+        LoadedScene {
+            name: "drift".into(),
+            config: Config {
+                steps,
+                dt: 0.5,
+                ..Config::default()
+            },
+            output: OutputConfig { every, frames },
+            source: None,
+            resolved_toml: String::new(),
+            system,
+        }
+    }
+
+    fn drift(scene: &LoadedScene, nan_from: u64) -> Drift {
+        Drift {
+            state: scene.system.initial_state(),
+            nan_from,
+            calls: vec![],
+        }
+    }
+
+    fn temp(tag: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("msc-drive-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn drive_records_every_output_step_and_the_last() {
+        let sc = scene(7, 3, FrameFormat::Ply);
+        let root = temp("ok");
+        let mut dir = RunDir::create(&root, true).unwrap();
+        let mut sim = drift(&sc, u64::MAX);
+        let d = drive(&mut sim, &sc, &mut dir, None).unwrap();
+        assert!(d.finite);
+        assert_eq!(d.step, 7);
+        assert_eq!(sim.calls, vec![3, 3, 1]);
+        assert_eq!(d.energy_rows, 4);
+        assert_eq!(dir.frame_count(), 4);
+        assert_eq!(d.stats.unwrap().iterations, 7);
+        let csv = std::fs::read_to_string(root.join("energy.csv")).unwrap();
+        let steps: Vec<&str> = csv
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').next().unwrap())
+            .collect();
+        assert_eq!(steps, ["0", "3", "6", "7"]);
+        assert!(root.join("frames/frame_000003.ply").is_file());
+        assert!(!root.join("frames/frame_000004.ply").exists());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn drive_stops_at_the_first_non_finite_row() {
+        let sc = scene(100, 10, FrameFormat::None);
+        let root = temp("nan");
+        let mut dir = RunDir::create(&root, false).unwrap();
+        let mut sim = drift(&sc, 25);
+        let d = drive(&mut sim, &sc, &mut dir, None).unwrap();
+        assert!(!d.finite);
+        assert_eq!(d.step, 30);
+        assert_eq!(d.energy_rows, 4);
+        assert!(d.energies.kinetic.is_nan());
+        let csv = std::fs::read_to_string(root.join("energy.csv")).unwrap();
+        assert_eq!(csv.lines().count(), 5);
+        assert!(csv.lines().last().unwrap().starts_with("30,"));
+        assert!(!root.join("frames").exists());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}

@@ -1,0 +1,133 @@
+//! `#[repr(C)]` mirrors of the WGSL structs in `shaders/common.wgsl`.
+//!
+//! They MUST match the WGSL declarations field for field (sizes, offsets, padding);
+//! `tests/shaders.rs` checks them against naga's reflection of the shader source.
+
+use bytemuck::{Pod, Zeroable};
+
+/// Number of external point charges the kernels support (`MAX_EXT_CHARGES` in WGSL).
+pub const MAX_EXT_CHARGES: usize = 8;
+/// Invocations per workgroup of the 1D kernels (`WG` in WGSL).
+pub const WORKGROUP_SIZE: u32 = 256;
+/// Coulomb sources per workgroup-memory tile (`TILE` in WGSL).
+pub const TILE: u32 = 256;
+/// Bytes of workgroup memory the kernels need at most (Coulomb tile + reduction array).
+pub const WORKGROUP_MEMORY: u32 = (TILE + WORKGROUP_SIZE) * 16;
+/// Storage buffers bound by the widest kernel (the WebGPU default limit is 8).
+pub const MAX_STORAGE_BUFFERS: u32 = 8;
+
+/// Scalar slots of the `scalars` buffer (`SLOT_*` in WGSL).
+pub const SLOT_PQ: u32 = 0;
+pub const SLOT_RZ: u32 = 1;
+pub const SLOT_RESIDUAL: u32 = 3;
+pub const SLOT_ENERGY: u32 = 4;
+pub const SCALAR_SLOTS: u32 = 8;
+
+/// WGSL `ExtCharge`: an external point charge.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct ExtCharge {
+    /// xyz: position at t = 0; w: charge * sqrt(k_c).
+    pub pos0: [f32; 4],
+    /// xyz: orbit center; w: angular velocity (rad/s).
+    pub center: [f32; 4],
+    /// xyz: unit orbit axis; w: 1 when orbiting, 0 when static.
+    pub axis: [f32; 4],
+}
+
+/// WGSL `Params`: constant over a run, written once at setup.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct Params {
+    pub n: u32,
+    pub n_springs: u32,
+    pub n_charged: u32,
+    pub n_ext: u32,
+    pub dt: f32,
+    pub dt2: f32,
+    pub omega: f32,
+    pub eps2: f32,
+    pub gravity: [f32; 4],
+    /// Uniform field: xyz = E; swirl and vortex: x = scale, y = min_z.
+    pub field: [f32; 4],
+    /// 0 none, 1 uniform, 2 swirl, 3 vortex.
+    pub field_kind: u32,
+    /// Workgroups of a per-particle dispatch (partial sums per reduction block).
+    pub n_wg: u32,
+    /// 1: 3x3 block diagonal inverse; 0: scalar diagonal.
+    pub block_diag: u32,
+    pub _pad0: u32,
+    pub ext: [ExtCharge; MAX_EXT_CHARGES],
+}
+
+/// WGSL `Dispatch`: per-dispatch values selected with a dynamic uniform offset.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct Dispatch {
+    pub iter: u32,
+    pub mode: u32,
+    pub slot: u32,
+    pub block: u32,
+    pub weight: f32,
+    pub _pad0: u32,
+    pub _pad1: u32,
+    pub _pad2: u32,
+}
+
+/// Size and field offsets of a mirror struct, for the layout test.
+pub struct MirrorLayout {
+    pub name: &'static str,
+    pub size: usize,
+    pub fields: Vec<(&'static str, usize)>,
+}
+
+/// The layout of every mirror struct.
+pub fn mirror_layouts() -> Vec<MirrorLayout> {
+    use std::mem::{offset_of, size_of};
+    vec![
+        MirrorLayout {
+            name: "ExtCharge",
+            size: size_of::<ExtCharge>(),
+            fields: vec![
+                ("pos0", offset_of!(ExtCharge, pos0)),
+                ("center", offset_of!(ExtCharge, center)),
+                ("axis", offset_of!(ExtCharge, axis)),
+            ],
+        },
+        MirrorLayout {
+            name: "Params",
+            size: size_of::<Params>(),
+            fields: vec![
+                ("n", offset_of!(Params, n)),
+                ("n_springs", offset_of!(Params, n_springs)),
+                ("n_charged", offset_of!(Params, n_charged)),
+                ("n_ext", offset_of!(Params, n_ext)),
+                ("dt", offset_of!(Params, dt)),
+                ("dt2", offset_of!(Params, dt2)),
+                ("omega", offset_of!(Params, omega)),
+                ("eps2", offset_of!(Params, eps2)),
+                ("gravity", offset_of!(Params, gravity)),
+                ("field", offset_of!(Params, field)),
+                ("field_kind", offset_of!(Params, field_kind)),
+                ("n_wg", offset_of!(Params, n_wg)),
+                ("block_diag", offset_of!(Params, block_diag)),
+                ("_pad0", offset_of!(Params, _pad0)),
+                ("ext", offset_of!(Params, ext)),
+            ],
+        },
+        MirrorLayout {
+            name: "Dispatch",
+            size: size_of::<Dispatch>(),
+            fields: vec![
+                ("iter", offset_of!(Dispatch, iter)),
+                ("mode", offset_of!(Dispatch, mode)),
+                ("slot", offset_of!(Dispatch, slot)),
+                ("block", offset_of!(Dispatch, block)),
+                ("weight", offset_of!(Dispatch, weight)),
+                ("_pad0", offset_of!(Dispatch, _pad0)),
+                ("_pad1", offset_of!(Dispatch, _pad1)),
+                ("_pad2", offset_of!(Dispatch, _pad2)),
+            ],
+        },
+    ]
+}

@@ -1,0 +1,93 @@
+//! The WGSL kernels. Each kernel file is compiled with `shaders/common.wgsl` prepended
+//! (shared structs, constants and helpers), so every module is self-contained.
+
+/// How a kernel accesses a storage binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    ReadWrite,
+}
+
+/// One compute kernel: entry point `main`, group 0 binding 0 is the `Params` uniform,
+/// bindings 1.. are the storage buffers in `storage`, group 1 binding 0 the `Dispatch`
+/// uniform (dynamic offset).
+#[derive(Clone, Copy, Debug)]
+pub struct Kernel {
+    pub name: &'static str,
+    pub source: &'static str,
+    pub storage: &'static [Access],
+}
+
+macro_rules! kernel {
+    ($name:literal, [$($acc:ident),* $(,)?]) => {
+        Kernel {
+            name: $name,
+            source: concat!(
+                include_str!("../../shaders/common.wgsl"),
+                "\n",
+                include_str!(concat!("../../shaders/", $name, ".wgsl"))
+            ),
+            storage: &[$(Access::$acc),*],
+        }
+    };
+}
+
+/// The common source alone (declarations only, no entry point).
+pub const COMMON: &str = include_str!("../../shaders/common.wgsl");
+
+pub const SPRING_ASSEMBLE: Kernel = kernel!("spring_assemble", [Read, Read, Read, Read, ReadWrite]);
+pub const COULOMB_SOURCES: Kernel = kernel!("coulomb_sources", [Read, Read, Read, ReadWrite]);
+pub const EXTERNAL_FORCES: Kernel = kernel!("external_forces", [Read, Read, Read, ReadWrite]);
+pub const COULOMB_TILED: Kernel = kernel!("coulomb_tiled", [Read, Read, ReadWrite]);
+pub const RHS: Kernel = kernel!("rhs", [Read, Read, Read, Read, Read, ReadWrite]);
+pub const JACOBI_SWEEP: Kernel = kernel!("jacobi_sweep", [Read, Read, Read, Read, Read, ReadWrite]);
+pub const RESIDUAL: Kernel = kernel!("residual", [Read, Read, Read, Read, Read, ReadWrite]);
+pub const DOT_REDUCE: Kernel = kernel!("dot_reduce", [Read, ReadWrite]);
+pub const CG_INIT: Kernel = kernel!(
+    "cg_init",
+    [Read, Read, Read, Read, Read, ReadWrite, ReadWrite, ReadWrite]
+);
+pub const CG_MATVEC: Kernel = kernel!("cg_matvec", [Read, Read, Read, Read, ReadWrite, ReadWrite]);
+pub const CG_UPDATE: Kernel = kernel!(
+    "cg_update",
+    [Read, Read, Read, Read, Read, ReadWrite, ReadWrite, ReadWrite]
+);
+pub const CG_DIRECTION: Kernel = kernel!("cg_direction", [Read, Read, Read, Read, ReadWrite]);
+pub const INTEGRATE: Kernel = kernel!(
+    "integrate",
+    [ReadWrite, ReadWrite, Read, Read, Read, ReadWrite]
+);
+pub const EXPLICIT_STEP: Kernel = kernel!(
+    "explicit_step",
+    [ReadWrite, ReadWrite, Read, Read, Read, Read, ReadWrite]
+);
+pub const LG_PREPARE: Kernel = kernel!(
+    "lg_prepare",
+    [ReadWrite, Read, Read, Read, ReadWrite, ReadWrite]
+);
+pub const LG_RHS: Kernel = kernel!("lg_rhs", [Read, Read, Read, Read, Read, Read, ReadWrite]);
+pub const ENERGY_REDUCE: Kernel = kernel!(
+    "energy_reduce",
+    [Read, Read, Read, Read, Read, Read, Read, ReadWrite]
+);
+
+/// Every kernel, in a fixed order.
+pub const KERNELS: [Kernel; 17] = [
+    SPRING_ASSEMBLE,
+    COULOMB_SOURCES,
+    EXTERNAL_FORCES,
+    COULOMB_TILED,
+    RHS,
+    JACOBI_SWEEP,
+    RESIDUAL,
+    DOT_REDUCE,
+    CG_INIT,
+    CG_MATVEC,
+    CG_UPDATE,
+    CG_DIRECTION,
+    INTEGRATE,
+    EXPLICIT_STEP,
+    LG_PREPARE,
+    LG_RHS,
+    ENERGY_REDUCE,
+];

@@ -1,0 +1,114 @@
+//! `energy.csv`: one row per output step, every energy term in J.
+//!
+//! Numbers are written with Rust's `{:e}`, the shortest decimal that parses back to the
+//! same f64, so no precision is lost. Non-finite values appear as `NaN`, `inf`, `-inf`.
+//! The file is streamed into a temporary file during the run and renamed into place by
+//! [`EnergyLog::finish`].
+
+use super::atomic::AtomicFile;
+use super::OutputError;
+use crate::sim::Energies;
+use std::io::Write;
+use std::path::Path;
+
+/// The CSV header (also the column order).
+pub const HEADER: &str = "step,time,kinetic,elastic,coulomb,gravity,external,total";
+
+/// Steps at which a run records a row (and a frame): 0, every, 2 every, ... and the last.
+pub fn output_steps(steps: u64, every: u64) -> impl Iterator<Item = u64> {
+    let every = every.max(1);
+    let regular = (0..=steps / every).map(move |k| k * every);
+    let last = (steps % every != 0).then_some(steps);
+    regular.chain(last)
+}
+
+/// Number of rows [`output_steps`] yields.
+pub fn output_count(steps: u64, every: u64) -> u64 {
+    let every = every.max(1);
+    steps / every + 1 + u64::from(steps % every != 0)
+}
+
+/// A streaming writer for `energy.csv`.
+#[derive(Debug)]
+pub struct EnergyLog {
+    file: AtomicFile,
+    rows: u64,
+}
+
+impl EnergyLog {
+    /// Starts the file (under a temporary name) and writes the header.
+    pub fn create(path: &Path) -> Result<Self, OutputError> {
+        let mut file = AtomicFile::create(path)?;
+        file.write_bytes(format!("{HEADER}\n").as_bytes())?;
+        Ok(Self { file, rows: 0 })
+    }
+
+    /// Appends the row for `step` at time `time`.
+    pub fn row(&mut self, step: u64, time: f64, e: &Energies) -> Result<(), OutputError> {
+        let mut line = format!("{step},{time:e}");
+        for (_, v) in e.terms() {
+            line.push_str(&format!(",{v:e}"));
+        }
+        line.push('\n');
+        self.file.write_bytes(line.as_bytes())?;
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// Rows written so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Flushes the rows so far to the temporary file (for a reader following the run).
+    pub fn flush(&mut self) -> Result<(), OutputError> {
+        let target = self.file.target().to_path_buf();
+        self.file
+            .flush()
+            .map_err(|source| OutputError::write(&target, source))
+    }
+
+    /// Makes the file appear under its final name.
+    pub fn finish(self) -> Result<(), OutputError> {
+        self.file.commit()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_steps_include_zero_every_multiple_and_the_last() {
+        assert_eq!(output_steps(10, 5).collect::<Vec<_>>(), vec![0, 5, 10]);
+        assert_eq!(output_steps(12, 5).collect::<Vec<_>>(), vec![0, 5, 10, 12]);
+        assert_eq!(output_steps(3, 5).collect::<Vec<_>>(), vec![0, 3]);
+        assert_eq!(output_steps(1, 1).collect::<Vec<_>>(), vec![0, 1]);
+        for (s, e) in [(10, 5), (12, 5), (3, 5), (1, 1), (1000, 7)] {
+            assert_eq!(output_steps(s, e).count() as u64, output_count(s, e));
+        }
+    }
+
+    #[test]
+    fn rows_round_trip_at_full_precision() {
+        let dir = std::env::temp_dir().join(format!("msc-energy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("energy.csv");
+        let e = Energies::new(0.1, 1.0 / 3.0, -2.5e-300, 1e300, f64::NAN);
+        let mut log = EnergyLog::create(&path).unwrap();
+        log.row(7, 0.105, &e).unwrap();
+        assert!(!path.exists(), "the file appears only when finished");
+        log.finish().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), Some(HEADER));
+        let cols: Vec<&str> = lines.next().unwrap().split(',').collect();
+        assert_eq!(cols[0], "7");
+        assert_eq!(cols[1].parse::<f64>().unwrap(), 0.105);
+        assert_eq!(cols[3].parse::<f64>().unwrap(), 1.0 / 3.0);
+        assert_eq!(cols[4].parse::<f64>().unwrap(), -2.5e-300);
+        assert_eq!(cols[5].parse::<f64>().unwrap(), 1e300);
+        assert!(cols[6].parse::<f64>().unwrap().is_nan());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

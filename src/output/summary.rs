@@ -1,0 +1,61 @@
+//! `summary.json`: what ran, on what, how fast, and how it ended.
+
+use super::atomic::write_atomic;
+use super::OutputError;
+use crate::gpu::AdapterSummary;
+use crate::sim::Energies;
+use std::path::Path;
+
+/// The contents of `summary.json`. Times are seconds of wall clock; energies are J.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Summary {
+    pub msc_version: String,
+    pub scene: String,
+    /// `Simulator::backend_name()`: "cpu" or the adapter's name.
+    pub backend: String,
+    /// The GPU adapter; `null` on the CPU reference.
+    pub adapter: Option<AdapterSummary>,
+    pub particles: usize,
+    pub springs: usize,
+    /// Particles with non-zero charge (the Coulomb sources).
+    pub charged: usize,
+    pub integrator: String,
+    pub solver: String,
+    pub solver_max_iterations: u32,
+    pub solver_tolerance: f64,
+    pub coulomb: String,
+    pub dt: f64,
+    /// Steps the scene asked for.
+    pub steps_requested: u64,
+    /// Steps done (fewer when the run stopped on non-finite energies).
+    pub steps: u64,
+    /// Simulated time reached, steps * dt.
+    pub time: f64,
+    /// Building the solver (GPU: adapter, device, pipelines, uploads).
+    pub setup_seconds: f64,
+    /// The stepping loop, outputs included.
+    pub wall_seconds: f64,
+    /// wall_seconds / steps, in ms.
+    pub ms_per_step: f64,
+    /// False when energies or the state became non-finite; the run stopped there.
+    pub finite: bool,
+    pub final_energy: Energies,
+    /// Last linear solve's relative residual; `null` for explicit integrators.
+    pub solver_residual: Option<f64>,
+    pub solver_iterations: Option<u32>,
+    pub energy_rows: u64,
+    pub frames: u64,
+}
+
+impl Summary {
+    /// Writes the summary as pretty JSON, atomically. Non-finite numbers become `null`
+    /// (JSON has no NaN); `finite` says why.
+    pub fn write(&self, path: &Path) -> Result<(), OutputError> {
+        let mut text = serde_json::to_string_pretty(self).map_err(|source| OutputError::Json {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        text.push('\n');
+        write_atomic(path, text.as_bytes())
+    }
+}

@@ -1,0 +1,39 @@
+//! Built-in scenes: the files in `scenes/`, embedded so `msc run torus` works anywhere.
+
+pub(super) struct Builtin {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub text: &'static str,
+}
+
+pub(super) const BUILTINS: &[Builtin] = &[
+    Builtin {
+        name: "torus",
+        description: "charged torus (145 particles, 6 uC each) released freely (paper Figs. 4, 12)",
+        text: include_str!("../../scenes/torus.toml"),
+    },
+    Builtin {
+        name: "torus_orbit",
+        description: "charged torus steered by an orbiting -42 uC external charge (paper Fig. 8)",
+        text: include_str!("../../scenes/torus_orbit.toml"),
+    },
+    Builtin {
+        name: "swirl",
+        description: "charged sphere in the paper's guiding field s [y/z, x/z, 0] (paper Fig. 13)",
+        text: include_str!("../../scenes/swirl.toml"),
+    },
+    Builtin {
+        name: "cloth",
+        description: "cloth pinned at two corners under 10x gravity, k = 54 N/m (paper Fig. 10)",
+        text: include_str!("../../scenes/cloth.toml"),
+    },
+    Builtin {
+        name: "cloth_large",
+        description: "256 x 256 uncharged cloth for benchmarks",
+        text: include_str!("../../scenes/cloth_large.toml"),
+    },
+];
+
+pub(super) fn find(name: &str) -> Option<&'static Builtin> {
+    BUILTINS.iter().find(|b| b.name == name)
+}

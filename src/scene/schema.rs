@@ -1,0 +1,264 @@
+//! The scene file's TOML schema. Every table denies unknown keys, so a typo is an error
+//! naming the key instead of a silently ignored setting. Optional keys are `Option` so the
+//! defaults live in one place (`super::build`).
+
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SceneFile {
+    pub name: Option<String>,
+    /// Free text for the reader; accepted so a file can describe itself.
+    #[allow(dead_code)]
+    pub description: Option<String>,
+    /// m/s^2.
+    pub gravity: Option<[f64; 3]>,
+    pub mesh: MeshSpec,
+    #[serde(default)]
+    pub material: MaterialSpec,
+    pub pin: Option<PinSpec>,
+    #[serde(default)]
+    pub integrator: IntegratorSpec,
+    #[serde(default)]
+    pub coulomb: CoulombSpec,
+    #[serde(default)]
+    pub external_charges: Vec<ExternalChargeSpec>,
+    pub external_field: Option<ExternalFieldSpec>,
+    #[serde(default)]
+    pub output: OutputSpec,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum MeshKind {
+    Torus,
+    Icosphere,
+    Grid,
+    Lattice,
+    Obj,
+}
+
+impl MeshKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Torus => "torus",
+            Self::Icosphere => "icosphere",
+            Self::Grid => "grid",
+            Self::Lattice => "lattice",
+            Self::Obj => "obj",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<Self> {
+        Some(match s {
+            "torus" => Self::Torus,
+            "icosphere" => Self::Icosphere,
+            "grid" => Self::Grid,
+            "lattice" => Self::Lattice,
+            "obj" => Self::Obj,
+            _ => return None,
+        })
+    }
+    /// The `[mesh]` keys this kind reads besides `kind` and `center`.
+    pub fn keys(self) -> &'static [&'static str] {
+        match self {
+            Self::Torus => &["major_radius", "minor_radius", "rings", "sides"],
+            Self::Icosphere => &["radius", "subdivisions"],
+            Self::Grid => &["size", "resolution", "shear", "bending"],
+            Self::Lattice => &["size", "resolution"],
+            Self::Obj => &["path", "scale"],
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct MeshSpec {
+    pub kind: MeshKind,
+    /// Where the mesh's origin goes (for an OBJ: the centre of its bounding box).
+    pub center: Option<[f64; 3]>,
+    pub major_radius: Option<f64>,
+    pub minor_radius: Option<f64>,
+    pub rings: Option<u32>,
+    pub sides: Option<u32>,
+    pub radius: Option<f64>,
+    pub subdivisions: Option<u32>,
+    /// [w, h] for a grid, [x, y, z] for a lattice.
+    pub size: Option<Vec<f64>>,
+    pub resolution: Option<Vec<u32>>,
+    pub shear: Option<bool>,
+    pub bending: Option<bool>,
+    pub path: Option<String>,
+    pub scale: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct MaterialSpec {
+    /// kg per particle.
+    pub mass: Option<f64>,
+    /// kg, spread evenly over the particles.
+    pub total_mass: Option<f64>,
+    /// N/m.
+    pub stiffness: Option<f64>,
+    /// N s/m along each spring.
+    pub damping: Option<f64>,
+    /// C per charged particle.
+    pub charge: Option<f64>,
+    /// C, spread evenly over the charged particles.
+    pub total_charge: Option<f64>,
+    /// Fraction of particles that carry charge, in [0, 1].
+    pub charged_fraction: Option<f64>,
+    /// Rest length = scale * initial edge length.
+    pub rest_length_scale: Option<f64>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum PinWhere {
+    MaxX,
+    MinX,
+    MaxY,
+    MinY,
+    MaxZ,
+    MinZ,
+    CornersMaxY,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PinSpec {
+    #[serde(default)]
+    pub indices: Vec<u64>,
+    #[serde(rename = "where")]
+    pub where_: Option<PinWhere>,
+    /// Prescribed velocity of the pinned particles, m/s.
+    pub velocity: Option<[f64; 3]>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum IntegratorName {
+    Imex,
+    LocalGlobal,
+    SymplecticEuler,
+    Verlet,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct IntegratorSpec {
+    pub method: Option<IntegratorName>,
+    pub dt: Option<f64>,
+    pub duration: Option<f64>,
+    pub steps: Option<u64>,
+    pub solver: Option<SolverSpec>,
+    pub local_global_iterations: Option<u32>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum SolverName {
+    Jacobi,
+    BlockJacobi,
+    Chebyshev,
+    Cg,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SolverSpec {
+    pub method: Option<SolverName>,
+    pub iterations: Option<u32>,
+    pub omega: Option<f64>,
+    pub tolerance: Option<f64>,
+    pub rho: Option<f64>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum CoulombName {
+    AllPairs,
+    None,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CoulombSpec {
+    pub method: Option<CoulombName>,
+    pub softening: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ExternalChargeSpec {
+    pub charge: f64,
+    pub position: [f64; 3],
+    pub orbit: Option<OrbitSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct OrbitSpec {
+    pub center: Option<[f64; 3]>,
+    pub axis: Option<[f64; 3]>,
+    pub angular_velocity: f64,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum FieldKind {
+    Uniform,
+    Swirl,
+    Vortex,
+}
+
+impl FieldKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Uniform => "uniform",
+            Self::Swirl => "swirl",
+            Self::Vortex => "vortex",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<Self> {
+        Some(match s {
+            "uniform" => Self::Uniform,
+            "swirl" => Self::Swirl,
+            "vortex" => Self::Vortex,
+            _ => return None,
+        })
+    }
+    /// The `[external_field]` keys this kind reads besides `kind`.
+    pub fn keys(self) -> &'static [&'static str] {
+        match self {
+            Self::Uniform => &["value"],
+            Self::Swirl | Self::Vortex => &["scale", "min_z"],
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ExternalFieldSpec {
+    pub kind: FieldKind,
+    /// V/m (uniform).
+    pub value: Option<[f64; 3]>,
+    /// V (swirl: E = scale [y/z, x/z, 0]).
+    pub scale: Option<f64>,
+    /// m (swirl).
+    pub min_z: Option<f64>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum FramesName {
+    Ply,
+    None,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct OutputSpec {
+    pub every: Option<u64>,
+    pub frames: Option<FramesName>,
+}

@@ -1,0 +1,137 @@
+//! Shader checks that need no GPU: every kernel parses and validates with naga, its
+//! bindings match the host's table, and the Rust mirror structs match the WGSL layout.
+
+use msc::gpu::layout::{self, mirror_layouts};
+use msc::gpu::shaders::{Access, Kernel, KERNELS};
+use naga::valid::{Capabilities, ValidationFlags, Validator};
+use naga::{AddressSpace, StorageAccess, TypeInner};
+
+fn parse(k: &Kernel) -> naga::Module {
+    naga::front::wgsl::parse_str(k.source)
+        .unwrap_or_else(|e| panic!("{}: {}", k.name, e.emit_to_string(k.source)))
+}
+
+#[test]
+fn every_kernel_parses_and_validates() {
+    for k in &KERNELS {
+        let module = parse(k);
+        Validator::new(ValidationFlags::all(), Capabilities::empty())
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{}: {}", k.name, e.emit_to_string(k.source)));
+        let entries: Vec<_> = module
+            .entry_points
+            .iter()
+            .map(|e| e.name.as_str())
+            .collect();
+        assert_eq!(entries, ["main"], "{}: one entry point named main", k.name);
+        let wg = module.entry_points[0].workgroup_size;
+        let invocations: u32 = wg.iter().product();
+        assert!(invocations <= 256, "{}: {invocations} invocations", k.name);
+    }
+}
+
+/// The host builds bind group layouts from `Kernel::storage`; the WGSL declarations must
+/// agree binding for binding, and stay within the WebGPU default limits.
+#[test]
+fn bindings_match_the_host_table_and_default_limits() {
+    for k in &KERNELS {
+        let module = parse(k);
+        let mut storage = Vec::new();
+        let mut workgroup_bytes = 0u32;
+        for (_, g) in module.global_variables.iter() {
+            match g.space {
+                AddressSpace::Storage { access } => {
+                    let b = g.binding.as_ref().expect("storage binding");
+                    assert_eq!(b.group, 0, "{}: storage in group 0", k.name);
+                    let acc = if access.contains(StorageAccess::STORE) {
+                        Access::ReadWrite
+                    } else {
+                        Access::Read
+                    };
+                    storage.push((b.binding, acc));
+                }
+                AddressSpace::Uniform => {
+                    let b = g.binding.as_ref().expect("uniform binding");
+                    assert!(
+                        (b.group, b.binding) == (0, 0) || (b.group, b.binding) == (1, 0),
+                        "{}: unexpected uniform at {b:?}",
+                        k.name
+                    );
+                }
+                AddressSpace::WorkGroup => {
+                    workgroup_bytes += module.types[g.ty].inner.size(module.to_ctx());
+                }
+                _ => {}
+            }
+        }
+        storage.sort_by_key(|s| s.0);
+        let expected: Vec<_> = k
+            .storage
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (i as u32 + 1, *a))
+            .collect();
+        assert_eq!(storage, expected, "{}: storage bindings", k.name);
+        assert!(
+            storage.len() <= 8,
+            "{}: more than 8 storage buffers",
+            k.name
+        );
+        const { assert!(layout::WORKGROUP_MEMORY <= 16384) };
+        assert!(
+            workgroup_bytes <= layout::WORKGROUP_MEMORY,
+            "{}: {workgroup_bytes} bytes of workgroup memory",
+            k.name
+        );
+    }
+}
+
+#[test]
+fn mirror_structs_match_wgsl_layout() {
+    let module = naga::front::wgsl::parse_str(msc::gpu::shaders::COMMON).expect("common parses");
+    for layout in mirror_layouts() {
+        let (name, size, fields) = (layout.name, layout.size, layout.fields);
+        let ty = module
+            .types
+            .iter()
+            .find(|(_, t)| t.name.as_deref() == Some(name))
+            .unwrap_or_else(|| panic!("WGSL struct {name} not found"))
+            .1;
+        let TypeInner::Struct { members, span } = &ty.inner else {
+            panic!("{name} is not a struct");
+        };
+        assert_eq!(*span as usize, size, "{name}: size");
+        let wgsl: Vec<_> = members
+            .iter()
+            .map(|m| (m.name.clone().unwrap_or_default(), m.offset as usize))
+            .collect();
+        let rust: Vec<_> = fields.iter().map(|(f, o)| (f.to_string(), *o)).collect();
+        assert_eq!(wgsl, rust, "{name}: fields and offsets");
+    }
+}
+
+#[test]
+fn wgsl_constants_match_the_host() {
+    let module = naga::front::wgsl::parse_str(msc::gpu::shaders::COMMON).expect("common parses");
+    let constant = |name: &str| -> u32 {
+        let (_, c) = module
+            .constants
+            .iter()
+            .find(|(_, c)| c.name.as_deref() == Some(name))
+            .unwrap_or_else(|| panic!("const {name}"));
+        match module.global_expressions[c.init] {
+            naga::Expression::Literal(naga::Literal::U32(v)) => v,
+            ref e => panic!("{name}: {e:?}"),
+        }
+    };
+    assert_eq!(constant("WG"), layout::WORKGROUP_SIZE);
+    assert_eq!(constant("TILE"), layout::TILE);
+    assert_eq!(
+        constant("MAX_EXT_CHARGES") as usize,
+        layout::MAX_EXT_CHARGES
+    );
+    assert_eq!(constant("SLOT_PQ"), layout::SLOT_PQ);
+    assert_eq!(constant("SLOT_RZ"), layout::SLOT_RZ);
+    assert_eq!(constant("SLOT_RESIDUAL"), layout::SLOT_RESIDUAL);
+    assert_eq!(constant("SLOT_ENERGY"), layout::SLOT_ENERGY);
+}
