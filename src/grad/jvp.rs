@@ -210,22 +210,24 @@ pub fn field_forces_jvp(
     }
 }
 
-/// (grad E(x)) dx. Swirl E = s [y/z', x/z', 0] with z' = z clamped to |z'| >= min_z (the
-/// clamped region has dz' = 0).
+/// (grad E(x)) dx. Swirl E = s [y/z', x/z', 0] and vortex E = s [-y/z', x/z', 0] with
+/// z' = z clamped to |z'| >= min_z (the clamped region has dz' = 0).
 fn field_jvp(field: &ExternalField, x: DVec3, dx: DVec3) -> DVec3 {
     match *field {
         ExternalField::Uniform(_) => DVec3::ZERO,
-        ExternalField::Swirl { scale, min_z } => {
+        ExternalField::Swirl { scale, min_z } | ExternalField::Vortex { scale, min_z } => {
             let (z, dz) = if x.z.abs() < min_z {
                 (min_z.copysign(x.z), 0.0)
             } else {
                 (x.z, dx.z)
             };
-            DVec3::new(
-                scale * (dx.y / z - x.y * dz / (z * z)),
-                scale * (dx.x / z - x.x * dz / (z * z)),
-                0.0,
-            )
+            // d(a/z) = da/z - a dz/z^2.
+            let dy = scale * (dx.y / z - x.y * dz / (z * z));
+            let dxz = scale * (dx.x / z - x.x * dz / (z * z));
+            match field {
+                ExternalField::Vortex { .. } => DVec3::new(-dy, dxz, 0.0),
+                _ => DVec3::new(dy, dxz, 0.0),
+            }
         }
     }
 }
@@ -326,27 +328,44 @@ mod tests {
             dxe: vec![DVec3::new(0.2, -0.1, 0.3)],
         };
         let t = 0.7;
-        let eval = |a: f64| {
-            let xa: Vec<DVec3> = x.iter().zip(&dx).map(|(x, d)| *x + *d * a).collect();
-            let qa: Vec<f64> = q
-                .iter()
-                .enumerate()
-                .map(|(i, q)| q + a * dir.dq(i))
-                .collect();
-            let mut c = config.clone();
-            c.external_charges[0].charge += a * dir.dqe[0];
-            c.external_charges[0].position += dir.dxe[0] * a;
-            let mut out = vec![DVec3::ZERO; x.len()];
-            field_forces_into(&xa, &qa, &c, t, &mut Vec::new(), &mut out);
-            out
-        };
-        let e = 1e-6;
-        let (p, m) = (eval(e), eval(-e));
-        let mut an = vec![DVec3::ZERO; x.len()];
-        field_forces_jvp(&x, &q, &config, t, &dx, &dir, &mut an);
-        for i in 0..x.len() {
-            let fd = (p[i] - m[i]) / (2.0 * e);
-            assert!(close(an[i], fd, 1e-6), "particle {i}: {} vs {fd}", an[i]);
+        for fld in [
+            ExternalField::Swirl {
+                scale: 300.0,
+                min_z: 1e-3,
+            },
+            ExternalField::Vortex {
+                scale: -200.0,
+                min_z: 1e-3,
+            },
+            ExternalField::Uniform(DVec3::new(1e3, -2e3, 5e2)),
+        ] {
+            config.external_field = Some(fld);
+            let eval = |a: f64| {
+                let xa: Vec<DVec3> = x.iter().zip(&dx).map(|(x, d)| *x + *d * a).collect();
+                let qa: Vec<f64> = q
+                    .iter()
+                    .enumerate()
+                    .map(|(i, q)| q + a * dir.dq(i))
+                    .collect();
+                let mut c = config.clone();
+                c.external_charges[0].charge += a * dir.dqe[0];
+                c.external_charges[0].position += dir.dxe[0] * a;
+                let mut out = vec![DVec3::ZERO; x.len()];
+                field_forces_into(&xa, &qa, &c, t, &mut Vec::new(), &mut out);
+                out
+            };
+            let e = 1e-6;
+            let (p, m) = (eval(e), eval(-e));
+            let mut an = vec![DVec3::ZERO; x.len()];
+            field_forces_jvp(&x, &q, &config, t, &dx, &dir, &mut an);
+            for i in 0..x.len() {
+                let fd = (p[i] - m[i]) / (2.0 * e);
+                assert!(
+                    close(an[i], fd, 1e-6),
+                    "{fld:?} particle {i}: {} vs {fd}",
+                    an[i]
+                );
+            }
         }
     }
 }

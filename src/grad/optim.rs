@@ -230,7 +230,9 @@ fn levenberg_marquardt(
             m[a * p + a] += floor.max(f64::MIN_POSITIVE);
         }
         let rhs: Vec<f64> = current.jtr.iter().map(|g| -g).collect();
+        let mut gauss_newton_step = f64::INFINITY;
         if let Some(delta) = solve_dense(&mut m, rhs, p) {
+            gauss_newton_step = norm(&delta);
             let quad: f64 = (0..p)
                 .map(|a| {
                     delta[a]
@@ -244,9 +246,22 @@ fn levenberg_marquardt(
                 return Ok(StopReason::SmallDecrease);
             }
         }
+        let small = options.xtol * (norm(theta) + options.xtol);
+        // After rejected trials the damped step shrinks with lambda whatever the loss does:
+        // that is convergence only if the undamped step is small too (the minimum to
+        // 1e3 xtol; trials fail there on the loss's rounding noise). Otherwise the loss
+        // does not follow its gradient (a blown-up or chaotic run): say so.
+        let stuck = || {
+            if gauss_newton_step <= 1e3 * small {
+                StopReason::SmallStep
+            } else {
+                StopReason::CannotReduce
+            }
+        };
+        let mut rejected = 0u32;
         let accepted = loop {
             if lambda > LAMBDA_MAX {
-                return Ok(StopReason::CannotReduce);
+                return Ok(stuck());
             }
             let mut m = current.jtj.clone();
             for a in 0..p {
@@ -257,8 +272,12 @@ fn levenberg_marquardt(
                 lambda *= 10.0;
                 continue;
             };
-            if norm(&delta) <= options.xtol * (norm(theta) + options.xtol) {
-                return Ok(StopReason::SmallStep);
+            if norm(&delta) <= small {
+                return Ok(if rejected == 0 {
+                    StopReason::SmallStep
+                } else {
+                    stuck()
+                });
             }
             let trial: Vec<f64> = theta.iter().zip(&delta).map(|(t, d)| t + d).collect();
             *evaluations += 1;
@@ -268,6 +287,7 @@ fn levenberg_marquardt(
                 Err(e) if recoverable(&e) => lambda *= 10.0,
                 Err(e) => return Err(e),
             }
+            rejected += 1;
         };
         let (trial, delta, e) = accepted;
         let decrease = current.loss - e.loss;

@@ -23,7 +23,6 @@ pub struct GradOptions {
     pub window: Option<u64>,
 }
 
-
 /// Totals over one run with tangents.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct GradStats {
