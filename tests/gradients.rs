@@ -643,3 +643,124 @@ fn adam_lowers_the_loss_over_many_per_spring_stiffnesses() {
     };
     assert!(dist(&out.theta) < dist(&start));
 }
+
+// ---------------------------------------------------------------------------------------
+// `msc fit` end to end: a target run folder written by `msc run`, then the fit
+
+const BALL_SCENE: &str = r#"
+name = "ball"
+[mesh]
+kind = "icosphere"
+radius = 1.0
+subdivisions = 1
+[material]
+mass = 0.05
+stiffness = 2.5
+damping = 0.05
+charge = 2e-6
+[integrator]
+method = "imex"
+dt = 0.02
+steps = 60
+solver = { method = "cg", iterations = 500, tolerance = 1e-12 }
+[output]
+every = 10
+frames = "ply"
+"#;
+
+#[test]
+fn msc_fit_recovers_the_charge_of_a_target_run_and_writes_fit_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let scene = dir.path().join("ball.toml");
+    std::fs::write(&scene, BALL_SCENE).unwrap();
+    let target = dir.path().join("target");
+    let s = scene.to_str().unwrap();
+    let code = msc::cli::main_with_args([
+        "msc",
+        "run",
+        s,
+        "--backend",
+        "cpu",
+        "--quiet",
+        "--out",
+        target.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    let out = dir.path().join("fit");
+    let args = [
+        "msc",
+        "fit",
+        s,
+        "--target",
+        target.to_str().unwrap(),
+        "--param",
+        "charge",
+        "--init",
+        "1e-6",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    assert_eq!(msc::cli::main_with_args(args), 0);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("fit.json")).unwrap()).unwrap();
+    assert_eq!(json["converged"], true, "{json}");
+    assert_eq!(json["parameters"][0]["unit"], "C");
+    assert_eq!(json["parameters"][0]["initial"][0].as_f64(), Some(1e-6));
+    // The frames are float32: the charge comes back to their precision, not exactly.
+    let q = json["parameters"][0]["result"][0].as_f64().unwrap();
+    assert!((q / 2e-6 - 1.0).abs() < 1e-4, "charge {q}");
+    assert_eq!(json["target_steps"].as_array().unwrap().len(), 6);
+    assert!(json["history"].as_array().unwrap().len() >= 2);
+
+    // A target from another mesh: the error names both particle counts.
+    let other = dir.path().join("other.toml");
+    std::fs::write(
+        &other,
+        BALL_SCENE.replace("subdivisions = 1", "subdivisions = 0"),
+    )
+    .unwrap();
+    let args = [
+        "msc",
+        "fit",
+        other.to_str().unwrap(),
+        "--target",
+        target.to_str().unwrap(),
+        "--param",
+        "charge",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let parsed = <msc::cli::Cli as clap::Parser>::try_parse_from(args).unwrap();
+    let err = msc::cli::dispatch(&parsed.command).unwrap_err();
+    let text = msc::cli::error::render(&err);
+    assert!(text.contains("42") && text.contains("12"), "{text}");
+    assert_eq!(err.exit_code(), 2);
+    // A time step that does not divide the target's frame times.
+    let args = [
+        "msc",
+        "fit",
+        s,
+        "--set",
+        "integrator.dt=0.03",
+        "--target",
+        target.to_str().unwrap(),
+        "--param",
+        "stiffness",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let parsed = <msc::cli::Cli as clap::Parser>::try_parse_from(args).unwrap();
+    let err = msc::cli::dispatch(&parsed.command).unwrap_err();
+    let text = msc::cli::error::render(&err);
+    assert!(
+        text.contains("0.03") && text.contains("not a whole number"),
+        "{text}"
+    );
+    assert_eq!(
+        msc::cli::main_with_args(["msc", "fit", s, "--target", "x", "--param", "mass"]),
+        2
+    );
+}

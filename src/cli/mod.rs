@@ -1,4 +1,4 @@
-//! The `msc` command line: `run`, `scenes`, `info`, `validate`.
+//! The `msc` command line: `run`, `scenes`, `info`, `validate`, `fit`.
 //!
 //! [`main`] parses the arguments, runs one command and returns the exit code: 0 on
 //! success, 2 for usage and input errors, 1 for run failures (see [`CliError::exit_code`]).
@@ -6,6 +6,7 @@
 
 pub mod backend;
 pub mod error;
+pub mod fit;
 pub mod info;
 pub mod run;
 pub mod scene_args;
@@ -14,6 +15,7 @@ pub mod validate;
 
 pub use backend::BackendArg;
 pub use error::CliError;
+pub use fit::FitArgs;
 pub use run::RunArgs;
 pub use scene_args::SceneArgs;
 pub use validate::ValidateArgs;
@@ -46,6 +48,9 @@ pub enum Command {
     /// Run a scene on the GPU (software adapters allowed) and on the CPU reference and
     /// compare positions, velocities and energies; exit 1 beyond the tolerance
     Validate(ValidateArgs),
+    /// Estimate parameters (charge, stiffness, ...) that make the scene match target frames;
+    /// gradients through the simulation, writes fit.json
+    Fit(FitArgs),
 }
 
 /// Runs one parsed command.
@@ -61,6 +66,7 @@ pub fn dispatch(command: &Command) -> Result<(), CliError> {
             Ok(())
         }
         Command::Validate(args) => validate::execute(args).map(|_| ()),
+        Command::Fit(args) => fit::execute(args).map(|_| ()),
     }
 }
 
