@@ -88,6 +88,10 @@ pub struct FitArgs {
     pub quiet: bool,
 }
 
+/// Forward residuals above this get a note: the loss and its gradient then describe
+/// noticeably different maps.
+const FORWARD_RESIDUAL_NOTE: f64 = 1e-4;
+
 /// A --param as given, with the unit its values are shown in.
 #[derive(Clone, Debug)]
 struct ParamSpec {
@@ -424,6 +428,8 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
             "tangent_tolerance": options.grad.tangent_solve.tolerance,
             "exact_forward_solves": args.exact_solves,
             "window": args.window,
+            "worst_tangent_residual": outcome.stats.worst_tangent_residual,
+            "worst_forward_residual": outcome.stats.worst_forward_residual,
         },
         "wall_seconds": wall,
     });
@@ -437,6 +443,16 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     text.push('\n');
     write_atomic(&path, text.as_bytes())?;
 
+    // The gradient is that of exact linear solves (crate::grad); say so when the scene's
+    // solver stops far from one.
+    let forward = outcome.stats.worst_forward_residual.unwrap_or(0.0);
+    if forward > FORWARD_RESIDUAL_NOTE {
+        eprintln!(
+            "note: the scene's linear solves stopped at relative residuals up to {forward:.1e}; \
+             the gradients are those of exact solves, so the fit may stall short of the minimum. \
+             --exact-solves (or a tighter integrator.solver) removes the mismatch"
+        );
+    }
     if !args.quiet {
         eprintln!("{}", outcome.reason.describe());
         println!(

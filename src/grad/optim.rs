@@ -3,7 +3,7 @@
 
 use super::loss::{evaluate, Evaluation, FrameReport, Target};
 use super::params::ParamSet;
-use super::sensitivity::GradOptions;
+use super::sensitivity::{GradOptions, GradStats};
 use super::GradError;
 
 /// Which optimizer [`fit`] runs.
@@ -115,6 +115,8 @@ pub struct FitOutcome {
     pub history: Vec<FitHistoryEntry>,
     /// Per-frame loss and gradient norms at the result.
     pub frames: Vec<FrameReport>,
+    /// Solver statistics of the evaluation at the result.
+    pub stats: GradStats,
     pub evaluations: u32,
 }
 
@@ -193,6 +195,7 @@ pub fn fit(
         reason,
         history,
         frames: current.frames,
+        stats: current.stats,
         evaluations,
     })
 }
