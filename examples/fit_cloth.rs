@@ -9,6 +9,15 @@
 //! fitted at h = 0.01 s and 0.002 s).
 //! Frames every 0.1 s over 2 s.
 //!
+//! Measured (release build): the IMEX target is recovered exactly (50.00000 N/m). Against
+//! the Verlet target, h = 0.01 s gives 52.2 N/m over all frames and 48.1 N/m on the last
+//! one. At h = 0.002 s the lightly damped cloth still swings in the fitted model and the
+//! loss along k is rough on a 0.1 N/m scale (its gradient agrees with finite differences
+//! of step 1e-5, not with those of step 1e-2): LM from 20 N/m stops in a ripple near
+//! 25 N/m although the loss keeps falling towards 50 N/m on a coarse scan, printed last.
+//! The coarse step's numerical damping smooths the loss; so do `--frames last` and a
+//! truncation window.
+//!
 //!     cargo run --release --example fit_cloth
 
 use glam::DVec3;
