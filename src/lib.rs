@@ -9,8 +9,10 @@
 //! - [`grad`]: gradients through the simulation and parameter fitting;
 //! - [`gpu`]: WGSL kernels and the wgpu host;
 //! - [`output`]: run outputs (energy CSV, PLY frames, summary JSON);
+//! - [`bench`]: the standard performance workloads and their measurement;
 //! - [`cli`]: the `msc` command.
 
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod cpu;

@@ -1,10 +1,11 @@
-//! The `msc` command line: `run`, `scenes`, `info`, `validate`, `fit`.
+//! The `msc` command line: `run`, `scenes`, `info`, `validate`, `bench`, `fit`.
 //!
 //! [`main`] parses the arguments, runs one command and returns the exit code: 0 on
 //! success, 2 for usage and input errors, 1 for run failures (see [`CliError::exit_code`]).
 //! Each command's `execute` is public so it can be driven in-process.
 
 pub mod backend;
+pub mod bench;
 pub mod error;
 pub mod fit;
 pub mod info;
@@ -14,6 +15,7 @@ pub mod scenes;
 pub mod validate;
 
 pub use backend::BackendArg;
+pub use bench::BenchArgs;
 pub use error::CliError;
 pub use fit::FitArgs;
 pub use run::RunArgs;
@@ -48,6 +50,9 @@ pub enum Command {
     /// Run a scene on the GPU (software adapters allowed) and on the CPU reference and
     /// compare positions, velocities and energies; exit 1 beyond the tolerance
     Validate(ValidateArgs),
+    /// Measure the GPU solver on the standard workloads (cloth, all-pairs Coulomb) from 1K
+    /// to 1M particles: one JSON line per size on stdout, a table on stderr
+    Bench(BenchArgs),
     /// Estimate parameters (charge, stiffness, ...) that make the scene match target frames;
     /// gradients through the simulation, writes fit.json
     Fit(FitArgs),
@@ -66,6 +71,7 @@ pub fn dispatch(command: &Command) -> Result<(), CliError> {
             Ok(())
         }
         Command::Validate(args) => validate::execute(args).map(|_| ()),
+        Command::Bench(args) => bench::execute(args).map(|_| ()),
         Command::Fit(args) => fit::execute(args).map(|_| ()),
     }
 }
@@ -117,6 +123,7 @@ mod tests {
             main_with_args(["msc", "validate", "x", "--tolerance", "-1"]),
             2
         );
-        assert_eq!(main_with_args(["msc", "bench"]), 2);
+        assert_eq!(main_with_args(["msc", "nosuchcommand"]), 2);
+        assert_eq!(main_with_args(["msc", "bench", "--sweeps", "0"]), 2);
     }
 }

@@ -25,4 +25,6 @@ pub mod shaders;
 pub mod solver;
 
 pub use error::GpuError;
-pub use solver::{list_adapters, AdapterSummary, GpuSolver, HeadlessOptions, KernelTime};
+pub use solver::{
+    list_adapters, AdapterSummary, GpuSolver, HeadlessOptions, HostCounts, KernelTime,
+};

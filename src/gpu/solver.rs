@@ -6,6 +6,7 @@
 //! on the GPU, so nothing is written or read between the steps of a batch.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use glam::DVec3;
@@ -70,6 +71,16 @@ pub struct KernelTime {
     pub dispatches: u64,
     /// Summed GPU time in seconds (timestamp queries around each dispatch).
     pub seconds: f64,
+}
+
+/// Queue submissions and compute passes a solver has made so far, over all its work
+/// (steps, readbacks, profiling; passes recorded into a caller's encoder are counted, the
+/// caller's own submissions are not), so a benchmark can report what the host actually
+/// does per step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct HostCounts {
+    pub submissions: u64,
+    pub compute_passes: u64,
 }
 
 /// Dispatches recorded per queue submission by [`Simulator::step`] (whole steps, at least
@@ -155,6 +166,8 @@ pub struct GpuSolver {
     field_ops: Vec<Op>,
     /// Stats of the last solve, saved before a diagnostic overwrites the spring blocks.
     saved_stats: Option<(u64, SolveStats)>,
+    submissions: AtomicU64,
+    compute_passes: AtomicU64,
 }
 
 /// Sizes the solver allocates, for limit checks before anything is created.
@@ -603,6 +616,7 @@ impl GpuSolver {
                             label: Some("msc profile"),
                         });
                     for (k, op) in chunk.iter().enumerate() {
+                        self.compute_passes.fetch_add(1, Ordering::Relaxed);
                         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                             label: Some(self.pipelines[op.pipeline].kernel.name),
                             timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
@@ -617,6 +631,7 @@ impl GpuSolver {
                     encoder.resolve_query_set(&query_set, 0..used, &resolve, 0);
                     encoder.copy_buffer_to_buffer(&resolve, 0, &staging, 0, u64::from(used) * 8);
                     self.queue.submit([encoder.finish()]);
+                    self.submissions.fetch_add(1, Ordering::Relaxed);
                     let (tx, rx) = std::sync::mpsc::channel();
                     staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
                         let _ = tx.send(r);
@@ -669,12 +684,21 @@ impl GpuSolver {
         self.step_ops.len()
     }
 
+    /// Queue submissions and compute passes made so far (see [`HostCounts`]).
+    pub fn host_counts(&self) -> HostCounts {
+        HostCounts {
+            submissions: self.submissions.load(Ordering::Relaxed),
+            compute_passes: self.compute_passes.load(Ordering::Relaxed),
+        }
+    }
+
     /// Records `n` steps into the caller's encoder (one compute pass). The solver counts
     /// them as done: the caller must submit the encoder before reading the state back.
     pub fn record_steps(&mut self, encoder: &mut wgpu::CommandEncoder, n: u32) {
         if n == 0 {
             return;
         }
+        self.compute_passes.fetch_add(1, Ordering::Relaxed);
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("msc steps"),
             timestamp_writes: None,
@@ -753,6 +777,8 @@ impl GpuSolver {
             spring_ops: Vec::new(),
             field_ops: Vec::new(),
             saved_stats: None,
+            submissions: AtomicU64::new(0),
+            compute_passes: AtomicU64::new(0),
         };
         scoped(&device, || {
             solver.create_buffers(system, config, &sz)?;
@@ -1570,6 +1596,7 @@ impl GpuSolver {
                     label: Some("msc readback"),
                 });
             if !ops.is_empty() {
+                self.compute_passes.fetch_add(1, Ordering::Relaxed);
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("msc reductions"),
                     timestamp_writes: None,
@@ -1582,6 +1609,7 @@ impl GpuSolver {
                 offset += size;
             }
             self.queue.submit([encoder.finish()]);
+            self.submissions.fetch_add(1, Ordering::Relaxed);
             let (tx, rx) = std::sync::mpsc::channel();
             staging
                 .slice(..total)
@@ -1623,6 +1651,7 @@ impl GpuSolver {
                 });
                 self.record_steps(&mut encoder, batch as u32);
                 let index = self.queue.submit([encoder.finish()]);
+                self.submissions.fetch_add(1, Ordering::Relaxed);
                 // Keep at most two batches in flight.
                 if let Some(p) = previous.take() {
                     device
