@@ -6,6 +6,7 @@
 //! - [`config`]: integrator, solver, Coulomb and external-world settings;
 //! - [`scene`]: TOML scene files and `--set` overrides;
 //! - [`cpu`]: the f64 CPU reference;
+//! - [`grad`]: gradients through the simulation and parameter fitting;
 //! - [`gpu`]: WGSL kernels and the wgpu host;
 //! - [`output`]: run outputs (energy CSV, PLY frames, summary JSON);
 //! - [`bench`]: the standard performance workloads and their measurement;
@@ -16,6 +17,7 @@ pub mod cli;
 pub mod config;
 pub mod cpu;
 pub mod gpu;
+pub mod grad;
 pub mod model;
 pub mod output;
 pub mod scene;

@@ -1,4 +1,4 @@
-//! The `msc` command line: `run`, `scenes`, `info`, `validate`, `bench`.
+//! The `msc` command line: `run`, `scenes`, `info`, `validate`, `bench`, `fit`.
 //!
 //! [`main`] parses the arguments, runs one command and returns the exit code: 0 on
 //! success, 2 for usage and input errors, 1 for run failures (see [`CliError::exit_code`]).
@@ -7,6 +7,7 @@
 pub mod backend;
 pub mod bench;
 pub mod error;
+pub mod fit;
 pub mod info;
 pub mod run;
 pub mod scene_args;
@@ -16,6 +17,7 @@ pub mod validate;
 pub use backend::BackendArg;
 pub use bench::BenchArgs;
 pub use error::CliError;
+pub use fit::FitArgs;
 pub use run::RunArgs;
 pub use scene_args::SceneArgs;
 pub use validate::ValidateArgs;
@@ -51,6 +53,9 @@ pub enum Command {
     /// Measure the GPU solver on the standard workloads (cloth, all-pairs Coulomb) from 1K
     /// to 1M particles: one JSON line per size on stdout, a table on stderr
     Bench(BenchArgs),
+    /// Estimate parameters (charge, stiffness, ...) that make the scene match target frames;
+    /// gradients through the simulation, writes fit.json
+    Fit(FitArgs),
 }
 
 /// Runs one parsed command.
@@ -67,6 +72,7 @@ pub fn dispatch(command: &Command) -> Result<(), CliError> {
         }
         Command::Validate(args) => validate::execute(args).map(|_| ()),
         Command::Bench(args) => bench::execute(args).map(|_| ()),
+        Command::Fit(args) => fit::execute(args).map(|_| ()),
     }
 }
 
