@@ -1,12 +1,15 @@
-//! The `msc` command line: `run`, `scenes`, `info`, `validate`, `ddef-error`.
+//! The `msc` command line: `run`, `scenes`, `info`, `validate`, `bench`, `fit`,
+//! `ddef-error`.
 //!
 //! [`main`] parses the arguments, runs one command and returns the exit code: 0 on
 //! success, 2 for usage and input errors, 1 for run failures (see [`CliError::exit_code`]).
 //! Each command's `execute` is public so it can be driven in-process.
 
 pub mod backend;
+pub mod bench;
 pub mod ddef_error;
 pub mod error;
+pub mod fit;
 pub mod info;
 pub mod run;
 pub mod scene_args;
@@ -14,7 +17,9 @@ pub mod scenes;
 pub mod validate;
 
 pub use backend::BackendArg;
+pub use bench::BenchArgs;
 pub use error::CliError;
+pub use fit::FitArgs;
 pub use run::RunArgs;
 pub use scene_args::SceneArgs;
 pub use validate::ValidateArgs;
@@ -50,6 +55,12 @@ pub enum Command {
     /// Measure the DDEF far-field approximation's error against the exact all-pairs
     /// field (the paper's Table 1 protocol), for random charges and a scene's charges
     DdefError(ddef_error::DdefErrorArgs),
+    /// Measure the GPU solver on the standard workloads (cloth, all-pairs Coulomb) from 1K
+    /// to 1M particles: one JSON line per size on stdout, a table on stderr
+    Bench(BenchArgs),
+    /// Estimate parameters (charge, stiffness, ...) that make the scene match target frames;
+    /// gradients through the simulation, writes fit.json
+    Fit(FitArgs),
 }
 
 /// Runs one parsed command.
@@ -66,6 +77,8 @@ pub fn dispatch(command: &Command) -> Result<(), CliError> {
         }
         Command::Validate(args) => validate::execute(args).map(|_| ()),
         Command::DdefError(args) => ddef_error::execute(args).map(|_| ()),
+        Command::Bench(args) => bench::execute(args).map(|_| ()),
+        Command::Fit(args) => fit::execute(args).map(|_| ()),
     }
 }
 
@@ -116,6 +129,7 @@ mod tests {
             main_with_args(["msc", "validate", "x", "--tolerance", "-1"]),
             2
         );
-        assert_eq!(main_with_args(["msc", "bench"]), 2);
+        assert_eq!(main_with_args(["msc", "nosuchcommand"]), 2);
+        assert_eq!(main_with_args(["msc", "bench", "--sweeps", "0"]), 2);
     }
 }
