@@ -717,6 +717,18 @@ fn bad_inputs_give_typed_errors() {
         GpuSolver::new(&device, &queue, &system, &many),
         Err(GpuError::Unsupported(_))
     ));
+    // DDEF has no GPU kernels yet: refused, not run without its Coulomb forces.
+    let ddef = Config {
+        coulomb: CoulombConfig {
+            method: CoulombMethod::Ddef(Default::default()),
+            softening: 0.0,
+        },
+        ..imex(SolverMethod::Jacobi, 5)
+    };
+    match GpuSolver::new(&device, &queue, &system, &ddef) {
+        Err(GpuError::Unsupported(m)) => assert!(m.contains("ddef"), "{m}"),
+        other => panic!("expected unsupported, got {:?}", other.err()),
+    }
     // Values that f32 cannot hold.
     let huge = System::new(SystemDesc {
         positions: vec![DVec3::ZERO, DVec3::X * 1e300],

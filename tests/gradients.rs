@@ -563,6 +563,11 @@ fn bad_parameters_and_targets_are_typed_errors() {
     assert!(e.to_string().contains("0 external charges"), "{e}");
     let e = ParamSet::new(&system, &c, &[Param::ChargeScale, Param::Charges]).unwrap_err();
     assert!(matches!(e, GradError::Param(_)));
+    // DDEF's far field is not differentiated: refused rather than silently dropped.
+    let mut ddef = c.clone();
+    ddef.coulomb.method = msc::config::CoulombMethod::Ddef(Default::default());
+    let e = ParamSet::new(&system, &ddef, &[Param::ChargeScale]).unwrap_err();
+    assert!(e.to_string().contains("ddef"), "{e}");
     let set = ParamSet::new(&system, &c, &[Param::StiffnessScale]).unwrap();
     // A negative stiffness is the model's typed error.
     let e = set.instantiate(&[-1.0]).unwrap_err();

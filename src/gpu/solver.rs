@@ -16,7 +16,7 @@ use super::layout::{Dispatch, MAX_EXT_CHARGES};
 use super::limits::{check_limits, sizes};
 use super::plan::{chebyshev_rho, Op, Pipeline};
 use super::GpuError;
-use crate::config::{Config, Integrator, SolverMethod};
+use crate::config::{Config, CoulombMethod, Integrator, SolverMethod};
 use crate::model::{State, System};
 use crate::sim::{Energies, SimError, Simulator, SolveStats};
 
@@ -184,6 +184,14 @@ impl GpuSolver {
         let limits = device.limits();
         let sz = sizes(system, config);
         check_limits(&limits, &sz)?;
+        if matches!(config.coulomb.method, CoulombMethod::Ddef(_)) {
+            // Running without the far field would silently drop the Coulomb forces.
+            return Err(GpuError::Unsupported(
+                "coulomb.method = \"ddef\" runs on the CPU reference only so far \
+                 (use --backend cpu, or coulomb.method = \"all_pairs\")"
+                    .into(),
+            ));
+        }
         if config.external_charges.len() > MAX_EXT_CHARGES {
             return Err(GpuError::Unsupported(format!(
                 "{} external charges; the kernels support at most {MAX_EXT_CHARGES}",

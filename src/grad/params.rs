@@ -6,7 +6,7 @@
 //! each component of theta is a constant [`Direction`].
 
 use super::GradError;
-use crate::config::Config;
+use crate::config::{Config, CoulombMethod};
 use crate::model::{System, SystemDesc};
 use glam::DVec3;
 
@@ -88,6 +88,14 @@ impl ParamSet {
     pub fn new(system: &System, config: &Config, params: &[Param]) -> Result<Self, GradError> {
         if params.is_empty() {
             return Err(GradError::Param("no parameter to differentiate".into()));
+        }
+        // The tangents differentiate the exact all-pairs sum; differentiating DDEF's
+        // interpolated far field is not implemented, and dropping it would be wrong.
+        if matches!(config.coulomb.method, CoulombMethod::Ddef(_)) {
+            return Err(GradError::Param(
+                "coulomb.method = \"ddef\" cannot be differentiated yet; fit with \"all_pairs\""
+                    .into(),
+            ));
         }
         let externals = config.external_charges.len();
         let mut offsets = vec![0];
