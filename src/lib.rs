@@ -8,6 +8,7 @@
 //! - [`cpu`]: the f64 CPU reference;
 //! - [`gpu`]: WGSL kernels and the wgpu host;
 //! - [`output`]: run outputs (energy CSV, PLY frames, summary JSON);
+//! - [`render`]: offscreen drawing of particles and springs (PNG frames, GIFs, embedding);
 //! - [`cli`]: the `msc` command.
 
 pub mod cli;
@@ -16,6 +17,7 @@ pub mod cpu;
 pub mod gpu;
 pub mod model;
 pub mod output;
+pub mod render;
 pub mod scene;
 pub mod sim;
 
