@@ -1,4 +1,4 @@
-//! The `msc` command line: `run`, `scenes`, `info`, `validate`.
+//! The `msc` command line: `run`, `scenes`, `info`, `validate`, `render`.
 //!
 //! [`main`] parses the arguments, runs one command and returns the exit code: 0 on
 //! success, 2 for usage and input errors, 1 for run failures (see [`CliError::exit_code`]).
@@ -7,6 +7,7 @@
 pub mod backend;
 pub mod error;
 pub mod info;
+pub mod render;
 pub mod run;
 pub mod scene_args;
 pub mod scenes;
@@ -14,6 +15,7 @@ pub mod validate;
 
 pub use backend::BackendArg;
 pub use error::CliError;
+pub use render::{RenderArgs, RenderStyle};
 pub use run::RunArgs;
 pub use scene_args::SceneArgs;
 pub use validate::ValidateArgs;
@@ -46,6 +48,8 @@ pub enum Command {
     /// Run a scene on the GPU (software adapters allowed) and on the CPU reference and
     /// compare positions, velocities and energies; exit 1 beyond the tolerance
     Validate(ValidateArgs),
+    /// Draw a run folder's frames to PNG images (RUN_DIR/render/) and optionally a GIF
+    Render(RenderArgs),
 }
 
 /// Runs one parsed command.
@@ -61,6 +65,7 @@ pub fn dispatch(command: &Command) -> Result<(), CliError> {
             Ok(())
         }
         Command::Validate(args) => validate::execute(args).map(|_| ()),
+        Command::Render(args) => render::execute(args).map(|_| ()),
     }
 }
 
