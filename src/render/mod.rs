@@ -64,6 +64,8 @@ pub enum RenderError {
         needed: u64,
         particles: u32,
     },
+    #[error("msaa: {0} samples per pixel; 1 or 4 are supported")]
+    Msaa(u32),
     #[error("colouring by speed needs a velocity buffer")]
     MissingVelocities,
     #[error("spring {index} joins particle {particle}, but there are only {particles} particles")]

@@ -145,7 +145,8 @@ impl FromStr for Rgb {
 /// Particle radius: in pixels (`4px`) or in metres (a plain number), or `auto`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub enum ParticleSize {
-    /// A third of the median spring rest length (or of the mean spacing without springs).
+    /// A quarter of the median spring length in the first frame (or of the mean spacing
+    /// without springs).
     #[default]
     Auto,
     /// A radius in pixels, the same at any depth.

@@ -175,10 +175,7 @@ impl Renderer {
             }
         }
         if ![1, 4].contains(&options.msaa) {
-            return Err(RenderError::Gpu(format!(
-                "msaa must be 1 or 4 samples, got {}",
-                options.msaa
-            )));
+            return Err(RenderError::Msaa(options.msaa));
         }
         let mut options = options.clone();
         let device = device.clone();
