@@ -1,5 +1,5 @@
-//! CPU reference timings: all-pairs Coulomb, one IMEX step on a 10K-particle cloth, one
-//! Jacobi sweep. Kept short (10 samples, 2 s each): `cargo bench --bench cpu_reference`.
+//! CPU reference timings: all-pairs Coulomb, DDEF against all-pairs, one IMEX step on a
+//! 10K-particle cloth, one Jacobi sweep. Kept short (10 samples, 2 s each): `cargo bench --bench cpu_reference`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use glam::DVec3;
@@ -7,6 +7,7 @@ use msc::config::{Config, CoulombConfig, CoulombMethod, Integrator, SolverConfig
 use msc::cpu::forces::coulomb_forces;
 use msc::cpu::solvers::{diagonal_inverse, jacobi_sweep, BlockLaplacian};
 use msc::cpu::CpuSimulation;
+use msc::ddef::{Ddef, DdefVariant, Evaluation, Grid};
 use msc::model::{Spring, System, SystemDesc};
 use std::hint::black_box;
 use std::time::Duration;
@@ -87,6 +88,37 @@ fn bench_coulomb(c: &mut Criterion) {
     group.finish();
 }
 
+/// DDEF (m = 2000, corrected) against the exact sum at n = 4K and 16K: a full build
+/// (grid, location, lists, far field, evaluation: `rebuild_every = 1`) and an evaluation
+/// on a kept grid (`rebuild_every > 1`).
+fn bench_ddef(c: &mut Criterion) {
+    let mut group = c.benchmark_group("coulomb_ddef");
+    let eval = Evaluation::Ddef(DdefVariant::Corrected);
+    for n in [4000usize, 16000] {
+        let (x, q) = charges(n);
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_with_input(BenchmarkId::new("all_pairs", n), &n, |b, _| {
+            b.iter(|| coulomb_forces(black_box(&x), black_box(&q), 0.0))
+        });
+        group.bench_with_input(BenchmarkId::new("ddef_m2000_build", n), &n, |b, _| {
+            b.iter(|| {
+                Ddef::build(black_box(&x), &q, 0.0, 2000, 0.0)
+                    .expect("ddef")
+                    .forces(n, eval)
+            })
+        });
+        let grid = std::sync::Arc::new(Grid::around(&x, 2000, 0.05).expect("grid"));
+        group.bench_with_input(BenchmarkId::new("ddef_m2000_kept_grid", n), &n, |b, _| {
+            b.iter(|| {
+                Ddef::on_grid(grid.clone(), black_box(&x), &q, 0.0, None)
+                    .expect("ddef")
+                    .forces(n, eval)
+            })
+        });
+    }
+    group.finish();
+}
+
 fn bench_imex_step(c: &mut Criterion) {
     // Uncharged: this measures the spring assembly, right-hand side and 50 Jacobi sweeps.
     let system = cloth(100);
@@ -142,6 +174,6 @@ fn quick() -> Criterion {
 criterion_group! {
     name = benches;
     config = quick();
-    targets = bench_coulomb, bench_imex_step, bench_jacobi_sweep
+    targets = bench_coulomb, bench_ddef, bench_imex_step, bench_jacobi_sweep
 }
 criterion_main!(benches);

@@ -6,15 +6,21 @@
 //! - [`config`]: integrator, solver, Coulomb and external-world settings;
 //! - [`scene`]: TOML scene files and `--set` overrides;
 //! - [`cpu`]: the f64 CPU reference;
+//! - [`ddef`]: the paper's DDEF far-field approximation of the Coulomb forces (CPU);
+//! - [`grad`]: gradients through the simulation and parameter fitting;
 //! - [`gpu`]: WGSL kernels and the wgpu host;
 //! - [`output`]: run outputs (energy CSV, PLY frames, summary JSON);
 //! - [`render`]: offscreen drawing of particles and springs (PNG frames, GIFs, embedding);
+//! - [`bench`]: the standard performance workloads and their measurement;
 //! - [`cli`]: the `msc` command.
 
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod cpu;
+pub mod ddef;
 pub mod gpu;
+pub mod grad;
 pub mod model;
 pub mod output;
 pub mod render;

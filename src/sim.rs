@@ -60,6 +60,8 @@ pub enum SimError {
     Gpu(#[from] crate::gpu::GpuError),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Ddef(#[from] crate::ddef::DdefError),
 }
 
 /// A time stepper over one system: the CPU reference or the GPU solver.

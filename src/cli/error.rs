@@ -51,6 +51,19 @@ pub enum CliError {
     /// Drawing images failed (`msc render`, `msc run --render`).
     #[error("cannot render")]
     Render(#[source] RenderError),
+    /// The DDEF approximation could not be built (`msc ddef-error`).
+    #[error("DDEF failed")]
+    Ddef(#[source] crate::ddef::DdefError),
+    /// `msc fit` could not run: bad parameters or target (exit 2) or a failed simulation (1).
+    #[error("fit failed")]
+    Fit(#[source] Box<crate::grad::GradError>),
+    /// `msc fit` stopped where no step lowers the loss; fit.json holds the history.
+    #[error(
+        "the fit stopped without converging: no step lowers the loss below {loss:e} m^2 \
+         (see {}). Try another --init, fewer frames (--frames last) or a --window",
+        out.display()
+    )]
+    FitStalled { loss: f64, out: PathBuf },
     /// `msc validate` found the backends further apart than the tolerance.
     #[error("GPU and CPU differ by more than the tolerance {tolerance:e}: {worst}")]
     Mismatch { tolerance: f64, worst: String },
@@ -71,11 +84,19 @@ impl CliError {
                 | RenderError::Empty,
             ) => 2,
             Self::Render(_) => 1,
+            Self::Fit(e) => match **e {
+                crate::grad::GradError::NonFiniteState { .. }
+                | crate::grad::GradError::NonFiniteTangent { .. }
+                | crate::grad::GradError::NonFiniteLoss => 1,
+                _ => 2,
+            },
+            Self::FitStalled { .. } => 1,
             Self::Gpu(_)
             | Self::Sim { .. }
             | Self::Output(_)
             | Self::Diverged { .. }
-            | Self::Mismatch { .. } => 1,
+            | Self::Mismatch { .. }
+            | Self::Ddef(_) => 1,
         }
     }
 }

@@ -1,11 +1,15 @@
-//! The `msc` command line: `run`, `scenes`, `info`, `validate`, `render`.
+//! The `msc` command line: `run`, `scenes`, `info`, `validate`, `bench`, `fit`,
+//! `ddef-error`, `render`.
 //!
 //! [`main`] parses the arguments, runs one command and returns the exit code: 0 on
 //! success, 2 for usage and input errors, 1 for run failures (see [`CliError::exit_code`]).
 //! Each command's `execute` is public so it can be driven in-process.
 
 pub mod backend;
+pub mod bench;
+pub mod ddef_error;
 pub mod error;
+pub mod fit;
 pub mod info;
 pub mod render;
 pub mod run;
@@ -14,7 +18,9 @@ pub mod scenes;
 pub mod validate;
 
 pub use backend::BackendArg;
+pub use bench::BenchArgs;
 pub use error::CliError;
+pub use fit::FitArgs;
 pub use render::{RenderArgs, RenderStyle};
 pub use run::RunArgs;
 pub use scene_args::SceneArgs;
@@ -50,6 +56,15 @@ pub enum Command {
     Validate(ValidateArgs),
     /// Draw a run folder's frames to PNG images (RUN_DIR/render/) and optionally a GIF
     Render(RenderArgs),
+    /// Measure the DDEF far-field approximation's error against the exact all-pairs
+    /// field (the paper's Table 1 protocol), for random charges and a scene's charges
+    DdefError(ddef_error::DdefErrorArgs),
+    /// Measure the GPU solver on the standard workloads (cloth, all-pairs Coulomb) from 1K
+    /// to 1M particles: one JSON line per size on stdout, a table on stderr
+    Bench(BenchArgs),
+    /// Estimate parameters (charge, stiffness, ...) that make the scene match target frames;
+    /// gradients through the simulation, writes fit.json
+    Fit(FitArgs),
 }
 
 /// Runs one parsed command.
@@ -66,6 +81,9 @@ pub fn dispatch(command: &Command) -> Result<(), CliError> {
         }
         Command::Validate(args) => validate::execute(args).map(|_| ()),
         Command::Render(args) => render::execute(args).map(|_| ()),
+        Command::DdefError(args) => ddef_error::execute(args).map(|_| ()),
+        Command::Bench(args) => bench::execute(args).map(|_| ()),
+        Command::Fit(args) => fit::execute(args).map(|_| ()),
     }
 }
 
@@ -116,6 +134,7 @@ mod tests {
             main_with_args(["msc", "validate", "x", "--tolerance", "-1"]),
             2
         );
-        assert_eq!(main_with_args(["msc", "bench"]), 2);
+        assert_eq!(main_with_args(["msc", "nosuchcommand"]), 2);
+        assert_eq!(main_with_args(["msc", "bench", "--sweeps", "0"]), 2);
     }
 }

@@ -15,7 +15,10 @@ pub fn energies(system: &System, config: &Config, state: &State) -> Energies {
     let kinetic = kinetic_energy(&state.v, system.masses());
     let elastic = elastic_energy(x, system.springs());
     let coulomb = match config.coulomb.method {
-        CoulombMethod::AllPairs => coulomb_energy(x, system.charges(), config.coulomb.softening),
+        // DDEF approximates the forces only; the reported energy stays the exact pair sum.
+        CoulombMethod::AllPairs | CoulombMethod::Ddef(_) => {
+            coulomb_energy(x, system.charges(), config.coulomb.softening)
+        }
         CoulombMethod::None => 0.0,
     };
     let gravity = gravity_energy(x, system.masses(), config.gravity);

@@ -256,6 +256,8 @@ pub fn external_forces_into(x: &[DVec3], q: &[f64], config: &Config, t: f64, out
 
 /// Coulomb (when enabled) plus external forces at (x, t): the explicit, position-only part
 /// of the force that every integrator evaluates (`coulomb_tiled` + the external part of `rhs`).
+/// DDEF keeps a grid between steps, so `CpuSimulation` adds its forces itself; here
+/// `CoulombMethod::Ddef` contributes only the external part.
 pub fn field_forces_into(
     x: &[DVec3],
     q: &[f64],

@@ -14,6 +14,7 @@ use super::solvers::{
     estimate_block_jacobi_rho, solve, BlockLaplacian, SolverScratch, RHO_ESTIMATE_ITERATIONS,
 };
 use crate::config::{Config, ConfigError, Integrator, SolverMethod};
+use crate::ddef::{DdefError, DdefSolver};
 use crate::model::{Adjacency, Spring, State, System};
 use crate::sim::{Energies, SimError, Simulator, SolveStats};
 use glam::DVec3;
@@ -37,6 +38,10 @@ pub struct CpuSimulation {
     /// Step number whose positions `field` holds (velocity Verlet reuses a' as the next a).
     field_step: Option<u64>,
     coulomb_scratch: Vec<DVec3>,
+    /// `CoulombMethod::Ddef`: the DDEF forces with their grid kept between steps.
+    ddef: Option<DdefSolver>,
+    /// A DDEF failure during the last step, returned by `Simulator::step`.
+    ddef_error: Option<DdefError>,
     /// Per particle work vectors: gathered spring forces, right-hand side, iterate.
     gathered: Vec<DVec3>,
     rhs: Vec<DVec3>,
@@ -76,6 +81,12 @@ impl CpuSimulation {
             field: vec![DVec3::ZERO; n],
             field_step: None,
             coulomb_scratch: Vec::new(),
+            ddef: config
+                .coulomb
+                .method
+                .ddef()
+                .map(|d| DdefSolver::new(d, config.coulomb.softening)),
+            ddef_error: None,
             gathered: vec![DVec3::ZERO; n],
             rhs: vec![DVec3::ZERO; n],
             work: vec![DVec3::ZERO; n],
@@ -94,6 +105,14 @@ impl CpuSimulation {
     /// The Chebyshev spectral radius in use (0 unless the run uses Chebyshev).
     pub fn chebyshev_rho(&self) -> f64 {
         self.rho
+    }
+    /// The DDEF state (grid, rebuild count) when the Coulomb method is DDEF.
+    pub fn ddef(&self) -> Option<&DdefSolver> {
+        self.ddef.as_ref()
+    }
+    /// Takes the DDEF failure of the last step, if any (`Simulator::step` reports it).
+    pub fn take_ddef_error(&mut self) -> Option<DdefError> {
+        self.ddef_error.take()
     }
     /// The linear operator of the last implicit step (IMEX: A at the last step's x_t;
     /// local_global: P).
@@ -131,6 +150,22 @@ impl CpuSimulation {
             &mut self.coulomb_scratch,
             &mut self.field,
         );
+        if let Some(ddef) = &mut self.ddef {
+            let scratch = &mut self.coulomb_scratch;
+            scratch.resize(x.len(), DVec3::ZERO);
+            match ddef.forces_into(x, self.system.charges(), scratch) {
+                Ok(()) => {
+                    for (o, c) in self.field.iter_mut().zip(scratch.iter()) {
+                        *o += *c;
+                    }
+                }
+                Err(e) => {
+                    // Poison the step so it is never mistaken for a valid one.
+                    self.field.iter_mut().for_each(|f| *f = DVec3::NAN);
+                    self.ddef_error = Some(e);
+                }
+            }
+        }
     }
 
     /// Linearized implicit Euler in velocity form (seed 000 eq. 12, seed 004 eq. 3, paper
@@ -377,6 +412,9 @@ impl Simulator for CpuSimulation {
     fn step(&mut self, n: u64) -> Result<(), SimError> {
         for _ in 0..n {
             self.last_solve = self.step_once();
+            if let Some(e) = self.ddef_error.take() {
+                return Err(e.into());
+            }
         }
         Ok(())
     }

@@ -24,3 +24,32 @@ pub enum GpuError {
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
 }
+
+pub(super) fn poll_error(e: wgpu::PollError) -> GpuError {
+    GpuError::DeviceLost(format!("waiting for the GPU failed: {e}"))
+}
+
+pub(super) fn scope_error(e: wgpu::Error) -> GpuError {
+    match e {
+        wgpu::Error::OutOfMemory { .. } => GpuError::OutOfMemory(e.to_string()),
+        wgpu::Error::Validation { description, .. } => GpuError::Validation(description),
+        wgpu::Error::Internal { description, .. } => GpuError::Validation(description),
+    }
+}
+
+/// Runs `f` inside validation and out-of-memory error scopes; a captured error wins over
+/// `f`'s own result.
+pub(super) fn scoped<T>(
+    device: &wgpu::Device,
+    f: impl FnOnce() -> Result<T, GpuError>,
+) -> Result<T, GpuError> {
+    let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+    let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let result = f();
+    let v = pollster::block_on(validation.pop());
+    let o = pollster::block_on(oom.pop());
+    match (v, o) {
+        (Some(e), _) | (None, Some(e)) => Err(scope_error(e)),
+        (None, None) => result,
+    }
+}

@@ -19,10 +19,18 @@
 //! - The GPU runs a fixed number of solver iterations; the final residual, energies and
 //!   the state are computed or copied only when asked for.
 
+mod adapter;
+mod buffers;
 pub mod error;
 pub mod layout;
+mod limits;
+mod plan;
+mod profile;
+mod readback;
 pub mod shaders;
 pub mod solver;
 
+pub use adapter::{list_adapters, AdapterSummary, HeadlessOptions};
 pub use error::GpuError;
-pub use solver::{list_adapters, AdapterSummary, GpuSolver, HeadlessOptions, KernelTime};
+pub use profile::KernelTime;
+pub use solver::{GpuSolver, HostCounts};

@@ -34,8 +34,11 @@
 //! local_global_iterations = 10
 //! solver = { method = "jacobi", iterations = 50, omega = 0.5, tolerance = 1e-6 }  # + rho
 //! [coulomb]
-//! method = "all_pairs"            # all_pairs | none
+//! method = "all_pairs"            # all_pairs | none | ddef (CPU only)
 //! softening = 0.0                 # m
+//! samples = 2000                  # ddef: Halton samples m
+//! ddef_variant = "corrected"      # ddef: corrected | paper (Algorithm 1 as printed)
+//! rebuild_every = 1               # ddef: steps between tetrahedralizations
 //! [[external_charges]]            # any number
 //! charge = -42e-6                 # C
 //! position = [0.0, 0.0, 1.0]      # m, at t = 0
@@ -56,8 +59,8 @@ mod schema;
 
 use crate::config::Config;
 use crate::config::{
-    CoulombConfig, CoulombMethod, ExternalCharge, ExternalField, Integrator, Orbit, SolverConfig,
-    SolverMethod,
+    CoulombConfig, CoulombMethod, DdefConfig, DdefVariant, ExternalCharge, ExternalField,
+    Integrator, Orbit, SolverConfig, SolverMethod,
 };
 use crate::model::{mesh, Mesh, MeshError, ModelError, Spring, System, SystemDesc};
 use glam::DVec3;
@@ -528,12 +531,42 @@ fn build_config(f: &SceneFile, ctx: &Ctx) -> Result<Config, SceneError> {
         solver.tolerance = s.tolerance.unwrap_or(solver.tolerance);
         solver.rho = s.rho.or(solver.rho);
     }
+    let c = &f.coulomb;
+    let method = match c.method.unwrap_or(CoulombName::AllPairs) {
+        CoulombName::AllPairs => CoulombMethod::AllPairs,
+        CoulombName::None => CoulombMethod::None,
+        CoulombName::Ddef => {
+            let d = DdefConfig::default();
+            CoulombMethod::Ddef(DdefConfig {
+                samples: c.samples.unwrap_or(d.samples),
+                variant: match c.ddef_variant {
+                    None => d.variant,
+                    Some(DdefVariantName::Paper) => DdefVariant::Paper,
+                    Some(DdefVariantName::Corrected) => DdefVariant::Corrected,
+                },
+                rebuild_every: c.rebuild_every.unwrap_or(d.rebuild_every),
+            })
+        }
+    };
+    if method.ddef().is_none() {
+        let given = [
+            ("samples", c.samples.is_some()),
+            ("ddef_variant", c.ddef_variant.is_some()),
+            ("rebuild_every", c.rebuild_every.is_some()),
+        ];
+        if let Some((k, _)) = given.iter().find(|(_, set)| *set) {
+            return Err(ctx.invalid(
+                format!("coulomb.{k}"),
+                format!(
+                    "only used with method = \"ddef\" (method is \"{}\")",
+                    method.name()
+                ),
+            ));
+        }
+    }
     let coulomb = CoulombConfig {
-        method: match f.coulomb.method.unwrap_or(CoulombName::AllPairs) {
-            CoulombName::AllPairs => CoulombMethod::AllPairs,
-            CoulombName::None => CoulombMethod::None,
-        },
-        softening: f.coulomb.softening.unwrap_or(0.0),
+        method,
+        softening: c.softening.unwrap_or(0.0),
     };
     let mut external_charges = Vec::with_capacity(f.external_charges.len());
     for (k, c) in f.external_charges.iter().enumerate() {

@@ -179,6 +179,14 @@ pub(super) struct SolverSpec {
 pub(super) enum CoulombName {
     AllPairs,
     None,
+    Ddef,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum DdefVariantName {
+    Paper,
+    Corrected,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -186,6 +194,10 @@ pub(super) enum CoulombName {
 pub(super) struct CoulombSpec {
     pub method: Option<CoulombName>,
     pub softening: Option<f64>,
+    /// DDEF only.
+    pub samples: Option<u32>,
+    pub ddef_variant: Option<DdefVariantName>,
+    pub rebuild_every: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,0 +1,144 @@
+//! Bytes one `jacobi_sweep` dispatch moves (`shaders/jacobi_sweep.wgsl`), from the
+//! buffer layout of the GPU host (`src/gpu/solver.rs`):
+//!
+//! | buffer | layout | read by row i |
+//! |---|---|---|
+//! | `props` | vec4 per particle (16 B) | `props[i]` |
+//! | `u_in` | vec4 per particle (16 B) | `u_in[i]`, and `u_in[other]` per entry |
+//! | `adj` | u32: n + 1 row offsets, then 2 words per entry (spring, other) | `adj[i]`, `adj[i+1]`, 8 B per entry |
+//! | `sf` | 2 vec4 per spring (32 B): (n, fmag), (s, t, energy, 0) | both vec4 of each of its springs |
+//! | `bd` | 3 vec4 per particle (48 B): b, inverse diagonal (2 vec4) | all 3 |
+//! | `u_out` | vec4 per particle (16 B) | written once |
+//!
+//! A pinned row reads `props[i]` and `u_in[i]` and writes `u_out[i]` only. The Jacobi
+//! mode of the bench never reads `u_out` (Chebyshev's mode 1 would add 16 B per free row).
+//! The uniforms (params, dispatch record) are a few hundred bytes, cached, not counted.
+//!
+//! Two counts:
+//! - `compulsory`: every distinct byte the sweep must touch once (the DRAM traffic with a
+//!   cache large enough to catch the reuse: each spring's `sf` is read by both endpoints,
+//!   each `u_in[j]` by j's neighbours; on a grid the reuse distance is about one grid row,
+//!   far below an H100's 50 MB L2). This is the figure compared with memory bandwidth.
+//! - `issued`: every load and store as the kernel issues them, with no reuse at all (an
+//!   upper bound on traffic).
+//!
+//! For a mesh without pins, compulsory = 16 + 16 + 16 + 48 + 4 = 100 B per particle,
+//! + 4 B (the last offset) + 8 B x 2 entries + 32 B = 48 B per spring.
+
+use crate::model::Spring;
+
+/// Byte counts of one sweep (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SweepBytes {
+    pub compulsory: u64,
+    pub issued: u64,
+}
+
+const VEC4: u64 = 16;
+const WORD: u64 = 4;
+
+/// Counts the bytes of one Jacobi sweep over `n` particles with these springs and pins.
+pub fn jacobi_sweep_bytes(n: usize, springs: &[Spring], pinned: &[bool]) -> SweepBytes {
+    let free = |i: usize| !pinned.get(i).copied().unwrap_or(false);
+    let mut degree = vec![0u64; n];
+    let mut sf_needed = 0u64;
+    for s in springs {
+        degree[s.i as usize] += 1;
+        degree[s.j as usize] += 1;
+        if free(s.i as usize) || free(s.j as usize) {
+            sf_needed += 1;
+        }
+    }
+    let n64 = n as u64;
+    // Every row: props[i], u_in[i], the store of u_out[i].
+    let every_row = 3 * VEC4 * n64;
+    let mut compulsory = every_row + 2 * VEC4 * sf_needed;
+    let mut issued = every_row;
+    for (i, &deg) in degree.iter().enumerate() {
+        // Offset word i is read by row i (as its start) and by row i - 1 (as its end).
+        if free(i) || (i > 0 && free(i - 1)) {
+            compulsory += WORD;
+        }
+        if free(i) {
+            // bd (3 vec4) and the entries' two words; issued adds both offsets and, per
+            // entry, sf (2 vec4) and u_in[other].
+            compulsory += 3 * VEC4 + deg * 2 * WORD;
+            issued += 2 * WORD + 3 * VEC4 + deg * (2 * WORD + 2 * VEC4 + VEC4);
+        }
+    }
+    // The last offset word n ends row n - 1.
+    if n > 0 && free(n - 1) {
+        compulsory += WORD;
+    }
+    SweepBytes { compulsory, issued }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::workload;
+
+    fn spring(i: u32, j: u32) -> Spring {
+        Spring {
+            i,
+            j,
+            stiffness: 1.0,
+            rest_length: 1.0,
+            damping: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_pinned_chain_counted_by_hand() {
+        // 0 - 1 - 2, particle 0 pinned.
+        // compulsory: 3 rows x 48 (props, u_in, u_out) = 144; free rows 1, 2: bd 2 x 48 = 96;
+        // offset words 1, 2, 3 (word 0 only starts the pinned row) = 12; entries: row 1
+        // has 2, row 2 has 1: 3 x 8 = 24; sf of both springs (each has a free end) 2 x 32 = 64.
+        // 144 + 96 + 12 + 24 + 64 = 340.
+        // issued: 144; free rows 2 x (8 offsets + 48 bd) = 112; 3 entries x (8 + 32 + 16)
+        // = 168. 144 + 112 + 168 = 424.
+        let springs = [spring(0, 1), spring(1, 2)];
+        let b = jacobi_sweep_bytes(3, &springs, &[true, false, false]);
+        assert_eq!(
+            b,
+            SweepBytes {
+                compulsory: 340,
+                issued: 424
+            }
+        );
+    }
+
+    #[test]
+    fn a_spring_between_pinned_particles_moves_nothing_of_its_own() {
+        let springs = [spring(0, 1)];
+        let b = jacobi_sweep_bytes(2, &springs, &[true, true]);
+        assert_eq!(
+            b,
+            SweepBytes {
+                compulsory: 96,
+                issued: 96
+            }
+        );
+    }
+
+    #[test]
+    fn an_unpinned_mesh_moves_100_bytes_per_particle_and_48_per_spring() {
+        // 4 x 4 grid with shear springs: 24 structural + 18 shear = 42 springs.
+        let m = crate::model::mesh::grid([1.0, 1.0], [4, 4], true, false).unwrap();
+        let springs: Vec<Spring> = m.edges.iter().map(|&[i, j]| spring(i, j)).collect();
+        assert_eq!(springs.len(), 42);
+        let b = jacobi_sweep_bytes(16, &springs, &[]);
+        assert_eq!(b.compulsory, 100 * 16 + 4 + 48 * 42);
+        // issued: 48 + 8 + 48 = 104 per row, 2 entries x 56 per spring.
+        assert_eq!(b.issued, 104 * 16 + 2 * 56 * 42);
+    }
+
+    #[test]
+    fn the_bench_cloth_moves_about_292_bytes_per_particle() {
+        let c = workload::cloth(1 << 16, 1, 0.0).unwrap();
+        let b = jacobi_sweep_bytes(c.system.len(), c.system.springs(), c.system.pinned());
+        let per_particle = b.compulsory as f64 / c.system.len() as f64;
+        // ~4 springs per particle: 100 + 4 x 48 = 292 B.
+        assert!((285.0..295.0).contains(&per_particle), "{per_particle}");
+    }
+}

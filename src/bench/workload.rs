@@ -1,0 +1,280 @@
+//! The standard benchmark workloads: a hanging cloth (springs, IMEX, a fixed number of
+//! Jacobi sweeps, optionally some charges) and a pure all-pairs Coulomb cloud.
+
+use crate::config::{Config, CoulombConfig, CoulombMethod, Integrator, SolverConfig, SolverMethod};
+use crate::model::{mesh, ModelError, Spring, System, SystemDesc};
+use glam::DVec3;
+
+/// Which workload a record measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    /// Cloth grid: structural + shear springs, IMEX with fixed-count Jacobi.
+    Cloth,
+    /// Random charges in a cube, no springs, all-pairs Coulomb (symplectic Euler).
+    Coulomb,
+}
+
+impl Workload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Cloth => "cloth",
+            Self::Coulomb => "coulomb",
+        }
+    }
+}
+
+/// A built workload.
+#[derive(Clone, Debug)]
+pub struct Built {
+    pub system: System,
+    pub config: Config,
+    /// Cloth: vertices along x and y.
+    pub grid: Option<[u32; 2]>,
+}
+
+/// Why a workload could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkloadError {
+    #[error("size {n}: a cloth needs at least 4 particles (a 2 x 2 grid)")]
+    ClothTooSmall { n: usize },
+    #[error("size {n}: the Coulomb workload needs at least 2 charges")]
+    CoulombTooSmall { n: usize },
+    #[error("size {n}: {source}")]
+    Mesh {
+        n: usize,
+        #[source]
+        source: mesh::MeshError,
+    },
+    #[error("size {n}: {source}")]
+    Model {
+        n: usize,
+        #[source]
+        source: ModelError,
+    },
+}
+
+/// Cloth side lengths (m), spring constants and the time step: a 1 m square of 0.5 kg
+/// hanging from its two top corners; any size stays finite under the fixed sweep count
+/// because the springs are implicit.
+const CLOTH_SIZE: f64 = 1.0;
+const CLOTH_MASS: f64 = 0.5;
+const CLOTH_STIFFNESS: f64 = 1000.0;
+const CLOTH_DAMPING: f64 = 0.1;
+const CLOTH_DT: f64 = 0.01;
+/// Total charge of the charged cloth particles (C), shared equally: the Coulomb
+/// acceleration stays ~0.07 / F m/s^2 whatever the size.
+const CLOTH_CHARGE: f64 = 1e-6;
+/// Coulomb cloud: 1 m cube, 1 kg and 1 uC of total |charge|, softened at 1 mm so that
+/// random close pairs stay bounded, explicit steps of 1 ms.
+const CLOUD_SIZE: f64 = 1.0;
+const CLOUD_MASS: f64 = 1.0;
+const CLOUD_CHARGE: f64 = 1e-6;
+const CLOUD_SOFTENING: f64 = 1e-3;
+const CLOUD_DT: f64 = 1e-3;
+/// Seed of the cloud's positions and signs (runs are reproducible).
+const CLOUD_SEED: u64 = 0x6d73_635f_6265_6e63;
+
+/// Grid shape for about `n` vertices: the divisor pair of `n` closest to square when it is
+/// no more elongated than 4:1 (exactly `n` vertices), else the nearest square-ish grid.
+pub fn grid_shape(n: usize) -> Option<[u32; 2]> {
+    if n < 4 {
+        return None;
+    }
+    let root = (n as f64).sqrt().floor() as usize;
+    let side = (1..=root).rev().find(|d| n % d == 0).unwrap_or(1);
+    let (nx, ny) = if side >= 2 && 4 * side >= n / side {
+        (n / side, side)
+    } else {
+        let nx = (n as f64).sqrt().round().max(2.0) as usize;
+        (nx, (n as f64 / nx as f64).round().max(2.0) as usize)
+    };
+    Some([u32::try_from(nx).ok()?, u32::try_from(ny).ok()?])
+}
+
+/// Whether particle `i` of `n` is charged at fraction `f`: evenly spread, exactly
+/// round(f n) of them (the counter floor(f i) steps up at each charged one).
+fn charged_at(i: usize, f: f64) -> bool {
+    (f * (i + 1) as f64).floor() > (f * i as f64).floor()
+}
+
+/// The cloth workload with about `n` particles (see [`grid_shape`]).
+pub fn cloth(n: usize, sweeps: u32, charged_fraction: f64) -> Result<Built, WorkloadError> {
+    let [nx, ny] = grid_shape(n).ok_or(WorkloadError::ClothTooSmall { n })?;
+    let m = mesh::grid([CLOTH_SIZE, CLOTH_SIZE], [nx, ny], true, false)
+        .map_err(|source| WorkloadError::Mesh { n, source })?;
+    let count = m.positions.len();
+    let springs = m
+        .edges
+        .iter()
+        .map(|&[i, j]| Spring {
+            i,
+            j,
+            stiffness: CLOTH_STIFFNESS,
+            rest_length: (m.positions[j as usize] - m.positions[i as usize]).length(),
+            damping: CLOTH_DAMPING,
+        })
+        .collect();
+    let charged: Vec<bool> = (0..count)
+        .map(|i| charged_at(i, charged_fraction))
+        .collect();
+    let nc = charged.iter().filter(|&&c| c).count();
+    let q = if nc > 0 {
+        CLOTH_CHARGE / nc as f64
+    } else {
+        0.0
+    };
+    let mut pinned = vec![false; count];
+    let top = (ny as usize - 1) * nx as usize;
+    pinned[top] = true;
+    pinned[top + nx as usize - 1] = true;
+    let system = System::new(SystemDesc {
+        positions: m.positions,
+        masses: vec![CLOTH_MASS / count as f64; count],
+        charges: charged.iter().map(|&c| if c { q } else { 0.0 }).collect(),
+        pinned,
+        springs,
+        faces: m.faces,
+        ..Default::default()
+    })
+    .map_err(|source| WorkloadError::Model { n, source })?;
+    let config = Config {
+        integrator: Integrator::Imex,
+        dt: CLOTH_DT,
+        solver: SolverConfig {
+            method: SolverMethod::Jacobi,
+            iterations: sweeps,
+            // The CPU stops early at a tolerance; 0 makes it run the same sweeps as the GPU.
+            tolerance: 0.0,
+            ..Default::default()
+        },
+        gravity: DVec3::new(0.0, 0.0, -9.81),
+        coulomb: CoulombConfig {
+            method: CoulombMethod::AllPairs,
+            softening: 0.0,
+        },
+        ..Default::default()
+    };
+    Ok(Built {
+        system,
+        config,
+        grid: Some([nx, ny]),
+    })
+}
+
+/// SplitMix64: a small, fixed, reproducible generator (no dependency).
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// The Coulomb workload: `n` charges of random sign uniformly in a cube, no springs.
+pub fn coulomb(n: usize) -> Result<Built, WorkloadError> {
+    if n < 2 {
+        return Err(WorkloadError::CoulombTooSmall { n });
+    }
+    let mut rng = SplitMix(CLOUD_SEED);
+    let mut positions = Vec::with_capacity(n);
+    let mut charges = Vec::with_capacity(n);
+    let q = CLOUD_CHARGE / n as f64;
+    for _ in 0..n {
+        let p = DVec3::new(rng.unit(), rng.unit(), rng.unit()) - DVec3::splat(0.5);
+        positions.push(p * CLOUD_SIZE);
+        charges.push(if rng.next() & 1 == 0 { q } else { -q });
+    }
+    let system = System::new(SystemDesc {
+        positions,
+        masses: vec![CLOUD_MASS / n as f64; n],
+        charges,
+        ..Default::default()
+    })
+    .map_err(|source| WorkloadError::Model { n, source })?;
+    let config = Config {
+        integrator: Integrator::SymplecticEuler,
+        dt: CLOUD_DT,
+        gravity: DVec3::ZERO,
+        coulomb: CoulombConfig {
+            method: CoulombMethod::AllPairs,
+            softening: CLOUD_SOFTENING,
+        },
+        ..Default::default()
+    };
+    Ok(Built {
+        system,
+        config,
+        grid: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_shapes_are_exact_when_n_factors_well() {
+        assert_eq!(grid_shape(256), Some([16, 16]));
+        assert_eq!(grid_shape(1 << 20), Some([1024, 1024]));
+        // 2^11 = 64 x 32: within 4:1, exact.
+        assert_eq!(grid_shape(2048), Some([64, 32]));
+        assert_eq!(grid_shape(4), Some([2, 2]));
+        // A prime: no exact grid; the nearest square-ish one.
+        let [nx, ny] = grid_shape(1009).unwrap();
+        assert_eq!((nx, ny), (32, 32));
+        assert_eq!(grid_shape(3), None);
+    }
+
+    #[test]
+    fn charged_fraction_picks_round_f_n_particles() {
+        for (n, f, want) in [(100, 0.25, 25), (1000, 0.1, 100), (7, 1.0, 7), (50, 0.0, 0)] {
+            let got = (0..n).filter(|&i| charged_at(i, f)).count();
+            assert_eq!(got, want, "n {n} f {f}");
+        }
+    }
+
+    #[test]
+    fn cloth_has_structural_and_shear_springs_and_two_pins() {
+        let b = cloth(256, 20, 0.5).unwrap();
+        let s = &b.system;
+        assert_eq!(s.len(), 256);
+        // 16 x 16: structural 2 * 15 * 16, shear 2 * 15 * 15.
+        assert_eq!(s.springs().len(), 2 * 15 * 16 + 2 * 15 * 15);
+        assert_eq!(s.charged_count(), 128);
+        assert_eq!(s.pinned().iter().filter(|&&p| p).count(), 2);
+        assert_eq!(b.config.solver.iterations, 20);
+        assert_eq!(b.config.solver.tolerance, 0.0);
+        b.config.validate().unwrap();
+    }
+
+    #[test]
+    fn coulomb_cloud_is_all_charged_and_reproducible() {
+        let a = coulomb(500).unwrap();
+        let b = coulomb(500).unwrap();
+        assert_eq!(a.system.charged_count(), 500);
+        assert!(a.system.springs().is_empty());
+        assert_eq!(a.system.positions(), b.system.positions());
+        assert!(a
+            .system
+            .positions()
+            .iter()
+            .all(|p| p.abs().max_element() <= 0.5));
+        let positive = a.system.charges().iter().filter(|&&q| q > 0.0).count();
+        assert!((150..350).contains(&positive), "{positive} positive of 500");
+        a.config.validate().unwrap();
+        assert!(matches!(
+            coulomb(1),
+            Err(WorkloadError::CoulombTooSmall { .. })
+        ));
+    }
+}

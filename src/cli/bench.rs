@@ -1,0 +1,360 @@
+//! `msc bench`: the standard workloads, one JSON line per size and workload on stdout
+//! (and in `--out FILE`), a readable table on stderr. See `BENCHMARKS.md`.
+
+use super::CliError;
+use crate::bench::{self, Backend, BenchError, BenchOptions, Event, Record, Status, Workload};
+use crate::model::System;
+use crate::output::{AtomicFile, OutputError};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+/// `--workload`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WorkloadArg {
+    /// Cloth grid: structural + shear springs, IMEX with a fixed count of Jacobi sweeps
+    Cloth,
+    /// Random charges in a cube, no springs: all-pairs Coulomb with symplectic Euler
+    Coulomb,
+    /// Both, cloth first
+    All,
+}
+
+/// `--backend`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchBackendArg {
+    /// The wgpu solver on any adapter wgpu finds, software ones (lavapipe) included
+    Gpu,
+    /// The f64 CPU reference, for comparison (use small sizes)
+    Cpu,
+}
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Which workloads to run
+    #[arg(long, value_enum, default_value_t = WorkloadArg::All)]
+    pub workload: WorkloadArg,
+    /// Sizes: particles (cloth) or charges (coulomb), comma-separated, run in increasing
+    /// order; suffixes K = 1024 and M = 1048576 [default: 1K,4K,16K,64K,256K,1M on the GPU,
+    /// 1K,4K on the CPU]
+    #[arg(
+        long,
+        value_name = "N,N,...",
+        value_delimiter = ',',
+        value_parser = parse_size,
+        long_help = "Sizes: particles (cloth) or charges (coulomb), comma-separated, run in \
+            increasing order; suffixes K = 1024 and M = 1048576 accepted (e.g. 1K,64K,1M). \
+            A cloth is the grid closest to square with exactly N vertices when N has \
+            such a factorisation no more elongated than 4:1, else the nearest one (the \
+            record's n says what was built) [default: 1K,4K,16K,64K,256K,1M on the GPU, \
+            1K,4K on the CPU]"
+    )]
+    pub sizes: Vec<usize>,
+    /// Jacobi sweeps per cloth step (a fixed count, no convergence test)
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = parse_count)]
+    pub sweeps: u32,
+    /// Timed steps per size, after the warm-up
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = parse_steps)]
+    pub steps: u64,
+    /// Untimed steps before timing (first dispatches compile and page in)
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub warmup: u64,
+    /// Steps profiled per kernel with timestamp queries after timing (GPU only; 0: none)
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub profile_steps: u32,
+    /// Fraction of the cloth's particles that carry a charge (evenly spread), 0 to 1
+    #[arg(long, value_name = "F", default_value_t = 0.0, value_parser = parse_fraction, allow_negative_numbers = true)]
+    pub charged_fraction: f64,
+    /// FP32 peak of the device in TFLOP/s, for percent_of_fp32_peak [default: from the
+    /// adapter name for H100 SXM, H100 PCIe, H200]
+    #[arg(long, value_name = "X", value_parser = parse_positive, allow_negative_numbers = true)]
+    pub peak_tflops: Option<f64>,
+    /// Memory bandwidth of the device in GB/s, for percent_of_bandwidth [default: from the
+    /// adapter name for H100 SXM, H100 PCIe, H200]
+    #[arg(long, value_name = "X", value_parser = parse_positive, allow_negative_numbers = true)]
+    pub bandwidth_gbs: Option<f64>,
+    /// Which solver is measured
+    #[arg(long, value_enum, default_value_t = BenchBackendArg::Gpu)]
+    pub backend: BenchBackendArg,
+    /// Stop growing the sizes of a workload once one size takes longer than this many
+    /// seconds (setup included); the larger sizes are recorded as skipped
+    #[arg(long, value_name = "S", default_value_t = 60.0, value_parser = parse_positive, allow_negative_numbers = true)]
+    pub max_seconds: f64,
+    /// Also write the JSON lines to FILE (atomically, when the benchmark ends)
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// No table or progress on stderr (the JSON lines still go to stdout)
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// `1024`, `4K`, `1M`: at least 4, at most the particle limit.
+fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let (digits, scale) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1usize << 10),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1usize << 20),
+        _ => (t, 1),
+    };
+    let n = digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|d| d.checked_mul(scale))
+        .ok_or_else(|| format!("expected a size such as 4096, 4K or 1M, got '{s}'"))?;
+    if n < 4 {
+        return Err(format!("a size must be at least 4, got '{s}'"));
+    }
+    if n > System::MAX_PARTICLES {
+        return Err(format!(
+            "'{s}' exceeds the particle limit of {}",
+            System::MAX_PARTICLES
+        ));
+    }
+    Ok(n)
+}
+
+fn parse_count(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("expected a whole number of at least 1, got '{s}'")),
+    }
+}
+
+fn parse_steps(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("expected a whole number of at least 1, got '{s}'")),
+    }
+}
+
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(format!("expected a fraction from 0 to 1, got '{s}'")),
+    }
+}
+
+fn parse_positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("expected a positive number, got '{s}'")),
+    }
+}
+
+impl BenchArgs {
+    /// The library's options for these arguments.
+    pub fn options(&self) -> BenchOptions {
+        let backend = match self.backend {
+            BenchBackendArg::Gpu => Backend::Gpu,
+            BenchBackendArg::Cpu => Backend::Cpu,
+        };
+        let sizes = if !self.sizes.is_empty() {
+            self.sizes.clone()
+        } else if backend == Backend::Gpu {
+            bench::GPU_SIZES.to_vec()
+        } else {
+            bench::CPU_SIZES.to_vec()
+        };
+        BenchOptions {
+            workloads: match self.workload {
+                WorkloadArg::Cloth => vec![Workload::Cloth],
+                WorkloadArg::Coulomb => vec![Workload::Coulomb],
+                WorkloadArg::All => vec![Workload::Cloth, Workload::Coulomb],
+            },
+            sizes,
+            sweeps: self.sweeps,
+            steps: self.steps,
+            warmup: self.warmup,
+            profile_steps: self.profile_steps,
+            charged_fraction: self.charged_fraction,
+            peak_tflops: self.peak_tflops,
+            bandwidth_gbs: self.bandwidth_gbs,
+            backend,
+            max_seconds: self.max_seconds,
+        }
+    }
+}
+
+fn stdout_error(source: std::io::Error) -> OutputError {
+    OutputError::Write {
+        path: PathBuf::from("<stdout>"),
+        source,
+    }
+}
+
+/// Runs the benchmark; returns its records.
+pub fn execute(args: &BenchArgs) -> Result<Vec<Record>, CliError> {
+    let opts = args.options();
+    let mut file = match &args.out {
+        Some(p) => Some(AtomicFile::create(p)?),
+        None => None,
+    };
+    let show = !args.quiet;
+    let bar = (show && std::io::stderr().is_terminal()).then(|| {
+        let b = indicatif::ProgressBar::new_spinner();
+        b.enable_steady_tick(std::time::Duration::from_millis(200));
+        b
+    });
+    let say = |line: &str| match &bar {
+        Some(b) => b.println(line),
+        None => eprintln!("{line}"),
+    };
+    if show {
+        say(&table_header());
+    }
+    let mut on = |event: Event<'_>| -> Result<(), OutputError> {
+        match event {
+            Event::Stage { workload, n, stage } => {
+                if let Some(b) = &bar {
+                    b.set_message(format!("{} n = {n}: {stage}", workload.name()));
+                }
+            }
+            Event::Note(text) => {
+                if show {
+                    say(&format!("note: {text}"));
+                }
+            }
+            Event::Record(r) => {
+                let line = serde_json::to_string(r).map_err(|source| OutputError::Json {
+                    path: PathBuf::from("<stdout>"),
+                    source,
+                })?;
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "{line}")
+                    .and_then(|_| out.flush())
+                    .map_err(stdout_error)?;
+                if let Some(f) = file.as_mut() {
+                    f.write_bytes(format!("{line}\n").as_bytes())?;
+                }
+                if show {
+                    say(&table_row(r));
+                }
+            }
+        }
+        Ok(())
+    };
+    let result = bench::run(&opts, &mut on);
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let records = result.map_err(|e| match e {
+        BenchError::Gpu(g) => CliError::Gpu(g),
+        BenchError::Output(o) => CliError::Output(o),
+    })?;
+    if let Some(f) = file {
+        f.commit()?;
+    }
+    if show {
+        footer(&records, args.out.as_deref());
+    }
+    Ok(records)
+}
+
+fn table_header() -> String {
+    format!(
+        "{:<8} {:>8} {:>8} {:>8} {:>10} {:>9} {:>7} {:>9} {:>6} {:>5} {:>6}  {}",
+        "workload",
+        "n",
+        "springs",
+        "charged",
+        "ms/step",
+        "Gint/s",
+        "%peak",
+        "sweepGB/s",
+        "%bw",
+        "disp",
+        "subm",
+        "status"
+    )
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    match v {
+        Some(x) => format!("{x:.digits$}"),
+        None => "-".into(),
+    }
+}
+
+/// One readable row per record; `-` where the JSON has null.
+pub fn table_row(r: &Record) -> String {
+    let status = match r.status {
+        Status::Ok => match r.finite {
+            Some(false) => "ok (non-finite energies)".to_string(),
+            _ => "ok".to_string(),
+        },
+        Status::Skipped => format!("skipped: {}", r.reason.as_deref().unwrap_or("")),
+        Status::Failed => format!("failed: {}", r.reason.as_deref().unwrap_or("")),
+    };
+    format!(
+        "{:<8} {:>8} {:>8} {:>8} {:>10} {:>9} {:>7} {:>9} {:>6} {:>5} {:>6}  {}",
+        r.workload.name(),
+        r.n,
+        r.springs,
+        r.charged,
+        opt(r.ms_per_step, 3),
+        opt(r.interactions_per_second.map(|x| x * 1e-9), 3),
+        opt(r.percent_of_fp32_peak, 1),
+        opt(r.jacobi_sweep_gb_per_s, 2),
+        opt(r.percent_of_bandwidth, 1),
+        r.dispatches_per_step
+            .map_or_else(|| "-".into(), |d| d.to_string()),
+        opt(r.submissions_per_step, 3),
+        status
+    )
+}
+
+fn footer(records: &[Record], out: Option<&Path>) {
+    if let Some(a) = records.iter().find_map(|r| r.adapter.as_ref()) {
+        let driver = [a.driver.as_str(), a.driver_info.as_str()]
+            .iter()
+            .filter(|t| !t.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ");
+        eprintln!(
+            "adapter: {} ({}, {}){}",
+            a.name,
+            a.backend,
+            a.device_type,
+            if driver.is_empty() {
+                String::new()
+            } else {
+                format!(", driver {driver}")
+            }
+        );
+    }
+    eprintln!(
+        "Gint/s: Coulomb interactions per second / 1e9; %peak at 20 flop per interaction; \
+         sweepGB/s: compulsory bytes of one Jacobi sweep / its kernel time; disp, subm: \
+         dispatches and queue submissions per step. Null fields are explained in each \
+         JSON line's notes."
+    );
+    if let Some(p) = out {
+        eprintln!("records written to {}", p.display());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_suffixes_and_reject_nonsense() {
+        assert_eq!(parse_size("1024"), Ok(1024));
+        assert_eq!(parse_size("4K"), Ok(4096));
+        assert_eq!(parse_size("1m"), Ok(1 << 20));
+        for bad in ["", "K", "x", "-5", "3", "1.5K", "99999999999M"] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn option_values_are_checked() {
+        assert!(parse_fraction("0.5").is_ok());
+        assert!(parse_fraction("1.5").is_err());
+        assert!(parse_fraction("nan").is_err());
+        assert!(parse_positive("0").is_err());
+        assert!(parse_positive("inf").is_err());
+        assert!(parse_count("0").is_err());
+        assert!(parse_steps("0").is_err());
+    }
+}

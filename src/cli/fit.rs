@@ -1,0 +1,481 @@
+//! `msc fit`: estimate scene parameters from target frames (the paper's Section 3.2).
+//!
+//! The loss is the mean squared position error against the target frames (a run folder's
+//! `frames/*.ply` or one PLY file), matched by time; its gradient comes from forward
+//! sensitivities through the scene's own integrator and time step ([`crate::grad`]).
+//! Levenberg-Marquardt for few parameters, Adam for many. Progress goes to stderr; the
+//! history and the result go to `fit.json`, written atomically.
+
+use super::scene_args::{self, SceneArgs};
+use super::CliError;
+use crate::config::ConfigError;
+use crate::grad::{
+    self, FitHistoryEntry, FitOptions, FitOutcome, GradError, GradOptions, Optimizer, Param,
+    ParamSet, StopReason, TangentSolve,
+};
+use crate::output::write_atomic;
+use crate::scene::LoadedScene;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Which target frames enter the loss.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum FramesArg {
+    /// Every target frame after t = 0
+    #[default]
+    All,
+    /// Only the last target frame
+    Last,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum OptimizerArg {
+    /// Levenberg-Marquardt for few parameters, Adam for more than 16 components
+    #[default]
+    Auto,
+    /// Levenberg-Marquardt (Gauss-Newton with damping)
+    Lm,
+    /// Adam
+    Adam,
+}
+
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct FitArgs {
+    #[command(flatten)]
+    pub scene: SceneArgs,
+    /// Target: a run folder written by `msc run` (its frames/*.ply) or one PLY file (taken
+    /// at its header's time, else at the scene's end time)
+    #[arg(long, value_name = "RUN_DIR|FRAME.ply")]
+    pub target: PathBuf,
+    /// Parameters to estimate: charge (C per charged particle, or a scale when the
+    /// scene's charges differ), stiffness (N/m, or a scale), charges (per particle),
+    /// stiffnesses (per spring), external_charge[:I] (C), external_position[:I] (m, x,y,z).
+    /// Repeat or separate with commas
+    #[arg(
+        long = "param",
+        value_name = "NAME",
+        value_delimiter = ',',
+        required = true
+    )]
+    pub params: Vec<String>,
+    /// Initial value of each --param in its order, in the parameter's unit (x,y,z for a
+    /// position; for charges and stiffnesses every component is set). Default: the scene's
+    #[arg(long = "init", value_name = "VALUE")]
+    pub init: Vec<String>,
+    /// Target frames in the loss
+    #[arg(long, value_enum, default_value_t = FramesArg::All)]
+    pub frames: FramesArg,
+    /// Iteration limit
+    #[arg(long = "max-iters", value_name = "N", default_value_t = 50)]
+    pub max_iters: u32,
+    #[arg(long, value_enum, default_value_t = OptimizerArg::Auto)]
+    pub optimizer: OptimizerArg,
+    /// Adam's relative step per iteration
+    #[arg(long = "learning-rate", value_name = "R", default_value_t = 0.02)]
+    pub learning_rate: f64,
+    /// Truncate each frame's gradient to its last N steps (long, chaotic horizons)
+    #[arg(long, value_name = "N")]
+    pub window: Option<u64>,
+    /// Solve the forward linear systems with CG to 1e-12 instead of the scene's solver, so
+    /// the gradient is exactly that of the simulated trajectory
+    #[arg(long = "exact-solves")]
+    pub exact_solves: bool,
+    /// Output folder for fit.json [default: out/<scene name>-fit]
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// No progress lines
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Forward residuals above this get a note: the loss and its gradient then describe
+/// noticeably different maps.
+const FORWARD_RESIDUAL_NOTE: f64 = 1e-4;
+
+/// A --param as given, with the unit its values are shown in.
+#[derive(Clone, Debug)]
+struct ParamSpec {
+    param: Param,
+    /// Display value = theta * reference (charge and stiffness: the scene's common value).
+    reference: f64,
+    unit: &'static str,
+    label: String,
+}
+
+fn option_error(option: &'static str, message: impl Into<String>) -> CliError {
+    CliError::Option {
+        option,
+        source: ConfigError::new(option, message),
+    }
+}
+
+/// The common value of the non-zero entries, if they all agree.
+fn common(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let mut it = values.filter(|v| *v != 0.0);
+    let first = it.next()?;
+    it.all(|v| v == first).then_some(first)
+}
+
+fn parse_param(name: &str, scene: &LoadedScene) -> Result<ParamSpec, CliError> {
+    let (base, index) = match name.split_once(':') {
+        Some((b, i)) => (
+            b.trim(),
+            Some(i.trim().parse::<usize>().map_err(|_| {
+                option_error(
+                    "--param",
+                    format!("'{name}': the index after ':' must be a number"),
+                )
+            })?),
+        ),
+        None => (name.trim(), None),
+    };
+    let system = &scene.system;
+    let spec = |param, reference: Option<f64>, unit: &'static str, label: &str| {
+        let (reference, unit, label) = match reference {
+            Some(r) => (r, unit, label.to_string()),
+            None => (1.0, "x scene", format!("{label} scale")),
+        };
+        ParamSpec {
+            param,
+            reference,
+            unit,
+            label,
+        }
+    };
+    let index = index.unwrap_or(0);
+    let s = match base {
+        "charge" => {
+            if system.charged_count() == 0 {
+                return Err(option_error(
+                    "--param",
+                    "charge: the scene has no charged particle to scale (use `charges`)",
+                ));
+            }
+            spec(
+                Param::ChargeScale,
+                common(system.charges().iter().copied()),
+                "C",
+                "charge",
+            )
+        }
+        "stiffness" => {
+            let k = common(system.springs().iter().map(|s| s.stiffness));
+            spec(Param::StiffnessScale, k, "N/m", "stiffness")
+        }
+        "charges" => spec(Param::Charges, Some(1.0), "C", "charges"),
+        "stiffnesses" => spec(Param::Stiffnesses, Some(1.0), "N/m", "stiffnesses"),
+        "external_charge" => spec(
+            Param::ExternalCharge { index },
+            Some(1.0),
+            "C",
+            &format!("external_charges[{index}].charge"),
+        ),
+        "external_position" => spec(
+            Param::ExternalPosition { index },
+            Some(1.0),
+            "m",
+            &format!("external_charges[{index}].position"),
+        ),
+        other => {
+            return Err(option_error(
+                "--param",
+                format!(
+                    "unknown parameter '{other}' (charge, stiffness, charges, stiffnesses, \
+                     external_charge[:I], external_position[:I])"
+                ),
+            ))
+        }
+    };
+    Ok(s)
+}
+
+fn parse_values(text: &str) -> Result<Vec<f64>, CliError> {
+    text.split(',')
+        .map(|v| {
+            v.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| {
+                    option_error("--init", format!("'{text}' is not a finite number (list)"))
+                })
+        })
+        .collect()
+}
+
+/// What `msc fit` produced.
+#[derive(Debug)]
+pub struct FitRun {
+    pub out: PathBuf,
+    pub outcome: FitOutcome,
+    /// Display values of the result, one per component.
+    pub values: Vec<f64>,
+}
+
+fn grad_error(e: GradError) -> CliError {
+    CliError::Fit(Box::new(e))
+}
+
+pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
+    let scene = scene_args::load(&args.scene, None)?;
+    let specs: Vec<ParamSpec> = args
+        .params
+        .iter()
+        .map(|p| parse_param(p, &scene))
+        .collect::<Result<_, _>>()?;
+    let params: Vec<Param> = specs.iter().map(|s| s.param).collect();
+    let set = ParamSet::new(&scene.system, &scene.config, &params).map_err(grad_error)?;
+    // theta -> display value, per component.
+    let mut reference = Vec::with_capacity(set.len());
+    for (a, s) in specs.iter().enumerate() {
+        reference.extend(std::iter::repeat_n(s.reference, set.range(a).len()));
+    }
+    let mut theta0 = set.initial();
+    if !args.init.is_empty() {
+        if args.init.len() != specs.len() {
+            return Err(option_error(
+                "--init",
+                format!(
+                    "{} values for {} parameters: give one --init per --param, in order",
+                    args.init.len(),
+                    specs.len()
+                ),
+            ));
+        }
+        for (a, text) in args.init.iter().enumerate() {
+            let values = parse_values(text)?;
+            let range = set.range(a);
+            let theta = &mut theta0[range.clone()];
+            match (specs[a].param, values.as_slice()) {
+                (Param::ExternalPosition { .. }, [x, y, z]) => theta.copy_from_slice(&[*x, *y, *z]),
+                (Param::ExternalPosition { .. }, _) => {
+                    return Err(option_error("--init", "external_position takes x,y,z"))
+                }
+                (_, [v]) => {
+                    let any_nonzero = theta.iter().any(|t| *t != 0.0);
+                    let per_element = matches!(specs[a].param, Param::Charges | Param::Stiffnesses);
+                    for t in theta.iter_mut() {
+                        // Per-element values: set the non-zero ones (every one if all are 0),
+                        // so uncharged particles stay uncharged.
+                        if !per_element || *t != 0.0 || !any_nonzero {
+                            *t = *v / specs[a].reference;
+                        }
+                    }
+                }
+                _ => {
+                    return Err(option_error(
+                        "--init",
+                        format!("{} takes one value", specs[a].label),
+                    ))
+                }
+            }
+        }
+    }
+    let frames =
+        grad::target::read_target(&args.target).map_err(|e| grad_error(GradError::Target(e)))?;
+    let end_time = scene.config.steps as f64 * scene.config.dt;
+    let mut targets = grad::target::to_targets(&frames, scene.config.dt, end_time)
+        .map_err(|e| grad_error(GradError::Target(e)))?;
+    if args.frames == FramesArg::Last {
+        targets = targets.split_off(targets.len().saturating_sub(1));
+    }
+    if targets.is_empty() {
+        return Err(grad_error(GradError::Frames(format!(
+            "{} has no frame after t = 0",
+            args.target.display()
+        ))));
+    }
+    let optimizer = match args.optimizer {
+        OptimizerArg::Lm => Optimizer::LevenbergMarquardt,
+        OptimizerArg::Adam => Optimizer::Adam {
+            learning_rate: args.learning_rate,
+        },
+        OptimizerArg::Auto if set.len() <= 16 => Optimizer::LevenbergMarquardt,
+        OptimizerArg::Auto => Optimizer::Adam {
+            learning_rate: args.learning_rate,
+        },
+    };
+    if !(args.learning_rate.is_finite() && args.learning_rate > 0.0) {
+        return Err(option_error("--learning-rate", "must be positive"));
+    }
+    let options = FitOptions {
+        optimizer,
+        max_iterations: args.max_iters,
+        grad: GradOptions {
+            tangent_solve: TangentSolve::default(),
+            exact_forward: args.exact_solves,
+            window: args.window,
+        },
+        ..FitOptions::default()
+    };
+    let names = set.component_names();
+    let shown = |theta: &[f64]| -> String {
+        if theta.len() > 4 {
+            let mean = theta
+                .iter()
+                .zip(&reference)
+                .map(|(t, r)| t * r)
+                .sum::<f64>()
+                / theta.len() as f64;
+            return format!("{} components, mean {mean:.6e}", theta.len());
+        }
+        specs
+            .iter()
+            .enumerate()
+            .map(|(a, s)| {
+                let v: Vec<String> = set
+                    .range(a)
+                    .map(|k| format!("{:.6e}", theta[k] * reference[k]))
+                    .collect();
+                format!("{} = {} {}", s.label, v.join(","), s.unit)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !args.quiet {
+        eprintln!(
+            "fitting {} ({} components) to {} frames of {} with {} at dt = {} s over {} steps",
+            specs
+                .iter()
+                .map(|s| s.label.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            set.len(),
+            targets.len(),
+            args.target.display(),
+            scene.config.integrator.name(),
+            scene.config.dt,
+            targets.last().map_or(0, |t| t.step),
+        );
+    }
+    let quiet = args.quiet;
+    let progress = |h: &FitHistoryEntry| {
+        if quiet {
+            return;
+        }
+        let lambda = h
+            .lambda
+            .map(|l| format!(", lambda {l:.1e}"))
+            .unwrap_or_default();
+        eprintln!(
+            "iter {:>3}: loss {:.6e} m^2 (rms {:.3e} m), {}, |grad| {:.3e}{lambda}",
+            h.iteration,
+            h.loss,
+            h.loss.sqrt(),
+            shown(&h.theta),
+            h.gradient_norm
+        );
+    };
+    let start = Instant::now();
+    let outcome = grad::fit(&set, &theta0, &targets, &options, progress).map_err(grad_error)?;
+    let wall = start.elapsed().as_secs_f64();
+    let values: Vec<f64> = outcome
+        .theta
+        .iter()
+        .zip(&reference)
+        .map(|(t, r)| t * r)
+        .collect();
+
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("out").join(format!("{}-fit", scene.name)));
+    std::fs::create_dir_all(&out).map_err(|source| {
+        CliError::Output(crate::output::OutputError::CreateDir {
+            path: out.clone(),
+            source,
+        })
+    })?;
+    let small = set.len() <= 16;
+    let display =
+        |theta: &[f64]| -> Vec<f64> { theta.iter().zip(&reference).map(|(t, r)| t * r).collect() };
+    let json = serde_json::json!({
+        "msc_version": env!("CARGO_PKG_VERSION"),
+        "scene": scene.name,
+        "target": args.target.display().to_string(),
+        "target_steps": targets.iter().map(|t| t.step).collect::<Vec<_>>(),
+        "integrator": scene.config.integrator.name(),
+        "dt": scene.config.dt,
+        "parameters": specs.iter().enumerate().map(|(a, s)| serde_json::json!({
+            "name": s.label,
+            "unit": s.unit,
+            "components": set.range(a).len(),
+            "initial": display(&theta0[set.range(a)]),
+            "result": values[set.range(a)].to_vec(),
+        })).collect::<Vec<_>>(),
+        "components": if small { serde_json::json!(names) } else { serde_json::Value::Null },
+        "optimizer": optimizer.name(),
+        "initial_loss": outcome.initial_loss,
+        "loss": outcome.loss,
+        "rms_error": outcome.loss.sqrt(),
+        "converged": outcome.reason.converged(),
+        "reason": outcome.reason,
+        "message": outcome.reason.describe(),
+        "iterations": outcome.history.last().map_or(0, |h| h.iteration),
+        "evaluations": outcome.evaluations,
+        "history": outcome.history.iter().map(|h| serde_json::json!({
+            "iteration": h.iteration,
+            "loss": h.loss,
+            "values": if small { serde_json::json!(display(&h.theta)) } else { serde_json::Value::Null },
+            "gradient_norm": h.gradient_norm,
+            "lambda": h.lambda,
+            "step_norm": h.step_norm,
+            "evaluations": h.evaluations,
+        })).collect::<Vec<_>>(),
+        "frames": outcome.frames,
+        "gradient": {
+            "method": "forward sensitivities, exact-solve derivative of the discrete steps",
+            "tangent_tolerance": options.grad.tangent_solve.tolerance,
+            "exact_forward_solves": args.exact_solves,
+            "window": args.window,
+            "worst_tangent_residual": outcome.stats.worst_tangent_residual,
+            "worst_forward_residual": outcome.stats.worst_forward_residual,
+        },
+        "wall_seconds": wall,
+    });
+    let path = out.join("fit.json");
+    let mut text = serde_json::to_string_pretty(&json).map_err(|source| {
+        CliError::Output(crate::output::OutputError::Json {
+            path: path.clone(),
+            source,
+        })
+    })?;
+    text.push('\n');
+    write_atomic(&path, text.as_bytes())?;
+
+    // The gradient is that of exact linear solves (crate::grad); say so when the scene's
+    // solver stops far from one.
+    let forward = outcome.stats.worst_forward_residual.unwrap_or(0.0);
+    if forward > FORWARD_RESIDUAL_NOTE {
+        eprintln!(
+            "note: the scene's linear solves stopped at relative residuals up to {forward:.1e}; \
+             the gradients are those of exact solves, so the fit may stall short of the minimum. \
+             --exact-solves (or a tighter integrator.solver) removes the mismatch"
+        );
+    }
+    if !args.quiet {
+        eprintln!("{}", outcome.reason.describe());
+        println!(
+            "{}: loss {:.6e} -> {:.6e} m^2 in {} iterations ({} evaluations, {:.2} s); {}",
+            scene.name,
+            outcome.initial_loss,
+            outcome.loss,
+            outcome.history.last().map_or(0, |h| h.iteration),
+            outcome.evaluations,
+            wall,
+            shown(&outcome.theta)
+        );
+        println!("wrote {}", path.display());
+    }
+    if outcome.reason == StopReason::CannotReduce {
+        return Err(CliError::FitStalled {
+            loss: outcome.loss,
+            out: path,
+        });
+    }
+    Ok(FitRun {
+        out: path,
+        outcome,
+        values,
+    })
+}

@@ -1,0 +1,208 @@
+//! The paper's DDEF error protocol (Section 4.1.1, Figure 3 b-d, Table 1): relative error
+//! of the approximate field against the exact all-pairs field, with the far field
+//! interpolated or ignored, for random charges at random test sites, mesh charges at
+//! random test sites and mesh charges at the charges.
+
+use super::field::{exact_fields_at, Ddef, Evaluation};
+use super::{DdefError, DdefVariant};
+use glam::DVec3;
+use std::time::Instant;
+
+/// Summary of per-target relative errors |E_approx - E_exact| / |E_exact|.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct ErrorStats {
+    /// Targets measured.
+    pub count: usize,
+    pub mean: f64,
+    /// Population standard deviation.
+    pub std: f64,
+    pub median: f64,
+    pub max: f64,
+    /// mean |E_approx - E_exact| / rms |E_exact|: not inflated where the exact field
+    /// nearly cancels (inside a charged shell, at a symmetry centre).
+    pub abs_over_rms: f64,
+    /// Targets left out of the relative statistics: exact field non-finite, or below
+    /// [`ErrorStats::CANCELLED`] times the rms (cancelled to rounding, direction noise).
+    pub skipped: usize,
+}
+
+impl ErrorStats {
+    /// Exact fields below this fraction of the rms are rounding noise of a cancellation.
+    pub const CANCELLED: f64 = 1e-9;
+
+    /// Relative errors of `approx` against `exact`, target by target.
+    pub fn of(approx: &[DVec3], exact: &[DVec3]) -> Self {
+        let finite: Vec<(DVec3, DVec3)> = approx
+            .iter()
+            .zip(exact)
+            .filter(|(_, e)| e.is_finite())
+            .map(|(a, e)| (*a, *e))
+            .collect();
+        let rms = (finite.iter().map(|(_, e)| e.length_squared()).sum::<f64>()
+            / finite.len().max(1) as f64)
+            .sqrt();
+        let mut errs = Vec::with_capacity(finite.len());
+        let mut abs_sum = 0.0;
+        for (a, e) in &finite {
+            let d = (*a - *e).length();
+            abs_sum += d;
+            let n = e.length();
+            if n > Self::CANCELLED * rms {
+                errs.push(d / n);
+            }
+        }
+        let skipped = exact.len() - errs.len();
+        let count = errs.len();
+        if count == 0 {
+            return Self {
+                skipped,
+                ..Self::default()
+            };
+        }
+        let mean = errs.iter().sum::<f64>() / count as f64;
+        let var = errs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / count as f64;
+        errs.sort_unstable_by(f64::total_cmp);
+        Self {
+            count,
+            mean,
+            std: var.sqrt(),
+            median: errs[count / 2],
+            max: errs[count - 1],
+            abs_over_rms: if rms > 0.0 {
+                abs_sum / finite.len() as f64 / rms
+            } else {
+                0.0
+            },
+            skipped,
+        }
+    }
+}
+
+/// Where the field is tested.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Targets {
+    /// Random points in the charges' bounding box (no charge there: no self term).
+    RandomSites,
+    /// At the charges themselves, each without its own field (the force protocol).
+    Charges,
+}
+
+/// The schemes compared: Algorithm 1 as printed, DDEF corrected, Section 3.3.3's near
+/// set, far field ignored.
+pub const SCHEMES: [(&str, Evaluation); 4] = [
+    ("paper", Evaluation::Ddef(DdefVariant::Paper)),
+    ("corrected", Evaluation::Ddef(DdefVariant::Corrected)),
+    ("paper_text", Evaluation::TextNearSet),
+    ("near_only", Evaluation::NearOnly),
+];
+
+/// One line of the study.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct StudyRow {
+    /// "random" or the scene's name.
+    pub charges: String,
+    pub targets: Targets,
+    /// Charged particles.
+    pub n: usize,
+    /// Halton samples (the grid has m + 8 sites).
+    pub m: usize,
+    pub scheme: &'static str,
+    #[serde(flatten)]
+    pub stats: ErrorStats,
+    /// Mean size of the exactly summed near set S(x) over the charges.
+    pub mean_near: f64,
+    /// Grid, location, N/M lists and far field, ms.
+    pub build_ms: f64,
+    /// Evaluation at the targets, ms.
+    pub eval_ms: f64,
+}
+
+/// Runs every scheme for the charged particles of (x, q) with `m` samples, tested at
+/// `targets` (random `sites` or the charges). `label` names the charge set.
+pub fn study(
+    label: &str,
+    x: &[DVec3],
+    q: &[f64],
+    softening: f64,
+    m: usize,
+    targets: Targets,
+    sites: &[DVec3],
+) -> Result<Vec<StudyRow>, DdefError> {
+    let t0 = Instant::now();
+    let ddef = Ddef::build(x, q, softening, m, 0.0)?;
+    let build_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let mean_near = ddef.mean_near_count();
+    let exact = match targets {
+        Targets::RandomSites => exact_fields_at(sites, None, x, q, softening),
+        Targets::Charges => {
+            let idx: Vec<usize> = ddef
+                .source_particles()
+                .iter()
+                .map(|&i| i as usize)
+                .collect();
+            let pts: Vec<DVec3> = idx.iter().map(|&i| x[i]).collect();
+            exact_fields_at(&pts, Some(&idx), x, q, softening)
+        }
+    };
+    let mut rows = Vec::with_capacity(SCHEMES.len());
+    for (scheme, eval) in SCHEMES {
+        let t1 = Instant::now();
+        let approx = match targets {
+            Targets::RandomSites => ddef.fields_at(sites, eval)?,
+            Targets::Charges => ddef.fields_at_sources(eval),
+        };
+        let eval_ms = t1.elapsed().as_secs_f64() * 1e3;
+        rows.push(StudyRow {
+            charges: label.to_string(),
+            targets,
+            n: ddef.source_particles().len(),
+            m,
+            scheme,
+            stats: ErrorStats::of(&approx, &exact),
+            mean_near,
+            build_ms,
+            eval_ms,
+        });
+    }
+    Ok(rows)
+}
+
+/// SplitMix64: a small seeded generator for reproducible random charges and sites.
+#[derive(Clone, Debug)]
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+    /// Uniform in the box [lo, hi).
+    pub fn point_in(&mut self, lo: DVec3, hi: DVec3) -> DVec3 {
+        lo + (hi - lo) * DVec3::new(self.unit(), self.unit(), self.unit())
+    }
+}
+
+/// `count` uniform random points in [lo, hi].
+pub fn random_points(lo: DVec3, hi: DVec3, count: usize, seed: u64) -> Vec<DVec3> {
+    let mut rng = SplitMix64(seed);
+    (0..count).map(|_| rng.point_in(lo, hi)).collect()
+}
+
+/// The bounding box of the charged particles of (x, q) (`None` without charges).
+pub fn charge_bounds(x: &[DVec3], q: &[f64]) -> Option<(DVec3, DVec3)> {
+    let mut it = x
+        .iter()
+        .zip(q)
+        .filter(|(_, &qi)| qi != 0.0)
+        .map(|(p, _)| *p);
+    let first = it.next()?;
+    Some(it.fold((first, first), |(lo, hi), p| (lo.min(p), hi.max(p))))
+}

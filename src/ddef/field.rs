@@ -1,0 +1,710 @@
+//! The DDEF grid, the per-source data of Algorithm 1 and the field evaluation.
+
+use super::delaunay::{Tetrahedralization, NONE};
+use super::halton::{domain_box, halton_sites};
+use super::{DdefConfig, DdefError, DdefVariant};
+use crate::model::COULOMB_K;
+use glam::DVec3;
+use rayon::prelude::*;
+use std::sync::Arc;
+
+/// Targets per rayon task; each task walks its targets in order from the last one found.
+const CHUNK: usize = 256;
+
+/// Compressed rows: row r is `entries[offsets[r]..offsets[r + 1]]`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Csr<T> {
+    pub offsets: Vec<u32>,
+    pub entries: Vec<T>,
+}
+
+impl<T> Csr<T> {
+    pub fn rows(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+    pub fn row(&self, r: usize) -> &[T] {
+        &self.entries[self.offsets[r] as usize..self.offsets[r + 1] as usize]
+    }
+    fn from_rows(rows: Vec<Vec<T>>) -> Self {
+        let mut offsets = Vec::with_capacity(rows.len() + 1);
+        offsets.push(0u32);
+        let mut entries = Vec::with_capacity(rows.iter().map(Vec::len).sum());
+        for r in rows {
+            entries.extend(r);
+            offsets.push(entries.len() as u32);
+        }
+        Self { offsets, entries }
+    }
+}
+
+/// One source of a target's near set S(x) = union of M_k, k in N(x).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct NearEntry {
+    /// Source index (into [`Ddef::source_particles`]).
+    pub source: u32,
+    /// Bit v (0..4) set when the source is not in M of vertex v of tau(x): the source is
+    /// in that vertex's far field, so `corrected` subtracts it there.
+    pub mask: u32,
+}
+
+/// How a target's field is assembled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Evaluation {
+    /// Near field plus the far field interpolated as in Algorithm 1 (`paper`) or with
+    /// the double-counted sources removed (`corrected`).
+    Ddef(DdefVariant),
+    /// Section 3.3.3's wording instead of Algorithm 1's: a source is near when its N_s
+    /// holds every vertex of tau(x) (the intersection of M_v over the vertices of tau),
+    /// and the grid far field is interpolated as is. A source in some but not all M_v is
+    /// then partly missed. Measured for comparison only.
+    TextNearSet,
+    /// Near field only: the far field ignored (Table 1, bottom row).
+    NearOnly,
+}
+
+impl From<DdefVariant> for Evaluation {
+    fn from(v: DdefVariant) -> Self {
+        Self::Ddef(v)
+    }
+}
+
+/// The tetrahedralized domain: sites (8 box corners, then the Halton samples) and their
+/// Delaunay tetrahedra.
+#[derive(Clone, Debug)]
+pub struct Grid {
+    tri: Tetrahedralization,
+    samples: usize,
+    /// Walk starts: a uniform lattice of `cells^3` boxes over the domain, each holding a
+    /// tetrahedron at a site in (or near) it, so a walk from it takes a few steps.
+    cells: usize,
+    cell_tet: Vec<u32>,
+}
+
+impl Grid {
+    /// m Halton samples in [lo, hi] plus its corners, tetrahedralized.
+    pub fn new(lo: DVec3, hi: DVec3, samples: usize) -> Result<Self, DdefError> {
+        let limit = DdefConfig::MAX_SAMPLES as usize;
+        if samples > limit {
+            return Err(DdefError::TooManySamples { samples, limit });
+        }
+        let interior = halton_sites(lo, hi, samples);
+        let tri = Tetrahedralization::box_delaunay(lo, hi, &interior)?;
+        // About 2 sites per cell; the corners' tetrahedra fill cells no sample lands in.
+        let cells = ((tri.points().len() as f64 / 2.0).cbrt().floor() as usize).clamp(1, 128);
+        let mut grid = Self {
+            tri,
+            samples,
+            cells,
+            cell_tet: vec![0; cells * cells * cells],
+        };
+        let mut filled = vec![false; grid.cell_tet.len()];
+        for (i, &p) in grid.tri.points().iter().enumerate() {
+            let t = grid.tri.point_tet(i);
+            let c = grid.cell_of(p);
+            if t != NONE && !filled[c] {
+                grid.cell_tet[c] = t;
+                filled[c] = true;
+            }
+        }
+        // Empty cells borrow the previous filled cell's start (in cell order).
+        let mut last = 0;
+        for (c, f) in filled.iter().enumerate() {
+            if *f {
+                last = grid.cell_tet[c];
+            } else {
+                grid.cell_tet[c] = last;
+            }
+        }
+        Ok(grid)
+    }
+
+    fn cell_of(&self, p: DVec3) -> usize {
+        let (lo, hi) = self.tri.bounds();
+        let r = self.cells;
+        let u = (p - lo) / (hi - lo) * r as f64;
+        let idx = |x: f64| (x.max(0.0) as usize).min(r - 1);
+        (idx(u.z) * r + idx(u.y)) * r + idx(u.x)
+    }
+
+    /// A tetrahedron near p: the start of a short walk.
+    pub fn start_near(&self, p: DVec3) -> u32 {
+        if p.is_finite() {
+            self.cell_tet[self.cell_of(p)]
+        } else {
+            0
+        }
+    }
+    /// A grid on [`domain_box`] of `points` (widened by `margin` of its size per side).
+    pub fn around(points: &[DVec3], samples: usize, margin: f64) -> Result<Self, DdefError> {
+        let (lo, hi) = domain_box(points, margin)?;
+        Self::new(lo, hi, samples)
+    }
+    pub fn samples(&self) -> usize {
+        self.samples
+    }
+    /// Grid sites u_j: 8 corners, then the samples.
+    pub fn sites(&self) -> &[DVec3] {
+        self.tri.points()
+    }
+    pub fn tetrahedralization(&self) -> &Tetrahedralization {
+        &self.tri
+    }
+    pub fn bounds(&self) -> (DVec3, DVec3) {
+        self.tri.bounds()
+    }
+    pub fn contains(&self, p: DVec3) -> bool {
+        self.tri.box_contains(p)
+    }
+    /// Containing tetrahedron and barycentric weights (see [`Tetrahedralization::locate`]).
+    pub fn locate(&self, p: DVec3, hint: u32) -> Option<(u32, [f64; 4])> {
+        self.tri.locate(p, hint)
+    }
+    /// N(tau): the vertices of `tet` (in its order) followed by the vertex of each face
+    /// neighbour that is not on the shared face. Returns the distinct sites and their count (4..=8).
+    pub fn nearby_sites(&self, tet: u32) -> ([u32; 8], usize) {
+        let v = self.tri.tets()[tet as usize];
+        let mut out = [0u32; 8];
+        out[..4].copy_from_slice(&v);
+        let mut n = 4;
+        for &nb in &self.tri.neighbors()[tet as usize] {
+            if nb == NONE {
+                continue;
+            }
+            // The neighbour's vertex off the shared face (two neighbours can share it
+            // when an edge of `tet` has degree 3).
+            if let Some(&w) = self.tri.tets()[nb as usize].iter().find(|w| !v.contains(w)) {
+                if !out[4..n].contains(&w) {
+                    out[n] = w;
+                    n += 1;
+                }
+            }
+        }
+        (out, n)
+    }
+}
+
+/// q_s (x - x_s) / (r^2 + eps^2)^(3/2), without k_c; 0 at r^2 + eps^2 = 0 (no direction).
+#[inline]
+fn source_field(x: DVec3, xs: DVec3, qs: f64, eps2: f64) -> DVec3 {
+    let d = x - xs;
+    let r2 = d.length_squared() + eps2;
+    if r2 > 0.0 {
+        d * (qs / (r2 * r2.sqrt()))
+    } else {
+        DVec3::ZERO
+    }
+}
+
+/// Exact Coulomb field (with k_c) at `points` from the charged particles of (x, q),
+/// skipping particle `skip[i]` for point i when given (a charge's own field). The
+/// all-pairs reference the DDEF error is measured against.
+pub fn exact_fields_at(
+    points: &[DVec3],
+    skip: Option<&[usize]>,
+    x: &[DVec3],
+    q: &[f64],
+    softening: f64,
+) -> Vec<DVec3> {
+    let eps2 = softening * softening;
+    let src: Vec<(usize, DVec3, f64)> = (0..x.len())
+        .filter(|&j| q[j] != 0.0)
+        .map(|j| (j, x[j], q[j]))
+        .collect();
+    points
+        .par_iter()
+        .enumerate()
+        .with_min_len(64)
+        .map(|(i, &p)| {
+            let me = skip.map(|s| s[i]);
+            let mut e = DVec3::ZERO;
+            for &(j, xj, qj) in &src {
+                if Some(j) != me {
+                    e += source_field(p, xj, qj, eps2);
+                }
+            }
+            e * COULOMB_K
+        })
+        .collect()
+}
+
+/// Algorithm 1's data for one set of charge positions on a [`Grid`]: the sources located
+/// in the grid, N_s, M_j and the far field at every site.
+#[derive(Clone, Debug)]
+pub struct Ddef {
+    grid: Arc<Grid>,
+    eps2: f64,
+    /// Particle index of each source (the charged particles, increasing).
+    source_particle: Vec<u32>,
+    source_x: Vec<DVec3>,
+    source_q: Vec<f64>,
+    source_tet: Vec<u32>,
+    source_weights: Vec<[f64; 4]>,
+    /// N_s per source.
+    near_sites: Csr<u32>,
+    /// M_j per site, sources increasing.
+    site_sources: Csr<u32>,
+    /// E_far(u_j) with k_c (paper eq. 17).
+    far: Vec<DVec3>,
+}
+
+/// The gather data for a GPU kernel: targets share the near list and vertex far values
+/// of their tetrahedron (S(x) depends on tau(x) only), so both are stored per occupied
+/// tetrahedron ("group").
+#[derive(Clone, Debug)]
+pub struct GatherPlan {
+    /// Per group: the tetrahedron's site indices (vertex v of the masks).
+    pub tet_vertices: Vec<[u32; 4]>,
+    /// Per group: S(tet) as (source, mask) entries.
+    pub near: Csr<NearEntry>,
+    /// Per target: its group.
+    pub target_group: Vec<u32>,
+    /// Per target: barycentric weights over its group's vertices.
+    pub weights: Vec<[f64; 4]>,
+}
+
+impl Ddef {
+    /// Algorithm 1 steps 1-2 on a grid around the charged particles of (x, q):
+    /// `samples` sites, box padded by `margin` (0 for a grid used once).
+    pub fn build(
+        x: &[DVec3],
+        q: &[f64],
+        softening: f64,
+        samples: usize,
+        margin: f64,
+    ) -> Result<Self, DdefError> {
+        check_len("charges", x.len(), q.len())?;
+        let charged: Vec<DVec3> = (0..x.len())
+            .filter(|&i| q[i] != 0.0)
+            .map(|i| x[i])
+            .collect();
+        if let Some(i) = (0..x.len()).find(|&i| !x[i].is_finite()) {
+            return Err(DdefError::NonFinitePosition { index: i });
+        }
+        let grid = Grid::around(&charged, samples, margin)?;
+        Self::on_grid(Arc::new(grid), x, q, softening, None)
+    }
+
+    /// Locates the charged particles of (x, q) on `grid` (walks start from `hints`, one
+    /// tetrahedron per particle, when given), builds N_s and M_j, and the far field.
+    pub fn on_grid(
+        grid: Arc<Grid>,
+        x: &[DVec3],
+        q: &[f64],
+        softening: f64,
+        hints: Option<&[u32]>,
+    ) -> Result<Self, DdefError> {
+        check_len("charges", x.len(), q.len())?;
+        if let Some(h) = hints {
+            check_len("hints", x.len(), h.len())?;
+        }
+        let source_particle: Vec<u32> = (0..x.len() as u32)
+            .filter(|&i| q[i as usize] != 0.0)
+            .collect();
+        let source_x: Vec<DVec3> = source_particle.iter().map(|&i| x[i as usize]).collect();
+        let source_q: Vec<f64> = source_particle.iter().map(|&i| q[i as usize]).collect();
+        let hint_of = |s: usize| hints.map_or(NONE, |h| h[source_particle[s] as usize]);
+        let located = locate_all(&grid, &source_x, hint_of).map_err(|s| {
+            let (lo, hi) = grid.bounds();
+            let i = source_particle[s] as usize;
+            if x[i].is_finite() {
+                DdefError::OutsideGrid {
+                    what: "charged particle",
+                    index: i,
+                    position: x[i],
+                    lo,
+                    hi,
+                }
+            } else {
+                DdefError::NonFinitePosition { index: i }
+            }
+        })?;
+        let (source_tet, source_weights): (Vec<u32>, Vec<[f64; 4]>) = located.into_iter().unzip();
+
+        // N_s and the inverse lists M_j (counting sort by site; sources stay increasing).
+        let near_rows: Vec<Vec<u32>> = source_tet
+            .iter()
+            .map(|&t| {
+                let (s, n) = grid.nearby_sites(t);
+                s[..n].to_vec()
+            })
+            .collect();
+        let near_sites = Csr::from_rows(near_rows);
+        let m = grid.sites().len();
+        let mut counts = vec![0u32; m + 1];
+        for &j in &near_sites.entries {
+            counts[j as usize + 1] += 1;
+        }
+        for j in 0..m {
+            counts[j + 1] += counts[j];
+        }
+        let mut fill = counts.clone();
+        let mut inv = vec![0u32; near_sites.entries.len()];
+        for s in 0..near_sites.rows() {
+            for &j in near_sites.row(s) {
+                inv[fill[j as usize] as usize] = s as u32;
+                fill[j as usize] += 1;
+            }
+        }
+        let site_sources = Csr {
+            offsets: counts,
+            entries: inv,
+        };
+
+        let eps2 = softening * softening;
+        let far = far_field(grid.sites(), &site_sources, &source_x, &source_q, eps2);
+        Ok(Self {
+            grid,
+            eps2,
+            source_particle,
+            source_x,
+            source_q,
+            source_tet,
+            source_weights,
+            near_sites,
+            site_sources,
+            far,
+        })
+    }
+
+    pub fn grid(&self) -> &Arc<Grid> {
+        &self.grid
+    }
+    pub fn source_particles(&self) -> &[u32] {
+        &self.source_particle
+    }
+    /// tau_s of each source.
+    pub fn source_tets(&self) -> &[u32] {
+        &self.source_tet
+    }
+    /// Barycentric weights psi_s of each source in tau_s.
+    pub fn source_weights(&self) -> &[[f64; 4]] {
+        &self.source_weights
+    }
+    /// N_s per source.
+    pub fn near_sites(&self) -> &Csr<u32> {
+        &self.near_sites
+    }
+    /// M_j per site.
+    pub fn site_sources(&self) -> &Csr<u32> {
+        &self.site_sources
+    }
+    /// E_far(u_j) per site (k_c included).
+    pub fn far_field(&self) -> &[DVec3] {
+        &self.far
+    }
+
+    /// S(x) for a target in `tet`: the sources of M_k for k in N(tet), each once, with its
+    /// per-vertex mask, in the order N(tet) and the M_k lists give (deterministic).
+    pub fn near_entries(&self, tet: u32, out: &mut Vec<NearEntry>) {
+        let mut scratch = vec![NONE; self.source_x.len()];
+        self.near_entries_with(tet, &mut scratch, out);
+    }
+
+    /// [`Ddef::near_entries`] with a caller's slot table (all `NONE`, one per source; left
+    /// all `NONE`), so a worker dedups without sorting or allocating.
+    fn near_entries_with(&self, tet: u32, slot: &mut [u32], out: &mut Vec<NearEntry>) {
+        out.clear();
+        let (nb, n) = self.grid.nearby_sites(tet);
+        for (k_slot, &k) in nb[..n].iter().enumerate() {
+            // Bits mark membership in M_v for the four vertices of tau (slots 0..4).
+            let bit = if k_slot < 4 { 1u32 << k_slot } else { 0 };
+            for &s in self.site_sources.row(k as usize) {
+                let e = &mut slot[s as usize];
+                if *e == NONE {
+                    *e = out.len() as u32;
+                    out.push(NearEntry {
+                        source: s,
+                        mask: bit,
+                    });
+                } else {
+                    out[*e as usize].mask |= bit;
+                }
+            }
+        }
+        for e in out.iter_mut() {
+            slot[e.source as usize] = NONE;
+            e.mask = !e.mask & 0xF;
+        }
+    }
+
+    /// The far field at the four vertices of `tet` as a target there interpolates it:
+    /// the grid values (`paper`), or with the sources of S(tet) that each vertex's far
+    /// field holds removed (`corrected`). Depends on the tetrahedron only, not on the
+    /// target (a charge's own source is in M_v of every vertex of its tetrahedron).
+    fn vertex_far(&self, tet: u32, near: &[NearEntry], variant: DdefVariant) -> [DVec3; 4] {
+        let verts = self.grid.tri.tets()[tet as usize];
+        let sites = self.grid.sites();
+        let mut out = verts.map(|j| self.far[j as usize]);
+        if variant == DdefVariant::Corrected {
+            for (v, f) in out.iter_mut().enumerate() {
+                let u = sites[verts[v] as usize];
+                let mut c = DVec3::ZERO;
+                for ne in near {
+                    if ne.mask & (1 << v) != 0 {
+                        let s = ne.source as usize;
+                        c += source_field(u, self.source_x[s], self.source_q[s], self.eps2);
+                    }
+                }
+                *f -= c * COULOMB_K;
+            }
+        }
+        out
+    }
+
+    /// The field (k_c included) at targets grouped by tetrahedron: `groups` lists, per
+    /// occupied tetrahedron, its target indices; `me(t)` is target t's own source.
+    fn evaluate_groups(
+        &self,
+        groups: &Csr<u32>,
+        group_tet: &[u32],
+        x: &[DVec3],
+        weights: &[[f64; 4]],
+        me: impl Fn(u32) -> Option<u32> + Sync,
+        eval: Evaluation,
+    ) -> Vec<DVec3> {
+        let eps2 = self.eps2;
+        let ns = self.source_x.len();
+        let parts: Vec<Vec<(u32, DVec3)>> = (0..groups.rows())
+            .into_par_iter()
+            .with_min_len(16)
+            .map_init(
+                || (vec![NONE; ns], Vec::new()),
+                |(slot, near), g| {
+                    let tet = group_tet[g];
+                    self.near_entries_with(tet, slot, near);
+                    let variant = match eval {
+                        Evaluation::Ddef(v) => Some(v),
+                        Evaluation::TextNearSet => Some(DdefVariant::Paper),
+                        Evaluation::NearOnly => None,
+                    };
+                    let vf = variant.map(|v| self.vertex_far(tet, near, v));
+                    let text = eval == Evaluation::TextNearSet;
+                    groups
+                        .row(g)
+                        .iter()
+                        .map(|&t| {
+                            let p = x[t as usize];
+                            let own = me(t);
+                            let mut e = DVec3::ZERO;
+                            for ne in near.iter() {
+                                if Some(ne.source) != own && !(text && ne.mask != 0) {
+                                    let s = ne.source as usize;
+                                    e += source_field(p, self.source_x[s], self.source_q[s], eps2);
+                                }
+                            }
+                            let mut field = e * COULOMB_K;
+                            if let Some(vf) = vf {
+                                let w = weights[t as usize];
+                                for v in 0..4 {
+                                    field += vf[v] * w[v];
+                                }
+                            }
+                            (t, field)
+                        })
+                        .collect()
+                },
+            )
+            .collect();
+        let mut out = vec![DVec3::ZERO; x.len()];
+        for (t, f) in parts.into_iter().flatten() {
+            out[t as usize] = f;
+        }
+        out
+    }
+
+    /// The approximate field (k_c included) at every source, in source order.
+    pub fn fields_at_sources(&self, eval: Evaluation) -> Vec<DVec3> {
+        let (groups, group_tet) = group_by_tet(&self.source_tet);
+        self.evaluate_groups(
+            &groups,
+            &group_tet,
+            &self.source_x,
+            &self.source_weights,
+            Some,
+            eval,
+        )
+    }
+
+    /// Coulomb forces q_i E(x_i) on all `n` particles (uncharged ones get zero).
+    pub fn forces(&self, n: usize, eval: Evaluation) -> Vec<DVec3> {
+        let mut out = vec![DVec3::ZERO; n];
+        self.forces_into(eval, &mut out);
+        out
+    }
+
+    /// [`Ddef::forces`] into a caller's buffer (one entry per particle).
+    pub fn forces_into(&self, eval: Evaluation, out: &mut [DVec3]) {
+        out.iter_mut().for_each(|f| *f = DVec3::ZERO);
+        let e = self.fields_at_sources(eval);
+        for (s, &i) in self.source_particle.iter().enumerate() {
+            out[i as usize] = e[s] * self.source_q[s];
+        }
+    }
+
+    /// The approximate field at arbitrary points (test sites). Errors on a point outside
+    /// the grid box.
+    pub fn fields_at(&self, points: &[DVec3], eval: Evaluation) -> Result<Vec<DVec3>, DdefError> {
+        let located = locate_all(&self.grid, points, |_| NONE).map_err(|k| {
+            let (lo, hi) = self.grid.bounds();
+            DdefError::OutsideGrid {
+                what: "point",
+                index: k,
+                position: points[k],
+                lo,
+                hi,
+            }
+        })?;
+        let (tets, weights): (Vec<u32>, Vec<[f64; 4]>) = located.into_iter().unzip();
+        let (groups, group_tet) = group_by_tet(&tets);
+        Ok(self.evaluate_groups(&groups, &group_tet, points, &weights, |_| None, eval))
+    }
+
+    /// The gather data for the sources as targets: per occupied tetrahedron its vertices
+    /// and near list, per source its tetrahedron slot and weights.
+    pub fn gather_plan(&self) -> GatherPlan {
+        let (groups, group_tet) = group_by_tet(&self.source_tet);
+        let mut target_group = vec![0u32; self.source_tet.len()];
+        for g in 0..groups.rows() {
+            for &t in groups.row(g) {
+                target_group[t as usize] = g as u32;
+            }
+        }
+        let ns = self.source_x.len();
+        let rows: Vec<Vec<NearEntry>> = group_tet
+            .par_iter()
+            .map_init(
+                || vec![NONE; ns],
+                |slot, &t| {
+                    let mut near = Vec::new();
+                    self.near_entries_with(t, slot, &mut near);
+                    near
+                },
+            )
+            .collect();
+        GatherPlan {
+            tet_vertices: group_tet
+                .iter()
+                .map(|&t| self.grid.tri.tets()[t as usize])
+                .collect(),
+            near: Csr::from_rows(rows),
+            target_group,
+            weights: self.source_weights.clone(),
+        }
+    }
+
+    /// Mean |S(x)| over the sources: the near-field work per target.
+    pub fn mean_near_count(&self) -> f64 {
+        let plan = self.gather_plan();
+        let total: usize = plan
+            .target_group
+            .iter()
+            .map(|&g| plan.near.row(g as usize).len())
+            .sum();
+        total as f64 / plan.target_group.len().max(1) as f64
+    }
+}
+
+/// Targets grouped by tetrahedron: (CSR of target indices per occupied tetrahedron, the
+/// tetrahedron of each group), groups in increasing tetrahedron order.
+fn group_by_tet(tets: &[u32]) -> (Csr<u32>, Vec<u32>) {
+    let mut order: Vec<u32> = (0..tets.len() as u32).collect();
+    order.sort_unstable_by_key(|&t| (tets[t as usize], t));
+    let mut offsets = vec![0u32];
+    let mut group_tet = Vec::new();
+    for (k, &t) in order.iter().enumerate() {
+        let tet = tets[t as usize];
+        if group_tet.last() != Some(&tet) {
+            if k > 0 {
+                offsets.push(k as u32);
+            }
+            group_tet.push(tet);
+        }
+    }
+    if !order.is_empty() {
+        offsets.push(order.len() as u32);
+    }
+    (
+        Csr {
+            offsets,
+            entries: order,
+        },
+        group_tet,
+    )
+}
+
+fn check_len(what: &'static str, expected: usize, got: usize) -> Result<(), DdefError> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(DdefError::LengthMismatch {
+            what,
+            expected,
+            got,
+        })
+    }
+}
+
+/// A point's tetrahedron and barycentric weights.
+type Located = (u32, [f64; 4]);
+
+/// Locates every point, in parallel chunks; each walk starts at the point's hint when
+/// given, else at the grid's start for its cell. Err(k) names the first point outside.
+fn locate_all(
+    grid: &Grid,
+    points: &[DVec3],
+    hint: impl Fn(usize) -> u32 + Sync,
+) -> Result<Vec<Located>, usize> {
+    let chunks: Vec<Result<Vec<Located>, usize>> = points
+        .par_chunks(CHUNK)
+        .enumerate()
+        .map(|(c, chunk)| {
+            let mut out = Vec::with_capacity(chunk.len());
+            for (k, &p) in chunk.iter().enumerate() {
+                let i = c * CHUNK + k;
+                let h = hint(i);
+                let start = if h != NONE { h } else { grid.start_near(p) };
+                out.push(grid.locate(p, start).ok_or(i)?);
+            }
+            Ok(out)
+        })
+        .collect();
+    let mut out = Vec::with_capacity(points.len());
+    for c in chunks {
+        out.extend(c?);
+    }
+    Ok(out)
+}
+
+/// E_far(u_j) = k_c sum_{s not in M_j} q_s (u_j - x_s) / (r^2 + eps^2)^(3/2) (paper
+/// eq. 17): the exclusion is exact (no subtract-after-adding), so a source close to u_j
+/// never enters it.
+fn far_field(
+    sites: &[DVec3],
+    site_sources: &Csr<u32>,
+    x: &[DVec3],
+    q: &[f64],
+    eps2: f64,
+) -> Vec<DVec3> {
+    let ns = x.len();
+    sites
+        .par_iter()
+        .enumerate()
+        .with_min_len(16)
+        .map(|(j, &u)| {
+            let mut e = DVec3::ZERO;
+            let mut from = 0usize;
+            for &s in site_sources
+                .row(j)
+                .iter()
+                .chain(std::iter::once(&(ns as u32)))
+            {
+                for k in from..s as usize {
+                    e += source_field(u, x[k], q[k], eps2);
+                }
+                from = s as usize + 1;
+            }
+            e * COULOMB_K
+        })
+        .collect()
+}

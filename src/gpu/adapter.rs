@@ -1,0 +1,195 @@
+//! Choosing a wgpu adapter (honouring `WGPU_BACKEND` and `WGPU_ADAPTER_NAME`) and
+//! describing it for `msc info` and `summary.json`.
+
+use super::GpuError;
+
+/// Options for [`GpuSolver::headless`].
+#[derive(Clone, Debug, Default)]
+pub struct HeadlessOptions {
+    /// Accept software adapters (lavapipe, llvmpipe, WARP). `false` for `--backend auto`.
+    pub allow_software: bool,
+}
+
+/// Summary of an adapter for `msc info` and `summary.json`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct AdapterSummary {
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+    pub driver_info: String,
+    pub max_storage_buffer_binding_size: u64,
+    pub max_buffer_size: u64,
+    pub max_compute_workgroup_storage_size: u32,
+    pub max_compute_invocations_per_workgroup: u32,
+    pub max_storage_buffers_per_shader_stage: u32,
+    pub timestamp_queries: bool,
+}
+
+impl AdapterSummary {
+    pub(super) fn new(
+        info: &wgpu::AdapterInfo,
+        limits: &wgpu::Limits,
+        features: wgpu::Features,
+    ) -> Self {
+        Self {
+            name: info.name.clone(),
+            backend: info.backend.to_str().to_string(),
+            device_type: format!("{:?}", info.device_type),
+            driver: info.driver.clone(),
+            driver_info: info.driver_info.clone(),
+            max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
+            max_buffer_size: limits.max_buffer_size,
+            max_compute_workgroup_storage_size: limits.max_compute_workgroup_storage_size,
+            max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,
+            max_storage_buffers_per_shader_stage: limits.max_storage_buffers_per_shader_stage,
+            timestamp_queries: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+        }
+    }
+}
+
+pub(super) fn instance() -> wgpu::Instance {
+    wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
+}
+
+fn all_adapters(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
+    let backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all());
+    pollster::block_on(instance.enumerate_adapters(backends))
+}
+
+/// Every adapter wgpu finds, for `msc info`.
+pub fn list_adapters() -> Vec<AdapterSummary> {
+    all_adapters(&instance())
+        .iter()
+        .map(|a| AdapterSummary::new(&a.get_info(), &a.limits(), a.features()))
+        .collect()
+}
+
+/// Preference order: discrete, integrated, virtual, other, CPU; then native APIs before GL.
+fn adapter_rank(info: &wgpu::AdapterInfo) -> (u8, u8) {
+    let ty = match info.device_type {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Other => 3,
+        wgpu::DeviceType::Cpu => 4,
+    };
+    let backend = match info.backend {
+        wgpu::Backend::Vulkan | wgpu::Backend::Metal | wgpu::Backend::Dx12 => 0,
+        _ => 1,
+    };
+    (ty, backend)
+}
+
+/// Picks an adapter: `WGPU_BACKEND` restricts the backends, `WGPU_ADAPTER_NAME` (a
+/// case-insensitive substring) the names; CPU adapters only when `allow_software`.
+pub(super) fn pick_adapter(
+    instance: &wgpu::Instance,
+    allow_software: bool,
+) -> Result<wgpu::Adapter, GpuError> {
+    let mut adapters = all_adapters(instance);
+    let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
+    let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
+    let index = choose_adapter(&infos, wanted.as_deref(), allow_software)?;
+    Ok(adapters.swap_remove(index))
+}
+
+/// Index in `infos` of the adapter to use: the best ranked one whose name contains
+/// `wanted` (case-insensitive) and that is not a CPU adapter unless `allow_software`.
+fn choose_adapter(
+    infos: &[wgpu::AdapterInfo],
+    wanted: Option<&str>,
+    allow_software: bool,
+) -> Result<usize, GpuError> {
+    let names = |idx: &[usize]| {
+        idx.iter()
+            .map(|&i| format!("{} ({:?})", infos[i].name, infos[i].device_type))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut candidates: Vec<usize> = (0..infos.len()).collect();
+    if candidates.is_empty() {
+        return Err(GpuError::NoAdapter(
+            " (wgpu enumerated none; WGPU_BACKEND may exclude them)".into(),
+        ));
+    }
+    if let Some(wanted) = wanted {
+        let all = names(&candidates);
+        let lc = wanted.to_lowercase();
+        candidates.retain(|&i| infos[i].name.to_lowercase().contains(&lc));
+        if candidates.is_empty() {
+            return Err(GpuError::NoAdapter(format!(
+                " matching WGPU_ADAPTER_NAME={wanted:?} (found: {all})"
+            )));
+        }
+    }
+    if !allow_software {
+        let all = names(&candidates);
+        candidates.retain(|&i| infos[i].device_type != wgpu::DeviceType::Cpu);
+        if candidates.is_empty() {
+            return Err(GpuError::NoAdapter(format!(
+                " other than software adapters, which were not allowed (found: {all})"
+            )));
+        }
+    }
+    candidates.sort_by_key(|&i| adapter_rank(&infos[i]));
+    Ok(candidates[0])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(
+        name: &str,
+        device_type: wgpu::DeviceType,
+        backend: wgpu::Backend,
+    ) -> wgpu::AdapterInfo {
+        wgpu::AdapterInfo {
+            name: name.into(),
+            vendor: 0,
+            device: 0,
+            device_type,
+            device_pci_bus_id: String::new(),
+            driver: String::new(),
+            driver_info: String::new(),
+            backend,
+            subgroup_min_size: 0,
+            subgroup_max_size: 0,
+            transient_saves_memory: None,
+            limit_bucket: None,
+        }
+    }
+
+    #[test]
+    fn adapter_choice_follows_type_name_and_software_rules() {
+        use wgpu::{Backend, DeviceType};
+        let infos = [
+            info("llvmpipe (LLVM 15)", DeviceType::Cpu, Backend::Vulkan),
+            info("Intel UHD 770", DeviceType::IntegratedGpu, Backend::Vulkan),
+            info("NVIDIA H100", DeviceType::DiscreteGpu, Backend::Gl),
+            info("NVIDIA H100", DeviceType::DiscreteGpu, Backend::Vulkan),
+        ];
+        // Discrete first, native API before GL.
+        assert_eq!(choose_adapter(&infos, None, false).unwrap(), 3);
+        assert_eq!(choose_adapter(&infos, Some("intel"), false).unwrap(), 1);
+        assert_eq!(choose_adapter(&infos, Some("LLVMPIPE"), true).unwrap(), 0);
+        // Software rejected when not allowed, even when named.
+        match choose_adapter(&infos, Some("llvmpipe"), false) {
+            Err(GpuError::NoAdapter(m)) => assert!(m.contains("software"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        match choose_adapter(&infos[..1], None, false) {
+            Err(GpuError::NoAdapter(m)) => assert!(m.contains("llvmpipe"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        match choose_adapter(&infos, Some("radeon"), true) {
+            Err(GpuError::NoAdapter(m)) => assert!(m.contains("radeon"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            choose_adapter(&[], None, true),
+            Err(GpuError::NoAdapter(_))
+        ));
+    }
+}

@@ -1,0 +1,130 @@
+//! Per-kernel GPU times from timestamp queries, for `msc bench`.
+
+use super::error::{poll_error, scoped};
+use super::solver::GpuSolver;
+use super::GpuError;
+use std::sync::atomic::Ordering;
+
+/// GPU time of one kernel over a profiled run ([`GpuSolver::profile`]).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct KernelTime {
+    pub kernel: &'static str,
+    /// Dispatches of this kernel in the run.
+    pub dispatches: u64,
+    /// Summed GPU time in seconds (timestamp queries around each dispatch).
+    pub seconds: f64,
+}
+
+impl GpuSolver {
+    /// Advances `steps` steps with a timestamp query around every dispatch and returns
+    /// the GPU time per kernel, in the order the kernels first run. Each dispatch gets its
+    /// own compute pass (timestamps inside passes need an extra feature), so the total is
+    /// a little above an unprofiled run's. Needs the adapter's TIMESTAMP_QUERY feature
+    /// (requested by [`Self::headless`] when available).
+    pub fn profile(&mut self, steps: u32) -> Result<Vec<KernelTime>, GpuError> {
+        if !self
+            .device
+            .features()
+            .contains(wgpu::Features::TIMESTAMP_QUERY)
+        {
+            return Err(GpuError::Unsupported(format!(
+                "profiling needs timestamp queries, which {} does not offer",
+                self.summary.name
+            )));
+        }
+        self.check_lost()?;
+        // wgpu allows at most 4096 queries per set: two per dispatch.
+        const CHUNK: usize = 2048;
+        let period_s = f64::from(self.queue.get_timestamp_period()) * 1e-9;
+        let mut times: Vec<KernelTime> = Vec::new();
+        let ops = self.step_ops.clone();
+        let device = self.device.clone();
+        scoped(&device, || {
+            let query_set = device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("msc profile"),
+                ty: wgpu::QueryType::Timestamp,
+                count: (2 * CHUNK) as u32,
+            });
+            let bytes = (2 * CHUNK * 8) as u64;
+            let resolve = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("msc profile resolve"),
+                size: bytes,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            let staging = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("msc profile readback"),
+                size: bytes,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            for _ in 0..steps {
+                for chunk in ops.chunks(CHUNK) {
+                    let mut encoder =
+                        device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                            label: Some("msc profile"),
+                        });
+                    for (k, op) in chunk.iter().enumerate() {
+                        self.compute_passes.fetch_add(1, Ordering::Relaxed);
+                        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                            label: Some(self.pipelines[op.pipeline].kernel.name),
+                            timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                                query_set: &query_set,
+                                beginning_of_pass_write_index: Some(2 * k as u32),
+                                end_of_pass_write_index: Some(2 * k as u32 + 1),
+                            }),
+                        });
+                        self.replay(&mut pass, std::slice::from_ref(op));
+                    }
+                    let used = 2 * chunk.len() as u32;
+                    encoder.resolve_query_set(&query_set, 0..used, &resolve, 0);
+                    encoder.copy_buffer_to_buffer(&resolve, 0, &staging, 0, u64::from(used) * 8);
+                    self.queue.submit([encoder.finish()]);
+                    self.submissions.fetch_add(1, Ordering::Relaxed);
+                    let (tx, rx) = std::sync::mpsc::channel();
+                    staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+                        let _ = tx.send(r);
+                    });
+                    device
+                        .poll(wgpu::PollType::wait_indefinitely())
+                        .map_err(poll_error)?;
+                    match rx.recv() {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => return Err(GpuError::Readback(e.to_string())),
+                        Err(_) => {
+                            return Err(GpuError::Readback("the map callback never ran".into()))
+                        }
+                    }
+                    {
+                        let view = staging
+                            .slice(..)
+                            .get_mapped_range()
+                            .map_err(|e| GpuError::Readback(format!("{e:?}")))?;
+                        let stamps: &[u64] = bytemuck::cast_slice(&view);
+                        for (k, op) in chunk.iter().enumerate() {
+                            let name = self.pipelines[op.pipeline].kernel.name;
+                            let ticks = stamps[2 * k + 1].saturating_sub(stamps[2 * k]);
+                            let seconds = ticks as f64 * period_s;
+                            match times.iter_mut().find(|t| t.kernel == name) {
+                                Some(t) => {
+                                    t.dispatches += 1;
+                                    t.seconds += seconds;
+                                }
+                                None => times.push(KernelTime {
+                                    kernel: name,
+                                    dispatches: 1,
+                                    seconds,
+                                }),
+                            }
+                        }
+                    }
+                    staging.unmap();
+                }
+                self.steps_done += 1;
+            }
+            Ok(())
+        })?;
+        self.check_lost()?;
+        Ok(times)
+    }
+}

@@ -1,0 +1,105 @@
+//! Gradients through the simulation (the paper's Section 3.2 and appendix 7.1) and
+//! parameter estimation.
+//!
+//! # What is differentiated
+//!
+//! One time step is a map (x_t, v_t; theta) -> (x_{t+1}, v_{t+1}) built from the f64 CPU
+//! reference's kernels ([`crate::cpu`]), for each integrator:
+//! - imex: A(x_t, k) v' = b(x_t, v_t, theta), x' = x_t + h v' (DESIGN section 2);
+//! - local_global: a fixed number of alternations z <- P(k)^-1 (c + h^2 J(k) d(z)) from
+//!   z = y (paper eq. 11), then x' = z, v' = (z - x_t)/h;
+//! - symplectic_euler and verlet: their explicit updates.
+//!
+//! **The gradient computed here is the exact derivative of that discrete map when every
+//! linear solve is exact** (A v' = b and P z = c + ... solved exactly), evaluated along the
+//! trajectory the forward simulation computed. It is not the derivative of the ODE's
+//! solution (time discretization is part of the model being fitted, as in the paper) and
+//! not the derivative of the iterative solver's iterates: a Jacobi or Chebyshev solve that
+//! stops at a tolerance is a piecewise map of theta (its iteration count jumps), whose
+//! derivative is not useful. When the forward solve stops at relative residual tol, the
+//! computed trajectory is the exact-solve one up to O(tol), and so is the gradient;
+//! [`GradOptions::exact_forward`] runs the forward solves with CG to the tangent tolerance
+//! instead (the validation tests do this, so finite differences of the computed trajectory
+//! measure the same map). The clamp max(0, 1 - L/l) in the IMEX blocks is differentiated on
+//! the side it is evaluated on (its kink is a set of measure zero).
+//!
+//! # How (forward sensitivities, hand-derived tangents)
+//!
+//! Tangents (dx/dtheta_p, dv/dtheta_p), one per parameter component, are propagated step
+//! by step with the forward simulation (paper eqs. 12-13). For imex, differentiating
+//! A v' = b gives A dv' = db - dA v' with the *same* matrix A as the forward step
+//! ([`step`]): the tangent reuses the [`crate::cpu::BlockLaplacian`] that the forward step
+//! assembled and the reference's CG solver, run to a tight tolerance
+//! ([`TangentSolve`], relative residual 1e-12 by default). For local_global each alternation
+//! is differentiated (local projection Jacobian L (I - m m^T)/|x_i - x_j| per spring, paper
+//! eq. 40; the constant matrix P, whose derivative h^2 dL/dk enters the right-hand side).
+//! The explicit integrators differentiate their force evaluations. The force JVPs ([`jvp`])
+//! follow `crate::cpu::forces` term by term.
+//!
+//! Hand-derived tangents rather than forward-mode dual numbers: they reuse the matrix-free
+//! operator and solvers exactly as a GPU implementation would (one extra right-hand side
+//! and solve per parameter per step, same kernels), need no generic rewrite of the f64
+//! reference, and keep the linear solve a linear solve (a dual-number solve would
+//! differentiate the iterations of the iterative solver, which is the quantity we do not
+//! want). Every JVP is checked against central differences of the reference function it
+//! differentiates (unit tests here), and whole trajectories against central differences
+//! of the simulation (`tests/gradients.rs`).
+//!
+//! Forward mode costs one tangent per parameter component: ideal for a few global
+//! parameters (charge scale, stiffness scale, an external charge), affordable for
+//! per-particle or per-spring parameters on small meshes only.
+//!
+//! # Long horizons
+//!
+//! Tangents of chaotic or weakly damped runs grow with the horizon; [`FrameReport`] gives
+//! the gradient norm per frame so the growth is visible, [`GradOptions::window`] truncates
+//! each frame's tangent to its last N steps, and a non-finite state, tangent or loss is a
+//! [`GradError`], never a silent NaN.
+
+pub mod jvp;
+pub mod loss;
+pub mod optim;
+pub mod params;
+pub mod sensitivity;
+pub mod step;
+pub mod target;
+
+pub use loss::{evaluate, Evaluation, FrameReport, Target};
+pub use optim::{fit, FitHistoryEntry, FitOptions, FitOutcome, Optimizer, StopReason};
+pub use params::{Direction, Param, ParamSet};
+pub use sensitivity::{
+    simulate, simulate_with_tangents, GradOptions, GradStats, Tangent, TangentFrame, TangentRun,
+};
+pub use step::TangentSolve;
+pub use target::{TargetError, TargetFrame};
+
+/// Errors of gradient computation and fitting. Each names the step, parameter or size.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GradError {
+    #[error("parameters: {0}")]
+    Param(String),
+    #[error("frames: {0}")]
+    Frames(String),
+    #[error("target frame {frame} has {got} particles, the scene has {expected}")]
+    ParticleCount {
+        frame: usize,
+        got: usize,
+        expected: usize,
+    },
+    #[error(transparent)]
+    Model(#[from] crate::model::ModelError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error("the simulation became non-finite at step {step} (t = {time} s)")]
+    NonFiniteState { step: u64, time: f64 },
+    #[error(
+        "the tangent of {param} became non-finite at step {step}; \
+         try a shorter horizon or a truncation window"
+    )]
+    NonFiniteTangent { step: u64, param: String },
+    #[error("the loss is not finite")]
+    NonFiniteLoss,
+    #[error(transparent)]
+    Target(#[from] TargetError),
+}

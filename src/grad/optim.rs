@@ -1,0 +1,476 @@
+//! Optimizers for the fitting loss: Levenberg-Marquardt on the Gauss-Newton matrix J^T J
+//! (few parameters) and Adam (many parameters).
+
+use super::loss::{evaluate, Evaluation, FrameReport, Target};
+use super::params::ParamSet;
+use super::sensitivity::{GradOptions, GradStats};
+use super::GradError;
+
+/// Which optimizer [`fit`] runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Optimizer {
+    /// Levenberg-Marquardt with Marquardt's diagonal scaling: solves
+    /// (J^T J + lambda diag(J^T J)) delta = -J^T r; a step that does not lower the loss is
+    /// rejected and lambda grows tenfold. Builds the P x P matrix: for few parameters.
+    LevenbergMarquardt,
+    /// Adam on theta_p / s_p, s_p = |theta_p(initial)| (1 when that is 0), so
+    /// `learning_rate` is a relative step. For many parameters.
+    Adam { learning_rate: f64 },
+}
+
+impl Optimizer {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::LevenbergMarquardt => "levenberg_marquardt",
+            Self::Adam { .. } => "adam",
+        }
+    }
+}
+
+/// Settings of [`fit`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FitOptions {
+    pub optimizer: Optimizer,
+    pub max_iterations: u32,
+    pub grad: GradOptions,
+    /// Converged when an accepted step lowers the loss by less than `ftol` times the loss.
+    pub ftol: f64,
+    /// Converged when a step changes theta by less than `xtol` (|theta| + xtol).
+    pub xtol: f64,
+    /// Converged when the loss is at most this (m^2).
+    pub loss_tol: f64,
+}
+
+impl Default for FitOptions {
+    fn default() -> Self {
+        Self {
+            optimizer: Optimizer::LevenbergMarquardt,
+            max_iterations: 50,
+            grad: GradOptions::default(),
+            ftol: 1e-10,
+            xtol: 1e-9,
+            loss_tol: 0.0,
+        }
+    }
+}
+
+/// Why [`fit`] stopped.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The loss reached `loss_tol`.
+    LossTolerance,
+    /// The relative decrease fell below `ftol`.
+    SmallDecrease,
+    /// The step fell below `xtol`.
+    SmallStep,
+    /// The gradient is zero: the loss does not depend on the parameters here.
+    ZeroGradient,
+    /// No step lowers the loss (LM's lambda grew past its limit, Adam's step shrank away).
+    CannotReduce,
+    MaxIterations,
+}
+
+impl StopReason {
+    pub fn converged(&self) -> bool {
+        matches!(
+            self,
+            Self::LossTolerance | Self::SmallDecrease | Self::SmallStep | Self::ZeroGradient
+        )
+    }
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Self::LossTolerance => "converged: the loss reached its tolerance",
+            Self::SmallDecrease => "converged: the loss stopped decreasing (relative change below ftol)",
+            Self::SmallStep => "converged: the parameter step fell below xtol",
+            Self::ZeroGradient => "stopped: the gradient is zero (the loss does not depend on these parameters here)",
+            Self::CannotReduce => "stopped: no step reduces the loss further (a local minimum, or gradients too inexact for this horizon)",
+            Self::MaxIterations => "stopped: reached the iteration limit",
+        }
+    }
+}
+
+/// One iteration of [`fit`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct FitHistoryEntry {
+    pub iteration: u32,
+    pub loss: f64,
+    pub theta: Vec<f64>,
+    pub gradient_norm: f64,
+    /// LM damping used for the accepted step (None at iteration 0 and for Adam).
+    pub lambda: Option<f64>,
+    /// |delta theta| of the step that led here.
+    pub step_norm: f64,
+    /// Loss evaluations so far (rejected LM trials included).
+    pub evaluations: u32,
+}
+
+/// The result of [`fit`].
+#[derive(Clone, Debug)]
+pub struct FitOutcome {
+    pub theta: Vec<f64>,
+    pub loss: f64,
+    pub initial_loss: f64,
+    pub reason: StopReason,
+    pub history: Vec<FitHistoryEntry>,
+    /// Per-frame loss and gradient norms at the result.
+    pub frames: Vec<FrameReport>,
+    /// Solver statistics of the evaluation at the result.
+    pub stats: GradStats,
+    pub evaluations: u32,
+}
+
+fn norm(v: &[f64]) -> f64 {
+    v.iter().map(|x| x * x).sum::<f64>().sqrt()
+}
+
+/// An evaluation that failed because of where theta went (a negative stiffness, a run
+/// that blew up) rather than because of the inputs: the optimizer backs off instead.
+fn recoverable(e: &GradError) -> bool {
+    matches!(
+        e,
+        GradError::Model(_)
+            | GradError::Config(_)
+            | GradError::NonFiniteState { .. }
+            | GradError::NonFiniteTangent { .. }
+            | GradError::NonFiniteLoss
+    )
+}
+
+/// Minimizes the mean squared position error against `targets` from `theta0`;
+/// `progress` sees every iteration (iteration 0 is the start).
+pub fn fit(
+    set: &ParamSet,
+    theta0: &[f64],
+    targets: &[Target],
+    options: &FitOptions,
+    mut progress: impl FnMut(&FitHistoryEntry),
+) -> Result<FitOutcome, GradError> {
+    if targets.is_empty() {
+        return Err(GradError::Frames("no target frame after t = 0".into()));
+    }
+    let lm = options.optimizer == Optimizer::LevenbergMarquardt;
+    let grad = &options.grad;
+    let mut evaluations = 1u32;
+    let mut current = evaluate(set, theta0, targets, grad, true, lm)?;
+    let mut theta = theta0.to_vec();
+    let initial_loss = current.loss;
+    let mut history = vec![FitHistoryEntry {
+        iteration: 0,
+        loss: current.loss,
+        theta: theta.clone(),
+        gradient_norm: norm(&current.gradient),
+        lambda: None,
+        step_norm: 0.0,
+        evaluations,
+    }];
+    progress(&history[0]);
+    let reason = match options.optimizer {
+        Optimizer::LevenbergMarquardt => levenberg_marquardt(
+            set,
+            targets,
+            options,
+            &mut theta,
+            &mut current,
+            &mut history,
+            &mut evaluations,
+            &mut progress,
+        )?,
+        Optimizer::Adam { learning_rate } => adam(
+            set,
+            targets,
+            options,
+            learning_rate,
+            &mut theta,
+            &mut current,
+            &mut history,
+            &mut evaluations,
+            &mut progress,
+        )?,
+    };
+    Ok(FitOutcome {
+        theta,
+        loss: current.loss,
+        initial_loss,
+        reason,
+        history,
+        frames: current.frames,
+        stats: current.stats,
+        evaluations,
+    })
+}
+
+/// Largest LM damping tried before giving up.
+const LAMBDA_MAX: f64 = 1e12;
+
+#[allow(clippy::too_many_arguments)]
+fn levenberg_marquardt(
+    set: &ParamSet,
+    targets: &[Target],
+    options: &FitOptions,
+    theta: &mut Vec<f64>,
+    current: &mut Evaluation,
+    history: &mut Vec<FitHistoryEntry>,
+    evaluations: &mut u32,
+    progress: &mut impl FnMut(&FitHistoryEntry),
+) -> Result<StopReason, GradError> {
+    let p = theta.len();
+    let mut lambda = 1e-3;
+    for iteration in 1..=options.max_iterations {
+        if current.loss <= options.loss_tol {
+            return Ok(StopReason::LossTolerance);
+        }
+        if current.jtr.iter().all(|&g| g == 0.0) {
+            return Ok(StopReason::ZeroGradient);
+        }
+        let diag: Vec<f64> = (0..p).map(|a| current.jtj[a * p + a]).collect();
+        let floor = diag.iter().cloned().fold(0.0, f64::max) * 1e-12;
+        // The undamped Gauss-Newton step's model decrease,
+        // L - |r + J delta|^2 = -2 delta.J^T r - delta^T J^T J delta: when even that is
+        // negligible the loss is at its minimum to working precision.
+        let mut m = current.jtj.clone();
+        for a in 0..p {
+            m[a * p + a] += floor.max(f64::MIN_POSITIVE);
+        }
+        let rhs: Vec<f64> = current.jtr.iter().map(|g| -g).collect();
+        let mut gauss_newton_step = f64::INFINITY;
+        if let Some(delta) = solve_dense(&mut m, rhs, p) {
+            gauss_newton_step = norm(&delta);
+            let quad: f64 = (0..p)
+                .map(|a| {
+                    delta[a]
+                        * (0..p)
+                            .map(|b| current.jtj[a * p + b] * delta[b])
+                            .sum::<f64>()
+                })
+                .sum();
+            let lin: f64 = delta.iter().zip(&current.jtr).map(|(d, g)| d * g).sum();
+            if -2.0 * lin - quad <= options.ftol * current.loss {
+                return Ok(StopReason::SmallDecrease);
+            }
+        }
+        let small = options.xtol * (norm(theta) + options.xtol);
+        // After rejected trials the damped step shrinks with lambda whatever the loss does:
+        // that is convergence only if the undamped step is small too (the minimum to
+        // 1e3 xtol; trials fail there on the loss's rounding noise). Otherwise the loss
+        // does not follow its gradient (a blown-up or chaotic run): say so.
+        let stuck = || {
+            if gauss_newton_step <= 1e3 * small {
+                StopReason::SmallStep
+            } else {
+                StopReason::CannotReduce
+            }
+        };
+        let mut rejected = 0u32;
+        let accepted = loop {
+            if lambda > LAMBDA_MAX {
+                return Ok(stuck());
+            }
+            let mut m = current.jtj.clone();
+            for a in 0..p {
+                m[a * p + a] += lambda * diag[a].max(floor).max(f64::MIN_POSITIVE);
+            }
+            let rhs: Vec<f64> = current.jtr.iter().map(|g| -g).collect();
+            let Some(delta) = solve_dense(&mut m, rhs, p) else {
+                lambda *= 10.0;
+                continue;
+            };
+            if norm(&delta) <= small {
+                return Ok(if rejected == 0 {
+                    StopReason::SmallStep
+                } else {
+                    stuck()
+                });
+            }
+            let trial: Vec<f64> = theta.iter().zip(&delta).map(|(t, d)| t + d).collect();
+            *evaluations += 1;
+            match evaluate(set, &trial, targets, &options.grad, true, true) {
+                Ok(e) if e.loss < current.loss => break (trial, delta, e),
+                Ok(_) => lambda *= 10.0,
+                Err(e) if recoverable(&e) => lambda *= 10.0,
+                Err(e) => return Err(e),
+            }
+            rejected += 1;
+        };
+        let (trial, delta, e) = accepted;
+        let decrease = current.loss - e.loss;
+        let old_loss = current.loss;
+        *theta = trial;
+        *current = e;
+        let step_norm = norm(&delta);
+        history.push(FitHistoryEntry {
+            iteration,
+            loss: current.loss,
+            theta: theta.clone(),
+            gradient_norm: norm(&current.gradient),
+            lambda: Some(lambda),
+            step_norm,
+            evaluations: *evaluations,
+        });
+        progress(history.last().expect("just pushed"));
+        lambda = (lambda / 10.0).max(1e-12);
+        if current.loss <= options.loss_tol {
+            return Ok(StopReason::LossTolerance);
+        }
+        if decrease <= options.ftol * old_loss {
+            return Ok(StopReason::SmallDecrease);
+        }
+        if step_norm <= options.xtol * (norm(theta) + options.xtol) {
+            return Ok(StopReason::SmallStep);
+        }
+    }
+    Ok(StopReason::MaxIterations)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn adam(
+    set: &ParamSet,
+    targets: &[Target],
+    options: &FitOptions,
+    learning_rate: f64,
+    theta: &mut Vec<f64>,
+    current: &mut Evaluation,
+    history: &mut Vec<FitHistoryEntry>,
+    evaluations: &mut u32,
+    progress: &mut impl FnMut(&FitHistoryEntry),
+) -> Result<StopReason, GradError> {
+    let (b1, b2, eps) = (0.9, 0.999, 1e-12);
+    let scale: Vec<f64> = theta
+        .iter()
+        .map(|t| if *t != 0.0 { t.abs() } else { 1.0 })
+        .collect();
+    let p = theta.len();
+    let (mut m, mut v) = (vec![0.0; p], vec![0.0; p]);
+    let mut lr = learning_rate;
+    let mut t = 0i32;
+    // Adam does not decrease monotonically: keep the best point.
+    let mut best = (theta.clone(), current.clone());
+    let mut x = theta.clone();
+    let mut at_x = current.clone();
+    for iteration in 1..=options.max_iterations {
+        if best.1.loss <= options.loss_tol {
+            break;
+        }
+        if at_x.gradient.iter().all(|&g| g == 0.0) {
+            *theta = best.0;
+            *current = best.1;
+            return Ok(StopReason::ZeroGradient);
+        }
+        t += 1;
+        let mut step = vec![0.0; p];
+        for a in 0..p {
+            let g = at_x.gradient[a] * scale[a];
+            m[a] = b1 * m[a] + (1.0 - b1) * g;
+            v[a] = b2 * v[a] + (1.0 - b2) * g * g;
+            let mh = m[a] / (1.0 - b1.powi(t));
+            let vh = v[a] / (1.0 - b2.powi(t));
+            step[a] = -lr * mh / (vh.sqrt() + eps) * scale[a];
+        }
+        let trial: Vec<f64> = x.iter().zip(&step).map(|(x, d)| x + d).collect();
+        *evaluations += 1;
+        match evaluate(set, &trial, targets, &options.grad, true, false) {
+            Ok(e) => {
+                x = trial;
+                at_x = e;
+            }
+            Err(e) if recoverable(&e) => {
+                // Back off: restart from the best point with half the step.
+                lr *= 0.5;
+                m.iter_mut().chain(v.iter_mut()).for_each(|z| *z = 0.0);
+                t = 0;
+                x = best.0.clone();
+                at_x = best.1.clone();
+                if lr < learning_rate * 1e-6 {
+                    break;
+                }
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
+        if at_x.loss < best.1.loss {
+            best = (x.clone(), at_x.clone());
+        }
+        history.push(FitHistoryEntry {
+            iteration,
+            loss: at_x.loss,
+            theta: x.clone(),
+            gradient_norm: norm(&at_x.gradient),
+            lambda: None,
+            step_norm: norm(&step),
+            evaluations: *evaluations,
+        });
+        progress(history.last().expect("just pushed"));
+        if norm(&step) <= options.xtol * (norm(&x) + options.xtol) {
+            *theta = best.0;
+            *current = best.1;
+            return Ok(StopReason::SmallStep);
+        }
+    }
+    let reached = best.1.loss <= options.loss_tol;
+    let gave_up = lr < learning_rate * 1e-6;
+    *theta = best.0;
+    *current = best.1;
+    Ok(if reached {
+        StopReason::LossTolerance
+    } else if gave_up {
+        StopReason::CannotReduce
+    } else {
+        StopReason::MaxIterations
+    })
+}
+
+/// Solves the symmetric positive definite system m x = b (row-major n x n) by Cholesky;
+/// None when m is not positive definite to working precision.
+fn solve_dense(m: &mut [f64], mut b: Vec<f64>, n: usize) -> Option<Vec<f64>> {
+    for j in 0..n {
+        let mut d = m[j * n + j];
+        for k in 0..j {
+            d -= m[j * n + k] * m[j * n + k];
+        }
+        if !(d > 0.0 && d.is_finite()) {
+            return None;
+        }
+        let d = d.sqrt();
+        m[j * n + j] = d;
+        for i in j + 1..n {
+            let mut s = m[i * n + j];
+            for k in 0..j {
+                s -= m[i * n + k] * m[j * n + k];
+            }
+            m[i * n + j] = s / d;
+        }
+    }
+    for i in 0..n {
+        let mut s = b[i];
+        for k in 0..i {
+            s -= m[i * n + k] * b[k];
+        }
+        b[i] = s / m[i * n + i];
+    }
+    for i in (0..n).rev() {
+        let mut s = b[i];
+        for k in i + 1..n {
+            s -= m[k * n + i] * b[k];
+        }
+        b[i] = s / m[i * n + i];
+    }
+    b.iter().all(|x| x.is_finite()).then_some(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cholesky_solves_an_spd_system_and_refuses_an_indefinite_one() {
+        let mut m = vec![4.0, 1.0, 0.5, 1.0, 3.0, 0.2, 0.5, 0.2, 2.0];
+        let a = m.clone();
+        let x = solve_dense(&mut m, vec![1.0, 2.0, 3.0], 3).unwrap();
+        for i in 0..3 {
+            let r: f64 = (0..3).map(|k| a[i * 3 + k] * x[k]).sum();
+            assert!((r - [1.0, 2.0, 3.0][i]).abs() < 1e-12);
+        }
+        let mut bad = vec![1.0, 2.0, 2.0, 1.0];
+        assert!(solve_dense(&mut bad, vec![1.0, 1.0], 2).is_none());
+    }
+}

@@ -1,0 +1,374 @@
+//! `msc bench` end to end: JSON lines, their keys and values, the CPU backend, option
+//! errors, the --max-seconds cut-off and the adapter-limit skip. GPU tests run on any
+//! adapter (lavapipe included); they skip without one unless `MSC_REQUIRE_GPU=1`.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn msc(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_msc"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("the msc binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn lines(o: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// True when the command failed only because there is no adapter (test skipped).
+fn no_adapter(o: &Output, test: &str) -> bool {
+    if o.status.code() == Some(1) && stderr(o).contains("no GPU adapter") {
+        assert!(
+            std::env::var("MSC_REQUIRE_GPU").as_deref() != Ok("1"),
+            "{test}: MSC_REQUIRE_GPU=1 but no adapter: {}",
+            stderr(o)
+        );
+        eprintln!("{test}: skipped, no GPU adapter");
+        return true;
+    }
+    false
+}
+
+const REQUIRED: [&str; 16] = [
+    "workload",
+    "n",
+    "springs",
+    "charged",
+    "steps",
+    "sweeps",
+    "ms_per_step",
+    "interactions_per_second",
+    "percent_of_fp32_peak",
+    "jacobi_sweep_gb_per_s",
+    "percent_of_bandwidth",
+    "kernel_times",
+    "dispatches_per_step",
+    "submissions_per_step",
+    "adapter",
+    "notes",
+];
+
+fn f(v: &Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} is not a number: {v}"))
+}
+
+fn u(v: &Value, key: &str) -> u64 {
+    v[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} is not an integer: {v}"))
+}
+
+/// A null field must be explained by a note naming it or the field it derives from.
+fn null_is_explained(v: &Value, key: &str, sources: &[&str]) {
+    if v[key].is_null() {
+        let notes = v["notes"].as_array().expect("notes");
+        let explained = notes.iter().any(|n| {
+            let n = n.as_str().unwrap_or("");
+            std::iter::once(key)
+                .chain(sources.iter().copied())
+                .any(|k| n.starts_with(&format!("{k}:")))
+        });
+        assert!(explained, "{key} is null without a note: {v}");
+    }
+}
+
+#[test]
+fn gpu_bench_emits_one_parseable_line_per_workload_with_sane_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "bench",
+        "--sizes",
+        "256",
+        "--workload",
+        "all",
+        "--steps",
+        "2",
+        "--out",
+        "records.jsonl",
+    ];
+    let o = msc(&args, dir.path());
+    if no_adapter(&o, "gpu_bench") {
+        return;
+    }
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let recs = lines(&o);
+    assert_eq!(recs.len(), 2, "one line per workload and size");
+    // --out holds exactly the stdout lines, and no temp file is left beside it.
+    let file = std::fs::read_to_string(dir.path().join("records.jsonl")).unwrap();
+    assert_eq!(file, String::from_utf8_lossy(&o.stdout));
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["records.jsonl"]);
+
+    for r in &recs {
+        for key in REQUIRED {
+            assert!(r.get(key).is_some(), "missing {key}: {r}");
+        }
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(r["backend"], "gpu");
+        assert_eq!(u(r, "n"), 256);
+        assert_eq!(u(r, "steps"), 2);
+        assert!(f(r, "ms_per_step") > 0.0);
+        assert_eq!(r["finite"], true, "{r}");
+        assert!(r["adapter"]["name"].is_string(), "{r}");
+        // The host records whole steps into one pass and one submission per batch: at
+        // most one submission per step (2 steps here fit one batch: 0.5 each).
+        let subm = f(r, "submissions_per_step");
+        assert!(subm > 0.0 && subm <= 1.0, "{subm}");
+        assert_eq!(
+            f(r, "compute_passes_per_step"),
+            subm,
+            "one pass per submission"
+        );
+        let timestamps = r["adapter"]["timestamp_queries"] == true;
+        assert_eq!(r["kernel_times"].is_array(), timestamps, "{r}");
+        null_is_explained(r, "kernel_times", &[]);
+        null_is_explained(r, "interactions_per_second", &[]);
+        null_is_explained(r, "percent_of_fp32_peak", &["interactions_per_second"]);
+        null_is_explained(r, "jacobi_sweep_gb_per_s", &[]);
+        null_is_explained(r, "percent_of_bandwidth", &["jacobi_sweep_gb_per_s"]);
+    }
+
+    let cloth = &recs[0];
+    assert_eq!(cloth["workload"], "cloth");
+    // 16 x 16 grid: structural 2 * 15 * 16 = 480, shear 2 * 15 * 15 = 450.
+    assert_eq!(u(cloth, "springs"), 930);
+    assert_eq!(u(cloth, "charged"), 0);
+    assert_eq!(u(cloth, "sweeps"), 20);
+    // spring_assemble, external_forces, rhs, 20 sweeps, integrate (no charges: no
+    // Coulomb kernels).
+    assert_eq!(u(cloth, "dispatches_per_step"), 24);
+    assert!(cloth["interactions_per_second"].is_null());
+    // Compulsory sweep bytes by hand: 100 B per particle + 4 + 48 B per spring, less the
+    // two pinned corners (each has 3 springs: no bd 48 B, no 3 x 8 B entries) and the
+    // last offset word (it only ends the pinned corner's row).
+    assert_eq!(
+        u(cloth, "jacobi_sweep_bytes"),
+        100 * 256 + 4 + 48 * 930 - 2 * (48 + 3 * 8) - 4
+    );
+    if cloth["kernel_times"].is_array() {
+        let sweep_ms = f(cloth, "jacobi_sweep_ms");
+        let gbs = f(cloth, "jacobi_sweep_gb_per_s");
+        let expect = u(cloth, "jacobi_sweep_bytes") as f64 / (sweep_ms * 1e-3) * 1e-9;
+        assert!((gbs - expect).abs() <= 1e-9 * expect, "{gbs} vs {expect}");
+        let sweeps = cloth["kernel_times"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["kernel"] == "jacobi_sweep")
+            .expect("jacobi_sweep profiled");
+        assert_eq!(f(sweeps, "dispatches_per_step"), 20.0);
+    }
+
+    let coulomb = &recs[1];
+    assert_eq!(coulomb["workload"], "coulomb");
+    assert_eq!(u(coulomb, "springs"), 0);
+    assert_eq!(u(coulomb, "charged"), 256);
+    assert!(coulomb["sweeps"].is_null());
+    // external_forces, coulomb_sources, coulomb_tiled, explicit_step.
+    assert_eq!(u(coulomb, "dispatches_per_step"), 4);
+    assert_eq!(u(coulomb, "coulomb_interactions_per_eval"), 256 * 256);
+    // interactions/s = n^2 / the Coulomb time per evaluation, and TFLOP/s = 20 x that.
+    let ips = f(coulomb, "interactions_per_second");
+    let per_eval = f(coulomb, "coulomb_ms_per_eval") * 1e-3;
+    assert!(per_eval > 0.0);
+    let expect = 256.0 * 256.0 / per_eval;
+    assert!((ips - expect).abs() <= 1e-9 * expect, "{ips} vs {expect}");
+    let tflops = 20.0 * ips * 1e-12;
+    assert!((f(coulomb, "tflops") - tflops).abs() <= 1e-9 * tflops);
+    let source = coulomb["coulomb_time_source"].as_str().unwrap();
+    if source == "whole_step" {
+        assert_eq!(per_eval, f(coulomb, "ms_per_step") * 1e-3);
+    } else {
+        assert_eq!(source, "timestamps");
+    }
+}
+
+#[test]
+fn charged_cloth_reports_the_coulomb_kernels_when_timestamps_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = msc(
+        &[
+            "bench",
+            "--workload",
+            "cloth",
+            "--sizes",
+            "256",
+            "--steps",
+            "2",
+            "--sweeps",
+            "5",
+            "--charged-fraction",
+            "0.25",
+            "--peak-tflops",
+            "2",
+            "--bandwidth-gbs",
+            "10",
+            "--quiet",
+        ],
+        dir.path(),
+    );
+    if no_adapter(&o, "charged_cloth") {
+        return;
+    }
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).lines().all(|l| !l.starts_with("workload")),
+        "--quiet prints no table"
+    );
+    let r = &lines(&o)[0];
+    assert_eq!(u(r, "charged"), 64);
+    assert_eq!(u(r, "coulomb_interactions_per_eval"), 64 * 64);
+    // 5 sweeps + 4, + coulomb_sources and coulomb_tiled.
+    assert_eq!(u(r, "dispatches_per_step"), 11);
+    if r["adapter"]["timestamp_queries"] == true {
+        assert_eq!(r["coulomb_time_source"], "timestamps");
+        assert_eq!(r["peak_source"], "--peak-tflops");
+        let pct = f(r, "percent_of_fp32_peak");
+        assert!((pct - 100.0 * f(r, "tflops") / 2.0).abs() <= 1e-9 * pct);
+        assert_eq!(r["bandwidth_source"], "--bandwidth-gbs");
+        let bw = f(r, "percent_of_bandwidth");
+        assert!((bw - 100.0 * f(r, "jacobi_sweep_gb_per_s") / 10.0).abs() <= 1e-9 * bw);
+    } else {
+        assert!(r["interactions_per_second"].is_null());
+    }
+}
+
+#[test]
+fn cpu_backend_runs_the_reference_and_stops_growing_past_max_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = msc(
+        &[
+            "bench",
+            "--backend",
+            "cpu",
+            "--sizes",
+            "1024,256",
+            "--steps",
+            "2",
+            "--max-seconds",
+            "1e-9",
+        ],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let recs = lines(&o);
+    assert_eq!(recs.len(), 4, "2 workloads x 2 sizes");
+    for (r, (workload, n)) in recs.iter().zip([
+        ("cloth", 256),
+        ("cloth", 1024),
+        ("coulomb", 256),
+        ("coulomb", 1024),
+    ]) {
+        assert_eq!(r["workload"], workload);
+        assert_eq!(u(r, "n_requested"), n, "sizes run in increasing order");
+        assert_eq!(r["backend"], "cpu");
+        assert!(r["adapter"].is_null() && r["kernel_times"].is_null());
+    }
+    // The first size of each workload is measured; it took longer than 1 ns, so the
+    // larger one is skipped with the reason.
+    for (first, second) in [(&recs[0], &recs[1]), (&recs[2], &recs[3])] {
+        assert_eq!(first["status"], "ok", "{first}");
+        assert!(f(first, "ms_per_step") > 0.0);
+        assert_eq!(first["finite"], true);
+        assert_eq!(second["status"], "skipped");
+        let why = second["reason"].as_str().unwrap();
+        assert!(
+            why.contains("--max-seconds") && why.contains("256"),
+            "{why}"
+        );
+        assert!(second["ms_per_step"].is_null());
+    }
+    assert!(
+        stderr(&o).contains("stopping at size 256"),
+        "{}",
+        stderr(&o)
+    );
+    // The Coulomb workload's rate comes from whole CPU steps.
+    let c = &recs[2];
+    assert_eq!(c["coulomb_time_source"], "whole_step");
+    let expect = 256.0 * 256.0 / (f(c, "ms_per_step") * 1e-3);
+    let ips = f(c, "interactions_per_second");
+    assert!((ips - expect).abs() <= 1e-9 * expect);
+}
+
+#[test]
+fn bad_option_values_exit_2_naming_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, option) in [
+        (&["--sweeps", "0"][..], "--sweeps"),
+        (&["--steps", "x"][..], "--steps"),
+        (&["--sizes", "1K,3"][..], "--sizes"),
+        (&["--sizes", "12Q"][..], "--sizes"),
+        (&["--charged-fraction", "1.5"][..], "--charged-fraction"),
+        (&["--peak-tflops", "0"][..], "--peak-tflops"),
+        (&["--charged-fraction", "-0.1"][..], "--charged-fraction"),
+        (&["--bandwidth-gbs", "fast"][..], "--bandwidth-gbs"),
+        (&["--max-seconds", "-1"][..], "--max-seconds"),
+        (&["--workload", "fluid"][..], "--workload"),
+        (&["--backend", "tpu"][..], "--backend"),
+    ] {
+        let mut all = vec!["bench"];
+        all.extend_from_slice(args);
+        let o = msc(&all, dir.path());
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(option), "{args:?}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{args:?}");
+        assert!(!stderr(&o).contains("panicked"));
+    }
+}
+
+#[test]
+fn a_size_beyond_the_adapter_limits_is_a_skipped_record_not_a_crash() {
+    // A 1025 x 1025 cloth: 2 * 1024 * 1025 + 2 * 1024^2 springs, 32 B of spring blocks
+    // each. Only meaningful where every adapter's binding limit is below that (lavapipe's
+    // 128 MiB is); a larger GPU would simply run it.
+    let springs: u64 = 2 * 1024 * 1025 + 2 * 1024 * 1024;
+    let need = 32 * springs;
+    let adapters = msc::gpu::list_adapters();
+    if adapters.is_empty()
+        || adapters
+            .iter()
+            .any(|a| a.max_storage_buffer_binding_size >= need)
+    {
+        eprintln!("skipped: no adapter, or one large enough to run the size");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let o = msc(
+        &[
+            "bench",
+            "--workload",
+            "cloth",
+            "--sizes",
+            "1050625",
+            "--steps",
+            "1",
+        ],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = &lines(&o)[0];
+    assert_eq!(r["status"], "skipped", "{r}");
+    assert_eq!(u(r, "n"), 1_050_625);
+    let why = r["reason"].as_str().unwrap();
+    assert!(
+        why.contains("spring blocks") && why.contains(&need.to_string()),
+        "{why}"
+    );
+    assert!(r["ms_per_step"].is_null());
+}

@@ -1,0 +1,627 @@
+//! DDEF (the paper's Section 3.3, Algorithm 1): the tetrahedralization, the near/far
+//! bookkeeping, exactness where the method implies it, accuracy against the exact
+//! all-pairs sum (Table 1), degenerate inputs, and the integrator wiring.
+
+use glam::DVec3;
+use msc::config::{
+    Config, CoulombConfig, CoulombMethod, DdefConfig, DdefVariant, Integrator, SolverConfig,
+};
+use msc::cpu::forces::coulomb_forces;
+use msc::cpu::CpuSimulation;
+use msc::ddef::delaunay::{orient, NONE};
+use msc::ddef::error_study::{random_points, ErrorStats};
+use msc::ddef::solver::REUSE_MARGIN;
+use msc::ddef::{
+    domain_box, exact_fields_at, Ddef, DdefError, DdefSolver, Evaluation, Grid, Tetrahedralization,
+};
+use msc::model::{Spring, System, SystemDesc};
+use msc::Simulator;
+use std::sync::Arc;
+
+const Q: f64 = 8e-6;
+const PAPER: Evaluation = Evaluation::Ddef(DdefVariant::Paper);
+const CORRECTED: Evaluation = Evaluation::Ddef(DdefVariant::Corrected);
+
+fn unit_random(n: usize, seed: u64) -> Vec<DVec3> {
+    random_points(DVec3::ZERO, DVec3::ONE, n, seed)
+}
+
+/// Largest |a - b| over the largest |b|: the relative agreement of two force sets.
+fn rel_diff(a: &[DVec3], b: &[DVec3]) -> f64 {
+    let scale = b.iter().map(|v| v.length()).fold(0.0, f64::max);
+    let d = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (*x - *y).length())
+        .fold(0.0, f64::max);
+    if scale > 0.0 {
+        d / scale
+    } else {
+        d
+    }
+}
+
+fn tet_volume(tri: &Tetrahedralization, t: usize) -> f64 {
+    let [a, b, c, d] = tri.tets()[t].map(|i| tri.points()[i as usize]);
+    // robust's orient3d is 6 times the signed volume.
+    orient(a, b, c, d) / 6.0
+}
+
+fn check_tetrahedralization(tri: &Tetrahedralization) {
+    tri.check().expect("valid Delaunay tetrahedralization");
+    let (lo, hi) = tri.bounds();
+    let box_vol = (hi - lo).x * (hi - lo).y * (hi - lo).z;
+    let vol: f64 = (0..tri.tets().len()).map(|t| tet_volume(tri, t)).sum();
+    assert!(
+        (vol - box_vol).abs() <= 1e-9 * box_vol,
+        "tetrahedra fill the box: {vol} vs {box_vol}"
+    );
+    for i in 0..tri.points().len() {
+        assert_ne!(
+            tri.point_tet(i),
+            NONE,
+            "site {i} is in the tetrahedralization"
+        );
+    }
+}
+
+#[test]
+fn halton_delaunay_is_valid_and_fills_the_box() {
+    let (lo, hi) = (DVec3::new(-1.0, 0.5, 2.0), DVec3::new(3.0, 1.0, 2.2));
+    let grid = Grid::new(lo, hi, 600).unwrap();
+    assert_eq!(grid.sites().len(), 608);
+    check_tetrahedralization(grid.tetrahedralization());
+    // Euler: a Delaunay tetrahedralization of v points has about 6.5 v tetrahedra.
+    let t = grid.tetrahedralization().tets().len();
+    assert!(t > 4 * 608 && t < 8 * 608, "{t} tetrahedra");
+}
+
+#[test]
+fn delaunay_handles_cospherical_and_coplanar_lattices() {
+    // A 5^3 lattice inside the unit box: every cell's corners are cospherical and many
+    // points are coplanar with the box faces' parallels.
+    let mut pts = Vec::new();
+    for i in 1..6 {
+        for j in 1..6 {
+            for k in 1..6 {
+                pts.push(DVec3::new(i as f64, j as f64, k as f64) / 6.0);
+            }
+        }
+    }
+    let tri = Tetrahedralization::box_delaunay(DVec3::ZERO, DVec3::ONE, &pts).unwrap();
+    check_tetrahedralization(&tri);
+}
+
+#[test]
+fn location_weights_reproduce_the_point_including_sites_edges_and_faces() {
+    let grid = Grid::new(DVec3::ZERO, DVec3::ONE, 300).unwrap();
+    let mut pts = unit_random(200, 3);
+    // Exactly on sites, on the box faces and corners, on the Kuhn diagonal.
+    pts.extend(grid.sites()[..40].iter().copied());
+    pts.extend([
+        DVec3::ZERO,
+        DVec3::ONE,
+        DVec3::new(0.5, 0.0, 0.5),
+        DVec3::splat(0.25),
+    ]);
+    let tets = grid.tetrahedralization().tets();
+    for (k, &p) in pts.iter().enumerate() {
+        let (t, w) = grid.locate(p, 0).expect("inside");
+        assert!(w.iter().all(|&x| x >= 0.0), "point {k}: weights {w:?}");
+        assert!((w.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+        let back: DVec3 = (0..4)
+            .map(|v| grid.sites()[tets[t as usize][v] as usize] * w[v])
+            .sum();
+        assert!((back - p).length() < 1e-12, "point {k}: {back} vs {p}");
+    }
+    assert!(grid.locate(DVec3::new(1.5, 0.5, 0.5), 0).is_none());
+    assert!(grid.locate(DVec3::NAN, 0).is_none());
+}
+
+#[test]
+fn near_sets_and_inverse_lists_match_algorithm_1() {
+    let x = unit_random(300, 5);
+    let q = vec![Q; 300];
+    let d = Ddef::build(&x, &q, 0.0, 200, 0.0).unwrap();
+    let tets = d.grid().tetrahedralization().tets();
+    let nbrs = d.grid().tetrahedralization().neighbors();
+    for s in 0..300 {
+        let n_s = d.near_sites().row(s);
+        let t = d.source_tets()[s] as usize;
+        // N_s = vertices of tau_s and of its face neighbours.
+        let mut expect: Vec<u32> = tets[t].to_vec();
+        for &nb in &nbrs[t] {
+            if nb != NONE {
+                expect.extend(tets[nb as usize]);
+            }
+        }
+        expect.sort_unstable();
+        expect.dedup();
+        let mut got = n_s.to_vec();
+        got.sort_unstable();
+        assert_eq!(got, expect, "N_{s}");
+        for &j in n_s {
+            assert!(d.site_sources().row(j as usize).contains(&(s as u32)));
+        }
+    }
+    let total: usize = (0..d.site_sources().rows())
+        .map(|j| d.site_sources().row(j).len())
+        .sum();
+    assert_eq!(total, d.near_sites().entries.len(), "M is the inverse of N");
+    // Far field: exactly the sources not in M_j (paper eq. 17).
+    for j in [0usize, 7, 8, 100, 207] {
+        let u = d.grid().sites()[j];
+        let m_j = d.site_sources().row(j);
+        let keep: Vec<f64> = (0..300)
+            .map(|s| if m_j.contains(&(s as u32)) { 0.0 } else { Q })
+            .collect();
+        let e = exact_fields_at(&[u], None, &x, &keep, 0.0)[0];
+        let f = d.far_field()[j];
+        assert!((f - e).length() <= 1e-12 * e.length(), "site {j}");
+    }
+}
+
+#[test]
+fn corrected_is_exact_when_every_source_is_near() {
+    // With only the 8 corners (6 tetrahedra around a diagonal) every N has 6 of the 8
+    // sites, so any two intersect and every source is in every target's near set; the
+    // corrected far field then has nothing left to interpolate.
+    let n = 60;
+    let x = unit_random(n, 11);
+    let q: Vec<f64> = (0..n)
+        .map(|i| if i % 3 == 0 { -Q } else { 2.0 * Q })
+        .collect();
+    for eps in [0.0, 0.05] {
+        let d = Ddef::build(&x, &q, eps, 0, 0.0).unwrap();
+        let plan = d.gather_plan();
+        for s in 0..n {
+            assert_eq!(
+                plan.near.row(plan.target_group[s] as usize).len(),
+                n,
+                "source {s}: every source is near"
+            );
+        }
+        let exact = coulomb_forces(&x, &q, eps);
+        let f = d.forces(n, CORRECTED);
+        assert!(rel_diff(&f, &exact) < 1e-12, "eps {eps}");
+        // Also at test sites, which have no self term.
+        let sites = unit_random(50, 12)
+            .into_iter()
+            .map(|p| p * 0.9 + DVec3::splat(0.05))
+            .collect::<Vec<_>>();
+        let e = d.fields_at(&sites, CORRECTED).unwrap();
+        assert!(rel_diff(&e, &exact_fields_at(&sites, None, &x, &q, eps)) < 1e-12);
+    }
+}
+
+#[test]
+fn both_variants_are_exact_when_all_charges_share_one_tetrahedron() {
+    // A corner-only grid on a large box and a small cluster inside one tetrahedron: every
+    // vertex of that tetrahedron has all charges in M_v, so the far field there is zero
+    // and Algorithm 1 as printed reduces to the exact sum too.
+    let grid = Arc::new(Grid::new(DVec3::ZERO, DVec3::splat(10.0), 0).unwrap());
+    let c = DVec3::new(6.0, 3.0, 1.0); // x > y > z: inside one Kuhn tetrahedron.
+    let x: Vec<DVec3> = unit_random(40, 21)
+        .into_iter()
+        .map(|p| c + (p - DVec3::splat(0.5)) * 0.2)
+        .collect();
+    let q: Vec<f64> = (0..40).map(|i| Q * (1.0 + i as f64 / 40.0)).collect();
+    let d = Ddef::on_grid(grid, &x, &q, 0.0, None).unwrap();
+    let t0 = d.source_tets()[0];
+    assert!(d.source_tets().iter().all(|&t| t == t0), "one tetrahedron");
+    let exact = coulomb_forces(&x, &q, 0.0);
+    for eval in [PAPER, CORRECTED] {
+        assert!(rel_diff(&d.forces(40, eval), &exact) < 1e-12, "{eval:?}");
+    }
+}
+
+#[test]
+fn random_charges_meet_the_papers_accuracy_and_the_far_field_matters() {
+    // Table 1's protocol at n = 2000, m = 2000: mean relative force error over the charges.
+    let n = 2000;
+    let x = unit_random(n, 7);
+    let q = vec![Q; n];
+    let d = Ddef::build(&x, &q, 0.0, 2000, 0.0).unwrap();
+    let exact = coulomb_forces(&x, &q, 0.0);
+    let stats = |eval| ErrorStats::of(&d.forces(n, eval), &exact);
+    let (paper, corrected, near) = (stats(PAPER), stats(CORRECTED), stats(Evaluation::NearOnly));
+    assert_eq!(corrected.count, n);
+    // The default variant meets the paper's 0.046-0.059.
+    assert_eq!(DdefConfig::default().variant, DdefVariant::Corrected);
+    assert!(corrected.mean <= 0.06, "corrected mean {}", corrected.mean);
+    // Removing the double-counted sources is what makes it better than Algorithm 1.
+    assert!(
+        corrected.mean < 0.5 * paper.mean,
+        "corrected {} vs paper {}",
+        corrected.mean,
+        paper.mean
+    );
+    // Ignoring the far field (Table 1, bottom row) is far worse.
+    assert!(
+        near.mean > 5.0 * corrected.mean && near.mean > paper.mean,
+        "near only {} vs {} / {}",
+        near.mean,
+        corrected.mean,
+        paper.mean
+    );
+}
+
+#[test]
+fn test_sites_without_charge_are_evaluated_too() {
+    let n = 500;
+    let x = unit_random(n, 8);
+    let q = vec![Q; n];
+    let d = Ddef::build(&x, &q, 0.0, 500, 0.0).unwrap();
+    let (lo, hi) = x
+        .iter()
+        .fold((x[0], x[0]), |(a, b), p| (a.min(*p), b.max(*p)));
+    let sites = random_points(lo, hi, 400, 9);
+    let exact = exact_fields_at(&sites, None, &x, &q, 0.0);
+    let s = ErrorStats::of(&d.fields_at(&sites, CORRECTED).unwrap(), &exact);
+    let near = ErrorStats::of(&d.fields_at(&sites, Evaluation::NearOnly).unwrap(), &exact);
+    assert!(s.mean < 0.06 && near.mean > 5.0 * s.mean, "{s:?} {near:?}");
+    let outside = [DVec3::splat(3.0)];
+    assert!(matches!(
+        d.fields_at(&outside, CORRECTED),
+        Err(DdefError::OutsideGrid { index: 0, .. })
+    ));
+}
+
+#[test]
+fn degenerate_charge_sets_do_not_panic_and_stay_exact_where_implied() {
+    let check = |name: &str, x: Vec<DVec3>, q: Vec<f64>, samples: usize, exact_expected: bool| {
+        let n = x.len();
+        let d = Ddef::build(&x, &q, 0.0, samples, 0.0).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let exact = coulomb_forces(&x, &q, 0.0);
+        for eval in [PAPER, CORRECTED, Evaluation::NearOnly] {
+            let f = d.forces(n, eval);
+            assert!(f.iter().all(|v| v.is_finite()), "{name} {eval:?}");
+        }
+        if exact_expected {
+            let f = d.forces(n, CORRECTED);
+            assert!(rel_diff(&f, &exact) < 1e-12, "{name}");
+        }
+        d
+    };
+    let planar: Vec<DVec3> = unit_random(200, 31)
+        .into_iter()
+        .map(|p| DVec3::new(p.x, p.y, 0.0))
+        .collect();
+    let line: Vec<DVec3> = (0..50)
+        .map(|i| DVec3::new(1.0, 2.0, 3.0) * (i as f64 / 49.0))
+        .collect();
+    check("coplanar", planar.clone(), vec![Q; 200], 300, false);
+    check("coplanar, corners only", planar, vec![Q; 200], 0, true);
+    check("collinear", line.clone(), vec![-Q; 50], 100, false);
+    check("collinear, corners only", line, vec![-Q; 50], 0, true);
+    // All at one point: every pair coincides and has no direction (force 0, as exact).
+    check(
+        "one point",
+        vec![DVec3::splat(2.0); 10],
+        vec![Q; 10],
+        50,
+        true,
+    );
+    check(
+        "single charge",
+        vec![DVec3::new(1.0, -1.0, 0.5)],
+        vec![Q],
+        20,
+        true,
+    );
+    // Uncharged particles are not sources and receive nothing.
+    let x = unit_random(30, 4);
+    let mut q = vec![Q; 30];
+    q[3] = 0.0;
+    q[17] = 0.0;
+    let d = check("some uncharged", x, q, 0, true);
+    assert_eq!(d.source_particles().len(), 28);
+    // No charge at all: nothing to size a grid with.
+    assert_eq!(
+        Ddef::build(&[DVec3::ZERO], &[0.0], 0.0, 10, 0.0).unwrap_err(),
+        DdefError::NoCharges
+    );
+    assert!(matches!(
+        Ddef::build(&[DVec3::ZERO, DVec3::NAN], &[Q, Q], 0.0, 10, 0.0),
+        Err(DdefError::NonFinitePosition { index: 1 })
+    ));
+}
+
+#[test]
+fn a_charge_exactly_on_a_grid_site_is_located_there() {
+    let x0 = unit_random(300, 41);
+    let q0 = vec![Q; 300];
+    let (lo, hi) = domain_box(&x0, 0.0).unwrap();
+    let grid = Arc::new(Grid::new(lo, hi, 300).unwrap());
+    // A Halton site inside the charges' own bounding box, so the box would not change.
+    let j = (8..grid.sites().len())
+        .find(|&j| {
+            let u = grid.sites()[j];
+            u.cmpgt(DVec3::splat(0.1)).all() && u.cmplt(DVec3::splat(0.9)).all()
+        })
+        .unwrap();
+    let mut x = x0.clone();
+    x.push(grid.sites()[j]);
+    let mut q = q0.clone();
+    q.push(-Q);
+    assert_eq!(domain_box(&x, 0.0).unwrap(), (lo, hi));
+    let d = Ddef::on_grid(grid.clone(), &x, &q, 0.0, None).unwrap();
+    let s = 300;
+    let t = d.source_tets()[s] as usize;
+    let w = d.source_weights()[s];
+    let v = grid.tetrahedralization().tets()[t]
+        .iter()
+        .position(|&k| k as usize == j)
+        .expect("the site is a vertex of its tetrahedron");
+    assert_eq!(w[v], 1.0);
+    let exact = coulomb_forces(&x, &q, 0.0);
+    for eval in [PAPER, CORRECTED] {
+        let f = d.forces(301, eval);
+        assert!(f.iter().all(|v| v.is_finite()));
+        // The far field never includes a source at its own site (it is in M_j).
+        let e = (f[s] - exact[s]).length() / exact[s].length();
+        assert!(e < 0.5, "{eval:?}: {e}");
+    }
+    assert!(d.far_field().iter().all(|v| v.is_finite()));
+}
+
+fn charged_cloud(n: usize, seed: u64) -> System {
+    let x = unit_random(n, seed);
+    let springs: Vec<Spring> = (0..n - 1)
+        .map(|i| Spring {
+            i: i as u32,
+            j: i as u32 + 1,
+            stiffness: 5.0,
+            rest_length: (x[i + 1] - x[i]).length(),
+            damping: 0.01,
+        })
+        .collect();
+    System::new(SystemDesc {
+        positions: x,
+        masses: vec![1e-3; n],
+        charges: vec![2e-7; n],
+        springs,
+        ..SystemDesc::default()
+    })
+    .unwrap()
+}
+
+fn ddef_config(integrator: Integrator, d: DdefConfig) -> Config {
+    Config {
+        integrator,
+        dt: 1e-3,
+        solver: SolverConfig {
+            tolerance: 1e-10,
+            iterations: 200,
+            ..SolverConfig::default()
+        },
+        coulomb: CoulombConfig {
+            method: CoulombMethod::Ddef(d),
+            softening: 0.0,
+        },
+        ..Config::default()
+    }
+}
+
+#[test]
+fn integrators_use_ddef_and_rebuild_on_schedule() {
+    let sys = charged_cloud(200, 51);
+    let d = DdefConfig {
+        samples: 150,
+        variant: DdefVariant::Corrected,
+        rebuild_every: 3,
+    };
+    for integrator in [
+        Integrator::Imex,
+        Integrator::SymplecticEuler,
+        Integrator::Verlet,
+    ] {
+        let mut sim = CpuSimulation::new(&sys, &ddef_config(integrator, d)).unwrap();
+        let mut reference = CpuSimulation::new(
+            &sys,
+            &Config {
+                coulomb: CoulombConfig::default(),
+                ..ddef_config(integrator, d)
+            },
+        )
+        .unwrap();
+        sim.step(7).unwrap();
+        reference.step(7).unwrap();
+        let solver = sim.ddef().expect("DDEF state");
+        // One evaluation per step (Verlet reuses a' as the next a, plus its first).
+        assert!(solver.evaluations() >= 7, "{integrator:?}");
+        // Slow motion stays inside the padded box: rebuilds only on the schedule.
+        assert_eq!(
+            solver.rebuilds(),
+            solver.evaluations().div_ceil(3),
+            "{integrator:?}"
+        );
+        // The trajectory follows the exact one closely (forces within a few percent).
+        let (a, b) = (&sim.current().x, &reference.current().x);
+        let moved = b
+            .iter()
+            .zip(sys.positions())
+            .map(|(p, p0)| (*p - *p0).length())
+            .fold(0.0, f64::max);
+        let diff = a
+            .iter()
+            .zip(b)
+            .map(|(p, r)| (*p - *r).length())
+            .fold(0.0, f64::max);
+        assert!(
+            moved > 0.0 && diff < 0.1 * moved,
+            "{integrator:?}: {diff} vs {moved}"
+        );
+    }
+}
+
+#[test]
+fn charges_leaving_the_box_force_a_rebuild() {
+    let x = unit_random(100, 61);
+    let q = vec![Q; 100];
+    let d = DdefConfig {
+        samples: 100,
+        variant: DdefVariant::Paper,
+        rebuild_every: 1000,
+    };
+    let mut solver = DdefSolver::new(d, 0.0);
+    let mut f = vec![DVec3::ZERO; 100];
+    solver.forces_into(&x, &q, &mut f).unwrap();
+    solver.forces_into(&x, &q, &mut f).unwrap();
+    assert_eq!(solver.rebuilds(), 1);
+    let grown: Vec<DVec3> = x.iter().map(|p| *p * 1.5).collect();
+    solver.forces_into(&grown, &q, &mut f).unwrap();
+    assert_eq!(solver.rebuilds(), 2);
+    // The rebuilt grid is the one a fresh build with the reuse margin makes.
+    let fresh = Ddef::build(&grown, &q, 0.0, 100, REUSE_MARGIN).unwrap();
+    assert!(rel_diff(&f, &fresh.forces(100, PAPER)) < 1e-14);
+    let mut short = vec![DVec3::ZERO; 3];
+    assert!(matches!(
+        solver.forces_into(&x, &q, &mut short),
+        Err(DdefError::LengthMismatch { .. })
+    ));
+}
+
+#[test]
+fn ddef_settings_are_validated() {
+    let bad = |d: DdefConfig| ddef_config(Integrator::Imex, d).validate().unwrap_err().key;
+    let ok = DdefConfig::default();
+    assert!(ddef_config(Integrator::Imex, ok).validate().is_ok());
+    assert_eq!(
+        bad(DdefConfig {
+            rebuild_every: 0,
+            ..ok
+        }),
+        "coulomb.rebuild_every"
+    );
+    assert_eq!(
+        bad(DdefConfig {
+            samples: DdefConfig::MAX_SAMPLES + 1,
+            ..ok
+        }),
+        "coulomb.samples"
+    );
+    assert_eq!(CoulombMethod::Ddef(ok).name(), "ddef");
+    assert_eq!(DdefVariant::from_name("paper"), Some(DdefVariant::Paper));
+}
+
+const SCENE: &str = r#"name = "ddef_scene"
+[mesh]
+kind = "torus"
+major_radius = 1.0
+minor_radius = 0.3
+rings = 12
+sides = 6
+[material]
+charge = 1e-7
+[integrator]
+dt = 0.001
+steps = 4
+solver = { method = "cg", iterations = 100, tolerance = 1e-9 }
+"#;
+
+fn scene_file(dir: &tempfile::TempDir, text: &str) -> String {
+    let p = dir.path().join("scene.toml");
+    std::fs::write(&p, text).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+#[test]
+fn scenes_select_ddef_and_name_bad_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{SCENE}[coulomb]\nmethod = \"ddef\"\nsamples = 300\nddef_variant = \"paper\"\nrebuild_every = 2\n"
+    );
+    let path = scene_file(&dir, &text);
+    let sc = msc::scene::load(&path, &[]).unwrap();
+    assert_eq!(
+        sc.config.coulomb.method,
+        CoulombMethod::Ddef(DdefConfig {
+            samples: 300,
+            variant: DdefVariant::Paper,
+            rebuild_every: 2
+        })
+    );
+    let sc = msc::scene::load(&path, &["coulomb.samples=40".to_string()]).unwrap();
+    assert_eq!(sc.config.coulomb.method.ddef().unwrap().samples, 40);
+    // Defaults when only the method is given.
+    let path = scene_file(&dir, &format!("{SCENE}[coulomb]\nmethod = \"ddef\"\n"));
+    let sc = msc::scene::load(&path, &[]).unwrap();
+    assert_eq!(
+        sc.config.coulomb.method,
+        CoulombMethod::Ddef(DdefConfig::default())
+    );
+    // The run steps on the CPU with DDEF and keeps finite energies.
+    let mut sim = CpuSimulation::new(&sc.system, &sc.config).unwrap();
+    sim.step(sc.config.steps).unwrap();
+    assert!(sim.energies().unwrap().is_finite());
+    assert_eq!(sim.ddef().unwrap().rebuilds(), sc.config.steps);
+    for (extra, key) in [
+        (
+            "method = \"ddef\"\nrebuild_every = 0\n",
+            "coulomb.rebuild_every",
+        ),
+        ("samples = 100\n", "coulomb.samples"),
+        (
+            "method = \"none\"\nddef_variant = \"paper\"\n",
+            "coulomb.ddef_variant",
+        ),
+        (
+            "method = \"ddef\"\nddef_variant = \"exact\"\n",
+            "coulomb.ddef_variant",
+        ),
+    ] {
+        let path = scene_file(&dir, &format!("{SCENE}[coulomb]\n{extra}"));
+        let e = msc::scene::load(&path, &[]).unwrap_err();
+        assert_eq!(e.key(), Some(key), "{extra}: {e}");
+    }
+}
+
+#[test]
+fn ddef_error_command_reports_every_case_and_scheme() {
+    use msc::cli::ddef_error::{execute, DdefErrorArgs};
+    use msc::ddef::error_study::Targets;
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("rows.jsonl");
+    let args = DdefErrorArgs {
+        scene: None,
+        set: Vec::new(),
+        random: Some(400),
+        samples: vec![100, 400],
+        tests: Some(200),
+        seed: 3,
+        json: Some(json.clone()),
+    };
+    let rows = execute(&args).unwrap();
+    // 2 grid sizes x (random sites, charges) x 4 schemes.
+    assert_eq!(rows.len(), 16);
+    let lines = std::fs::read_to_string(&json).unwrap();
+    assert_eq!(lines.lines().count(), 16);
+    for l in lines.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert!(v["mean"].as_f64().unwrap().is_finite());
+        assert!(v["scheme"].is_string() && v["targets"].is_string());
+    }
+    for m in [100, 400] {
+        for t in [Targets::RandomSites, Targets::Charges] {
+            let get = |s: &str| {
+                rows.iter()
+                    .find(|r| r.m == m && r.targets == t && r.scheme == s)
+                    .unwrap()
+                    .stats
+            };
+            assert_eq!(
+                get("corrected").count,
+                if t == Targets::Charges { 400 } else { 200 }
+            );
+            assert!(get("corrected").mean < get("paper").mean, "m {m} {t:?}");
+            assert!(get("paper").mean < get("near_only").mean, "m {m} {t:?}");
+        }
+    }
+    // Usage errors exit 2: neither SCENE nor --random, or both.
+    assert_eq!(msc::cli::main_with_args(["msc", "ddef-error"]), 2);
+    assert_eq!(
+        msc::cli::main_with_args(["msc", "ddef-error", "torus", "--random", "5"]),
+        2
+    );
+}
