@@ -10,6 +10,7 @@
 //! - [`grad`]: gradients through the simulation and parameter fitting;
 //! - [`gpu`]: WGSL kernels and the wgpu host;
 //! - [`output`]: run outputs (energy CSV, PLY frames, summary JSON);
+//! - [`render`]: offscreen drawing of particles and springs (PNG frames, GIFs, embedding);
 //! - [`bench`]: the standard performance workloads and their measurement;
 //! - [`cli`]: the `msc` command.
 
@@ -22,6 +23,7 @@ pub mod gpu;
 pub mod grad;
 pub mod model;
 pub mod output;
+pub mod render;
 pub mod scene;
 pub mod sim;
 

@@ -34,36 +34,77 @@ fn cpu(system: &System, config: &Config) -> Result<Box<dyn Simulator>, CliError>
     ))
 }
 
-fn gpu(system: &System, config: &Config, allow_software: bool) -> Result<Backend, GpuError> {
+/// The device and buffers of a GPU backend, for drawing from the solver's own buffers on
+/// its device while it runs (`msc run --render`). Handles share the solver's objects.
+#[derive(Clone, Debug)]
+pub struct GpuHandles {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    /// [`GpuSolver::positions_buffer`].
+    pub positions: wgpu::Buffer,
+    /// [`GpuSolver::velocities_buffer`].
+    pub velocities: wgpu::Buffer,
+}
+
+fn gpu(
+    system: &System,
+    config: &Config,
+    allow_software: bool,
+) -> Result<(Backend, GpuHandles), GpuError> {
     let solver = GpuSolver::headless(system, config, &HeadlessOptions { allow_software })?;
     let adapter = solver.adapter().cloned();
-    Ok(Backend {
-        sim: Box::new(solver),
-        adapter,
-        fallback_note: None,
-    })
+    let handles = GpuHandles {
+        device: solver.device().clone(),
+        queue: solver.queue().clone(),
+        positions: solver.positions_buffer().clone(),
+        velocities: solver.velocities_buffer().clone(),
+    };
+    Ok((
+        Backend {
+            sim: Box::new(solver),
+            adapter,
+            fallback_note: None,
+        },
+        handles,
+    ))
 }
 
 /// Starts the chosen backend.
 pub fn start(choice: BackendArg, system: &System, config: &Config) -> Result<Backend, CliError> {
+    start_with_handles(choice, system, config).map(|(b, _)| b)
+}
+
+/// Starts the chosen backend; for the GPU, also returns its device and buffers.
+pub fn start_with_handles(
+    choice: BackendArg,
+    system: &System,
+    config: &Config,
+) -> Result<(Backend, Option<GpuHandles>), CliError> {
+    let with = |(b, h): (Backend, GpuHandles)| (b, Some(h));
     match choice {
-        BackendArg::Cpu => Ok(Backend {
-            sim: cpu(system, config)?,
-            adapter: None,
-            fallback_note: None,
-        }),
-        BackendArg::Gpu => gpu(system, config, true).map_err(CliError::Gpu),
-        BackendArg::Auto => match gpu(system, config, false) {
-            Ok(b) => Ok(b),
-            // No hardware adapter, or a feature the GPU solver lacks: the CPU can do it.
-            Err(e @ (GpuError::NoAdapter(_) | GpuError::Unsupported(_))) => Ok(Backend {
+        BackendArg::Cpu => Ok((
+            Backend {
                 sim: cpu(system, config)?,
                 adapter: None,
-                fallback_note: Some(format!(
-                    "note: {e}; running the CPU reference instead \
-                     (--backend gpu also accepts software adapters)"
-                )),
-            }),
+                fallback_note: None,
+            },
+            None,
+        )),
+        BackendArg::Gpu => gpu(system, config, true).map(with).map_err(CliError::Gpu),
+        BackendArg::Auto => match gpu(system, config, false) {
+            Ok(b) => Ok(with(b)),
+            // No hardware adapter, or a feature the GPU solver lacks: the CPU can do it.
+            Err(e @ (GpuError::NoAdapter(_) | GpuError::Unsupported(_))) => Ok((
+                Backend {
+                    sim: cpu(system, config)?,
+                    adapter: None,
+                    fallback_note: Some(format!(
+                        "note: {e}; running the CPU reference instead \
+                         (--backend gpu also accepts software adapters)"
+                    )),
+                },
+                None,
+            )),
             Err(e) => Err(CliError::Gpu(e)),
         },
     }

@@ -4,6 +4,7 @@
 use crate::config::ConfigError;
 use crate::gpu::GpuError;
 use crate::output::OutputError;
+use crate::render::RenderError;
 use crate::scene::SceneError;
 use crate::sim::SimError;
 use std::path::PathBuf;
@@ -47,6 +48,9 @@ pub enum CliError {
         out.display()
     )]
     Diverged { step: u64, time: f64, out: PathBuf },
+    /// Drawing images failed (`msc render`, `msc run --render`).
+    #[error("cannot render")]
+    Render(#[source] RenderError),
     /// The DDEF approximation could not be built (`msc ddef-error`).
     #[error("DDEF failed")]
     Ddef(#[source] crate::ddef::DdefError),
@@ -70,6 +74,16 @@ impl CliError {
     pub fn exit_code(&self) -> i32 {
         match self {
             Self::Scene { .. } | Self::Option { .. } | Self::Config(_) => 2,
+            // A missing or unreadable run folder is an input error.
+            Self::Render(
+                RenderError::NotFound { .. }
+                | RenderError::NoFrames { .. }
+                | RenderError::Malformed { .. }
+                | RenderError::ParticleCount { .. }
+                | RenderError::Size { .. }
+                | RenderError::Empty,
+            ) => 2,
+            Self::Render(_) => 1,
             Self::Fit(e) => match **e {
                 crate::grad::GradError::NonFiniteState { .. }
                 | crate::grad::GradError::NonFiniteTangent { .. }

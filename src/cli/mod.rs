@@ -1,5 +1,5 @@
 //! The `msc` command line: `run`, `scenes`, `info`, `validate`, `bench`, `fit`,
-//! `ddef-error`.
+//! `ddef-error`, `render`.
 //!
 //! [`main`] parses the arguments, runs one command and returns the exit code: 0 on
 //! success, 2 for usage and input errors, 1 for run failures (see [`CliError::exit_code`]).
@@ -11,6 +11,7 @@ pub mod ddef_error;
 pub mod error;
 pub mod fit;
 pub mod info;
+pub mod render;
 pub mod run;
 pub mod scene_args;
 pub mod scenes;
@@ -20,6 +21,7 @@ pub use backend::BackendArg;
 pub use bench::BenchArgs;
 pub use error::CliError;
 pub use fit::FitArgs;
+pub use render::{RenderArgs, RenderStyle};
 pub use run::RunArgs;
 pub use scene_args::SceneArgs;
 pub use validate::ValidateArgs;
@@ -52,6 +54,8 @@ pub enum Command {
     /// Run a scene on the GPU (software adapters allowed) and on the CPU reference and
     /// compare positions, velocities and energies; exit 1 beyond the tolerance
     Validate(ValidateArgs),
+    /// Draw a run folder's frames to PNG images (RUN_DIR/render/) and optionally a GIF
+    Render(RenderArgs),
     /// Measure the DDEF far-field approximation's error against the exact all-pairs
     /// field (the paper's Table 1 protocol), for random charges and a scene's charges
     DdefError(ddef_error::DdefErrorArgs),
@@ -76,6 +80,7 @@ pub fn dispatch(command: &Command) -> Result<(), CliError> {
             Ok(())
         }
         Command::Validate(args) => validate::execute(args).map(|_| ()),
+        Command::Render(args) => render::execute(args).map(|_| ()),
         Command::DdefError(args) => ddef_error::execute(args).map(|_| ()),
         Command::Bench(args) => bench::execute(args).map(|_| ()),
         Command::Fit(args) => fit::execute(args).map(|_| ()),

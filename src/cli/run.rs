@@ -1,8 +1,10 @@
 //! `msc run`: simulate a scene and write its outputs.
 
 use super::backend::{self, BackendArg};
+use super::render::{LiveRender, RenderStyle};
 use super::scene_args::{self, SceneArgs};
 use super::CliError;
+use crate::model::State;
 use crate::output::energy::output_steps;
 use crate::output::{RunDir, Summary};
 use crate::scene::{FrameFormat, LoadedScene};
@@ -27,6 +29,13 @@ pub struct RunArgs {
     /// No progress bar and no closing report (errors and notes still go to stderr)
     #[arg(long, short)]
     pub quiet: bool,
+    /// Draw every output step to OUT/render/frame_NNNNNN.png while the run goes: from the
+    /// solver's own buffers on the GPU backend; the CPU backend uploads its positions to
+    /// a device of its own. The style options below apply
+    #[arg(long)]
+    pub render: bool,
+    #[command(flatten)]
+    pub render_style: RenderStyle,
 }
 
 /// What a finished run produced.
@@ -50,18 +59,40 @@ pub fn execute(args: &RunArgs) -> Result<RunOutcome, CliError> {
     dir.write_scene(&scene.resolved_toml)?;
 
     let setup = Instant::now();
-    let backend::Backend {
-        mut sim,
-        adapter,
-        fallback_note,
-    } = backend::start(args.backend, system, config)?;
+    let (
+        backend::Backend {
+            mut sim,
+            adapter,
+            fallback_note,
+        },
+        handles,
+    ) = backend::start_with_handles(args.backend, system, config)?;
     let setup_seconds = setup.elapsed().as_secs_f64();
     if let Some(note) = &fallback_note {
         eprintln!("{note}");
     }
+    let mut live = if args.render {
+        Some(LiveRender::start(
+            &args.render_style,
+            system,
+            handles,
+            &out,
+        )?)
+    } else {
+        None
+    };
 
     let bar = progress_bar(config.steps, args.quiet);
-    let ran = drive(sim.as_mut(), &scene, &mut dir, bar.as_ref())?;
+    let ran = match live.as_mut() {
+        Some(l) => drive_with(
+            sim.as_mut(),
+            &scene,
+            &mut dir,
+            bar.as_ref(),
+            &mut |sim, step, state| l.frame(sim, step, state),
+        )?,
+        None => drive(sim.as_mut(), &scene, &mut dir, bar.as_ref())?,
+    };
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
@@ -116,6 +147,9 @@ pub fn execute(args: &RunArgs) -> Result<RunOutcome, CliError> {
     }
     if !args.quiet {
         report(&summary, &out);
+        if let Some(l) = &live {
+            println!("rendered {} images into {}", l.images(), l.dir().display());
+        }
     }
     Ok(RunOutcome { out, summary })
 }
@@ -143,6 +177,23 @@ pub fn drive(
     scene: &LoadedScene,
     dir: &mut RunDir,
     bar: Option<&indicatif::ProgressBar>,
+) -> Result<Driven, CliError> {
+    drive_with(sim, scene, dir, bar, &mut |_, _, _| Ok(()))
+}
+
+/// Called by [`drive_with`] at each finite output step with the simulator, the step and
+/// the state when the loop read it back (for a frame, or at the last step).
+pub type OnOutput<'a> =
+    dyn FnMut(&mut dyn Simulator, u64, Option<&State>) -> Result<(), CliError> + 'a;
+
+/// [`drive`], calling `on_output` after each output step's row and frame are written
+/// (`msc run --render` draws there).
+pub fn drive_with(
+    sim: &mut dyn Simulator,
+    scene: &LoadedScene,
+    dir: &mut RunDir,
+    bar: Option<&indicatif::ProgressBar>,
+    on_output: &mut OnOutput<'_>,
 ) -> Result<Driven, CliError> {
     let system = &scene.system;
     let (total, dt) = (scene.config.steps, scene.config.dt);
@@ -172,10 +223,15 @@ pub fn drive(
         log.row(step, step as f64 * dt, &energies)?;
         finite = energies.is_finite();
         // The state is read back for frames, and at the end or on trouble to check it.
+        let mut state = None;
         if dir.writes_frames() || !finite || step == total {
-            let state = sim.state().map_err(sim_err(step))?;
-            finite &= state.is_finite();
-            dir.write_frame(&state, system.charges(), system.faces())?;
+            let s = sim.state().map_err(sim_err(step))?;
+            finite &= s.is_finite();
+            dir.write_frame(&s, system.charges(), system.faces())?;
+            state = Some(s);
+        }
+        if finite {
+            on_output(sim, step, state.as_ref())?;
         }
         if step > 0 {
             stats = sim.solve_stats().map_err(sim_err(step))?;

@@ -183,7 +183,11 @@ impl GpuSolver {
         );
         put(
             Buf::V,
-            init("msc velocities", bytemuck::cast_slice(&v), storage),
+            init(
+                "msc velocities",
+                bytemuck::cast_slice(&v),
+                storage | wgpu::BufferUsages::VERTEX,
+            ),
         );
         put(
             Buf::Props,

@@ -136,6 +136,11 @@ impl GpuSolver {
     pub fn positions_buffer(&self) -> &wgpu::Buffer {
         self.buf(Buf::X)
     }
+    /// Velocities as `vec4<f32>` (xyz, w unused): like the positions, usable as a vertex
+    /// buffer (Float32x4, stride 16), e.g. to colour particles by speed.
+    pub fn velocities_buffer(&self) -> &wgpu::Buffer {
+        self.buf(Buf::V)
+    }
     /// Steps done (recorded, for [`Self::record_steps`]).
     pub fn steps_done(&self) -> u64 {
         self.steps_done
