@@ -8,14 +8,18 @@
 //! - [`cpu`]: the f64 CPU reference;
 //! - [`gpu`]: WGSL kernels and the wgpu host;
 //! - [`output`]: run outputs (energy CSV, PLY frames, summary JSON);
+//! - [`batch`]: sweeps and manifest batches of runs sharing one GPU device;
+//! - [`plot`]: PNG plots of energy logs;
 //! - [`cli`]: the `msc` command.
 
+pub mod batch;
 pub mod cli;
 pub mod config;
 pub mod cpu;
 pub mod gpu;
 pub mod model;
 pub mod output;
+pub mod plot;
 pub mod scene;
 pub mod sim;
 

@@ -1,21 +1,27 @@
-//! The `msc` command line: `run`, `scenes`, `info`, `validate`.
+//! The `msc` command line: `run`, `scenes`, `info`, `validate`, `sweep`, `batch`, `plot`.
 //!
 //! [`main`] parses the arguments, runs one command and returns the exit code: 0 on
 //! success, 2 for usage and input errors, 1 for run failures (see [`CliError::exit_code`]).
 //! Each command's `execute` is public so it can be driven in-process.
 
 pub mod backend;
+pub mod batch;
 pub mod error;
 pub mod info;
+pub mod plot;
 pub mod run;
 pub mod scene_args;
 pub mod scenes;
+pub mod sweep;
 pub mod validate;
 
 pub use backend::BackendArg;
+pub use batch::BatchArgs;
 pub use error::CliError;
+pub use plot::PlotArgs;
 pub use run::RunArgs;
 pub use scene_args::SceneArgs;
+pub use sweep::SweepArgs;
 pub use validate::ValidateArgs;
 
 use clap::{Parser, Subcommand};
@@ -46,6 +52,15 @@ pub enum Command {
     /// Run a scene on the GPU (software adapters allowed) and on the CPU reference and
     /// compare positions, velocities and energies; exit 1 beyond the tolerance
     Validate(ValidateArgs),
+    /// Run a scene once for every combination of --vary values, each into its own folder
+    /// under --out, with runs.csv; one GPU device serves every run; resumes when re-run
+    Sweep(SweepArgs),
+    /// Run the scenes listed in a manifest file, each into its own folder under --out,
+    /// with runs.csv; resumes when re-run
+    Batch(BatchArgs),
+    /// Plot runs' energy logs as PNG: one run's terms, several runs overlaid, their drift,
+    /// or their relative error against a reference run
+    Plot(PlotArgs),
 }
 
 /// Runs one parsed command.
@@ -61,6 +76,9 @@ pub fn dispatch(command: &Command) -> Result<(), CliError> {
             Ok(())
         }
         Command::Validate(args) => validate::execute(args).map(|_| ()),
+        Command::Sweep(args) => sweep::execute(args).map(|_| ()),
+        Command::Batch(args) => batch::execute(args).map(|_| ()),
+        Command::Plot(args) => plot::execute(args).map(|_| ()),
     }
 }
 
@@ -112,5 +130,10 @@ mod tests {
             2
         );
         assert_eq!(main_with_args(["msc", "bench"]), 2);
+        assert_eq!(main_with_args(["msc", "sweep", "torus", "--out", "x"]), 2);
+        assert_eq!(
+            main_with_args(["msc", "plot", "a", "--relative-error", "--out", "x.png"]),
+            2
+        );
     }
 }
