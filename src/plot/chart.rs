@@ -171,7 +171,8 @@ fn axis_range(values: impl Iterator<Item = f64>, log: bool, pad: bool) -> (f64, 
         lo = lo.max(hi * 1e-14);
         let (a, b) = (lo.log10().floor(), hi.log10().ceil());
         let b = if b <= a { a + 1.0 } else { b };
-        return (10f64.powf(a), 10f64.powf(b));
+        // A hair below the lowest decade, so that its tick is inside and labelled.
+        return (10f64.powf(a) * 0.999, 10f64.powf(b));
     }
     if hi - lo <= 0.0 {
         let d = if lo == 0.0 { 1.0 } else { lo.abs() * 0.1 };
@@ -285,6 +286,9 @@ pub fn render_png(chart: &Chart, out: &Path) -> Result<(), PlotError> {
         let mut enc = png::Encoder::new(&mut png_bytes, w, h);
         enc.set_color(png::ColorType::Rgb);
         enc.set_depth(png::BitDepth::Eight);
+        // Plots are mostly flat colour: the strongest settings keep them small.
+        enc.set_compression(png::Compression::Best);
+        enc.set_adaptive_filter(png::AdaptiveFilterType::Adaptive);
         let mut writer = enc
             .write_header()
             .map_err(|e| PlotError::Draw(format!("PNG encoding failed: {e}")))?;
