@@ -12,8 +12,11 @@
 //! - [`output`]: run outputs (energy CSV, PLY frames, summary JSON);
 //! - [`render`]: offscreen drawing of particles and springs (PNG frames, GIFs, embedding);
 //! - [`bench`]: the standard performance workloads and their measurement;
+//! - [`batch`]: sweeps and manifest batches of runs sharing one GPU device;
+//! - [`plot`]: PNG plots of energy logs;
 //! - [`cli`]: the `msc` command.
 
+pub mod batch;
 pub mod bench;
 pub mod cli;
 pub mod config;
@@ -23,6 +26,7 @@ pub mod gpu;
 pub mod grad;
 pub mod model;
 pub mod output;
+pub mod plot;
 pub mod render;
 pub mod scene;
 pub mod sim;

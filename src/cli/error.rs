@@ -64,6 +64,12 @@ pub enum CliError {
         out.display()
     )]
     FitStalled { loss: f64, out: PathBuf },
+    /// `msc sweep` / `msc batch`: a bad `--vary` or manifest (2), or failed runs (1).
+    #[error(transparent)]
+    Batch(#[from] crate::batch::BatchError),
+    /// `msc plot`: bad input (2) or a drawing/writing failure (1).
+    #[error(transparent)]
+    Plot(#[from] crate::plot::PlotError),
     /// `msc validate` found the backends further apart than the tolerance.
     #[error("GPU and CPU differ by more than the tolerance {tolerance:e}: {worst}")]
     Mismatch { tolerance: f64, worst: String },
@@ -97,6 +103,8 @@ impl CliError {
             | Self::Diverged { .. }
             | Self::Mismatch { .. }
             | Self::Ddef(_) => 1,
+            Self::Batch(e) => e.exit_code(),
+            Self::Plot(e) => e.exit_code(),
         }
     }
 }

@@ -1,29 +1,35 @@
 //! The `msc` command line: `run`, `scenes`, `info`, `validate`, `bench`, `fit`,
-//! `ddef-error`, `render`.
+//! `ddef-error`, `render`, `sweep`, `batch`, `plot`.
 //!
 //! [`main`] parses the arguments, runs one command and returns the exit code: 0 on
 //! success, 2 for usage and input errors, 1 for run failures (see [`CliError::exit_code`]).
 //! Each command's `execute` is public so it can be driven in-process.
 
 pub mod backend;
+pub mod batch;
 pub mod bench;
 pub mod ddef_error;
 pub mod error;
 pub mod fit;
 pub mod info;
+pub mod plot;
 pub mod render;
 pub mod run;
 pub mod scene_args;
 pub mod scenes;
+pub mod sweep;
 pub mod validate;
 
 pub use backend::BackendArg;
+pub use batch::BatchArgs;
 pub use bench::BenchArgs;
 pub use error::CliError;
 pub use fit::FitArgs;
+pub use plot::PlotArgs;
 pub use render::{RenderArgs, RenderStyle};
 pub use run::RunArgs;
 pub use scene_args::SceneArgs;
+pub use sweep::SweepArgs;
 pub use validate::ValidateArgs;
 
 use clap::{Parser, Subcommand};
@@ -65,6 +71,15 @@ pub enum Command {
     /// Estimate parameters (charge, stiffness, ...) that make the scene match target frames;
     /// gradients through the simulation, writes fit.json
     Fit(FitArgs),
+    /// Run a scene once for every combination of --vary values, each into its own folder
+    /// under --out, with runs.csv; one GPU device serves every run; resumes when re-run
+    Sweep(SweepArgs),
+    /// Run the scenes listed in a manifest file, each into its own folder under --out,
+    /// with runs.csv; resumes when re-run
+    Batch(BatchArgs),
+    /// Plot runs' energy logs as PNG: one run's terms, several runs overlaid, their drift,
+    /// or their relative error against a reference run
+    Plot(PlotArgs),
 }
 
 /// Runs one parsed command.
@@ -84,6 +99,9 @@ pub fn dispatch(command: &Command) -> Result<(), CliError> {
         Command::DdefError(args) => ddef_error::execute(args).map(|_| ()),
         Command::Bench(args) => bench::execute(args).map(|_| ()),
         Command::Fit(args) => fit::execute(args).map(|_| ()),
+        Command::Sweep(args) => sweep::execute(args).map(|_| ()),
+        Command::Batch(args) => batch::execute(args).map(|_| ()),
+        Command::Plot(args) => plot::execute(args).map(|_| ()),
     }
 }
 
@@ -136,5 +154,10 @@ mod tests {
         );
         assert_eq!(main_with_args(["msc", "nosuchcommand"]), 2);
         assert_eq!(main_with_args(["msc", "bench", "--sweeps", "0"]), 2);
+        assert_eq!(main_with_args(["msc", "sweep", "torus", "--out", "x"]), 2);
+        assert_eq!(
+            main_with_args(["msc", "plot", "a", "--relative-error", "--out", "x.png"]),
+            2
+        );
     }
 }

@@ -65,6 +65,39 @@ pub fn list_adapters() -> Vec<AdapterSummary> {
         .collect()
 }
 
+/// A device and queue opened as [`GpuSolver::headless`] opens them, for several solvers
+/// to share through [`GpuSolver::new`] (the runs of `msc sweep` and `msc batch`).
+///
+/// [`GpuSolver::headless`]: super::GpuSolver::headless
+/// [`GpuSolver::new`]: super::GpuSolver::new
+pub struct HeadlessDevice {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub adapter: AdapterSummary,
+}
+
+/// Picks an adapter (honouring WGPU_BACKEND and WGPU_ADAPTER_NAME; software adapters only
+/// when allowed) and opens a device with the adapter's own limits, so large meshes get the
+/// largest buffers it allows, and timestamp queries when it has them (for profiling).
+pub fn open_headless_device(options: &HeadlessOptions) -> Result<HeadlessDevice, GpuError> {
+    let instance = instance();
+    let adapter = pick_adapter(&instance, options.allow_software)?;
+    let features = adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("msc device"),
+        required_features: features,
+        required_limits: adapter.limits(),
+        ..Default::default()
+    }))
+    .map_err(|e| GpuError::NoAdapter(format!(": requesting a device failed: {e}")))?;
+    let adapter = AdapterSummary::new(&adapter.get_info(), &device.limits(), device.features());
+    Ok(HeadlessDevice {
+        device,
+        queue,
+        adapter,
+    })
+}
+
 /// Preference order: discrete, integrated, virtual, other, CPU; then native APIs before GL.
 fn adapter_rank(info: &wgpu::AdapterInfo) -> (u8, u8) {
     let ty = match info.device_type {

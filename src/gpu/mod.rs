@@ -30,7 +30,9 @@ mod readback;
 pub mod shaders;
 pub mod solver;
 
-pub use adapter::{list_adapters, AdapterSummary, HeadlessOptions};
+pub use adapter::{
+    list_adapters, open_headless_device, AdapterSummary, HeadlessDevice, HeadlessOptions,
+};
 pub use error::GpuError;
 pub use profile::KernelTime;
 pub use solver::{GpuSolver, HostCounts};

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::adapter::{instance, pick_adapter, AdapterSummary, HeadlessOptions};
+use super::adapter::{open_headless_device, AdapterSummary, HeadlessDevice, HeadlessOptions};
 use super::buffers::Buf;
 use super::error::{poll_error, scoped};
 use super::layout::{Dispatch, MAX_EXT_CHARGES};
@@ -99,18 +99,11 @@ impl GpuSolver {
         options: &HeadlessOptions,
     ) -> Result<Self, GpuError> {
         config.validate()?;
-        let instance = instance();
-        let adapter = pick_adapter(&instance, options.allow_software)?;
-        let limits = adapter.limits();
-        check_limits(&limits, &sizes(system, config))?;
-        let features = adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-            label: Some("msc device"),
-            required_features: features,
-            required_limits: limits.clone(),
-            ..Default::default()
-        }))
-        .map_err(|e| GpuError::NoAdapter(format!(": requesting a device failed: {e}")))?;
+        let HeadlessDevice {
+            device,
+            queue,
+            adapter,
+        } = open_headless_device(options)?;
         let lost = Arc::new(Mutex::new(None));
         let flag = lost.clone();
         device.set_device_lost_callback(move |reason, message| {
@@ -118,8 +111,7 @@ impl GpuSolver {
                 *l = Some(format!("{reason:?}: {message}"));
             }
         });
-        let summary = AdapterSummary::new(&adapter.get_info(), &device.limits(), device.features());
-        Self::build(device, queue, summary, lost, system, config)
+        Self::build(device, queue, adapter, lost, system, config)
     }
 
     pub fn adapter(&self) -> Option<&AdapterSummary> {

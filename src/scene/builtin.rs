@@ -9,8 +9,23 @@ pub(super) struct Builtin {
 pub(super) const BUILTINS: &[Builtin] = &[
     Builtin {
         name: "torus",
-        description: "charged torus (145 particles, 6 uC each) released freely (paper Figs. 4, 12)",
+        description: "charged torus (145 particles, 6 uC each) released freely, h = 0.015 s (paper Figs. 4a, 12)",
         text: include_str!("../../scenes/torus.toml"),
+    },
+    Builtin {
+        name: "torus_dt003",
+        description: "the torus at h = 0.03 s (paper Fig. 4b)",
+        text: include_str!("../../scenes/torus_dt003.toml"),
+    },
+    Builtin {
+        name: "torus_dt015",
+        description: "the torus at h = 0.15 s, where explicit Verlet fails (paper Fig. 4c)",
+        text: include_str!("../../scenes/torus_dt015.toml"),
+    },
+    Builtin {
+        name: "torus_reference",
+        description: "the torus by Verlet at h = 0.0015 s: the reference of Fig. 4's errors",
+        text: include_str!("../../scenes/torus_reference.toml"),
     },
     Builtin {
         name: "torus_orbit",

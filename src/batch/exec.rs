@@ -1,0 +1,336 @@
+//! Running a plan: one run after another into `OUT/<run name>/`, with `runs.csv` rewritten
+//! (atomically) after each, one GPU device shared by all GPU runs, and resumption of an
+//! interrupted batch.
+
+use super::plan::{Plan, RunSpec};
+use super::record::{write_runs_csv, RunRecord, RunStatus, SummaryRecord};
+use super::{BatchError, RUNS_CSV};
+use crate::cli::backend::{self, Backend, BackendArg};
+use crate::cli::error::render;
+use crate::cli::run::run_scene;
+use crate::cli::scene_args::{self, SceneArgs};
+use crate::cli::CliError;
+use crate::config::Config;
+use crate::gpu::{open_headless_device, HeadlessDevice};
+use crate::gpu::{GpuError, GpuSolver, HeadlessOptions};
+use crate::model::System;
+use crate::output::run_dir::{ENERGY_FILE, SCENE_FILE, SUMMARY_FILE};
+use crate::output::OutputError;
+use crate::scene::LoadedScene;
+use crate::sim::SimError;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+/// How to run a plan.
+#[derive(Clone, Debug)]
+pub struct BatchOptions {
+    /// The batch folder: one sub-folder per run, and `runs.csv`.
+    pub out: PathBuf,
+    pub backend: BackendArg,
+    /// Overrides every run's step count, as `msc run --steps`.
+    pub steps: Option<u64>,
+    /// No per-run lines and no progress bar (failures are still reported on stderr).
+    pub quiet: bool,
+}
+
+/// What a batch did.
+#[derive(Debug)]
+pub struct BatchReport {
+    /// One record per run, in plan order.
+    pub records: Vec<RunRecord>,
+    /// GPU devices opened: 1 for a whole GPU batch (more only after a lost device), 0 on
+    /// the CPU.
+    pub devices_opened: usize,
+    pub runs_csv: PathBuf,
+}
+
+impl BatchReport {
+    pub fn count(&self, label: &str) -> usize {
+        self.records
+            .iter()
+            .filter(|r| r.status.label() == label)
+            .count()
+    }
+    /// `Err(RunsFailed)` when any run failed or diverged.
+    pub fn check(&self) -> Result<(), BatchError> {
+        let (failed, diverged) = (self.count("failed"), self.count("diverged"));
+        if failed + diverged == 0 {
+            return Ok(());
+        }
+        Err(BatchError::RunsFailed {
+            failed,
+            diverged,
+            total: self.records.len(),
+            csv: self.runs_csv.clone(),
+        })
+    }
+}
+
+/// Runs every run of `plan` into `options.out`. A run that fails or diverges is recorded
+/// and the batch goes on; only an unwritable batch folder or `runs.csv` stops it.
+///
+/// Resumption: a run whose folder holds a complete `summary.json` for the same scene,
+/// `energy.csv`, and a `scene.toml` identical to the resolved scene about to run (with
+/// `--backend cpu` or `gpu`, also on that backend) is not redone; its record is read back.
+/// Any other folder of a planned run is cleared and the run starts over.
+pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, BatchError> {
+    std::fs::create_dir_all(&options.out).map_err(|source| OutputError::CreateDir {
+        path: options.out.clone(),
+        source,
+    })?;
+    let runs_csv = options.out.join(RUNS_CSV);
+    let total = plan.runs.len();
+    let bar = progress_bar(total as u64, options.quiet);
+    let say = |line: String, failure: bool| match &bar {
+        Some(b) => b.println(line),
+        None if failure => eprintln!("{line}"),
+        None if !options.quiet => println!("{line}"),
+        None => {}
+    };
+    let mut gpu = SharedGpu::new(options.backend);
+    let mut records = Vec::with_capacity(total);
+    for (i, spec) in plan.runs.iter().enumerate() {
+        if let Some(b) = &bar {
+            b.set_message(spec.name.clone());
+        }
+        let record = run_one(spec, options, &mut gpu);
+        if let Some(note) = gpu.note.take() {
+            say(note, false);
+        }
+        let failure = record.status != RunStatus::Ok;
+        say(
+            format!("[{}/{total}] {}: {}", i + 1, spec.name, describe(&record)),
+            failure,
+        );
+        records.push(record);
+        write_runs_csv(&runs_csv, plan, &records)?;
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+    }
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    Ok(BatchReport {
+        records,
+        devices_opened: gpu.opened,
+        runs_csv,
+    })
+}
+
+/// One line for the run's outcome.
+fn describe(r: &RunRecord) -> String {
+    let earlier = if r.skipped {
+        " (complete from an earlier batch, not redone)"
+    } else {
+        ""
+    };
+    match (&r.status, &r.summary) {
+        (RunStatus::Failed(why), _) => format!("failed: {why}"),
+        (status, Some(s)) => format!(
+            "{}{earlier}: {} of {} steps on {} in {:.3} s",
+            status.label(),
+            s.steps,
+            s.steps_requested,
+            s.backend,
+            s.wall_seconds
+        ),
+        (status, None) => format!("{}{earlier}", status.label()),
+    }
+}
+
+fn progress_bar(runs: u64, quiet: bool) -> Option<indicatif::ProgressBar> {
+    if quiet || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let style = indicatif::ProgressStyle::with_template(
+        "{elapsed_precise} [{bar:30}] {pos}/{len} runs, eta {eta}: {msg}",
+    )
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+    .progress_chars("=> ");
+    Some(indicatif::ProgressBar::new(runs).with_style(style))
+}
+
+/// An error as one line: its message and causes, joined by `: `.
+fn reason(e: &(dyn std::error::Error + 'static)) -> String {
+    render(e)
+        .trim_start_matches("error: ")
+        .replace("\n  caused by: ", ": ")
+}
+
+fn failed(spec: &RunSpec, why: String) -> RunRecord {
+    RunRecord {
+        name: spec.name.clone(),
+        columns: spec.columns.clone(),
+        status: RunStatus::Failed(why),
+        summary: None,
+        skipped: false,
+    }
+}
+
+fn from_summary(spec: &RunSpec, summary: SummaryRecord, skipped: bool) -> RunRecord {
+    RunRecord {
+        name: spec.name.clone(),
+        columns: spec.columns.clone(),
+        status: if summary.finite {
+            RunStatus::Ok
+        } else {
+            RunStatus::Diverged
+        },
+        summary: Some(summary),
+        skipped,
+    }
+}
+
+fn run_one(spec: &RunSpec, options: &BatchOptions, gpu: &mut SharedGpu) -> RunRecord {
+    let dir = options.out.join(&spec.name);
+    let args = SceneArgs {
+        scene: spec.scene.clone(),
+        set: spec.set.clone(),
+    };
+    let scene = match scene_args::load(&args, options.steps) {
+        Ok(s) => s,
+        Err(e) => return failed(spec, reason(&e)),
+    };
+    if let Some(done) = completed(&dir, &scene, options.backend) {
+        return from_summary(spec, done, true);
+    }
+    if let Err(e) = clear(&dir) {
+        return failed(spec, reason(&e));
+    }
+    // A panic inside a backend (wgpu reports some device errors by panicking) must not
+    // end the batch: record it, and do not reuse a device that may be broken.
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_scene(&scene, &dir, false, |system, config| {
+            gpu.start(system, config)
+        })
+    }));
+    match ran {
+        Ok(Ok(outcome)) => match SummaryRecord::from_summary(&outcome.summary) {
+            Some(s) => from_summary(spec, s, false),
+            None => failed(spec, "the run's summary could not be read back".into()),
+        },
+        Ok(Err(e)) => {
+            if is_device_loss(&e) {
+                gpu.device = None;
+            }
+            failed(spec, reason(&e))
+        }
+        Err(panic) => {
+            gpu.device = None;
+            let what = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("unknown panic");
+            failed(spec, format!("internal error (panic): {what}"))
+        }
+    }
+}
+
+/// The earlier run in `dir`, when it is complete and ran exactly this scene.
+fn completed(dir: &Path, scene: &LoadedScene, backend: BackendArg) -> Option<SummaryRecord> {
+    let summary = SummaryRecord::read(&dir.join(SUMMARY_FILE))?;
+    let copy = std::fs::read_to_string(dir.join(SCENE_FILE)).ok()?;
+    let same_backend = match backend {
+        BackendArg::Cpu => summary.backend == "cpu",
+        BackendArg::Gpu => summary.backend != "cpu",
+        BackendArg::Auto => true,
+    };
+    (summary.scene == scene.name
+        && copy == scene.resolved_toml
+        && dir.join(ENERGY_FILE).is_file()
+        && same_backend)
+        .then_some(summary)
+}
+
+/// Removes an incomplete run's folder, so nothing of it is mistaken for the new run's.
+fn clear(dir: &Path) -> Result<(), OutputError> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(OutputError::Write {
+            path: dir.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+fn is_device_loss(e: &CliError) -> bool {
+    matches!(
+        e,
+        CliError::Gpu(GpuError::DeviceLost(_))
+            | CliError::Sim {
+                source: SimError::Gpu(GpuError::DeviceLost(_)),
+                ..
+            }
+    )
+}
+
+/// The backend of a batch's runs: one GPU device, opened at the first GPU run and shared by
+/// every later one; `auto` falls back to the CPU as `msc run` does.
+struct SharedGpu {
+    choice: BackendArg,
+    device: Option<HeadlessDevice>,
+    opened: usize,
+    /// `auto` found no hardware adapter: every run uses the CPU.
+    cpu_only: bool,
+    /// A note to print once.
+    note: Option<String>,
+}
+
+impl SharedGpu {
+    fn new(choice: BackendArg) -> Self {
+        Self {
+            choice,
+            device: None,
+            opened: 0,
+            cpu_only: choice == BackendArg::Cpu,
+            note: None,
+        }
+    }
+
+    fn start(&mut self, system: &System, config: &Config) -> Result<Backend, CliError> {
+        let auto = self.choice == BackendArg::Auto;
+        if self.cpu_only {
+            return backend::start(BackendArg::Cpu, system, config);
+        }
+        if self.device.is_none() {
+            let options = HeadlessOptions {
+                allow_software: !auto,
+            };
+            match open_headless_device(&options) {
+                Ok(d) => {
+                    self.device = Some(d);
+                    self.opened += 1;
+                }
+                Err(e @ GpuError::NoAdapter(_)) if auto => {
+                    self.cpu_only = true;
+                    self.note = Some(format!(
+                        "note: {e}; running the CPU reference for every run \
+                         (--backend gpu also accepts software adapters)"
+                    ));
+                    return backend::start(BackendArg::Cpu, system, config);
+                }
+                Err(e) => return Err(CliError::Gpu(e)),
+            }
+        }
+        let d = self.device.as_ref().expect("opened above");
+        match GpuSolver::new(&d.device, &d.queue, system, config) {
+            Ok(solver) => {
+                let adapter = solver.adapter().cloned();
+                Ok(Backend {
+                    sim: Box::new(solver),
+                    adapter,
+                    fallback_note: None,
+                })
+            }
+            // As `msc run --backend auto`: what the GPU solver lacks, the CPU can do.
+            Err(e @ GpuError::Unsupported(_)) if auto => {
+                self.note = Some(format!("note: {e}; running this one on the CPU reference"));
+                backend::start(BackendArg::Cpu, system, config)
+            }
+            Err(e) => Err(CliError::Gpu(e)),
+        }
+    }
+}

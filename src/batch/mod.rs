@@ -1,0 +1,62 @@
+//! Headless batches of runs (`msc sweep`, `msc batch`).
+//!
+//! A [`Plan`] lists the runs: the cartesian product of a sweep's `--vary` values
+//! ([`plan::sweep`]) or the entries of a manifest file ([`plan::manifest`]).
+//! [`run_batch`] runs them one after another, each into its own folder with exactly the
+//! outputs of `msc run` (the same code writes them), sharing one GPU device, and keeps
+//! `runs.csv` up to date after every run. An interrupted batch resumes: complete runs are
+//! not redone.
+
+pub mod exec;
+pub mod plan;
+pub mod record;
+
+pub use exec::{run_batch, BatchOptions, BatchReport};
+pub use plan::{Plan, RunSpec, Vary};
+pub use record::{RunRecord, RunStatus, SummaryRecord};
+
+use crate::output::OutputError;
+use std::path::PathBuf;
+
+/// The batch's table, in the batch folder.
+pub const RUNS_CSV: &str = "runs.csv";
+
+/// What stops a batch, or ends it with a failure status.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BatchError {
+    #[error("--vary {arg}: {message}")]
+    Vary { arg: String, message: String },
+    #[error("cannot read manifest {}", path.display())]
+    ReadManifest {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("manifest {}: {message}", path.display())]
+    Manifest { path: PathBuf, message: String },
+    #[error(transparent)]
+    Output(#[from] OutputError),
+    /// The batch ran to the end, but not every run finished cleanly.
+    #[error(
+        "{} of {total} runs did not finish cleanly ({failed} failed, {diverged} diverged); see {}",
+        failed + diverged,
+        csv.display()
+    )]
+    RunsFailed {
+        failed: usize,
+        diverged: usize,
+        total: usize,
+        csv: PathBuf,
+    },
+}
+
+impl BatchError {
+    /// 2 for a bad `--vary` or manifest (nothing ran), 1 for failed runs or output errors.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Self::Vary { .. } | Self::ReadManifest { .. } | Self::Manifest { .. } => 2,
+            Self::Output(_) | Self::RunsFailed { .. } => 1,
+        }
+    }
+}

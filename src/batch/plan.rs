@@ -1,0 +1,464 @@
+//! What a batch runs: the cartesian product of a sweep's `--vary` values, or the list of a
+//! manifest file. Each run gets a folder name that is readable and safe on every file
+//! system.
+
+use super::BatchError;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+/// One run of a batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunSpec {
+    /// The run's folder under the batch's output folder.
+    pub name: String,
+    /// A scene file path or a built-in scene name, as `msc run` takes it.
+    pub scene: String,
+    /// `--set` overrides, applied in order (later ones win).
+    pub set: Vec<String>,
+    /// The values of [`Plan::columns`] for this run, for `runs.csv`.
+    pub columns: Vec<String>,
+}
+
+/// The runs of a batch, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The columns `runs.csv` gives for each run before the results: the varied keys of a
+    /// sweep, or `scene` and `set` for a manifest.
+    pub columns: Vec<String>,
+    pub runs: Vec<RunSpec>,
+}
+
+/// One `--vary KEY=V1,V2,...`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vary {
+    pub key: String,
+    /// TOML values, as `--set` takes them.
+    pub values: Vec<String>,
+}
+
+impl Vary {
+    /// Parses `key=v1,v2,...`. Commas inside brackets, braces or quotes belong to a value
+    /// (`mesh.resolution=[8, 8],[16, 16]` has two values).
+    pub fn parse(arg: &str) -> Result<Self, BatchError> {
+        let err = |message: String| BatchError::Vary {
+            arg: arg.to_string(),
+            message,
+        };
+        let (key, raw) = arg
+            .split_once('=')
+            .ok_or_else(|| err("expected KEY=V1,V2,..., e.g. integrator.dt=0.01,0.02".into()))?;
+        let key = key.trim();
+        if key.is_empty() || key.contains(char::is_whitespace) {
+            return Err(err(format!("'{key}' is not a dotted scene key")));
+        }
+        let values = split_values(raw).map_err(err)?;
+        let mut seen = HashSet::new();
+        for v in &values {
+            if !seen.insert(v.as_str()) {
+                return Err(err(format!("the value {v} is given twice")));
+            }
+        }
+        Ok(Self {
+            key: key.to_string(),
+            values,
+        })
+    }
+}
+
+/// Splits at top-level commas; every value must be non-empty.
+fn split_values(raw: &str) -> Result<Vec<String>, String> {
+    let mut values = Vec::new();
+    let mut depth = 0i32;
+    let mut quote: Option<char> = None;
+    let mut current = String::new();
+    for c in raw.chars() {
+        match quote {
+            Some(q) => {
+                if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '"' | '\'' => quote = Some(c),
+                '[' | '{' => depth += 1,
+                ']' | '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    values.push(std::mem::take(&mut current));
+                    continue;
+                }
+                _ => {}
+            },
+        }
+        current.push(c);
+    }
+    if quote.is_some() || depth != 0 {
+        return Err("unbalanced quotes or brackets".into());
+    }
+    values.push(current);
+    let values: Vec<String> = values.into_iter().map(|v| v.trim().to_string()).collect();
+    if values.iter().any(String::is_empty) {
+        return Err("empty value (values are separated by commas)".into());
+    }
+    Ok(values)
+}
+
+/// The runs of `msc sweep`: every combination of the `varies` values (the first `--vary`
+/// changes slowest), each with `base_set` and then its own `key=value` overrides.
+pub fn sweep(scene: &str, base_set: &[String], varies: &[Vary]) -> Result<Plan, BatchError> {
+    if varies.is_empty() {
+        return Err(BatchError::Vary {
+            arg: String::new(),
+            message: "give at least one --vary KEY=V1,V2,...".into(),
+        });
+    }
+    let mut keys = HashSet::new();
+    for v in varies {
+        if !keys.insert(v.key.as_str()) {
+            return Err(BatchError::Vary {
+                arg: format!("{}=...", v.key),
+                message: "this key is varied twice; list all its values in one --vary".into(),
+            });
+        }
+    }
+    let mut combos: Vec<Vec<&str>> = vec![vec![]];
+    for v in varies {
+        combos = combos
+            .into_iter()
+            .flat_map(|c| {
+                v.values.iter().map(move |val| {
+                    let mut next = c.clone();
+                    next.push(val.as_str());
+                    next
+                })
+            })
+            .collect();
+    }
+    let mut runs = Vec::with_capacity(combos.len());
+    for combo in combos {
+        let assignments: Vec<String> = varies
+            .iter()
+            .zip(&combo)
+            .map(|(v, val)| format!("{}={val}", v.key))
+            .collect();
+        let readable: Vec<String> = varies
+            .iter()
+            .zip(&combo)
+            .map(|(v, val)| format!("{}={}", v.key, unquote(val)))
+            .collect();
+        let mut set = base_set.to_vec();
+        set.extend(assignments);
+        runs.push(RunSpec {
+            name: safe_name(&readable.join("__")),
+            scene: scene.to_string(),
+            set,
+            columns: combo.iter().map(|s| unquote(s).to_string()).collect(),
+        });
+    }
+    uniquify(&mut runs);
+    Ok(Plan {
+        columns: varies.iter().map(|v| v.key.clone()).collect(),
+        runs,
+    })
+}
+
+/// A TOML string value without its quotes, for names and columns.
+fn unquote(v: &str) -> &str {
+    let t = v.trim();
+    for q in ['"', '\''] {
+        if t.len() >= 2 && t.starts_with(q) && t.ends_with(q) {
+            return &t[1..t.len() - 1];
+        }
+    }
+    t
+}
+
+/// Characters kept in folder names; everything else becomes `_`.
+fn is_safe(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+' | '=')
+}
+
+/// Longest folder name kept whole; longer ones are cut and given a hash of the full name.
+const MAX_NAME: usize = 120;
+
+/// A folder name from readable text: unsafe characters become `_`, a leading dot is
+/// prefixed (no hidden folders, no `.` or `..`), and an overlong name is cut and ends in a
+/// hash of the whole text so that distinct long names stay distinct.
+pub fn safe_name(text: &str) -> String {
+    let mut name: String = text
+        .chars()
+        .map(|c| if is_safe(c) { c } else { '_' })
+        .collect();
+    if name.is_empty() || name.starts_with('.') {
+        name.insert(0, '_');
+    }
+    if name.len() > MAX_NAME {
+        // FNV-1a over the original text: stable across runs and platforms.
+        let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        name.truncate(MAX_NAME - 17);
+        name.push_str(&format!("-{hash:016x}"));
+    }
+    name
+}
+
+/// Distinct names for runs whose texts became the same name: `-2`, `-3`, ... in plan order.
+fn uniquify(runs: &mut [RunSpec]) {
+    let mut used: HashSet<String> = HashSet::new();
+    for run in runs.iter_mut() {
+        if !used.insert(run.name.clone()) {
+            let mut k = 2;
+            while used.contains(&format!("{}-{k}", run.name)) {
+                k += 1;
+            }
+            run.name = format!("{}-{k}", run.name);
+            used.insert(run.name.clone());
+        }
+    }
+}
+
+/// The manifest file of `msc batch`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestFile {
+    /// Overrides applied to every run, before the run's own.
+    #[serde(default)]
+    set: Vec<String>,
+    #[serde(default)]
+    runs: Vec<ManifestRun>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestRun {
+    scene: String,
+    name: Option<String>,
+    #[serde(default)]
+    set: Vec<String>,
+}
+
+/// The runs of `msc batch MANIFEST`: each `[[runs]]` entry's scene (a path relative to the
+/// manifest, or a built-in name) with the manifest's `set`, the run's `set`, then
+/// `extra_set` (the command line's `--set`, which wins).
+pub fn manifest(path: &Path, extra_set: &[String]) -> Result<Plan, BatchError> {
+    let text = std::fs::read_to_string(path).map_err(|source| BatchError::ReadManifest {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    manifest_from_str(&text, path, extra_set)
+}
+
+fn manifest_from_str(text: &str, path: &Path, extra_set: &[String]) -> Result<Plan, BatchError> {
+    let err = |message: String| BatchError::Manifest {
+        path: path.to_path_buf(),
+        message,
+    };
+    let file: ManifestFile = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+    if file.runs.is_empty() {
+        return Err(err(
+            "no runs: add [[runs]] entries with scene = \"...\"".into()
+        ));
+    }
+    let base = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mut runs = Vec::with_capacity(file.runs.len());
+    let mut names: Vec<(String, usize)> = Vec::new();
+    for (i, run) in file.runs.into_iter().enumerate() {
+        if run.scene.trim().is_empty() {
+            return Err(err(format!("runs[{i}].scene: must not be empty")));
+        }
+        let name = match &run.name {
+            Some(n) => {
+                check_name(n).map_err(|m| err(format!("runs[{i}].name: {m}")))?;
+                n.clone()
+            }
+            None => {
+                let stem = Path::new(&run.scene)
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| run.scene.clone());
+                let mut parts = vec![stem];
+                parts.extend(run.set.iter().map(|s| {
+                    let (k, v) = s.split_once('=').unwrap_or((s, ""));
+                    format!("{}={}", k.trim(), unquote(v))
+                }));
+                safe_name(&parts.join("__"))
+            }
+        };
+        if let Some((_, j)) = names.iter().find(|(n, _)| *n == name) {
+            return Err(err(format!(
+                "runs[{j}] and runs[{i}] would both write to the folder '{name}'; \
+                 give them distinct names (name = \"...\")"
+            )));
+        }
+        names.push((name.clone(), i));
+        let mut set = file.set.clone();
+        set.extend(run.set.iter().cloned());
+        set.extend(extra_set.iter().cloned());
+        runs.push(RunSpec {
+            name,
+            scene: resolve_scene(&base, &run.scene),
+            set,
+            columns: vec![run.scene.clone(), run.set.join("; ")],
+        });
+    }
+    Ok(Plan {
+        columns: vec!["scene".into(), "set".into()],
+        runs,
+    })
+}
+
+/// A manifest's scene: a file beside the manifest when there is one (or when it looks like
+/// a path, so that the error names the file looked for), else a built-in name as given.
+fn resolve_scene(base: &Path, scene: &str) -> String {
+    let p = Path::new(scene);
+    if p.is_absolute() {
+        return scene.to_string();
+    }
+    let joined = base.join(p);
+    let looks_like_path = scene.ends_with(".toml") || scene.contains('/') || scene.contains('\\');
+    if joined.is_file() || looks_like_path {
+        joined.to_string_lossy().into_owned()
+    } else {
+        scene.to_string()
+    }
+}
+
+/// A user-given run name must already be a safe folder name.
+fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if let Some(c) = name.chars().find(|&c| !is_safe(c)) {
+        return Err(format!(
+            "'{name}' contains {c:?}; use letters, digits and . _ - + ="
+        ));
+    }
+    if name.starts_with('.') {
+        return Err(format!("'{name}' must not start with a dot"));
+    }
+    if name.len() > MAX_NAME {
+        return Err(format!("'{name}' is longer than {MAX_NAME} characters"));
+    }
+    if name == super::RUNS_CSV {
+        return Err(format!("'{name}' is the batch's own table"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_split_at_top_level_commas_only() {
+        let v = Vary::parse("mesh.resolution=[8, 8],[16,16]").unwrap();
+        assert_eq!(v.key, "mesh.resolution");
+        assert_eq!(v.values, ["[8, 8]", "[16,16]"]);
+        let v = Vary::parse("integrator.method=\"a,b\", verlet").unwrap();
+        assert_eq!(v.values, ["\"a,b\"", "verlet"]);
+        for bad in ["novalue", "=1,2", "a.b=1,,2", "a.b=[1,2", "a.b=1,1", "a.b="] {
+            assert!(Vary::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_sweep_is_the_cartesian_product_with_readable_names() {
+        let varies = [
+            Vary::parse("integrator.dt=0.015,0.03").unwrap(),
+            Vary::parse("integrator.solver.method=\"cg\",jacobi").unwrap(),
+        ];
+        let plan = sweep("torus", &["output.every=5".into()], &varies).unwrap();
+        assert_eq!(plan.columns, ["integrator.dt", "integrator.solver.method"]);
+        let names: Vec<&str> = plan.runs.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "integrator.dt=0.015__integrator.solver.method=cg",
+                "integrator.dt=0.015__integrator.solver.method=jacobi",
+                "integrator.dt=0.03__integrator.solver.method=cg",
+                "integrator.dt=0.03__integrator.solver.method=jacobi",
+            ]
+        );
+        assert_eq!(
+            plan.runs[1].set,
+            [
+                "output.every=5",
+                "integrator.dt=0.015",
+                "integrator.solver.method=jacobi"
+            ]
+        );
+        assert_eq!(plan.runs[2].columns, ["0.03", "cg"]);
+        assert!(sweep("torus", &[], &[]).is_err());
+        let twice = [varies[0].clone(), varies[0].clone()];
+        assert!(sweep("torus", &[], &twice).is_err());
+    }
+
+    #[test]
+    fn names_are_safe_and_distinct() {
+        assert_eq!(safe_name("a=[1, 2]"), "a=_1__2_");
+        assert_eq!(safe_name(".."), "_..");
+        assert_eq!(safe_name("x/../y"), "x_.._y");
+        let long_a = "k=".to_string() + &"a".repeat(300);
+        let long_b = "k=".to_string() + &"a".repeat(299) + "b";
+        let (a, b) = (safe_name(&long_a), safe_name(&long_b));
+        assert!(a.len() <= MAX_NAME && b.len() <= MAX_NAME);
+        assert_ne!(a, b);
+        // Two values that sanitize alike still get two folders.
+        let plan = sweep("t", &[], &[Vary::parse("a=\"x y\",\"x_y\"").unwrap()]).unwrap();
+        assert_eq!(plan.runs[0].name, "a=x_y");
+        assert_eq!(plan.runs[1].name, "a=x_y-2");
+    }
+
+    #[test]
+    fn manifest_runs_resolve_names_scenes_and_overrides() {
+        let dir = std::env::temp_dir().join(format!("msc-manifest-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.toml"), "").unwrap();
+        let path = dir.join("batch.toml");
+        let text = r#"
+set = ["output.every=5"]
+[[runs]]
+scene = "a.toml"
+set = ["integrator.dt=0.03"]
+[[runs]]
+scene = "torus"
+name = "builtin"
+"#;
+        let plan = manifest_from_str(text, &path, &["integrator.steps=3".into()]).unwrap();
+        assert_eq!(plan.columns, ["scene", "set"]);
+        let a = &plan.runs[0];
+        assert_eq!(a.name, "a__integrator.dt=0.03");
+        assert_eq!(Path::new(&a.scene), dir.join("a.toml"));
+        assert_eq!(
+            a.set,
+            ["output.every=5", "integrator.dt=0.03", "integrator.steps=3"]
+        );
+        assert_eq!(a.columns, ["a.toml", "integrator.dt=0.03"]);
+        assert_eq!(plan.runs[1].scene, "torus");
+        assert_eq!(plan.runs[1].name, "builtin");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bad_manifests_name_the_problem() {
+        let path = Path::new("m.toml");
+        let cases = [
+            ("", "no runs"),
+            ("[[runs]]\nname = \"x\"\n", "scene"),
+            ("[[runs]]\nscene = \"t\"\nbogus = 1\n", "bogus"),
+            ("[[runs]]\nscene = \"t\"\nname = \"a/b\"\n", "runs[0].name"),
+            (
+                "[[runs]]\nscene = \"t\"\n[[runs]]\nscene = \"t\"\n",
+                "runs[0] and runs[1]",
+            ),
+            ("[[runs]\n", "m.toml"),
+        ];
+        for (text, needle) in cases {
+            let e = manifest_from_str(text, path, &[]).unwrap_err().to_string();
+            assert!(e.contains(needle), "{text:?}: {e}");
+        }
+    }
+}

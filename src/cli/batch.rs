@@ -1,0 +1,65 @@
+//! `msc batch`: the runs listed in a manifest file.
+
+use super::backend::BackendArg;
+use super::CliError;
+use crate::batch::{plan, run_batch, BatchOptions, BatchReport};
+use std::path::PathBuf;
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct BatchArgs {
+    /// The manifest (TOML): [[runs]] entries with scene = "file.toml" (relative to the
+    /// manifest) or a built-in name, and optional name = "folder" and set = ["KEY=VALUE"]
+    #[arg(value_name = "MANIFEST")]
+    pub manifest: PathBuf,
+    /// Batch folder: one sub-folder per run, and runs.csv
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Which solver runs the scenes (one GPU device serves every run)
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    pub backend: BackendArg,
+    /// Override one scene value in every run, after the manifest's own overrides;
+    /// repeatable
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Number of steps of every run, overriding the scenes' `steps` or `duration`
+    #[arg(long, value_name = "N")]
+    pub steps: Option<u64>,
+    /// No progress bar and no per-run lines (failed runs are still reported)
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Runs the manifest. Exits 1 when a run failed or diverged, after every run was tried.
+pub fn execute(args: &BatchArgs) -> Result<BatchReport, CliError> {
+    let plan = plan::manifest(&args.manifest, &args.set)?;
+    let options = BatchOptions {
+        out: args.out.clone(),
+        backend: args.backend,
+        steps: args.steps,
+        quiet: args.quiet,
+    };
+    let report = run_batch(&plan, &options)?;
+    finish(&report, args.quiet)?;
+    Ok(report)
+}
+
+/// The closing line, then the batch's status.
+pub(super) fn finish(report: &BatchReport, quiet: bool) -> Result<(), CliError> {
+    if !quiet {
+        let skipped = report.records.iter().filter(|r| r.skipped).count();
+        let earlier = if skipped > 0 {
+            format!(", {skipped} complete from an earlier batch")
+        } else {
+            String::new()
+        };
+        println!(
+            "{} runs: {} ok, {} diverged, {} failed{earlier}; wrote {}",
+            report.records.len(),
+            report.count("ok"),
+            report.count("diverged"),
+            report.count("failed"),
+            report.runs_csv.display()
+        );
+    }
+    report.check().map_err(CliError::from)
+}
