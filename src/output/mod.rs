@@ -9,6 +9,7 @@
 pub mod atomic;
 pub mod energy;
 pub mod ply;
+pub mod ply_read;
 pub mod run_dir;
 pub mod summary;
 

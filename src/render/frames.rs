@@ -4,8 +4,9 @@
 use super::camera::Bounds;
 use super::RenderError;
 use crate::output::ply::is_frame_name;
+use crate::output::ply_read;
 use crate::output::run_dir::{FRAMES_DIR, SCENE_FILE};
-use glam::Vec3;
+use glam::{DVec3, Vec3};
 use std::path::{Path, PathBuf};
 
 /// One frame read from a PLY file.
@@ -46,271 +47,25 @@ impl Frame {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Scalar {
-    I8,
-    U8,
-    I16,
-    U16,
-    I32,
-    U32,
-    F32,
-    F64,
-}
-
-impl Scalar {
-    fn parse(name: &str) -> Option<Scalar> {
-        Some(match name {
-            "char" | "int8" => Scalar::I8,
-            "uchar" | "uint8" => Scalar::U8,
-            "short" | "int16" => Scalar::I16,
-            "ushort" | "uint16" => Scalar::U16,
-            "int" | "int32" => Scalar::I32,
-            "uint" | "uint32" => Scalar::U32,
-            "float" | "float32" => Scalar::F32,
-            "double" | "float64" => Scalar::F64,
-            _ => return None,
-        })
-    }
-    fn size(self) -> usize {
-        match self {
-            Scalar::I8 | Scalar::U8 => 1,
-            Scalar::I16 | Scalar::U16 => 2,
-            Scalar::I32 | Scalar::U32 | Scalar::F32 => 4,
-            Scalar::F64 => 8,
-        }
-    }
-    fn read(self, b: &[u8]) -> f64 {
-        match self {
-            Scalar::I8 => f64::from(b[0] as i8),
-            Scalar::U8 => f64::from(b[0]),
-            Scalar::I16 => f64::from(i16::from_le_bytes([b[0], b[1]])),
-            Scalar::U16 => f64::from(u16::from_le_bytes([b[0], b[1]])),
-            Scalar::I32 => f64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-            Scalar::U32 => f64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-            Scalar::F32 => f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-            Scalar::F64 => f64::from_le_bytes(b[..8].try_into().expect("8 bytes")),
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-enum Property {
-    Scalar(String, Scalar),
-    List(String, Scalar, Scalar),
-}
-
-impl Property {
-    fn name(&self) -> &str {
-        match self {
-            Property::Scalar(n, _) | Property::List(n, _, _) => n,
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-struct Element {
-    name: String,
-    count: usize,
-    properties: Vec<Property>,
-}
-
-/// A byte cursor whose reads fail with "truncated" instead of panicking.
-struct Cursor<'a> {
-    data: &'a [u8],
-    pos: usize,
-}
-
-impl Cursor<'_> {
-    fn read(&mut self, ty: Scalar) -> Option<f64> {
-        let end = self.pos.checked_add(ty.size())?;
-        let v = ty.read(self.data.get(self.pos..end)?);
-        self.pos = end;
-        Some(v)
-    }
-}
-
-/// Parses a binary little-endian PLY with a `vertex` element (`x y z`, optional
-/// `vx vy vz` and `charge`) and an optional `face` element (`vertex_indices` lists).
+/// Parses one frame's PLY bytes (any PLY [`crate::output::ply_read`] reads) into the f32
+/// layout the renderer draws from.
 pub fn parse_ply(path: &Path, data: &[u8], index: u64) -> Result<Frame, RenderError> {
-    let bad = |message: String| RenderError::Malformed {
+    let ply = ply_read::parse_ply(data).map_err(|message| RenderError::Malformed {
         path: path.to_path_buf(),
         message,
-    };
-    const END: &[u8] = b"end_header\n";
-    let header_end = data
-        .windows(END.len())
-        .position(|w| w == END)
-        .map(|p| p + END.len())
-        .ok_or_else(|| bad("not a PLY file: no end_header line".into()))?;
-    let header = std::str::from_utf8(&data[..header_end])
-        .map_err(|_| bad("the PLY header is not text".into()))?;
-    let mut lines = header.lines();
-    if lines.next().map(str::trim) != Some("ply") {
-        return Err(bad("not a PLY file: it does not start with \"ply\"".into()));
-    }
-    let mut elements: Vec<Element> = Vec::new();
-    let (mut step, mut time) = (None, None);
-    let mut format_ok = false;
-    for (no, line) in lines.enumerate() {
-        let line_no = no + 2;
-        let words: Vec<&str> = line.split_whitespace().collect();
-        match words.as_slice() {
-            ["format", "binary_little_endian", _] => format_ok = true,
-            ["format", other, ..] => {
-                return Err(bad(format!(
-                    "PLY format {other} is not supported (only binary_little_endian, as msc writes)"
-                )))
-            }
-            ["comment", rest @ ..] => {
-                // msc's own: "comment msc VERSION step S time T".
-                for pair in rest.windows(2) {
-                    match pair[0] {
-                        "step" => step = pair[1].parse().ok(),
-                        "time" => time = pair[1].parse().ok(),
-                        _ => {}
-                    }
-                }
-            }
-            ["obj_info", ..] | ["end_header"] | [] => {}
-            ["element", name, count] => {
-                let count = count
-                    .parse()
-                    .map_err(|_| bad(format!("line {line_no}: bad element count {count:?}")))?;
-                elements.push(Element {
-                    name: name.to_string(),
-                    count,
-                    properties: Vec::new(),
-                });
-            }
-            ["property", "list", ct, it, name] => {
-                let el = elements
-                    .last_mut()
-                    .ok_or_else(|| bad(format!("line {line_no}: property before any element")))?;
-                let (Some(c), Some(i)) = (Scalar::parse(ct), Scalar::parse(it)) else {
-                    return Err(bad(format!("line {line_no}: unknown list types {ct} {it}")));
-                };
-                el.properties.push(Property::List(name.to_string(), c, i));
-            }
-            ["property", ty, name] => {
-                let el = elements
-                    .last_mut()
-                    .ok_or_else(|| bad(format!("line {line_no}: property before any element")))?;
-                let t = Scalar::parse(ty)
-                    .ok_or_else(|| bad(format!("line {line_no}: unknown property type {ty}")))?;
-                el.properties.push(Property::Scalar(name.to_string(), t));
-            }
-            _ => return Err(bad(format!("line {line_no}: cannot parse {line:?}"))),
-        }
-    }
-    if !format_ok {
-        return Err(bad("no format line in the PLY header".into()));
-    }
-    let vertex = elements
-        .iter()
-        .position(|e| e.name == "vertex")
-        .ok_or_else(|| bad("no vertex element".into()))?;
-    let column = |name: &str| {
-        elements[vertex]
-            .properties
-            .iter()
-            .position(|p| p.name() == name && matches!(p, Property::Scalar(..)))
-    };
-    let [x, y, z] = ["x", "y", "z"].map(column);
-    let (Some(x), Some(y), Some(z)) = (x, y, z) else {
-        return Err(bad("the vertex element lacks x, y or z".into()));
-    };
-    let vel = match ["vx", "vy", "vz"].map(column) {
-        [Some(a), Some(b), Some(c)] => Some([a, b, c]),
-        _ => None,
-    };
-    let charge = column("charge");
-
-    let mut cur = Cursor {
-        data,
-        pos: header_end,
-    };
-    let mut frame = Frame {
+    })?;
+    let f4 = |v: &DVec3, w: f32| [v.x as f32, v.y as f32, v.z as f32, w];
+    Ok(Frame {
         index,
-        step,
-        time,
-        ..Frame::default()
-    };
-    let truncated = |e: &Element, row: usize| {
-        bad(format!(
-            "truncated: {} row {row} of {} ends past the end of the file",
-            e.name, e.count
-        ))
-    };
-    for (ei, e) in elements.iter().enumerate() {
-        // Rows are at least one byte each: a count beyond the file's size is corrupt, and
-        // must not be allowed to reserve memory.
-        if e.count > data.len() {
-            return Err(bad(format!(
-                "{} {} elements cannot fit in {} bytes",
-                e.count,
-                e.name,
-                data.len()
-            )));
-        }
-        let is_vertex = ei == vertex;
-        let is_face = e.name == "face";
-        if is_vertex {
-            frame.positions.reserve(e.count);
-        }
-        let mut row = vec![0.0f64; e.properties.len()];
-        let mut list: Vec<u32> = Vec::new();
-        for r in 0..e.count {
-            for (pi, p) in e.properties.iter().enumerate() {
-                match p {
-                    Property::Scalar(_, t) => {
-                        row[pi] = cur.read(*t).ok_or_else(|| truncated(e, r))?;
-                    }
-                    Property::List(name, ct, it) => {
-                        let n = cur.read(*ct).ok_or_else(|| truncated(e, r))?;
-                        if !(n >= 0.0 && n as usize <= data.len()) {
-                            return Err(bad(format!("{} row {r}: list length {n}", e.name)));
-                        }
-                        let wanted =
-                            is_face && (name == "vertex_indices" || name == "vertex_index");
-                        list.clear();
-                        for _ in 0..n as usize {
-                            let v = cur.read(*it).ok_or_else(|| truncated(e, r))?;
-                            if wanted {
-                                if !(v >= 0.0 && v <= f64::from(u32::MAX)) {
-                                    return Err(bad(format!("face {r}: vertex index {v}")));
-                                }
-                                list.push(v as u32);
-                            }
-                        }
-                        for k in 2..list.len() {
-                            frame.faces.push([list[0], list[k - 1], list[k]]);
-                        }
-                    }
-                }
-            }
-            if is_vertex {
-                let f = |k: usize| row[k] as f32;
-                frame.positions.push([f(x), f(y), f(z), 1.0]);
-                if let Some([a, b, c]) = vel {
-                    frame
-                        .velocities
-                        .get_or_insert_with(Vec::new)
-                        .push([f(a), f(b), f(c), 0.0]);
-                }
-                if let Some(q) = charge {
-                    frame.charges.get_or_insert_with(Vec::new).push(f(q));
-                }
-            }
-        }
-    }
-    let n = frame.positions.len();
-    if let Some(bad_face) = frame.faces.iter().flatten().find(|&&k| k as usize >= n) {
-        return Err(bad(format!(
-            "face vertex index {bad_face} out of range for {n} vertices"
-        )));
-    }
-    Ok(frame)
+        step: ply.step,
+        time: ply.time,
+        positions: ply.positions.iter().map(|p| f4(p, 1.0)).collect(),
+        velocities: ply
+            .velocities
+            .map(|v| v.iter().map(|v| f4(v, 0.0)).collect()),
+        charges: ply.charges.map(|q| q.iter().map(|&q| q as f32).collect()),
+        faces: ply.faces,
+    })
 }
 
 /// Reads one PLY file.
@@ -514,16 +269,20 @@ element face 1\nproperty list uchar uint vertex_indices\nend_header\n"
         assert!(f.velocities.is_none() && f.charges.is_none());
         assert_eq!(f.faces, vec![[0, 1, 2], [0, 2, 3]]);
 
-        let ascii = b"ply\nformat ascii 1.0\nelement vertex 0\nend_header\n";
-        let e = parse_ply(p, ascii, 0).unwrap_err().to_string();
-        assert!(e.contains("ascii"), "{e}");
+        // ASCII frames (from other tools) read too.
+        let ascii = b"ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\n\
+property float y\nproperty float z\nend_header\n1 2 3\n";
+        assert_eq!(
+            parse_ply(p, ascii, 0).unwrap().positions,
+            vec![[1.0, 2.0, 3.0, 1.0]]
+        );
         let huge = b"ply\nformat binary_little_endian 1.0\nelement vertex 99999999999\n\
 property float x\nproperty float y\nproperty float z\nend_header\n";
         assert!(parse_ply(p, huge, 0).is_err());
         let nox = b"ply\nformat binary_little_endian 1.0\nelement vertex 0\n\
 property float y\nend_header\n";
         let e = parse_ply(p, nox, 0).unwrap_err().to_string();
-        assert!(e.contains("x, y or z"), "{e}");
+        assert!(e.contains("x.ply") && e.contains("`x`"), "{e}");
         assert!(parse_ply(p, b"hello", 0).is_err());
     }
 
