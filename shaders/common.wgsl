@@ -167,6 +167,12 @@ fn field_at(x: vec3<f32>) -> vec3<f32> {
     return vec3<f32>(0.0);
 }
 
+// 1 / sqrt(r^2 + eps^2), and 0 for an exactly coincident pair without softening (r2 = 0),
+// as the CPU reference does: such a pair has no direction, and inf * 0 would be NaN.
+fn inv_dist(r2: f32) -> f32 {
+    return select(inverseSqrt(r2), 0.0, r2 == 0.0);
+}
+
 // External point charges and field on a particle with scaled charge qs and charge q.
 fn external_force(x: vec3<f32>, qs: f32, q: f32, t: f32) -> vec3<f32> {
     var f = vec3<f32>(0.0);
@@ -176,7 +182,7 @@ fn external_force(x: vec3<f32>, qs: f32, q: f32, t: f32) -> vec3<f32> {
     for (var k = 0u; k < params.n_ext; k = k + 1u) {
         let e = params.ext[k];
         let d = x - ext_position(e, t);
-        let inv = inverseSqrt(dot(d, d) + params.eps2);
+        let inv = inv_dist(dot(d, d) + params.eps2);
         f = f + (qs * e.pos0.w * inv * inv * inv) * d;
     }
     return f + q * field_at(x);
@@ -192,7 +198,7 @@ fn external_potential(x: vec3<f32>, qs: f32, q: f32, t: f32) -> f32 {
     for (var k = 0u; k < params.n_ext; k = k + 1u) {
         let e = params.ext[k];
         let d = x - ext_position(e, t);
-        u = u + qs * e.pos0.w * inverseSqrt(dot(d, d) + params.eps2);
+        u = u + qs * e.pos0.w * inv_dist(dot(d, d) + params.eps2);
     }
     if (params.field_kind == 1u) {
         u = u - q * dot(params.field.xyz, x);

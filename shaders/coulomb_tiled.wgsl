@@ -39,8 +39,8 @@ fn main(
         for (var k = 0u; k < count; k = k + 1u) {
             let sj = tile[k];
             let d = me.xyz - sj.xyz;
-            // The self pair is skipped (r = 0 there).
-            let inv = select(inverseSqrt(dot(d, d) + params.eps2), 0.0, base + k == c);
+            // The self pair is skipped; so is a coincident pair without softening (inv_dist).
+            let inv = select(inv_dist(dot(d, d) + params.eps2), 0.0, base + k == c);
             let w = sj.w * inv;
             acc = acc + (w * inv * inv) * d;
             pot = pot + w;

@@ -358,7 +358,9 @@ fn a_charge_exactly_on_a_grid_site_is_located_there() {
     for eval in [PAPER, CORRECTED] {
         let f = d.forces(301, eval);
         assert!(f.iter().all(|v| v.is_finite()));
-        // The far field never includes a source at its own site (it is in M_j).
+        // The far field never includes a source at its own site (it is in M_j): if it did,
+        // the r = 0 term would make this force infinite. 0.5 only bounds the ordinary
+        // approximation error of one charge (the mean over charges is ~0.02).
         let e = (f[s] - exact[s]).length() / exact[s].length();
         assert!(e < 0.5, "{eval:?}: {e}");
     }
@@ -429,7 +431,12 @@ fn integrators_use_ddef_and_rebuild_on_schedule() {
         reference.step(7).unwrap();
         let solver = sim.ddef().expect("DDEF state");
         // One evaluation per step (Verlet reuses a' as the next a, plus its first).
-        assert!(solver.evaluations() >= 7, "{integrator:?}");
+        let expected = if integrator == Integrator::Verlet {
+            8
+        } else {
+            7
+        };
+        assert_eq!(solver.evaluations(), expected, "{integrator:?}");
         // Slow motion stays inside the padded box: rebuilds only on the schedule.
         assert_eq!(
             solver.rebuilds(),

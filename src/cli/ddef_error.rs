@@ -110,16 +110,13 @@ pub fn execute(args: &DdefErrorArgs) -> Result<Vec<StudyRow>, CliError> {
     );
 
     let json_only = args.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
-    let mut json_out: Option<Box<dyn Write>> = match &args.json {
-        None => None,
-        Some(_) if json_only => Some(Box::new(std::io::stdout())),
-        Some(p) => Some(Box::new(std::fs::File::create(p).map_err(|source| {
-            CliError::Output(crate::output::OutputError::Write {
-                path: p.clone(),
-                source,
-            })
-        })?)),
+    // A file is written atomically (committed after the last row), so an interrupted study
+    // never leaves a complete-looking partial file; `-` streams to stdout.
+    let mut json_file = match &args.json {
+        Some(p) if !json_only => Some(crate::output::AtomicFile::create(p)?),
+        _ => None,
     };
+    let mut json_stdout = json_only.then(std::io::stdout);
     if !json_only {
         println!(
             "DDEF field error vs exact all-pairs: |E_ddef - E| / |E| per target \
@@ -164,7 +161,12 @@ pub fn execute(args: &DdefErrorArgs) -> Result<Vec<StudyRow>, CliError> {
                     if !json_only {
                         print_row(&r);
                     }
-                    if let Some(w) = json_out.as_mut() {
+                    let w: Option<&mut dyn Write> = match (&mut json_file, &mut json_stdout) {
+                        (Some(f), _) => Some(f),
+                        (None, Some(s)) => Some(s),
+                        (None, None) => None,
+                    };
+                    if let Some(w) = w {
                         let line = serde_json::to_string(&r).unwrap_or_default();
                         let path = args.json.clone().unwrap_or_default();
                         writeln!(w, "{line}").map_err(|source| {
@@ -175,6 +177,9 @@ pub fn execute(args: &DdefErrorArgs) -> Result<Vec<StudyRow>, CliError> {
                 }
             }
         }
+    }
+    if let Some(f) = json_file {
+        f.commit()?;
     }
     Ok(all)
 }

@@ -404,20 +404,15 @@ pub fn chebyshev(
     scratch.size(op.len());
     block_diagonal_inverse(op, &mut scratch.block_inv);
     let b_norm = op.free_norm(b);
-    let r2 = rho * rho;
+    let weights = chebyshev_weights(rho, iterations as usize);
     let (prev, cur, next) = (&mut scratch.a, &mut scratch.b, &mut scratch.c);
     cur.copy_from_slice(v);
     prev.copy_from_slice(v);
     let mut done = 0u32;
-    let mut weight = 1.0;
     let mut residual = None;
     while done < iterations {
         // Sweep k = done + 1 uses omega_k.
-        weight = match done {
-            0 => 1.0,
-            1 => 2.0 / (2.0 - r2),
-            _ => 4.0 / (4.0 - r2 * weight),
-        };
+        let weight = weights[done as usize];
         let rr = chebyshev_sweep(op, b, &scratch.block_inv, omega, weight, prev, cur, next);
         let rel = relative_residual(rr.sqrt(), b_norm);
         if tolerance > 0.0 && rel <= tolerance {

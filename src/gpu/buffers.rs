@@ -299,16 +299,20 @@ impl GpuSolver {
                 params.field_kind = 1;
                 params.field = vec4(e, 0.0, "external field", 0)?;
             }
-            Some(
-                ExternalField::Swirl { scale, min_z } | ExternalField::Vortex { scale, min_z },
-            ) => {
-                params.field_kind = match config.external_field {
-                    Some(ExternalField::Swirl { .. }) => 2,
-                    _ => 3,
-                };
+            Some(ExternalField::Swirl { scale, min_z }) => {
+                params.field_kind = 2;
                 params.field = [
-                    to_f32(scale, "swirl scale", 0)?,
-                    to_f32(min_z, "swirl min_z", 0)?,
+                    to_f32(scale, "field scale", 0)?,
+                    to_f32(min_z, "field min_z", 0)?,
+                    0.0,
+                    0.0,
+                ];
+            }
+            Some(ExternalField::Vortex { scale, min_z }) => {
+                params.field_kind = 3;
+                params.field = [
+                    to_f32(scale, "field scale", 0)?,
+                    to_f32(min_z, "field min_z", 0)?,
                     0.0,
                     0.0,
                 ];

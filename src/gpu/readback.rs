@@ -9,15 +9,22 @@ use super::layout::{SLOT_ENERGY, SLOT_RESIDUAL};
 use super::plan::Op;
 use super::solver::GpuSolver;
 use super::GpuError;
+use crate::config::Integrator;
 use crate::model::State;
 use crate::sim::{Energies, SolveStats};
 use std::sync::atomic::Ordering;
 
 impl GpuSolver {
     /// Diagnostics: per spring at the current state, the force on particle i (elastic and
-    /// damping, as the explicit integrators use it) and the block W_k of A. (The IMEX
-    /// step's own blocks are kept for `solve_stats`.)
+    /// damping, as the explicit integrators use it) and the block W_k of A. It overwrites
+    /// the step's blocks, so the last solve's stats are saved first for `solve_stats`.
+    /// Refused for `local_global`, whose constant matrix lives in the same buffer.
     pub fn spring_blocks(&mut self) -> Result<Vec<(DVec3, glam::DMat3)>, GpuError> {
+        if self.integrator == Integrator::LocalGlobal {
+            return Err(GpuError::Unsupported(
+                "spring_blocks would overwrite local_global's constant matrix".into(),
+            ));
+        }
         let ns = self.spring_count;
         if ns == 0 {
             return Ok(Vec::new());
@@ -180,12 +187,11 @@ impl GpuSolver {
         )?;
         let s: &[f32] = bytemuck::cast_slice(&data);
         let (rr, bb) = (s[0] as f64, s[1] as f64);
+        // As the CPU reference's relative_residual: |r| / |b|, or |r| itself when b = 0.
         let residual = if bb > 0.0 {
             (rr / bb).sqrt()
-        } else if rr == 0.0 {
-            0.0
         } else {
-            f64::INFINITY
+            rr.sqrt()
         };
         Ok(Some(SolveStats {
             iterations: self.iterations,

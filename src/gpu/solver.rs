@@ -41,6 +41,7 @@ pub struct GpuSolver {
     pub(super) summary: AdapterSummary,
     pub(super) lost: Arc<Mutex<Option<String>>>,
     pub(super) integrator: Integrator,
+    /// Solver iterations per step (summed over local-global's alternations).
     pub(super) iterations: u32,
     pub(super) n: u32,
     pub(super) spring_count: u32,
@@ -222,7 +223,13 @@ impl GpuSolver {
             summary,
             lost,
             integrator: config.integrator,
-            iterations: config.solver.iterations,
+            // Per step, as the CPU reports it: local-global sums its alternations' solves.
+            iterations: match config.integrator {
+                Integrator::LocalGlobal => {
+                    config.solver.iterations * config.local_global_iterations
+                }
+                _ => config.solver.iterations,
+            },
             n: system.len() as u32,
             spring_count: system.springs().len() as u32,
             dt: config.dt,
