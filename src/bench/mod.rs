@@ -573,22 +573,20 @@ fn derive(rec: &mut Record, opts: &BenchOptions) {
                 rec.interactions_per_second = Some(ips);
                 let tflops = ips * FLOPS_PER_INTERACTION * 1e-12;
                 rec.tflops = Some(tflops);
-                match (opts.peak_tflops, device) {
-                    (Some(p), _) => {
+                match ceiling(
+                    opts.peak_tflops,
+                    "--peak-tflops",
+                    device.map(|d| (d.fp32_tflops, d.name)),
+                ) {
+                    Ok((p, source)) => {
                         rec.peak_tflops = Some(p);
-                        rec.peak_source = Some("--peak-tflops".into());
+                        rec.peak_source = Some(source);
+                        rec.percent_of_fp32_peak = Some(100.0 * tflops / p);
                     }
-                    (None, Some(d)) => {
-                        rec.peak_tflops = Some(d.fp32_tflops);
-                        rec.peak_source = Some(d.name.into());
-                    }
-                    (None, None) => {
-                        let why = format!("{}; give --peak-tflops", unknown_device);
+                    Err(flag) => {
+                        let why = format!("{unknown_device}; give {flag}");
                         rec.note("percent_of_fp32_peak", why);
                     }
-                }
-                if let Some(p) = rec.peak_tflops {
-                    rec.percent_of_fp32_peak = Some(100.0 * tflops / p);
                 }
             }
             _ => rec.note(
@@ -622,22 +620,17 @@ fn derive(rec: &mut Record, opts: &BenchOptions) {
                 rec.jacobi_sweep_ms = Some(s * 1e3);
                 let gbs = b as f64 / s * 1e-9;
                 rec.jacobi_sweep_gb_per_s = Some(gbs);
-                match (opts.bandwidth_gbs, device) {
-                    (Some(bw), _) => {
+                let known = device.map(|d| (d.bandwidth_gbs, d.name));
+                match ceiling(opts.bandwidth_gbs, "--bandwidth-gbs", known) {
+                    Ok((bw, source)) => {
                         rec.bandwidth_gbs = Some(bw);
-                        rec.bandwidth_source = Some("--bandwidth-gbs".into());
+                        rec.bandwidth_source = Some(source);
+                        rec.percent_of_bandwidth = Some(100.0 * gbs / bw);
                     }
-                    (None, Some(d)) => {
-                        rec.bandwidth_gbs = Some(d.bandwidth_gbs);
-                        rec.bandwidth_source = Some(d.name.into());
-                    }
-                    (None, None) => {
-                        let why = format!("{}; give --bandwidth-gbs", unknown_device);
+                    Err(flag) => {
+                        let why = format!("{unknown_device}; give {flag}");
                         rec.note("percent_of_bandwidth", why);
                     }
-                }
-                if let Some(bw) = rec.bandwidth_gbs {
-                    rec.percent_of_bandwidth = Some(100.0 * gbs / bw);
                 }
             }
             _ => rec.note(
@@ -645,6 +638,20 @@ fn derive(rec: &mut Record, opts: &BenchOptions) {
                 "the sweep's time needs per-kernel timestamps",
             ),
         }
+    }
+}
+
+/// A hardware ceiling and where it came from: the command-line `flag` wins over the known
+/// device's datasheet value; with neither, the flag to give.
+fn ceiling(
+    given: Option<f64>,
+    flag: &'static str,
+    known: Option<(f64, &'static str)>,
+) -> Result<(f64, String), &'static str> {
+    match (given, known) {
+        (Some(v), _) => Ok((v, flag.to_string())),
+        (None, Some((v, name))) => Ok((v, name.to_string())),
+        (None, None) => Err(flag),
     }
 }
 
@@ -735,5 +742,19 @@ mod tests {
         let notes = cloth.notes.join("\n");
         assert!(notes.contains("interactions_per_second:"), "{notes}");
         assert!(notes.contains("jacobi_sweep_gb_per_s:"), "{notes}");
+    }
+
+    #[test]
+    fn ceilings_prefer_the_flag_then_the_known_device() {
+        let h100 = Some((66.9, "H100 SXM"));
+        assert_eq!(
+            ceiling(Some(50.0), "--peak-tflops", h100),
+            Ok((50.0, "--peak-tflops".into()))
+        );
+        assert_eq!(
+            ceiling(None, "--peak-tflops", h100),
+            Ok((66.9, "H100 SXM".into()))
+        );
+        assert_eq!(ceiling(None, "--peak-tflops", None), Err("--peak-tflops"));
     }
 }
