@@ -166,15 +166,46 @@ impl DdefVariant {
     }
 }
 
-/// DDEF parameters (`coulomb.samples`, `coulomb.ddef_variant`, `coulomb.rebuild_every`).
+/// Which tetrahedral grid DDEF interpolates on (see `crate::ddef`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DdefGrid {
+    /// The paper's grid: m Halton samples plus the box corners, Delaunay tetrahedralized.
+    #[default]
+    Delaunay,
+    /// A regular lattice of about m + 8 sites, each cell split into 6 Kuhn tetrahedra: no
+    /// Delaunay step, closed-form location and neighbours (`crate::ddef::lattice`).
+    Lattice,
+}
+
+impl DdefGrid {
+    pub const NAMES: [&'static str; 2] = ["delaunay", "lattice"];
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Delaunay => "delaunay",
+            Self::Lattice => "lattice",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<Self> {
+        Some(match s {
+            "delaunay" => Self::Delaunay,
+            "lattice" => Self::Lattice,
+            _ => return None,
+        })
+    }
+}
+
+/// DDEF parameters (`coulomb.samples`, `coulomb.ddef_variant`, `coulomb.rebuild_every`,
+/// `coulomb.ddef_grid`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DdefConfig {
-    /// m: Halton samples in the charges' bounding box (the 8 box corners come on top).
+    /// m: Halton samples in the charges' bounding box (the 8 box corners come on top);
+    /// for the lattice grid, about m + 8 lattice sites in all.
     pub samples: u32,
     pub variant: DdefVariant,
     /// Force evaluations (one per step) between rebuilds of the tetrahedralization; it is
     /// also rebuilt whenever a charge leaves the grid's box. 1 = Algorithm 1 (every step).
     pub rebuild_every: u32,
+    pub grid: DdefGrid,
 }
 
 impl DdefConfig {
@@ -189,6 +220,7 @@ impl Default for DdefConfig {
             samples: 2000,
             variant: DdefVariant::Corrected,
             rebuild_every: 1,
+            grid: DdefGrid::Delaunay,
         }
     }
 }

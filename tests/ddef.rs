@@ -4,7 +4,8 @@
 
 use glam::DVec3;
 use msc::config::{
-    Config, CoulombConfig, CoulombMethod, DdefConfig, DdefVariant, Integrator, SolverConfig,
+    Config, CoulombConfig, CoulombMethod, DdefConfig, DdefGrid, DdefVariant, Integrator,
+    SolverConfig,
 };
 use msc::cpu::forces::coulomb_forces;
 use msc::cpu::CpuSimulation;
@@ -412,6 +413,7 @@ fn integrators_use_ddef_and_rebuild_on_schedule() {
         samples: 150,
         variant: DdefVariant::Corrected,
         rebuild_every: 3,
+        grid: DdefGrid::Delaunay,
     };
     for integrator in [
         Integrator::Imex,
@@ -470,6 +472,7 @@ fn charges_leaving_the_box_force_a_rebuild() {
         samples: 100,
         variant: DdefVariant::Paper,
         rebuild_every: 1000,
+        grid: DdefGrid::Delaunay,
     };
     let mut solver = DdefSolver::new(d, 0.0);
     let mut f = vec![DVec3::ZERO; 100];
@@ -546,7 +549,8 @@ fn scenes_select_ddef_and_name_bad_keys() {
         CoulombMethod::Ddef(DdefConfig {
             samples: 300,
             variant: DdefVariant::Paper,
-            rebuild_every: 2
+            rebuild_every: 2,
+            grid: DdefGrid::Delaunay,
         })
     );
     let sc = msc::scene::load(&path, &["coulomb.samples=40".to_string()]).unwrap();
@@ -586,7 +590,7 @@ fn scenes_select_ddef_and_name_bad_keys() {
 
 #[test]
 fn ddef_error_command_reports_every_case_and_scheme() {
-    use msc::cli::ddef_error::{execute, DdefErrorArgs};
+    use msc::cli::ddef_error::{execute, DdefErrorArgs, GridChoice};
     use msc::ddef::error_study::Targets;
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("rows.jsonl");
@@ -596,6 +600,7 @@ fn ddef_error_command_reports_every_case_and_scheme() {
         random: Some(400),
         samples: vec![100, 400],
         tests: Some(200),
+        grid: GridChoice::Delaunay,
         seed: 3,
         json: Some(json.clone()),
     };

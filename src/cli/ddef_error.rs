@@ -2,10 +2,12 @@
 //! paper's protocol (Section 4.1.1, Figure 3 b-d, Table 1): random charges at random test
 //! sites, mesh charges at random test sites, mesh charges at the charges; for each grid
 //! size m, Algorithm 1 as printed (`paper`), the `corrected` variant, Section 3.3.3's
-//! near set (`paper_text`) and the far field ignored (`near_only`).
+//! near set (`paper_text`) and the far field ignored (`near_only`); on the paper's
+//! Halton + Delaunay grid, the regular lattice grid, or both (`--grid`).
 
 use super::CliError;
-use crate::ddef::error_study::{charge_bounds, random_points, study, StudyRow, Targets};
+use crate::ddef::error_study::{charge_bounds, random_points, study_on, StudyRow, Targets};
+use crate::ddef::DdefGrid;
 use crate::scene;
 use glam::DVec3;
 use std::io::Write;
@@ -13,6 +15,28 @@ use std::path::PathBuf;
 
 /// Charge per random particle (the paper's 8 uC; relative errors do not depend on it).
 pub const RANDOM_CHARGE: f64 = 8e-6;
+
+/// `--grid`: which DDEF grid(s) to measure.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum GridChoice {
+    /// Halton samples + Delaunay (the paper's)
+    Delaunay,
+    /// Regular lattice of Kuhn-split cubes
+    Lattice,
+    /// Both, one after the other
+    #[default]
+    Both,
+}
+
+impl GridChoice {
+    pub fn grids(self) -> &'static [DdefGrid] {
+        match self {
+            Self::Delaunay => &[DdefGrid::Delaunay],
+            Self::Lattice => &[DdefGrid::Lattice],
+            Self::Both => &[DdefGrid::Delaunay, DdefGrid::Lattice],
+        }
+    }
+}
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct DdefErrorArgs {
@@ -34,6 +58,9 @@ pub struct DdefErrorArgs {
     /// Random test sites per case [default: as many as charges]
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub tests: Option<u64>,
+    /// DDEF grid: the paper's Halton + Delaunay, the regular lattice, or both
+    #[arg(long, value_enum, default_value_t = GridChoice::Both)]
+    pub grid: GridChoice,
     /// Seed of the random charges and test sites
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -120,14 +147,17 @@ pub fn execute(args: &DdefErrorArgs) -> Result<Vec<StudyRow>, CliError> {
     if !json_only {
         println!(
             "DDEF field error vs exact all-pairs: |E_ddef - E| / |E| per target \
-             (mean, std, median, max); rms: mean |dE| / rms |E|; near: mean exact-sum set size"
+             (mean, std, median, max); rms: mean |dE| / rms |E|; near: mean exact-sum set size; \
+             sites: grid sites; build_ms: grid + lists + far field; eval_ms: at the targets"
         );
         println!(
-            "{:<12} {:<8} {:>7} {:>7} {:<11} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>9}",
+            "{:<12} {:<8} {:>7} {:>7} {:<9} {:>7} {:<11} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>9} {:>9}",
             "charges",
             "targets",
             "n",
             "m",
+            "grid",
+            "sites",
             "scheme",
             "mean",
             "std",
@@ -135,7 +165,8 @@ pub fn execute(args: &DdefErrorArgs) -> Result<Vec<StudyRow>, CliError> {
             "max",
             "rms",
             "near",
-            "build_ms"
+            "build_ms",
+            "eval_ms"
         );
     }
     let mut all = Vec::new();
@@ -155,8 +186,14 @@ pub fn execute(args: &DdefErrorArgs) -> Result<Vec<StudyRow>, CliError> {
             .map_or_else(|| q.iter().filter(|&&c| c != 0.0).count(), |k| k as usize);
         let sites = random_points(lo, hi, k, args.seed.wrapping_add(1));
         for &m in &samples {
-            for &t in targets {
-                let rows = study(label, x, q, *eps, m, t, &sites).map_err(CliError::Ddef)?;
+            for (&grid, &t) in args
+                .grid
+                .grids()
+                .iter()
+                .flat_map(|g| targets.iter().map(move |t| (g, t)))
+            {
+                let rows =
+                    study_on(label, x, q, *eps, m, grid, t, &sites).map_err(CliError::Ddef)?;
                 for r in rows {
                     if !json_only {
                         print_row(&r);
@@ -190,11 +227,13 @@ fn print_row(r: &StudyRow) {
         Targets::Charges => "charges",
     };
     println!(
-        "{:<12} {:<8} {:>7} {:>7} {:<11} {:>8.4} {:>8.4} {:>8.4} {:>8.3} {:>8.4} {:>7.1} {:>9.1}",
+        "{:<12} {:<8} {:>7} {:>7} {:<9} {:>7} {:<11} {:>8.4} {:>8.4} {:>8.4} {:>8.3} {:>8.4} {:>7.1} {:>9.1} {:>9.1}",
         r.charges,
         t,
         r.n,
         r.m,
+        r.grid,
+        r.sites,
         r.scheme,
         r.stats.mean,
         r.stats.std,
@@ -202,7 +241,8 @@ fn print_row(r: &StudyRow) {
         r.stats.max,
         r.stats.abs_over_rms,
         r.mean_near,
-        r.build_ms
+        r.build_ms,
+        r.eval_ms
     );
     if r.stats.skipped > 0 {
         println!(

@@ -152,6 +152,27 @@ impl Tetrahedralization {
         Ok(b.finish(lo, hi))
     }
 
+    /// A tetrahedralization given in full (the lattice grid builds its tetrahedra and
+    /// neighbours in closed form). The caller guarantees the invariants [`Self::check`]
+    /// tests; `point_tet[i]` is a tetrahedron incident to point i.
+    pub(super) fn from_parts(
+        points: Vec<DVec3>,
+        tets: Vec<[u32; 4]>,
+        neighbors: Vec<[u32; 4]>,
+        point_tet: Vec<u32>,
+        lo: DVec3,
+        hi: DVec3,
+    ) -> Self {
+        Self {
+            points,
+            tets,
+            neighbors,
+            point_tet,
+            lo,
+            hi,
+        }
+    }
+
     pub fn points(&self) -> &[DVec3] {
         &self.points
     }

@@ -4,7 +4,7 @@
 //! random test sites and mesh charges at the charges.
 
 use super::field::{exact_fields_at, Ddef, Evaluation};
-use super::{DdefError, DdefVariant};
+use super::{DdefError, DdefGrid, DdefVariant};
 use glam::DVec3;
 use std::time::Instant;
 
@@ -105,8 +105,12 @@ pub struct StudyRow {
     pub targets: Targets,
     /// Charged particles.
     pub n: usize,
-    /// Halton samples (the grid has m + 8 sites).
+    /// Halton samples (the grid has m + 8 sites; the lattice about as many).
     pub m: usize,
+    /// "delaunay" or "lattice".
+    pub grid: &'static str,
+    /// Sites of the grid.
+    pub sites: usize,
     pub scheme: &'static str,
     #[serde(flatten)]
     pub stats: ErrorStats,
@@ -129,8 +133,32 @@ pub fn study(
     targets: Targets,
     sites: &[DVec3],
 ) -> Result<Vec<StudyRow>, DdefError> {
+    study_on(
+        label,
+        x,
+        q,
+        softening,
+        m,
+        DdefGrid::Delaunay,
+        targets,
+        sites,
+    )
+}
+
+/// [`study`] on a grid of the given kind.
+#[allow(clippy::too_many_arguments)]
+pub fn study_on(
+    label: &str,
+    x: &[DVec3],
+    q: &[f64],
+    softening: f64,
+    m: usize,
+    grid: DdefGrid,
+    targets: Targets,
+    sites: &[DVec3],
+) -> Result<Vec<StudyRow>, DdefError> {
     let t0 = Instant::now();
-    let ddef = Ddef::build(x, q, softening, m, 0.0)?;
+    let ddef = Ddef::build_with(x, q, softening, m, 0.0, grid)?;
     let build_ms = t0.elapsed().as_secs_f64() * 1e3;
     let mean_near = ddef.mean_near_count();
     let exact = match targets {
@@ -158,6 +186,8 @@ pub fn study(
             targets,
             n: ddef.source_particles().len(),
             m,
+            grid: grid.name(),
+            sites: ddef.grid().sites().len(),
             scheme,
             stats: ErrorStats::of(&approx, &exact),
             mean_near,

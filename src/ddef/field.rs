@@ -2,7 +2,8 @@
 
 use super::delaunay::{Tetrahedralization, NONE};
 use super::halton::{domain_box, halton_sites};
-use super::{DdefConfig, DdefError, DdefVariant};
+use super::lattice::Lattice;
+use super::{DdefConfig, DdefError, DdefGrid, DdefVariant};
 use crate::model::COULOMB_K;
 use glam::DVec3;
 use rayon::prelude::*;
@@ -70,15 +71,19 @@ impl From<DdefVariant> for Evaluation {
 }
 
 /// The tetrahedralized domain: sites (8 box corners, then the Halton samples) and their
-/// Delaunay tetrahedra.
+/// Delaunay tetrahedra, or (the lattice variant) the 8 corners and the other sites of a
+/// regular lattice with its Kuhn tetrahedra ([`Lattice`]).
 #[derive(Clone, Debug)]
 pub struct Grid {
     tri: Tetrahedralization,
     samples: usize,
     /// Walk starts: a uniform lattice of `cells^3` boxes over the domain, each holding a
     /// tetrahedron at a site in (or near) it, so a walk from it takes a few steps.
+    /// Empty for the lattice grid, which locates in closed form.
     cells: usize,
     cell_tet: Vec<u32>,
+    /// The lattice grid's closed-form location; `None` for the Delaunay grid.
+    lattice: Option<Lattice>,
 }
 
 impl Grid {
@@ -97,6 +102,7 @@ impl Grid {
             samples,
             cells,
             cell_tet: vec![0; cells * cells * cells],
+            lattice: None,
         };
         let mut filled = vec![false; grid.cell_tet.len()];
         for (i, &p) in grid.tri.points().iter().enumerate() {
@@ -119,6 +125,50 @@ impl Grid {
         Ok(grid)
     }
 
+    /// The lattice grid on [lo, hi]: about `samples` + 8 sites in a regular lattice, no
+    /// Delaunay step (see [`Lattice`]).
+    pub fn new_lattice(lo: DVec3, hi: DVec3, samples: usize) -> Result<Self, DdefError> {
+        let limit = DdefConfig::MAX_SAMPLES as usize;
+        if samples > limit {
+            return Err(DdefError::TooManySamples { samples, limit });
+        }
+        let (lattice, tri) = Lattice::build(lo, hi, samples)?;
+        Ok(Self {
+            tri,
+            samples,
+            cells: 0,
+            cell_tet: Vec::new(),
+            lattice: Some(lattice),
+        })
+    }
+
+    /// The grid of the given kind on [lo, hi].
+    pub fn with_kind(
+        lo: DVec3,
+        hi: DVec3,
+        samples: usize,
+        kind: DdefGrid,
+    ) -> Result<Self, DdefError> {
+        match kind {
+            DdefGrid::Delaunay => Self::new(lo, hi, samples),
+            DdefGrid::Lattice => Self::new_lattice(lo, hi, samples),
+        }
+    }
+
+    /// Which kind of grid this is.
+    pub fn kind(&self) -> DdefGrid {
+        if self.lattice.is_some() {
+            DdefGrid::Lattice
+        } else {
+            DdefGrid::Delaunay
+        }
+    }
+
+    /// The lattice of a lattice grid (sites per axis, coordinates, closed-form location).
+    pub fn lattice(&self) -> Option<&Lattice> {
+        self.lattice.as_ref()
+    }
+
     fn cell_of(&self, p: DVec3) -> usize {
         let (lo, hi) = self.tri.bounds();
         let r = self.cells;
@@ -129,6 +179,9 @@ impl Grid {
 
     /// A tetrahedron near p: the start of a short walk.
     pub fn start_near(&self, p: DVec3) -> u32 {
+        if let Some(l) = &self.lattice {
+            return l.locate(p).map_or(0, |(t, _)| t);
+        }
         if p.is_finite() {
             self.cell_tet[self.cell_of(p)]
         } else {
@@ -137,13 +190,23 @@ impl Grid {
     }
     /// A grid on [`domain_box`] of `points` (widened by `margin` of its size per side).
     pub fn around(points: &[DVec3], samples: usize, margin: f64) -> Result<Self, DdefError> {
-        let (lo, hi) = domain_box(points, margin)?;
-        Self::new(lo, hi, samples)
+        Self::around_with(points, samples, margin, DdefGrid::Delaunay)
     }
+    /// [`Grid::around`] with the grid kind chosen.
+    pub fn around_with(
+        points: &[DVec3],
+        samples: usize,
+        margin: f64,
+        kind: DdefGrid,
+    ) -> Result<Self, DdefError> {
+        let (lo, hi) = domain_box(points, margin)?;
+        Self::with_kind(lo, hi, samples, kind)
+    }
+    /// m as requested (the Delaunay grid has m + 8 sites, the lattice about as many).
     pub fn samples(&self) -> usize {
         self.samples
     }
-    /// Grid sites u_j: 8 corners, then the samples.
+    /// Grid sites u_j: 8 corners, then the samples (or the other lattice sites).
     pub fn sites(&self) -> &[DVec3] {
         self.tri.points()
     }
@@ -156,9 +219,13 @@ impl Grid {
     pub fn contains(&self, p: DVec3) -> bool {
         self.tri.box_contains(p)
     }
-    /// Containing tetrahedron and barycentric weights (see [`Tetrahedralization::locate`]).
+    /// Containing tetrahedron and barycentric weights (see [`Tetrahedralization::locate`]);
+    /// on the lattice grid in closed form, `hint` unused ([`Lattice::locate`]).
     pub fn locate(&self, p: DVec3, hint: u32) -> Option<(u32, [f64; 4])> {
-        self.tri.locate(p, hint)
+        match &self.lattice {
+            Some(l) => l.locate(p),
+            None => self.tri.locate(p, hint),
+        }
     }
     /// N(tau): the vertices of `tet` (in its order) followed by the vertex of each face
     /// neighbour that is not on the shared face. Returns the distinct sites and their count (4..=8).
@@ -273,6 +340,18 @@ impl Ddef {
         samples: usize,
         margin: f64,
     ) -> Result<Self, DdefError> {
+        Self::build_with(x, q, softening, samples, margin, DdefGrid::Delaunay)
+    }
+
+    /// [`Ddef::build`] on a grid of the given kind.
+    pub fn build_with(
+        x: &[DVec3],
+        q: &[f64],
+        softening: f64,
+        samples: usize,
+        margin: f64,
+        kind: DdefGrid,
+    ) -> Result<Self, DdefError> {
         check_len("charges", x.len(), q.len())?;
         let charged: Vec<DVec3> = (0..x.len())
             .filter(|&i| q[i] != 0.0)
@@ -281,7 +360,7 @@ impl Ddef {
         if let Some(i) = (0..x.len()).find(|&i| !x[i].is_finite()) {
             return Err(DdefError::NonFinitePosition { index: i });
         }
-        let grid = Grid::around(&charged, samples, margin)?;
+        let grid = Grid::around_with(&charged, samples, margin, kind)?;
         Self::on_grid(Arc::new(grid), x, q, softening, None)
     }
 

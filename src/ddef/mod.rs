@@ -11,6 +11,11 @@
 //! 4. At a target x (a charge or any point): S(x) = union of M_k over k in N(x) is summed
 //!    exactly (near field); the far field is interpolated over tau(x).
 //!
+//! Grids ([`DdefGrid`]): `delaunay` (the paper's, above) or `lattice` ([`lattice`]): a
+//! regular lattice of about m + 8 sites over the same box, each cell split into 6 Kuhn
+//! tetrahedra, with closed-form location and neighbours and no Delaunay step. Everything
+//! after step 1 is the same code on either.
+//!
 //! Variants ([`DdefVariant`]): `paper` interpolates the grid far field as is. Because
 //! S(x) is larger than M_v for a vertex v of tau(x), a source in S(x) \ M_v is counted
 //! both exactly and (with weight psi_v) in the interpolation. `corrected` removes exactly
@@ -30,12 +35,14 @@ pub mod delaunay;
 pub mod error_study;
 pub mod field;
 pub mod halton;
+pub mod lattice;
 pub mod solver;
 
-pub use crate::config::{DdefConfig, DdefVariant};
+pub use crate::config::{DdefConfig, DdefGrid, DdefVariant};
 pub use delaunay::{DelaunayError, Tetrahedralization};
 pub use field::{exact_fields_at, Csr, Ddef, Evaluation, GatherPlan, Grid, NearEntry};
 pub use halton::{domain_box, halton3, halton_sites};
+pub use lattice::Lattice;
 pub use solver::DdefSolver;
 
 use glam::DVec3;

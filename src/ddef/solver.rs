@@ -92,7 +92,12 @@ impl DdefSolver {
             } else {
                 0.0
             };
-            let grid = Grid::around(&charged, self.config.samples as usize, margin)?;
+            let grid = Grid::around_with(
+                &charged,
+                self.config.samples as usize,
+                margin,
+                self.config.grid,
+            )?;
             self.grid = Some(Arc::new(grid));
             self.evaluations_on_grid = 0;
             self.rebuilds += 1;

@@ -39,6 +39,7 @@
 //! samples = 2000                  # ddef: Halton samples m
 //! ddef_variant = "corrected"      # ddef: corrected | paper (Algorithm 1 as printed)
 //! rebuild_every = 1               # ddef: steps between tetrahedralizations
+//! ddef_grid = "delaunay"          # ddef: delaunay (Halton + Delaunay) | lattice (Kuhn cubes)
 //! [[external_charges]]            # any number
 //! charge = -42e-6                 # C
 //! position = [0.0, 0.0, 1.0]      # m, at t = 0
@@ -59,7 +60,7 @@ mod schema;
 
 use crate::config::Config;
 use crate::config::{
-    CoulombConfig, CoulombMethod, DdefConfig, DdefVariant, ExternalCharge, ExternalField,
+    CoulombConfig, CoulombMethod, DdefConfig, DdefGrid, DdefVariant, ExternalCharge, ExternalField,
     Integrator, Orbit, SolverConfig, SolverMethod,
 };
 use crate::model::{mesh, Mesh, MeshError, ModelError, Spring, System, SystemDesc};
@@ -545,6 +546,11 @@ fn build_config(f: &SceneFile, ctx: &Ctx) -> Result<Config, SceneError> {
                     Some(DdefVariantName::Corrected) => DdefVariant::Corrected,
                 },
                 rebuild_every: c.rebuild_every.unwrap_or(d.rebuild_every),
+                grid: match c.ddef_grid {
+                    None => d.grid,
+                    Some(DdefGridName::Delaunay) => DdefGrid::Delaunay,
+                    Some(DdefGridName::Lattice) => DdefGrid::Lattice,
+                },
             })
         }
     };
@@ -553,6 +559,7 @@ fn build_config(f: &SceneFile, ctx: &Ctx) -> Result<Config, SceneError> {
             ("samples", c.samples.is_some()),
             ("ddef_variant", c.ddef_variant.is_some()),
             ("rebuild_every", c.rebuild_every.is_some()),
+            ("ddef_grid", c.ddef_grid.is_some()),
         ];
         if let Some((k, _)) = given.iter().find(|(_, set)| *set) {
             return Err(ctx.invalid(

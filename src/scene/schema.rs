@@ -189,6 +189,13 @@ pub(super) enum DdefVariantName {
     Corrected,
 }
 
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum DdefGridName {
+    Delaunay,
+    Lattice,
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct CoulombSpec {
@@ -198,6 +205,7 @@ pub(super) struct CoulombSpec {
     pub samples: Option<u32>,
     pub ddef_variant: Option<DdefVariantName>,
     pub rebuild_every: Option<u32>,
+    pub ddef_grid: Option<DdefGridName>,
 }
 
 #[derive(Debug, Deserialize)]
