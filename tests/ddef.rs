@@ -550,7 +550,7 @@ fn scenes_select_ddef_and_name_bad_keys() {
             samples: 300,
             variant: DdefVariant::Paper,
             rebuild_every: 2,
-            grid: DdefGrid::Delaunay,
+            ..DdefConfig::default()
         })
     );
     let sc = msc::scene::load(&path, &["coulomb.samples=40".to_string()]).unwrap();
@@ -634,6 +634,498 @@ fn ddef_error_command_reports_every_case_and_scheme() {
     assert_eq!(msc::cli::main_with_args(["msc", "ddef-error"]), 2);
     assert_eq!(
         msc::cli::main_with_args(["msc", "ddef-error", "torus", "--random", "5"]),
+        2
+    );
+}
+
+// ---- The lattice grid (regular lattice of Kuhn-split cubes) ----
+
+const LATTICE: DdefGrid = DdefGrid::Lattice;
+
+/// Boxes of several shapes: unit, anisotropic and off-origin with spacings that are not
+/// representable, thin.
+fn lattice_boxes() -> Vec<(DVec3, DVec3)> {
+    vec![
+        (DVec3::ZERO, DVec3::ONE),
+        (DVec3::new(-1.3, 0.7, 2.1), DVec3::new(3.1, 1.9, 2.9)),
+        (
+            DVec3::new(1e3, -7.0, 0.01),
+            DVec3::new(1e3 + 0.3, -6.9, 0.013),
+        ),
+    ]
+}
+
+#[test]
+fn lattice_is_a_valid_delaunay_tetrahedralization_with_closed_form_neighbours() {
+    for (lo, hi) in lattice_boxes() {
+        for m in [0usize, 7, 100, 600, 2000] {
+            let grid = Grid::new_lattice(lo, hi, m).unwrap();
+            assert_eq!(grid.kind(), LATTICE);
+            let tri = grid.tetrahedralization();
+            check_tetrahedralization(tri);
+            let [rx, ry, rz] = grid.lattice().unwrap().dims();
+            assert!(rx >= 2 && ry >= 2 && rz >= 2);
+            assert_eq!(tri.points().len(), rx * ry * rz, "{m}");
+            let cells = (rx - 1) * (ry - 1) * (rz - 1);
+            assert_eq!(tri.tets().len(), 6 * cells);
+            // About m + 8 sites: within one lattice plane per axis of it.
+            let t = m as f64 + 8.0;
+            let planes = [rx, ry, rz].map(|r| t / r as f64);
+            let slack = planes.iter().sum::<f64>();
+            assert!(
+                ((rx * ry * rz) as f64 - t).abs() <= slack,
+                "m {m}: {rx} x {ry} x {rz}"
+            );
+            // Sites 0..8 are the box corners, as on the Delaunay grid.
+            for c in 0..8usize {
+                let corner = DVec3::new(
+                    if c & 1 != 0 { hi.x } else { lo.x },
+                    if c & 2 != 0 { hi.y } else { lo.y },
+                    if c & 4 != 0 { hi.z } else { lo.z },
+                );
+                assert_eq!(tri.points()[c], corner);
+            }
+            // Every face without a neighbour lies on the box surface, and there are exactly
+            // 2 per boundary square (check() only tests the neighbours that exist).
+            let mut hull = 0;
+            for (t, v) in tri.tets().iter().enumerate() {
+                for k in 0..4 {
+                    if tri.neighbors()[t][k] != NONE {
+                        continue;
+                    }
+                    hull += 1;
+                    let f: Vec<DVec3> = (0..4)
+                        .filter(|&j| j != k)
+                        .map(|j| tri.points()[v[j] as usize])
+                        .collect();
+                    let on = (0..3).any(|a| {
+                        f.iter().all(|p| p[a] == lo[a]) || f.iter().all(|p| p[a] == hi[a])
+                    });
+                    assert!(on, "tet {t} face {k} has no neighbour inside the box");
+                }
+            }
+            let squares = (rx - 1) * (ry - 1) + (ry - 1) * (rz - 1) + (rx - 1) * (rz - 1);
+            assert_eq!(hull, 2 * 2 * squares, "m {m}");
+        }
+    }
+}
+
+/// Normalized barycentric coordinates of p in tetrahedron t by exact orientations.
+fn exact_barycentric(tri: &Tetrahedralization, t: usize, p: DVec3) -> [f64; 4] {
+    let [a, b, c, d] = tri.tets()[t].map(|i| tri.points()[i as usize]);
+    let o = [
+        orient(p, b, c, d),
+        orient(a, p, c, d),
+        orient(a, b, p, d),
+        orient(a, b, c, p),
+    ];
+    let s: f64 = o.iter().sum();
+    o.map(|x| x / s)
+}
+
+#[test]
+fn lattice_locate_agrees_with_a_brute_force_search() {
+    for (lo, hi) in lattice_boxes() {
+        let grid = Grid::new_lattice(lo, hi, 150).unwrap();
+        let lat = grid.lattice().unwrap();
+        let tri = grid.tetrahedralization();
+        let [cx, cy, cz] = [0, 1, 2].map(|a| lat.axis_coords(a).to_vec());
+        let mid = |c: &[f64], i: usize| 0.5 * (c[i] + c[i + 1]);
+        let mut pts = random_points(lo, hi, 300, 71);
+        let mut rounded = Vec::new();
+        // Lattice sites (interior and on the box), points on axis-aligned cell faces and
+        // edges, on the box's faces, edges and upper corner, and on the Kuhn diagonal.
+        pts.extend(grid.sites().iter().step_by(7).copied());
+        for i in 0..cx.len() - 1 {
+            let (j, k) = (i % (cy.len() - 1), (i * 3) % (cz.len() - 1));
+            pts.push(DVec3::new(cx[i], mid(&cy, j), mid(&cz, k))); // on a face x = const
+            pts.push(DVec3::new(mid(&cx, i), cy[j + 1], cz[k])); // on an edge
+            pts.push(DVec3::new(cx[i], cy[j], mid(&cz, k))); // on an edge
+            pts.push(DVec3::new(hi.x, mid(&cy, j), mid(&cz, k))); // upper box face
+            pts.push(DVec3::new(mid(&cx, i), hi.y, hi.z)); // upper box edge
+            pts.push(DVec3::new(mid(&cx, i), lo.y, mid(&cz, k))); // lower box face
+            let c = DVec3::new(cx[i], cy[j], cz[k]);
+            let e = DVec3::new(cx[i + 1], cy[j + 1], cz[k + 1]) - c;
+            // On the cell's diagonal, shared by all 6. The three fractional coordinates
+            // tie only up to rounding there, so the tetrahedron chosen may miss p by an ulp
+            // (its weights still reproduce p): not held to exact containment below.
+            rounded.push(pts.len());
+            pts.push(c + e * 0.375);
+        }
+        pts.extend([lo, hi, DVec3::new(hi.x, lo.y, hi.z)]);
+        let scale = (hi - lo).length() + lo.abs().max(hi.abs()).max_element();
+        for (k, &p) in pts.iter().enumerate() {
+            let (t, w) = grid.locate(p, 0).expect("inside");
+            assert!(w.iter().all(|&x| x >= 0.0), "point {k}: weights {w:?}");
+            assert!((w.iter().sum::<f64>() - 1.0).abs() < 1e-12, "point {k}");
+            let v = tri.tets()[t as usize];
+            let back: DVec3 = (0..4).map(|i| tri.points()[v[i] as usize] * w[i]).sum();
+            assert!(
+                (back - p).length() <= 1e-12 * scale,
+                "point {k}: {back} vs {p}"
+            );
+            // The brute force: p is in the closed tetrahedron by exact orientations (up to
+            // the rounding of p itself), and the weights are its barycentric coordinates.
+            let b = exact_barycentric(tri, t as usize, p);
+            assert!(b.iter().all(|&x| x >= -1e-12), "point {k}: {b:?}");
+            for i in 0..4 {
+                assert!((b[i] - w[i]).abs() < 1e-9, "point {k}: {b:?} vs {w:?}");
+            }
+            // It is one of the tetrahedra that contain p by exact orientations, and the
+            // walk on the same tetrahedralization gives the same point back.
+            let holders: Vec<usize> = (0..tri.tets().len())
+                .filter(|&s| exact_barycentric(tri, s, p).iter().all(|&x| x >= 0.0))
+                .collect();
+            assert!(!holders.is_empty(), "point {k}");
+            assert!(
+                rounded.contains(&k) || holders.contains(&(t as usize)),
+                "point {k}: {t} not in {holders:?}"
+            );
+            let (tw, ww) = tri.locate(p, 0).unwrap();
+            let vw = tri.tets()[tw as usize];
+            let back_w: DVec3 = (0..4).map(|i| tri.points()[vw[i] as usize] * ww[i]).sum();
+            assert!((back_w - back).length() <= 1e-12 * scale);
+        }
+        // Exactly at a site: weight exactly 1 there.
+        for (j, &u) in grid.sites().iter().enumerate() {
+            let (t, w) = grid.locate(u, 0).unwrap();
+            let v = tri.tets()[t as usize];
+            let at = v
+                .iter()
+                .position(|&s| s as usize == j)
+                .expect("site is a vertex");
+            assert_eq!(w[at], 1.0, "site {j}");
+        }
+        assert!(grid.locate(hi + DVec3::X * (hi.x - lo.x), 0).is_none());
+        assert!(grid.locate(DVec3::NAN, 0).is_none());
+        assert!(grid
+            .locate(lo - DVec3::Z * (hi.z - lo.z) * 1e-6, 0)
+            .is_none());
+    }
+}
+
+#[test]
+fn lattice_near_sets_and_far_field_follow_algorithm_1() {
+    let x = unit_random(300, 5);
+    let q = vec![Q; 300];
+    let d = Ddef::build_with(&x, &q, 0.0, 200, 0.0, LATTICE).unwrap();
+    assert_eq!(d.grid().kind(), LATTICE);
+    let tri = d.grid().tetrahedralization();
+    for s in 0..300 {
+        let t = d.source_tets()[s] as usize;
+        let mut expect: Vec<u32> = tri.tets()[t].to_vec();
+        for &nb in &tri.neighbors()[t] {
+            if nb != NONE {
+                expect.extend(tri.tets()[nb as usize]);
+            }
+        }
+        expect.sort_unstable();
+        expect.dedup();
+        let mut got = d.near_sites().row(s).to_vec();
+        got.sort_unstable();
+        assert_eq!(got, expect, "N_{s}");
+    }
+    for j in [0usize, 7, 8, 100, d.grid().sites().len() - 1] {
+        let u = d.grid().sites()[j];
+        let m_j = d.site_sources().row(j);
+        let keep: Vec<f64> = (0..300)
+            .map(|s| if m_j.contains(&(s as u32)) { 0.0 } else { Q })
+            .collect();
+        let e = exact_fields_at(&[u], None, &x, &keep, 0.0)[0];
+        assert!(
+            (d.far_field()[j] - e).length() <= 1e-12 * e.length(),
+            "site {j}"
+        );
+    }
+    // The gather plan describes the same tetrahedra and weights.
+    let plan = d.gather_plan();
+    for s in 0..300 {
+        let g = plan.target_group[s] as usize;
+        assert_eq!(
+            plan.tet_vertices[g],
+            tri.tets()[d.source_tets()[s] as usize]
+        );
+        let back: DVec3 = (0..4)
+            .map(|v| tri.points()[plan.tet_vertices[g][v] as usize] * plan.weights[s][v])
+            .sum();
+        assert!((back - x[s]).length() < 1e-12);
+    }
+}
+
+#[test]
+fn lattice_ddef_is_exact_where_every_charge_is_near() {
+    // m = 0: the lattice is the 8 corners split into the same 6 tetrahedra as the
+    // Delaunay grid's start, every source is near every target, corrected is exact.
+    let n = 60;
+    let x = unit_random(n, 11);
+    let q: Vec<f64> = (0..n)
+        .map(|i| if i % 3 == 0 { -Q } else { 2.0 * Q })
+        .collect();
+    for eps in [0.0, 0.05] {
+        let d = Ddef::build_with(&x, &q, eps, 0, 0.0, LATTICE).unwrap();
+        assert_eq!(d.grid().sites().len(), 8);
+        let exact = coulomb_forces(&x, &q, eps);
+        assert!(
+            rel_diff(&d.forces(n, CORRECTED), &exact) < 1e-12,
+            "eps {eps}"
+        );
+    }
+    // A cluster inside one tetrahedron of a coarse lattice: both variants are exact.
+    let grid = Arc::new(Grid::new_lattice(DVec3::ZERO, DVec3::splat(10.0), 0).unwrap());
+    let c = DVec3::new(6.0, 3.0, 1.0);
+    let x: Vec<DVec3> = unit_random(40, 21)
+        .into_iter()
+        .map(|p| c + (p - DVec3::splat(0.5)) * 0.2)
+        .collect();
+    let q: Vec<f64> = (0..40).map(|i| Q * (1.0 + i as f64 / 40.0)).collect();
+    let d = Ddef::on_grid(grid, &x, &q, 0.0, None).unwrap();
+    assert!(d.source_tets().iter().all(|&t| t == d.source_tets()[0]));
+    let exact = coulomb_forces(&x, &q, 0.0);
+    for eval in [PAPER, CORRECTED] {
+        assert!(rel_diff(&d.forces(40, eval), &exact) < 1e-12, "{eval:?}");
+    }
+}
+
+#[test]
+fn lattice_handles_degenerate_charge_sets() {
+    let check = |name: &str, x: Vec<DVec3>, q: Vec<f64>, samples: usize, exact_expected: bool| {
+        let n = x.len();
+        let d = Ddef::build_with(&x, &q, 0.0, samples, 0.0, LATTICE)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        d.grid().tetrahedralization().check().unwrap();
+        for eval in [PAPER, CORRECTED, Evaluation::NearOnly] {
+            assert!(d.forces(n, eval).iter().all(|v| v.is_finite()), "{name}");
+        }
+        if exact_expected {
+            let exact = coulomb_forces(&x, &q, 0.0);
+            assert!(rel_diff(&d.forces(n, CORRECTED), &exact) < 1e-12, "{name}");
+        }
+    };
+    // Coplanar charges: the plane is widened to a slab whose middle lattice plane (odd
+    // r_z) holds every charge, on lattice faces.
+    let planar: Vec<DVec3> = unit_random(200, 31)
+        .into_iter()
+        .map(|p| DVec3::new(p.x, p.y, 0.0))
+        .collect();
+    let line: Vec<DVec3> = (0..50)
+        .map(|i| DVec3::new(1.0, 2.0, 3.0) * (i as f64 / 49.0))
+        .collect();
+    check("coplanar", planar.clone(), vec![Q; 200], 300, false);
+    check("coplanar, corners only", planar, vec![Q; 200], 0, true);
+    check("collinear", line.clone(), vec![-Q; 50], 100, false);
+    check("collinear, corners only", line, vec![-Q; 50], 0, true);
+    check(
+        "one point",
+        vec![DVec3::splat(2.0); 10],
+        vec![Q; 10],
+        50,
+        true,
+    );
+    check(
+        "single charge",
+        vec![DVec3::new(1.0, -1.0, 0.5)],
+        vec![Q],
+        20,
+        true,
+    );
+    assert_eq!(
+        Ddef::build_with(&[DVec3::ZERO], &[0.0], 0.0, 10, 0.0, LATTICE).unwrap_err(),
+        DdefError::NoCharges
+    );
+    assert!(matches!(
+        Grid::new_lattice(
+            DVec3::ZERO,
+            DVec3::ONE,
+            DdefConfig::MAX_SAMPLES as usize + 1
+        ),
+        Err(DdefError::TooManySamples { .. })
+    ));
+    assert!(matches!(
+        Grid::new_lattice(DVec3::ONE, DVec3::ONE, 10),
+        Err(DdefError::DegenerateBox { .. })
+    ));
+}
+
+#[test]
+fn a_charge_exactly_on_a_lattice_site_stays_finite() {
+    let x0 = unit_random(300, 41);
+    let q0 = vec![Q; 300];
+    let (lo, hi) = domain_box(&x0, 0.0).unwrap();
+    let grid = Arc::new(Grid::new_lattice(lo, hi, 300).unwrap());
+    let j = (8..grid.sites().len())
+        .find(|&j| {
+            let u = grid.sites()[j];
+            u.cmpgt(DVec3::splat(0.2)).all() && u.cmplt(DVec3::splat(0.8)).all()
+        })
+        .unwrap();
+    let mut x = x0;
+    x.push(grid.sites()[j]);
+    let mut q = q0;
+    q.push(-Q);
+    let d = Ddef::on_grid(grid.clone(), &x, &q, 0.0, None).unwrap();
+    let t = d.source_tets()[300] as usize;
+    let v = grid.tetrahedralization().tets()[t]
+        .iter()
+        .position(|&k| k as usize == j)
+        .expect("the site is a vertex of its tetrahedron");
+    assert_eq!(d.source_weights()[300][v], 1.0);
+    assert!(d.far_field().iter().all(|v| v.is_finite()));
+    let exact = coulomb_forces(&x, &q, 0.0);
+    for eval in [PAPER, CORRECTED] {
+        let f = d.forces(301, eval);
+        assert!(f.iter().all(|v| v.is_finite()));
+        // As on the Delaunay grid: 0.5 bounds one charge's ordinary approximation error.
+        let e = (f[300] - exact[300]).length() / exact[300].length();
+        assert!(e < 0.5, "{eval:?}: {e}");
+    }
+}
+
+#[test]
+fn lattice_meets_the_papers_accuracy_and_is_at_least_as_accurate_as_delaunay() {
+    // Table 1's protocol at n = 2000, m = 2000, the same charges on both grids.
+    let n = 2000;
+    let x = unit_random(n, 7);
+    let q = vec![Q; n];
+    let exact = coulomb_forces(&x, &q, 0.0);
+    let stats = |grid, eval| {
+        let d = Ddef::build_with(&x, &q, 0.0, 2000, 0.0, grid).unwrap();
+        ErrorStats::of(&d.forces(n, eval), &exact)
+    };
+    let lattice = stats(LATTICE, CORRECTED);
+    let delaunay = stats(DdefGrid::Delaunay, CORRECTED);
+    assert_eq!(lattice.count, n);
+    assert!(lattice.mean <= 0.06, "lattice mean {}", lattice.mean);
+    // The measurement behind the default grid.
+    assert_eq!(DdefConfig::default().grid, LATTICE);
+    assert!(
+        lattice.mean <= delaunay.mean && lattice.max <= delaunay.max,
+        "lattice {lattice:?} vs delaunay {delaunay:?}"
+    );
+    // The far field matters on the lattice too.
+    let near = stats(LATTICE, Evaluation::NearOnly);
+    assert!(near.mean > 5.0 * lattice.mean, "{near:?}");
+    // At test sites without charge as well.
+    let d = Ddef::build_with(&x, &q, 0.0, 2000, 0.0, LATTICE).unwrap();
+    let sites = random_points(DVec3::splat(0.01), DVec3::splat(0.99), 400, 9);
+    let e = ErrorStats::of(
+        &d.fields_at(&sites, CORRECTED).unwrap(),
+        &exact_fields_at(&sites, None, &x, &q, 0.0),
+    );
+    assert!(e.mean <= 0.06, "{e:?}");
+}
+
+#[test]
+fn the_solver_and_scenes_use_the_lattice_grid() {
+    let x = unit_random(150, 61);
+    let q = vec![Q; 150];
+    let d = DdefConfig {
+        samples: 120,
+        variant: DdefVariant::Corrected,
+        rebuild_every: 1,
+        grid: LATTICE,
+    };
+    let mut solver = DdefSolver::new(d, 0.0);
+    let mut f = vec![DVec3::ZERO; 150];
+    solver.forces_into(&x, &q, &mut f).unwrap();
+    assert_eq!(solver.grid().unwrap().kind(), LATTICE);
+    let fresh = Ddef::build_with(&x, &q, 0.0, 120, 0.0, LATTICE).unwrap();
+    assert!(rel_diff(&f, &fresh.forces(150, CORRECTED)) < 1e-14);
+    let other = Ddef::build(&x, &q, 0.0, 120, 0.0).unwrap();
+    assert_eq!(other.grid().kind(), DdefGrid::Delaunay);
+    assert!(
+        rel_diff(&f, &other.forces(150, CORRECTED)) > 1e-6,
+        "a different grid"
+    );
+
+    // Integrators step on it.
+    let sys = charged_cloud(200, 52);
+    let mut sim = CpuSimulation::new(&sys, &ddef_config(Integrator::Imex, d)).unwrap();
+    sim.step(3).unwrap();
+    assert_eq!(sim.ddef().unwrap().grid().unwrap().kind(), LATTICE);
+    assert!(sim.energies().unwrap().is_finite());
+
+    // Scene key, its default and its errors.
+    let dir = tempfile::tempdir().unwrap();
+    for (name, grid) in [("lattice", LATTICE), ("delaunay", DdefGrid::Delaunay)] {
+        let text = format!("{SCENE}[coulomb]\nmethod = \"ddef\"\nddef_grid = \"{name}\"\n");
+        let sc = msc::scene::load(&scene_file(&dir, &text), &[]).unwrap();
+        assert_eq!(sc.config.coulomb.method.ddef().unwrap().grid, grid);
+        assert_eq!(DdefGrid::from_name(name), Some(grid));
+        assert_eq!(grid.name(), name);
+    }
+    let path = scene_file(&dir, &format!("{SCENE}[coulomb]\nmethod = \"ddef\"\n"));
+    let sc = msc::scene::load(&path, &["coulomb.ddef_grid=delaunay".to_string()]).unwrap();
+    assert_eq!(
+        sc.config.coulomb.method.ddef().unwrap().grid,
+        DdefGrid::Delaunay
+    );
+    for (extra, key) in [
+        (
+            "method = \"none\"\nddef_grid = \"lattice\"\n",
+            "coulomb.ddef_grid",
+        ),
+        (
+            "method = \"ddef\"\nddef_grid = \"cubes\"\n",
+            "coulomb.ddef_grid",
+        ),
+    ] {
+        let path = scene_file(&dir, &format!("{SCENE}[coulomb]\n{extra}"));
+        let e = msc::scene::load(&path, &[]).unwrap_err();
+        assert_eq!(e.key(), Some(key), "{extra}: {e}");
+    }
+}
+
+#[test]
+fn ddef_error_compares_both_grids_by_default() {
+    use msc::cli::ddef_error::{execute, DdefErrorArgs, GridChoice};
+    use msc::ddef::error_study::Targets;
+    let args = DdefErrorArgs {
+        scene: None,
+        set: Vec::new(),
+        random: Some(300),
+        samples: vec![200],
+        tests: Some(100),
+        grid: GridChoice::default(),
+        seed: 5,
+        json: None,
+    };
+    assert_eq!(args.grid, GridChoice::Both);
+    let rows = execute(&args).unwrap();
+    // 2 grids x (random sites, charges) x 4 schemes.
+    assert_eq!(rows.len(), 16);
+    for grid in ["delaunay", "lattice"] {
+        let r: Vec<_> = rows.iter().filter(|r| r.grid == grid).collect();
+        assert_eq!(r.len(), 8, "{grid}");
+        let get = |t, s: &str| {
+            r.iter()
+                .find(|r| r.targets == t && r.scheme == s)
+                .unwrap()
+                .stats
+        };
+        for t in [Targets::RandomSites, Targets::Charges] {
+            assert!(
+                get(t, "corrected").mean < get(t, "near_only").mean,
+                "{grid}"
+            );
+        }
+    }
+    let lat = rows.iter().find(|r| r.grid == "lattice").unwrap();
+    assert_eq!(lat.sites, 6 * 6 * 6, "cbrt(208) rounds to 6 per axis");
+    assert_eq!(
+        msc::cli::main_with_args([
+            "msc",
+            "ddef-error",
+            "--random",
+            "50",
+            "--samples",
+            "20",
+            "--grid",
+            "lattice"
+        ]),
+        0
+    );
+    assert_eq!(
+        msc::cli::main_with_args(["msc", "ddef-error", "--random", "5", "--grid", "cubes"]),
         2
     );
 }
