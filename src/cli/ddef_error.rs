@@ -148,10 +148,11 @@ pub fn execute(args: &DdefErrorArgs) -> Result<Vec<StudyRow>, CliError> {
         println!(
             "DDEF field error vs exact all-pairs: |E_ddef - E| / |E| per target \
              (mean, std, median, max); rms: mean |dE| / rms |E|; near: mean exact-sum set size; \
-             sites: grid sites; build_ms: grid + lists + far field; eval_ms: at the targets"
+             sites: grid sites; grid_ms: the grid alone; build_ms: grid + lists + far field; \
+             eval_ms: at the targets"
         );
         println!(
-            "{:<12} {:<8} {:>7} {:>7} {:<9} {:>7} {:<11} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>9} {:>9}",
+            "{:<12} {:<8} {:>7} {:>7} {:<9} {:>7} {:<11} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8} {:>9} {:>8}",
             "charges",
             "targets",
             "n",
@@ -165,6 +166,7 @@ pub fn execute(args: &DdefErrorArgs) -> Result<Vec<StudyRow>, CliError> {
             "max",
             "rms",
             "near",
+            "grid_ms",
             "build_ms",
             "eval_ms"
         );
@@ -227,7 +229,7 @@ fn print_row(r: &StudyRow) {
         Targets::Charges => "charges",
     };
     println!(
-        "{:<12} {:<8} {:>7} {:>7} {:<9} {:>7} {:<11} {:>8.4} {:>8.4} {:>8.4} {:>8.3} {:>8.4} {:>7.1} {:>9.1} {:>9.1}",
+        "{:<12} {:<8} {:>7} {:>7} {:<9} {:>7} {:<11} {:>8.4} {:>8.4} {:>8.4} {:>8.3} {:>8.4} {:>7.1} {:>8.1} {:>9.1} {:>8.1}",
         r.charges,
         t,
         r.n,
@@ -241,6 +243,7 @@ fn print_row(r: &StudyRow) {
         r.stats.max,
         r.stats.abs_over_rms,
         r.mean_near,
+        r.grid_ms,
         r.build_ms,
         r.eval_ms
     );

@@ -39,7 +39,7 @@
 //! samples = 2000                  # ddef: Halton samples m
 //! ddef_variant = "corrected"      # ddef: corrected | paper (Algorithm 1 as printed)
 //! rebuild_every = 1               # ddef: steps between tetrahedralizations
-//! ddef_grid = "delaunay"          # ddef: delaunay (Halton + Delaunay) | lattice (Kuhn cubes)
+//! ddef_grid = "lattice"           # ddef: lattice (Kuhn-split cubes) | delaunay (Halton + Delaunay)
 //! [[external_charges]]            # any number
 //! charge = -42e-6                 # C
 //! position = [0.0, 0.0, 1.0]      # m, at t = 0
