@@ -839,7 +839,7 @@ fn lattice_near_sets_and_far_field_follow_algorithm_1() {
     }
     // The gather plan describes the same tetrahedra and weights.
     let plan = d.gather_plan();
-    for s in 0..300 {
+    for (s, &xs) in x.iter().enumerate() {
         let g = plan.target_group[s] as usize;
         assert_eq!(
             plan.tet_vertices[g],
@@ -848,7 +848,7 @@ fn lattice_near_sets_and_far_field_follow_algorithm_1() {
         let back: DVec3 = (0..4)
             .map(|v| tri.points()[plan.tet_vertices[g][v] as usize] * plan.weights[s][v])
             .sum();
-        assert!((back - x[s]).length() < 1e-12);
+        assert!((back - xs).length() < 1e-12);
     }
 }
 
