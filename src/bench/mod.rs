@@ -757,6 +757,15 @@ fn ceiling(
     }
 }
 
+/// The GPU's DDEF forces at the system's positions (first evaluation).
+fn gpu_ddef_forces(
+    system: &crate::model::System,
+    config: &crate::config::Config,
+) -> Result<Vec<glam::DVec3>, Stop> {
+    let _ = (system, config);
+    Err(Stop::Gpu(GpuError::Unsupported("GPU DDEF pending".into())))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -859,13 +868,4 @@ mod tests {
         );
         assert_eq!(ceiling(None, "--peak-tflops", None), Err("--peak-tflops"));
     }
-}
-
-/// The GPU's DDEF forces at the system's positions (first evaluation).
-fn gpu_ddef_forces(
-    system: &crate::model::System,
-    config: &crate::config::Config,
-) -> Result<Vec<glam::DVec3>, Stop> {
-    let _ = (system, config);
-    Err(Stop::Gpu(GpuError::Unsupported("GPU DDEF pending".into())))
 }
