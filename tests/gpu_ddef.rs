@@ -253,7 +253,11 @@ fn gpu_ddef_equals_gpu_all_pairs_when_every_charge_is_near() {
         assert!(d < F32_SUMS, "{v:?}: GPU DDEF vs GPU all-pairs {d:.3e}");
         let far = g.read_far_field().expect("far field");
         for j in tri.tets()[t] {
-            assert_eq!(far[j as usize], DVec3::ZERO, "far field at vertex {j} of tau");
+            assert_eq!(
+                far[j as usize],
+                DVec3::ZERO,
+                "far field at vertex {j} of tau"
+            );
         }
     }
 }

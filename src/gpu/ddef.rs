@@ -313,11 +313,7 @@ impl GpuDdef {
             .copied()
             .chain(plan.near.entries.iter().flat_map(|e| [e.source, e.mask]))
             .collect();
-        let weights: Vec<[f32; 4]> = plan
-            .weights
-            .iter()
-            .map(|w| w.map(|c| c as f32))
-            .collect();
+        let weights: Vec<[f32; 4]> = plan.weights.iter().map(|w| w.map(|c| c as f32)).collect();
         let mut dirty = false;
         let device = self.device.clone();
         let queue = self.queue.clone();
@@ -327,7 +323,10 @@ impl GpuDdef {
         };
         put(Slot::Sites, bytemuck::cast_slice(&site_data))?;
         put(Slot::SiteSources, bytemuck::cast_slice(&site_sources))?;
-        put(Slot::GroupVertices, bytemuck::cast_slice(&plan.tet_vertices))?;
+        put(
+            Slot::GroupVertices,
+            bytemuck::cast_slice(&plan.tet_vertices),
+        )?;
         put(Slot::Near, bytemuck::cast_slice(&near))?;
         put(Slot::TargetGroup, bytemuck::cast_slice(&plan.target_group))?;
         put(Slot::TargetWeights, bytemuck::cast_slice(&weights))?;
@@ -713,7 +712,10 @@ impl GpuSolver {
             if op.pipeline != DDEF_MARK {
                 continue;
             }
-            let d = self.ddef.as_mut().expect("placeholders only exist with DDEF");
+            let d = self
+                .ddef
+                .as_mut()
+                .expect("placeholders only exist with DDEF");
             if op.group == 1 {
                 d.current = false;
             }

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use super::adapter::{open_headless_device, AdapterSummary, HeadlessDevice, HeadlessOptions};
 use super::buffers::Buf;
-use super::ddef::SolverDdef;
+use super::ddef::{SolverDdef, DDEF_MARK};
 use super::error::{poll_error, scoped};
 use super::layout::{Dispatch, MAX_EXT_CHARGES};
 use super::limits::{check_limits, sizes};
@@ -142,9 +142,12 @@ impl GpuSolver {
         self.steps_done
     }
 
-    /// Dispatches recorded per step.
+    /// Dispatches recorded per step (a DDEF evaluation counts its three kernels).
     pub fn dispatches_per_step(&self) -> usize {
-        self.step_ops.len()
+        self.step_ops
+            .iter()
+            .map(|op| if op.pipeline == DDEF_MARK { 3 } else { 1 })
+            .sum()
     }
 
     /// Queue submissions and compute passes made so far (see [`HostCounts`]).
