@@ -114,7 +114,8 @@ pub enum CoulombMethod {
     /// Coulomb forces switched off.
     None,
     /// The paper's DDEF approximation (Section 3.3, Algorithm 1): exact near field plus a
-    /// far field interpolated from a Delaunay grid of Halton samples. CPU only for now.
+    /// far field interpolated from a Delaunay grid of Halton samples (both backends; the
+    /// GPU runs the far field and the gathers, the host the grid and point location).
     /// The parameters ride in the variant so `CoulombConfig` keeps its two fields.
     Ddef(DdefConfig),
 }

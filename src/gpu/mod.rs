@@ -21,6 +21,7 @@
 
 mod adapter;
 mod buffers;
+pub mod ddef;
 pub mod error;
 pub mod layout;
 mod limits;
@@ -33,6 +34,7 @@ pub mod solver;
 pub use adapter::{
     list_adapters, open_headless_device, AdapterSummary, HeadlessDevice, HeadlessOptions,
 };
+pub use ddef::GpuDdef;
 pub use error::GpuError;
 pub use profile::KernelTime;
 pub use solver::{GpuSolver, HostCounts};

@@ -71,8 +71,18 @@ pub const ENERGY_REDUCE: Kernel = kernel!(
     [Read, Read, Read, Read, Read, Read, Read, ReadWrite]
 );
 
+pub const DDEF_FAR: Kernel = kernel!("ddef_far", [Read, Read, Read, Read, ReadWrite]);
+pub const DDEF_VERTEX_FAR: Kernel = kernel!(
+    "ddef_vertex_far",
+    [Read, Read, Read, Read, Read, Read, ReadWrite]
+);
+pub const DDEF_GATHER: Kernel = kernel!(
+    "ddef_gather",
+    [Read, Read, Read, Read, Read, Read, Read, ReadWrite]
+);
+
 /// Every kernel, in a fixed order.
-pub const KERNELS: [Kernel; 17] = [
+pub const KERNELS: [Kernel; 20] = [
     SPRING_ASSEMBLE,
     COULOMB_SOURCES,
     EXTERNAL_FORCES,
@@ -90,4 +100,7 @@ pub const KERNELS: [Kernel; 17] = [
     LG_PREPARE,
     LG_RHS,
     ENERGY_REDUCE,
+    DDEF_FAR,
+    DDEF_VERTEX_FAR,
+    DDEF_GATHER,
 ];
