@@ -428,7 +428,7 @@ fn recording_steps_with_ddef_is_refused() {
     let mut encoder = g
         .device()
         .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-    let r = g.try_record_steps(&mut encoder, 2);
+    let r = g.record_steps(&mut encoder, 2);
     assert!(matches!(r, Err(GpuError::Unsupported(_))), "{r:?}");
     assert_eq!(g.steps_done(), 0, "nothing recorded");
     let mut all_pairs = config.clone();

@@ -706,7 +706,7 @@ fn recording_into_a_caller_encoder_matches_step() {
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
         label: Some("caller"),
     });
-    embedded.record_steps(&mut encoder, 6);
+    embedded.record_steps(&mut encoder, 6).unwrap();
     queue.submit([encoder.finish()]);
     let mut reference = GpuSolver::new(&device, &queue, &system, &config).unwrap();
     reference.step(6).unwrap();
@@ -778,7 +778,7 @@ fn bad_inputs_give_typed_errors() {
     };
     let mut solver = GpuSolver::new(&device, &queue, &system, &ddef).expect("DDEF solver");
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-    match solver.try_record_steps(&mut encoder, 1) {
+    match solver.record_steps(&mut encoder, 1) {
         Err(GpuError::Unsupported(m)) => assert!(m.contains("ddef"), "{m}"),
         other => panic!("expected unsupported, got {other:?}"),
     }

@@ -23,7 +23,10 @@ pub mod device;
 pub mod workload;
 
 use crate::cpu::CpuSimulation;
-use crate::gpu::{AdapterSummary, GpuError, GpuSolver, HeadlessOptions, KernelTime};
+use crate::gpu::{
+    open_headless_device, AdapterSummary, GpuDdef, GpuError, GpuSolver, HeadlessDevice,
+    HeadlessOptions, KernelTime,
+};
 use crate::output::OutputError;
 use crate::sim::{SimError, Simulator};
 use std::time::Instant;
@@ -297,8 +300,7 @@ fn sim_gpu_error(e: SimError) -> GpuError {
     match e {
         SimError::Gpu(g) => g,
         SimError::Config(c) => GpuError::Config(c),
-        // CPU-only (DDEF); the GPU solver never raises it.
-        SimError::Ddef(d) => GpuError::Unsupported(d.to_string()),
+        SimError::Ddef(d) => GpuError::Ddef(d),
     }
 }
 
@@ -503,6 +505,11 @@ fn measure_gpu(
     let timestamps = rec.adapter.as_ref().is_some_and(|a| a.timestamp_queries);
     if opts.profile_steps == 0 {
         rec.note("kernel_times", "--profile-steps 0");
+    } else if !solver.supports_recording() {
+        rec.note(
+            "kernel_times",
+            "DDEF steps pause for a host stage, so they cannot be profiled per kernel",
+        );
     } else if !timestamps {
         rec.note(
             "kernel_times",
@@ -515,6 +522,7 @@ fn measure_gpu(
         rec.kernel_times = Some(kernel_records(&times, opts.profile_steps));
     }
 
+    rec.ddef_rebuilds = solver.ddef_rebuilds();
     stage("energies")?;
     rec.finite = Some(solver.energies()?.is_finite());
     Ok(())
@@ -571,7 +579,20 @@ fn ddef_error(
                 .map_err(|e| GpuError::Unsupported(e.to_string()))?;
             out
         }
-        Backend::Gpu => gpu_ddef_forces(system, &built.config)?,
+        Backend::Gpu => {
+            // Same first-evaluation grid as the solver's (DdefSolver's policy), evaluated
+            // by the GPU kernels on a device of the same adapter.
+            let mut policy = crate::ddef::DdefSolver::new(ddef_config, softening);
+            let ddef = policy
+                .prepare(x, q)
+                .map_err(GpuError::from)?
+                .ok_or_else(|| GpuError::Unsupported("no charged particle".into()))?;
+            let HeadlessDevice { device, queue, .. } = open_headless_device(&HeadlessOptions {
+                allow_software: true,
+            })?;
+            let mut gpu = GpuDdef::new(&device, &queue, softening)?;
+            gpu.forces(&ddef, x, q, ddef_config.variant)?
+        }
     };
     let charged: Vec<usize> = (0..x.len()).filter(|&i| q[i] != 0.0).collect();
     let stride = charged.len().div_ceil(DDEF_ERROR_TARGETS).max(1);
@@ -755,15 +776,6 @@ fn ceiling(
         (None, Some((v, name))) => Ok((v, name.to_string())),
         (None, None) => Err(flag),
     }
-}
-
-/// The GPU's DDEF forces at the system's positions (first evaluation).
-fn gpu_ddef_forces(
-    system: &crate::model::System,
-    config: &crate::config::Config,
-) -> Result<Vec<glam::DVec3>, Stop> {
-    let _ = (system, config);
-    Err(Stop::Gpu(GpuError::Unsupported("GPU DDEF pending".into())))
 }
 
 #[cfg(test)]

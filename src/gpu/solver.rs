@@ -161,19 +161,11 @@ impl GpuSolver {
     /// Records `n` steps into the caller's encoder (one compute pass). The solver counts
     /// them as done: the caller must submit the encoder before reading the state back.
     ///
-    /// # Panics
-    /// With `coulomb.method = "ddef"` (see [`Self::supports_recording`]): each DDEF force
+    /// With `coulomb.method = "ddef"` it records nothing and returns
+    /// [`GpuError::Unsupported`] (see [`Self::supports_recording`]): each DDEF force
     /// evaluation needs a host stage on the current positions, which recording into a
-    /// caller's encoder cannot run. [`Self::try_record_steps`] returns an error instead.
-    pub fn record_steps(&mut self, encoder: &mut wgpu::CommandEncoder, n: u32) {
-        if let Err(e) = self.try_record_steps(encoder, n) {
-            panic!("record_steps: {e}");
-        }
-    }
-
-    /// [`Self::record_steps`], or [`GpuError::Unsupported`] (nothing recorded) when the
-    /// solver cannot record steps without a host round trip (DDEF).
-    pub fn try_record_steps(
+    /// caller's encoder cannot run; use [`Simulator::step`] there.
+    pub fn record_steps(
         &mut self,
         encoder: &mut wgpu::CommandEncoder,
         n: u32,
