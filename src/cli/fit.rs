@@ -10,8 +10,8 @@ use super::scene_args::{self, SceneArgs};
 use super::CliError;
 use crate::config::ConfigError;
 use crate::grad::{
-    self, FitHistoryEntry, FitOptions, FitOutcome, GradError, GradOptions, Optimizer, Param,
-    ParamSet, StopReason, TangentSolve,
+    self, FitHistoryEntry, FitOptions, FitOutcome, GradBackend, GradError, GradOptions, Optimizer,
+    Param, ParamSet, StopReason, TangentSolve,
 };
 use crate::output::write_atomic;
 use crate::scene::LoadedScene;
@@ -305,6 +305,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
             tangent_solve: TangentSolve::default(),
             exact_forward: args.exact_solves,
             window: args.window,
+            backend: GradBackend::Cpu,
         },
         ..FitOptions::default()
     };

@@ -29,6 +29,7 @@ mod profile;
 mod readback;
 pub mod shaders;
 pub mod solver;
+pub mod tangent;
 
 pub use adapter::{
     list_adapters, open_headless_device, AdapterSummary, HeadlessDevice, HeadlessOptions,
@@ -36,3 +37,4 @@ pub use adapter::{
 pub use error::GpuError;
 pub use profile::KernelTime;
 pub use solver::{GpuSolver, HostCounts};
+pub use tangent::GpuTangents;

@@ -71,8 +71,18 @@ pub const ENERGY_REDUCE: Kernel = kernel!(
     [Read, Read, Read, Read, Read, Read, Read, ReadWrite]
 );
 
+pub const TANGENT_COULOMB: Kernel = kernel!(
+    "tangent_coulomb",
+    [Read, Read, Read, Read, Read, Read, ReadWrite]
+);
+pub const TANGENT_FORCES: Kernel = kernel!(
+    "tangent_forces",
+    [Read, Read, Read, Read, Read, Read, ReadWrite, ReadWrite]
+);
+pub const TANGENT_INTEGRATE: Kernel = kernel!("tangent_integrate", [Read, ReadWrite]);
+
 /// Every kernel, in a fixed order.
-pub const KERNELS: [Kernel; 17] = [
+pub const KERNELS: [Kernel; 20] = [
     SPRING_ASSEMBLE,
     COULOMB_SOURCES,
     EXTERNAL_FORCES,
@@ -90,4 +100,7 @@ pub const KERNELS: [Kernel; 17] = [
     LG_PREPARE,
     LG_RHS,
     ENERGY_REDUCE,
+    TANGENT_COULOMB,
+    TANGENT_FORCES,
+    TANGENT_INTEGRATE,
 ];

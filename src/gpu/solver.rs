@@ -263,7 +263,7 @@ impl GpuSolver {
         Ok(solver)
     }
 
-    fn submit_steps(&mut self, n: u64) -> Result<(), GpuError> {
+    pub(super) fn submit_steps(&mut self, n: u64) -> Result<(), GpuError> {
         self.check_lost()?;
         let device = self.device.clone();
         scoped(&device, || {

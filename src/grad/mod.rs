@@ -68,7 +68,8 @@ pub use loss::{evaluate, Evaluation, FrameReport, Target};
 pub use optim::{fit, FitHistoryEntry, FitOptions, FitOutcome, Optimizer, StopReason};
 pub use params::{Direction, Param, ParamSet};
 pub use sensitivity::{
-    simulate, simulate_with_tangents, GradOptions, GradStats, Tangent, TangentFrame, TangentRun,
+    simulate, simulate_with_tangents, GradBackend, GradOptions, GradStats, Tangent, TangentFrame,
+    TangentRun,
 };
 pub use step::TangentSolve;
 pub use target::{TargetError, TargetFrame};
@@ -102,4 +103,7 @@ pub enum GradError {
     NonFiniteLoss,
     #[error(transparent)]
     Target(#[from] TargetError),
+    /// The GPU backend ([`GradBackend::Gpu`]) failed or does not support the request.
+    #[error(transparent)]
+    Gpu(#[from] crate::gpu::GpuError),
 }
