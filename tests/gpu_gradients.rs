@@ -11,12 +11,13 @@
 //! on this system (A = M + sum W_k is strongly diagonally dominant at h = 0.01), so both
 //! tangents are the exact-solve derivative up to rounding.
 //!
-//! Tolerance: |dx_gpu - dx_cpu| <= 2e-3 |dx_cpu| (norms over all particles), per
-//! direction. The GPU computes in f32 (unit roundoff 6e-8); the forward states agree to
-//! ~1e-6 relative, and the tangents carry the rounding of Coulomb JVP sums with mixed
-//! signs and of the iterative solves through 30 steps (measured: up to ~2e-4). A missing
-//! or wrong term (dA v', a field JVP term, the orbit rotation of dx_e) shows at the
-//! percent level or more.
+//! Tolerance: |dx_gpu - dx_cpu| <= 1e-4 |dx_cpu| (norms over all particles), per
+//! direction. The GPU computes in f32 (unit roundoff 6e-8); the tangents carry the
+//! rounding of Coulomb JVP sums with mixed signs and of the iterative solves through 30
+//! steps (measured here: at most 3e-6, so 1e-4 leaves a 30x margin for other adapters'
+//! rounding). Dropping a single term of the tangent moves it by far more (measured: dA v'
+//! 0.7, the clamp's derivative 3e-2, the orbit rotation of dx_e 0.1, the swirl field's
+//! gradient 6e-3).
 
 use glam::DVec3;
 use msc::config::{
@@ -181,7 +182,7 @@ fn compare(
     worst
 }
 
-const TOL: f64 = 2e-3;
+const TOL: f64 = 1e-4;
 
 /// Global parameters through the gradient API (`GradBackend::Gpu`), every solver.
 #[test]
@@ -286,8 +287,8 @@ fn gpu_tangents_match_the_cpu_reference_for_per_particle_charges() {
 /// The GPU gradient of the fit loss against central differences of the GPU forward run.
 /// f32 noise permits it here: positions carry ~1e-7 m of rounding, the loss changes by
 /// ~1e-5 of itself per step of 2 d = 0.04 in the charge scale, so the difference quotient
-/// is good to ~1e-3; the truncation error d^2 L'''/6 of this smooth loss is below 1%.
-/// Agreement asked: 2%.
+/// is good to ~1e-3; the truncation error d^2 L'''/6 of this smooth loss is ~1e-4
+/// (measured agreement 4e-4). Agreement asked: 0.5% (dropping dA v' moves it by 0.8%).
 #[test]
 fn gpu_loss_gradient_matches_central_differences_of_the_gpu_forward() {
     let system = ball();
@@ -317,7 +318,7 @@ fn gpu_loss_gradient_matches_central_differences_of_the_gpu_forward() {
         g < 0.0,
         "the loss must fall towards the larger target charge"
     );
-    assert!((g - fd).abs() <= 0.02 * fd.abs(), "{g} vs {fd}");
+    assert!((g - fd).abs() <= 5e-3 * fd.abs(), "{g} vs {fd}");
     // And the CPU reference's gradient (f64, exact tangent solves).
     let cpu = evaluate(&set, &theta, &targets, &cpu_options(), true, false).unwrap();
     assert!(
