@@ -3,6 +3,7 @@
 //! The loss is the mean squared position error against the target frames (a run folder's
 //! `frames/*.ply` or one PLY file), matched by time; its gradient comes from forward
 //! sensitivities through the scene's own integrator and time step ([`crate::grad`]).
+//! `--backend gpu` propagates the tangents on the GPU (imex only).
 //! Levenberg-Marquardt for few parameters, Adam for many. Progress goes to stderr; the
 //! history and the result go to `fit.json`, written atomically.
 

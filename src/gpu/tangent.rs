@@ -139,7 +139,7 @@ impl GpuTangents {
         let q = system.charges();
         for (d, dir) in directions.iter().enumerate() {
             let mut count = 0;
-            for i in 0..n {
+            for (i, &qi) in q.iter().enumerate() {
                 let dq = dir.dq(i);
                 tdir.push([
                     to_f32(dq * sqrt_k, "charge tangent of particle", i)?,
@@ -148,7 +148,7 @@ impl GpuTangents {
                     0.0,
                 ]);
                 // The reference's active set: such a particle acts and is acted on.
-                if q[i] != 0.0 || dq != 0.0 {
+                if qi != 0.0 || dq != 0.0 {
                     active[d * n + count] = i as u32;
                     count += 1;
                 }
@@ -180,8 +180,9 @@ impl GpuTangents {
                 (tdir.len() * 16) as u64,
             ),
         ] {
-            let limit =
-                u64::from(limits.max_storage_buffer_binding_size).min(limits.max_buffer_size);
+            let limit = limits
+                .max_storage_buffer_binding_size
+                .min(limits.max_buffer_size);
             if bytes > limit {
                 return Err(GpuError::LimitExceeded {
                     what: format!("{what} for {nd} directions"),
@@ -245,10 +246,16 @@ impl GpuTangents {
                 ),
             ];
             for (b, buffer) in new {
-                while solver.buffers.len() <= b as usize {
-                    solver.buffers.push(zeroed("msc placeholder", 16));
+                // Indexed by `Buf as usize`, after the solver's own buffers.
+                let index = b as usize;
+                while solver.buffers.len() < index {
+                    solver.buffers.push(zeroed("msc unused buffer slot", 16));
                 }
-                solver.buffers[b as usize] = buffer;
+                if index < solver.buffers.len() {
+                    solver.buffers[index] = buffer;
+                } else {
+                    solver.buffers.push(buffer);
+                }
             }
 
             // Where the forward solve leaves v': replanning it records the same dispatches

@@ -17,7 +17,9 @@ pub enum GradBackend {
     Cpu,
     /// The GPU solver ([`crate::gpu::GpuTangents`], f32): `imex` only, tangent solves with
     /// the scene's solver and fixed iteration count, no `window`, no `exact_forward`.
-    /// `allow_software` accepts software adapters (lavapipe).
+    /// `allow_software` accepts software adapters (lavapipe). States and tangents are
+    /// read back, and checked for non-finite values, at the frames only; the forward
+    /// residual is not reported (the tangents reuse its right-hand side buffer).
     Gpu { allow_software: bool },
 }
 
