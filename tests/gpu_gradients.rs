@@ -379,7 +379,8 @@ fn other_integrators_are_refused_on_the_gpu() {
 
 /// `msc fit --backend gpu` end to end: a target run by the CPU reference (float32 PLY
 /// frames), the fit's tangents on the GPU; the charge comes back to the precision of the
-/// f32 frames and of the f32 GPU trajectory (measured ~1e-5 relative; asked 1e-3).
+/// f32 frames and of the f32 GPU trajectory (measured 3e-9 relative; asked 1e-4, as the
+/// CPU backend's fit test in tests/gradients.rs).
 #[test]
 fn msc_fit_with_the_gpu_backend_recovers_a_charge() {
     if let Err(GpuError::NoAdapter(why)) = msc::gpu::open_headless_device(&HeadlessOptions {
@@ -441,5 +442,5 @@ frames = "ply"
     assert_eq!(json["converged"], true, "{json}");
     let q = json["parameters"][0]["result"][0].as_f64().unwrap();
     eprintln!("recovered charge {q:e} C (truth 2e-6)");
-    assert!((q / 2e-6 - 1.0).abs() < 1e-3, "charge {q}");
+    assert!((q / 2e-6 - 1.0).abs() < 1e-4, "charge {q}");
 }
