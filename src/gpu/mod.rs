@@ -30,6 +30,7 @@ mod profile;
 mod readback;
 pub mod shaders;
 pub mod solver;
+pub mod tangent;
 
 pub use adapter::{
     list_adapters, open_headless_device, AdapterSummary, HeadlessDevice, HeadlessOptions,
@@ -38,3 +39,4 @@ pub use ddef::GpuDdef;
 pub use error::GpuError;
 pub use profile::KernelTime;
 pub use solver::{GpuSolver, HostCounts};
+pub use tangent::GpuTangents;

@@ -80,9 +80,18 @@ pub const DDEF_GATHER: Kernel = kernel!(
     "ddef_gather",
     [Read, Read, Read, Read, Read, Read, Read, ReadWrite]
 );
+pub const TANGENT_COULOMB: Kernel = kernel!(
+    "tangent_coulomb",
+    [Read, Read, Read, Read, Read, Read, ReadWrite]
+);
+pub const TANGENT_FORCES: Kernel = kernel!(
+    "tangent_forces",
+    [Read, Read, Read, Read, Read, Read, ReadWrite, ReadWrite]
+);
+pub const TANGENT_INTEGRATE: Kernel = kernel!("tangent_integrate", [Read, ReadWrite]);
 
 /// Every kernel, in a fixed order.
-pub const KERNELS: [Kernel; 20] = [
+pub const KERNELS: [Kernel; 23] = [
     SPRING_ASSEMBLE,
     COULOMB_SOURCES,
     EXTERNAL_FORCES,
@@ -103,4 +112,7 @@ pub const KERNELS: [Kernel; 20] = [
     DDEF_FAR,
     DDEF_VERTEX_FAR,
     DDEF_GATHER,
+    TANGENT_COULOMB,
+    TANGENT_FORCES,
+    TANGENT_INTEGRATE,
 ];

@@ -296,7 +296,7 @@ impl GpuSolver {
         Ok(solver)
     }
 
-    fn submit_steps(&mut self, n: u64) -> Result<(), GpuError> {
+    pub(super) fn submit_steps(&mut self, n: u64) -> Result<(), GpuError> {
         if self.ddef.is_some() {
             return self.ddef_steps(n);
         }
