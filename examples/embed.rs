@@ -296,7 +296,9 @@ pub fn run(out: &Path, frames: u32, steps_per_frame: u32) -> Result<Outcome, Emb
     // 4. The frame loop: simulation and drawing in one encoder, one submission per frame.
     for frame in 0..frames {
         let mut encoder = device.create_command_encoder(&Default::default());
-        solver.record_steps(&mut encoder, steps_per_frame);
+        solver
+            .record_steps(&mut encoder, steps_per_frame)
+            .map_err(failed)?;
         {
             let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
                 label: Some("host pass"),

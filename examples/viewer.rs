@@ -17,6 +17,7 @@
 use msc::gpu::GpuSolver;
 use msc::render::{Camera, ColorBy, RenderOptions, Renderer, SceneGeometry, Size};
 use msc::scene::LoadedScene;
+use msc::sim::Simulator;
 use std::sync::Arc;
 use winit::application::ApplicationHandler;
 use winit::dpi::PhysicalPosition;
@@ -209,9 +210,18 @@ impl Gfx {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("msc viewer frame"),
             });
-        // The solver's steps and the drawing, in one encoder and one submission.
+        // The solver's steps and the drawing, in one encoder and one submission; a DDEF
+        // scene cannot be recorded (its host stage), so it steps before the drawing.
         if !self.paused {
-            self.solver.record_steps(&mut encoder, self.steps_per_frame);
+            if self.solver.supports_recording() {
+                self.solver
+                    .record_steps(&mut encoder, self.steps_per_frame)
+                    .map_err(|e| e.to_string())?;
+            } else {
+                self.solver
+                    .step(u64::from(self.steps_per_frame))
+                    .map_err(|e| e.to_string())?;
+            }
         }
         let renderer = match self.color {
             ColorBy::Charge => &self.renderer,

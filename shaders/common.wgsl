@@ -71,6 +71,23 @@ struct Dispatch {
     _pad2: u32,
 }
 
+// Sizes and switches of one DDEF evaluation (the ddef_* kernels read it from a storage
+// buffer written with each upload, since the group count changes every evaluation).
+struct DdefCounts {
+    // grid sites m (+ corners), occupied tetrahedra (groups), sources (charged particles)
+    n_sites: u32,
+    n_groups: u32,
+    n_sources: u32,
+    // 1: the `corrected` variant (vertex far values minus the double-counted sources)
+    corrected: u32,
+    // softening eps^2
+    eps2: f32,
+    // ddef_gather: 0 adds q_i E to force[charged[i]]; 1 writes E / sqrt(k_c) to out[i]
+    mode: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
 @group(0) @binding(0) var<uniform> params: Params;
 @group(1) @binding(0) var<uniform> disp: Dispatch;
 

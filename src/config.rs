@@ -115,7 +115,8 @@ pub enum CoulombMethod {
     None,
     /// The paper's DDEF approximation (Section 3.3, Algorithm 1): exact near field plus a
     /// far field interpolated on a tetrahedral grid (a lattice of Kuhn-split cubes, or the
-    /// paper's Delaunay grid of Halton samples: `DdefConfig::grid`). CPU only for now.
+    /// paper's Delaunay grid of Halton samples: `DdefConfig::grid`). Both backends: the
+    /// GPU runs the far field and the gathers, the host the grid and point location.
     /// The parameters ride in the variant so `CoulombConfig` keeps its two fields.
     Ddef(DdefConfig),
 }

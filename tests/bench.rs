@@ -307,6 +307,100 @@ fn cpu_backend_runs_the_reference_and_stops_growing_past_max_seconds() {
 }
 
 #[test]
+fn ddef_rows_report_time_error_and_rebuilds_per_size_and_sample_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = msc(
+        &[
+            "bench",
+            "--backend",
+            "cpu",
+            "--workload",
+            "ddef",
+            "--sizes",
+            "2000",
+            "--samples",
+            "2000,100",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--rebuild-every",
+            "2",
+        ],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let recs = lines(&o);
+    assert_eq!(recs.len(), 2, "one row per sample count");
+    for (r, m) in recs.iter().zip([100u64, 2000]) {
+        assert_eq!(r["workload"], "ddef");
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(u(r, "ddef_samples"), m, "samples run in increasing order");
+        assert_eq!(u(r, "ddef_rebuild_every"), 2);
+        // 3 evaluations (1 warm-up + 2 timed) with a rebuild every 2: 2 grids, unless a
+        // charge drifts out of the padded box (it cannot in 3 tiny steps).
+        assert_eq!(u(r, "ddef_rebuilds"), 2, "{r}");
+        assert!(f(r, "coulomb_ms_per_eval") > 0.0);
+        assert_eq!(r["coulomb_time_source"], "whole_step");
+        assert!(r["interactions_per_second"].is_null());
+        null_is_explained(r, "interactions_per_second", &[]);
+        // Every charge is a test target at n = 2000 <= 1000 x 2 strided.
+        assert_eq!(u(r, "force_error_targets"), 1000);
+    }
+    // The bound at n = m = 2000 (set for random charges; paper Table 1: 0.046 to
+    // 0.059) holds on this cloud too; the coarse grid must still approximate (< 100%).
+    let (coarse, fine) = (
+        f(&recs[0], "force_error_mean"),
+        f(&recs[1], "force_error_mean"),
+    );
+    assert!(fine > 0.0 && fine <= 0.06, "m = 2000: {fine}");
+    assert!(coarse > 0.0 && coarse < 1.0, "m = 100: {coarse}");
+    assert!(f(&recs[1], "force_error_max") >= fine);
+}
+
+#[test]
+fn gpu_ddef_rows_measure_the_same_error_as_the_cpu_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = |backend: &'static str| {
+        [
+            "bench",
+            "--backend",
+            backend,
+            "--workload",
+            "ddef",
+            "--sizes",
+            "1500",
+            "--samples",
+            "300",
+            "--steps",
+            "2",
+            "--warmup",
+            "0",
+        ]
+    };
+    let gpu = msc(&args("gpu"), dir.path());
+    if no_adapter(&gpu, "gpu_ddef_rows") {
+        return;
+    }
+    assert_eq!(gpu.status.code(), Some(0), "{}", stderr(&gpu));
+    let cpu = msc(&args("cpu"), dir.path());
+    assert_eq!(cpu.status.code(), Some(0), "{}", stderr(&cpu));
+    let (g, c) = (&lines(&gpu)[0], &lines(&cpu)[0]);
+    assert_eq!(g["status"], "ok", "{g}");
+    assert_eq!(g["backend"], "gpu");
+    // rebuild_every 1: one grid per evaluation, on both backends.
+    assert_eq!(u(g, "ddef_rebuilds"), 2);
+    assert_eq!(u(c, "ddef_rebuilds"), 2);
+    null_is_explained(g, "kernel_times", &[]);
+    // Same grid and lists; only f32 against f64 arithmetic differs. The DDEF error is
+    // about 5e-2 and the f32 force error about 1e-6 of the largest force, so the two
+    // means agree far within 1e-3 relative (a wrong list or weight would move it ~100%).
+    let (eg, ec) = (f(g, "force_error_mean"), f(c, "force_error_mean"));
+    assert!(ec > 1e-3, "{ec}");
+    assert!((eg - ec).abs() <= 1e-3 * ec, "gpu {eg} cpu {ec}");
+}
+
+#[test]
 fn bad_option_values_exit_2_naming_the_option() {
     let dir = tempfile::tempdir().unwrap();
     for (args, option) in [
@@ -321,6 +415,9 @@ fn bad_option_values_exit_2_naming_the_option() {
         (&["--max-seconds", "-1"][..], "--max-seconds"),
         (&["--workload", "fluid"][..], "--workload"),
         (&["--backend", "tpu"][..], "--backend"),
+        (&["--samples", "0"][..], "--samples"),
+        (&["--samples", "1000,many"][..], "--samples"),
+        (&["--rebuild-every", "0"][..], "--rebuild-every"),
     ] {
         let mut all = vec!["bench"];
         all.extend_from_slice(args);

@@ -706,7 +706,7 @@ fn recording_into_a_caller_encoder_matches_step() {
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
         label: Some("caller"),
     });
-    embedded.record_steps(&mut encoder, 6);
+    embedded.record_steps(&mut encoder, 6).unwrap();
     queue.submit([encoder.finish()]);
     let mut reference = GpuSolver::new(&device, &queue, &system, &config).unwrap();
     reference.step(6).unwrap();
@@ -767,7 +767,8 @@ fn bad_inputs_give_typed_errors() {
         GpuSolver::new(&device, &queue, &system, &many),
         Err(GpuError::Unsupported(_))
     ));
-    // DDEF has no GPU kernels yet: refused, not run without its Coulomb forces.
+    // DDEF runs (tests/gpu_ddef.rs), but its steps cannot be recorded into a caller's
+    // encoder: refused with a typed error, not run on stale lists.
     let ddef = Config {
         coulomb: CoulombConfig {
             method: CoulombMethod::Ddef(Default::default()),
@@ -775,9 +776,11 @@ fn bad_inputs_give_typed_errors() {
         },
         ..imex(SolverMethod::Jacobi, 5)
     };
-    match GpuSolver::new(&device, &queue, &system, &ddef) {
+    let mut solver = GpuSolver::new(&device, &queue, &system, &ddef).expect("DDEF solver");
+    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+    match solver.record_steps(&mut encoder, 1) {
         Err(GpuError::Unsupported(m)) => assert!(m.contains("ddef"), "{m}"),
-        other => panic!("expected unsupported, got {:?}", other.err()),
+        other => panic!("expected unsupported, got {other:?}"),
     }
     // Values that f32 cannot hold.
     let huge = System::new(SystemDesc {

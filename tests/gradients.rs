@@ -147,6 +147,7 @@ fn exact() -> GradOptions {
         },
         exact_forward: true,
         window: None,
+        ..GradOptions::default()
     }
 }
 

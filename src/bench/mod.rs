@@ -23,7 +23,10 @@ pub mod device;
 pub mod workload;
 
 use crate::cpu::CpuSimulation;
-use crate::gpu::{AdapterSummary, GpuError, GpuSolver, HeadlessOptions, KernelTime};
+use crate::gpu::{
+    open_headless_device, AdapterSummary, GpuDdef, GpuError, GpuSolver, HeadlessDevice,
+    HeadlessOptions, KernelTime,
+};
 use crate::output::OutputError;
 use crate::sim::{SimError, Simulator};
 use std::time::Instant;
@@ -34,6 +37,11 @@ pub const FLOPS_PER_INTERACTION: f64 = 20.0;
 /// The default sizes: 1K to 1M on the GPU, 1K and 4K on the CPU reference.
 pub const GPU_SIZES: [usize; 6] = [1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20];
 pub const CPU_SIZES: [usize; 2] = [1 << 10, 1 << 12];
+/// The default DDEF sample counts m.
+pub const DDEF_SAMPLES: [usize; 2] = [1000, 10_000];
+/// Charges at which a DDEF row's force error is measured (evenly strided): the exact
+/// f64 sum over all sources at this many targets stays cheap at n = 1M.
+pub const DDEF_ERROR_TARGETS: usize = 1000;
 
 /// Which solver is measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -69,6 +77,10 @@ pub struct BenchOptions {
     /// A size that takes longer than this (seconds, setup included) ends its workload's
     /// growth: the larger sizes are recorded as skipped.
     pub max_seconds: f64,
+    /// DDEF workload: the sample counts m measured at every size.
+    pub ddef_samples: Vec<usize>,
+    /// DDEF workload: evaluations between tetrahedralizations (1: every step).
+    pub ddef_rebuild_every: u32,
 }
 
 impl Default for BenchOptions {
@@ -85,6 +97,8 @@ impl Default for BenchOptions {
             bandwidth_gbs: None,
             backend: Backend::Gpu,
             max_seconds: 60.0,
+            ddef_samples: DDEF_SAMPLES.to_vec(),
+            ddef_rebuild_every: 1,
         }
     }
 }
@@ -171,6 +185,16 @@ pub struct Record {
     pub submissions_per_step: Option<f64>,
     /// Compute passes of the timed steps per step.
     pub compute_passes_per_step: Option<f64>,
+    /// DDEF: the sample count m, the grid's rebuild interval and the rebuilds made over
+    /// the warm-up and timed steps.
+    pub ddef_samples: Option<usize>,
+    pub ddef_rebuild_every: Option<u32>,
+    pub ddef_rebuilds: Option<u64>,
+    /// DDEF: relative force error |F - F_exact| / |F_exact| at the first evaluation,
+    /// over `force_error_targets` charges, against the exact f64 all-pairs sum.
+    pub force_error_mean: Option<f64>,
+    pub force_error_max: Option<f64>,
+    pub force_error_targets: Option<usize>,
     pub adapter: Option<AdapterSummary>,
     /// Why a field is null, one "field: reason" each.
     pub notes: Vec<String>,
@@ -178,7 +202,7 @@ pub struct Record {
 }
 
 impl Record {
-    fn new(workload: Workload, n: usize, opts: &BenchOptions) -> Self {
+    fn new(workload: Workload, n: usize, samples: Option<usize>, opts: &BenchOptions) -> Self {
         Self {
             workload,
             backend: opts.backend,
@@ -191,15 +215,15 @@ impl Record {
             charged: 0,
             integrator: match workload {
                 Workload::Cloth => "imex",
-                Workload::Coulomb => "symplectic_euler",
+                Workload::Coulomb | Workload::Ddef => "symplectic_euler",
             },
             solver: match workload {
                 Workload::Cloth => Some("jacobi"),
-                Workload::Coulomb => None,
+                Workload::Coulomb | Workload::Ddef => None,
             },
             sweeps: match workload {
                 Workload::Cloth => Some(opts.sweeps),
-                Workload::Coulomb => None,
+                Workload::Coulomb | Workload::Ddef => None,
             },
             steps: opts.steps,
             warmup_steps: opts.warmup,
@@ -229,6 +253,12 @@ impl Record {
             dispatches_per_step: None,
             submissions_per_step: None,
             compute_passes_per_step: None,
+            ddef_samples: samples,
+            ddef_rebuild_every: samples.map(|_| opts.ddef_rebuild_every),
+            ddef_rebuilds: None,
+            force_error_mean: None,
+            force_error_max: None,
+            force_error_targets: None,
             adapter: None,
             notes: Vec::new(),
             msc_version: env!("CARGO_PKG_VERSION"),
@@ -270,8 +300,7 @@ fn sim_gpu_error(e: SimError) -> GpuError {
     match e {
         SimError::Gpu(g) => g,
         SimError::Config(c) => GpuError::Config(c),
-        // CPU-only (DDEF); the GPU solver never raises it.
-        SimError::Ddef(d) => GpuError::Unsupported(d.to_string()),
+        SimError::Ddef(d) => GpuError::Ddef(d),
     }
 }
 
@@ -294,11 +323,23 @@ pub fn run(
     sizes.dedup();
     let mut records = Vec::new();
     let mut adapter: Option<AdapterSummary> = None;
+    let mut samples = opts.ddef_samples.clone();
+    samples.sort_unstable();
+    samples.dedup();
     for &workload in &opts.workloads {
-        let mut stop: Option<String> = None;
-        for &n in &sizes {
-            let mut rec = Record::new(workload, n, opts);
-            if let Some(why) = &stop {
+        // Rows in size order; DDEF has one per m at each size, and each m grows alone.
+        let cases: Vec<(usize, Option<usize>)> = match workload {
+            Workload::Ddef => sizes
+                .iter()
+                .flat_map(|&n| samples.iter().map(move |&m| (n, Some(m))))
+                .collect(),
+            _ => sizes.iter().map(|&n| (n, None)).collect(),
+        };
+        let mut stops: Vec<(Option<usize>, String)> = Vec::new();
+        for &(n, m) in &cases {
+            let stop = stops.iter().find(|(k, _)| *k == m).map(|(_, why)| why);
+            let mut rec = Record::new(workload, n, m, opts);
+            if let Some(why) = stop {
                 rec.status = Status::Skipped;
                 rec.reason = Some(why.clone());
                 rec.adapter = adapter.clone();
@@ -312,19 +353,20 @@ pub fn run(
                     rec.adapter = adapter.clone();
                 }
                 if rec.total_seconds > opts.max_seconds && n != *sizes.last().unwrap_or(&n) {
+                    let what = match m {
+                        Some(m) => format!("{} (m = {m})", workload.name()),
+                        None => workload.name().to_string(),
+                    };
                     let why = format!(
-                        "not run: the {} size {n} took {:.1} s, more than --max-seconds {}",
-                        workload.name(),
-                        rec.total_seconds,
-                        opts.max_seconds
+                        "not run: the {what} size {n} took {:.1} s, more than --max-seconds {}",
+                        rec.total_seconds, opts.max_seconds
                     );
                     on(Event::Note(format!(
-                        "{}: stopping at size {n} ({:.1} s > --max-seconds {}); larger sizes are recorded as skipped",
-                        workload.name(),
+                        "{what}: stopping at size {n} ({:.1} s > --max-seconds {}); larger sizes are recorded as skipped",
                         rec.total_seconds,
                         opts.max_seconds
                     )))?;
-                    stop = Some(why);
+                    stops.push((m, why));
                 }
             }
             derive(&mut rec, opts);
@@ -350,9 +392,10 @@ fn measure(
         })
     };
     stage("building")?;
-    let built = match workload {
-        Workload::Cloth => workload::cloth(n, opts.sweeps, opts.charged_fraction),
-        Workload::Coulomb => workload::coulomb(n),
+    let built = match (workload, rec.ddef_samples) {
+        (Workload::Cloth, _) => workload::cloth(n, opts.sweeps, opts.charged_fraction),
+        (Workload::Ddef, Some(m)) => workload::ddef(n, m, opts.ddef_rebuild_every),
+        _ => workload::coulomb(n),
     };
     let built = match built {
         Ok(b) => b,
@@ -367,7 +410,10 @@ fn measure(
     rec.grid = built.grid;
     rec.springs = system.springs().len();
     rec.charged = system.charged_count();
-    rec.coulomb_interactions_per_eval = (rec.charged as u64).pow(2);
+    // DDEF's work is not a count of pair interactions; its rows report time per evaluation.
+    if workload != Workload::Ddef {
+        rec.coulomb_interactions_per_eval = (rec.charged as u64).pow(2);
+    }
     if workload == Workload::Cloth && opts.backend == Backend::Gpu {
         let b = bytes::jacobi_sweep_bytes(system.len(), system.springs(), system.pinned());
         rec.jacobi_sweep_bytes = Some(b.compulsory);
@@ -377,6 +423,10 @@ fn measure(
         Backend::Gpu => measure_gpu(rec, &built, opts, &mut stage),
         Backend::Cpu => measure_cpu(rec, &built, opts, &mut stage),
     };
+    let result = result.and_then(|()| match workload {
+        Workload::Ddef => ddef_error(rec, &built, opts, &mut stage),
+        _ => Ok(()),
+    });
     match result {
         Ok(()) => Ok(()),
         Err(Stop::Output(e)) => Err(BenchError::Output(e)),
@@ -455,6 +505,11 @@ fn measure_gpu(
     let timestamps = rec.adapter.as_ref().is_some_and(|a| a.timestamp_queries);
     if opts.profile_steps == 0 {
         rec.note("kernel_times", "--profile-steps 0");
+    } else if !solver.supports_recording() {
+        rec.note(
+            "kernel_times",
+            "DDEF steps pause for a host stage, so they cannot be profiled per kernel",
+        );
     } else if !timestamps {
         rec.note(
             "kernel_times",
@@ -467,6 +522,7 @@ fn measure_gpu(
         rec.kernel_times = Some(kernel_records(&times, opts.profile_steps));
     }
 
+    rec.ddef_rebuilds = solver.ddef_rebuilds();
     stage("energies")?;
     rec.finite = Some(solver.energies()?.is_finite());
     Ok(())
@@ -493,8 +549,66 @@ fn measure_cpu(
     rec.note("kernel_times", "the CPU reference has no kernels");
     rec.note("dispatches_per_step", "the CPU reference has no kernels");
     rec.note("submissions_per_step", "the CPU reference submits nothing");
+    rec.ddef_rebuilds = sim.ddef().map(|d| d.rebuilds());
     stage("energies")?;
     rec.finite = Some(sim.energies()?.is_finite());
+    Ok(())
+}
+
+/// A DDEF row's force error at the workload's initial positions: the first evaluation of
+/// the timed backend against the exact f64 all-pairs sum, over up to
+/// [`DDEF_ERROR_TARGETS`] evenly strided charges.
+fn ddef_error(
+    rec: &mut Record,
+    built: &workload::Built,
+    opts: &BenchOptions,
+    stage: &mut StageFn<'_>,
+) -> Result<(), Stop> {
+    let Some(ddef_config) = built.config.coulomb.method.ddef() else {
+        return Ok(());
+    };
+    stage("error")?;
+    let system = &built.system;
+    let (x, q) = (system.positions(), system.charges());
+    let softening = built.config.coulomb.softening;
+    let forces = match opts.backend {
+        Backend::Cpu => {
+            let mut out = vec![glam::DVec3::ZERO; x.len()];
+            crate::ddef::DdefSolver::new(ddef_config, softening)
+                .forces_into(x, q, &mut out)
+                .map_err(|e| GpuError::Unsupported(e.to_string()))?;
+            out
+        }
+        Backend::Gpu => {
+            // Same first-evaluation grid as the solver's (DdefSolver's policy), evaluated
+            // by the GPU kernels on a device of the same adapter.
+            let mut policy = crate::ddef::DdefSolver::new(ddef_config, softening);
+            let ddef = policy
+                .prepare(x, q)
+                .map_err(GpuError::from)?
+                .ok_or_else(|| GpuError::Unsupported("no charged particle".into()))?;
+            let HeadlessDevice { device, queue, .. } = open_headless_device(&HeadlessOptions {
+                allow_software: true,
+            })?;
+            let mut gpu = GpuDdef::new(&device, &queue, softening)?;
+            gpu.forces(&ddef, x, q, ddef_config.variant)?
+        }
+    };
+    let charged: Vec<usize> = (0..x.len()).filter(|&i| q[i] != 0.0).collect();
+    let stride = charged.len().div_ceil(DDEF_ERROR_TARGETS).max(1);
+    let targets: Vec<usize> = charged.iter().copied().step_by(stride).collect();
+    let points: Vec<glam::DVec3> = targets.iter().map(|&i| x[i]).collect();
+    let exact = crate::ddef::exact_fields_at(&points, Some(&targets), x, q, softening);
+    let exact: Vec<glam::DVec3> = exact
+        .iter()
+        .zip(&targets)
+        .map(|(e, &i)| *e * q[i])
+        .collect();
+    let approx: Vec<glam::DVec3> = targets.iter().map(|&i| forces[i]).collect();
+    let stats = crate::ddef::error_study::ErrorStats::of(&approx, &exact);
+    rec.force_error_mean = Some(stats.mean);
+    rec.force_error_max = Some(stats.max);
+    rec.force_error_targets = Some(stats.count);
     Ok(())
 }
 
@@ -549,7 +663,16 @@ fn derive(rec: &mut Record, opts: &BenchOptions) {
     };
 
     // Coulomb.
-    if rec.charged == 0 {
+    if rec.workload == Workload::Ddef {
+        // One DDEF evaluation per symplectic Euler step: the CPU stage, the transfers and
+        // the kernels, which is what a user's step pays.
+        rec.coulomb_ms_per_eval = rec.ms_per_step;
+        rec.coulomb_time_source = rec.ms_per_step.map(|_| "whole_step");
+        rec.note(
+            "interactions_per_second",
+            "DDEF is not a pair sum; compare coulomb_ms_per_eval with the coulomb rows",
+        );
+    } else if rec.charged == 0 {
         rec.note(
             "interactions_per_second",
             "no charged particles (see --charged-fraction)",
@@ -598,10 +721,10 @@ fn derive(rec: &mut Record, opts: &BenchOptions) {
     }
 
     // Jacobi sweep bandwidth.
-    if rec.workload == Workload::Coulomb {
+    if matches!(rec.workload, Workload::Coulomb | Workload::Ddef) {
         rec.note(
             "jacobi_sweep_gb_per_s",
-            "the Coulomb workload has no springs",
+            "the Coulomb and DDEF workloads have no springs",
         );
     } else {
         if opts.backend == Backend::Cpu {
@@ -661,7 +784,7 @@ mod tests {
 
     fn ok_record(workload: Workload, charged: usize) -> Record {
         let opts = BenchOptions::default();
-        let mut r = Record::new(workload, 1000, &opts);
+        let mut r = Record::new(workload, 1000, None, &opts);
         r.charged = charged;
         r.coulomb_interactions_per_eval = (charged as u64).pow(2);
         r.ms_per_step = Some(10.0);

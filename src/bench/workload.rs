@@ -1,7 +1,9 @@
 //! The standard benchmark workloads: a hanging cloth (springs, IMEX, a fixed number of
 //! Jacobi sweeps, optionally some charges) and a pure all-pairs Coulomb cloud.
 
-use crate::config::{Config, CoulombConfig, CoulombMethod, Integrator, SolverConfig, SolverMethod};
+use crate::config::{
+    Config, CoulombConfig, CoulombMethod, DdefConfig, Integrator, SolverConfig, SolverMethod,
+};
 use crate::model::{mesh, ModelError, Spring, System, SystemDesc};
 use glam::DVec3;
 
@@ -13,6 +15,9 @@ pub enum Workload {
     Cloth,
     /// Random charges in a cube, no springs, all-pairs Coulomb (symplectic Euler).
     Coulomb,
+    /// The Coulomb cloud with the DDEF far field (`coulomb.samples` = m) instead of
+    /// all-pairs: one row per size and m.
+    Ddef,
 }
 
 impl Workload {
@@ -20,6 +25,7 @@ impl Workload {
         match self {
             Self::Cloth => "cloth",
             Self::Coulomb => "coulomb",
+            Self::Ddef => "ddef",
         }
     }
 }
@@ -41,6 +47,8 @@ pub enum WorkloadError {
     ClothTooSmall { n: usize },
     #[error("size {n}: the Coulomb workload needs at least 2 charges")]
     CoulombTooSmall { n: usize },
+    #[error("DDEF samples {samples} exceed the limit {}", DdefConfig::MAX_SAMPLES)]
+    TooManySamples { samples: usize },
     #[error("size {n}: {source}")]
     Mesh {
         n: usize,
@@ -216,6 +224,22 @@ pub fn coulomb(n: usize) -> Result<Built, WorkloadError> {
         config,
         grid: None,
     })
+}
+
+/// The DDEF workload: the Coulomb cloud of [`coulomb`] with the DDEF far field on m
+/// samples, grid rebuilt every `rebuild_every` evaluations (1: Algorithm 1, every step).
+pub fn ddef(n: usize, samples: usize, rebuild_every: u32) -> Result<Built, WorkloadError> {
+    let mut built = coulomb(n)?;
+    let samples = u32::try_from(samples)
+        .ok()
+        .filter(|&m| m <= DdefConfig::MAX_SAMPLES)
+        .ok_or(WorkloadError::TooManySamples { samples })?;
+    built.config.coulomb.method = CoulombMethod::Ddef(DdefConfig {
+        samples,
+        rebuild_every,
+        ..Default::default()
+    });
+    Ok(built)
 }
 
 #[cfg(test)]

@@ -15,7 +15,10 @@ pub enum WorkloadArg {
     Cloth,
     /// Random charges in a cube, no springs: all-pairs Coulomb with symplectic Euler
     Coulomb,
-    /// Both, cloth first
+    /// The same cloud with the DDEF far field: one row per size and --samples m, with its
+    /// force error against exact all-pairs
+    Ddef,
+    /// Cloth, then Coulomb (DDEF only when asked for)
     All,
 }
 
@@ -79,6 +82,13 @@ pub struct BenchArgs {
     /// seconds (setup included); the larger sizes are recorded as skipped
     #[arg(long, value_name = "S", default_value_t = 60.0, value_parser = parse_positive, allow_negative_numbers = true)]
     pub max_seconds: f64,
+    /// DDEF workload: the sample counts m, comma-separated
+    #[arg(long, value_name = "M,M,...", value_delimiter = ',', value_parser = parse_samples, default_value = "1000,10000")]
+    pub samples: Vec<usize>,
+    /// DDEF workload: evaluations between tetrahedralizations (1: every step, as in the
+    /// paper's Algorithm 1)
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = parse_count)]
+    pub rebuild_every: u32,
     /// Also write the JSON lines to FILE (atomically, when the benchmark ends)
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -110,6 +120,17 @@ fn parse_size(s: &str) -> Result<usize, String> {
         ));
     }
     Ok(n)
+}
+
+/// A DDEF sample count: 1 to the configuration's limit.
+fn parse_samples(s: &str) -> Result<usize, String> {
+    let limit = crate::config::DdefConfig::MAX_SAMPLES as usize;
+    match s.trim().parse::<usize>() {
+        Ok(m) if (1..=limit).contains(&m) => Ok(m),
+        _ => Err(format!(
+            "expected a sample count from 1 to {limit}, got '{s}'"
+        )),
+    }
 }
 
 fn parse_count(s: &str) -> Result<u32, String> {
@@ -158,6 +179,7 @@ impl BenchArgs {
             workloads: match self.workload {
                 WorkloadArg::Cloth => vec![Workload::Cloth],
                 WorkloadArg::Coulomb => vec![Workload::Coulomb],
+                WorkloadArg::Ddef => vec![Workload::Ddef],
                 WorkloadArg::All => vec![Workload::Cloth, Workload::Coulomb],
             },
             sizes,
@@ -170,6 +192,8 @@ impl BenchArgs {
             bandwidth_gbs: self.bandwidth_gbs,
             backend,
             max_seconds: self.max_seconds,
+            ddef_samples: self.samples.clone(),
+            ddef_rebuild_every: self.rebuild_every,
         }
     }
 }
@@ -251,7 +275,7 @@ pub fn execute(args: &BenchArgs) -> Result<Vec<Record>, CliError> {
 
 fn table_header() -> String {
     format!(
-        "{:<8} {:>8} {:>8} {:>8} {:>10} {:>9} {:>7} {:>9} {:>6} {:>5} {:>6}  {}",
+        "{:<11} {:>8} {:>8} {:>8} {:>10} {:>9} {:>7} {:>9} {:>6} {:>7} {:>5} {:>6}  {}",
         "workload",
         "n",
         "springs",
@@ -261,6 +285,7 @@ fn table_header() -> String {
         "%peak",
         "sweepGB/s",
         "%bw",
+        "err%",
         "disp",
         "subm",
         "status"
@@ -285,8 +310,11 @@ pub fn table_row(r: &Record) -> String {
         Status::Failed => format!("failed: {}", r.reason.as_deref().unwrap_or("")),
     };
     format!(
-        "{:<8} {:>8} {:>8} {:>8} {:>10} {:>9} {:>7} {:>9} {:>6} {:>5} {:>6}  {}",
-        r.workload.name(),
+        "{:<11} {:>8} {:>8} {:>8} {:>10} {:>9} {:>7} {:>9} {:>6} {:>7} {:>5} {:>6}  {}",
+        match r.ddef_samples {
+            Some(m) => format!("{} m={m}", r.workload.name()),
+            None => r.workload.name().to_string(),
+        },
         r.n,
         r.springs,
         r.charged,
@@ -295,6 +323,7 @@ pub fn table_row(r: &Record) -> String {
         opt(r.percent_of_fp32_peak, 1),
         opt(r.jacobi_sweep_gb_per_s, 2),
         opt(r.percent_of_bandwidth, 1),
+        opt(r.force_error_mean.map(|e| e * 100.0), 2),
         r.dispatches_per_step
             .map_or_else(|| "-".into(), |d| d.to_string()),
         opt(r.submissions_per_step, 3),
@@ -325,7 +354,8 @@ fn footer(records: &[Record], out: Option<&Path>) {
     eprintln!(
         "Gint/s: Coulomb interactions per second / 1e9; %peak at 20 flop per interaction; \
          sweepGB/s: compulsory bytes of one Jacobi sweep / its kernel time; disp, subm: \
-         dispatches and queue submissions per step. Null fields are explained in each \
+         dispatches and queue submissions per step; err%: DDEF's mean relative force error \
+         against exact all-pairs. Null fields are explained in each \
          JSON line's notes."
     );
     if let Some(p) = out {

@@ -3,15 +3,17 @@
 //! The loss is the mean squared position error against the target frames (a run folder's
 //! `frames/*.ply` or one PLY file), matched by time; its gradient comes from forward
 //! sensitivities through the scene's own integrator and time step ([`crate::grad`]).
+//! `--backend gpu` propagates the tangents on the GPU (imex only).
 //! Levenberg-Marquardt for few parameters, Adam for many. Progress goes to stderr; the
 //! history and the result go to `fit.json`, written atomically.
 
+use super::backend::BackendArg;
 use super::scene_args::{self, SceneArgs};
 use super::CliError;
 use crate::config::ConfigError;
 use crate::grad::{
-    self, FitHistoryEntry, FitOptions, FitOutcome, GradError, GradOptions, Optimizer, Param,
-    ParamSet, StopReason, TangentSolve,
+    self, FitHistoryEntry, FitOptions, FitOutcome, GradBackend, GradError, GradOptions, Optimizer,
+    Param, ParamSet, StopReason, TangentSolve,
 };
 use crate::output::write_atomic;
 use crate::scene::LoadedScene;
@@ -80,6 +82,11 @@ pub struct FitArgs {
     /// the gradient is exactly that of the simulated trajectory
     #[arg(long = "exact-solves")]
     pub exact_solves: bool,
+    /// Where the simulation and its tangents run: `gpu` propagates the tangents on the GPU
+    /// (imex only, f32, the scene's solver and iteration count for the tangent solves, no
+    /// --window or --exact-solves); `auto` and `cpu` use the f64 CPU reference
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    pub backend: BackendArg,
     /// Output folder for fit.json [default: out/<scene name>-fit]
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -298,6 +305,15 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     if !(args.learning_rate.is_finite() && args.learning_rate > 0.0) {
         return Err(option_error("--learning-rate", "must be positive"));
     }
+    // `auto` keeps the CPU reference: its tangents are f64 with exact (CG to 1e-12)
+    // solves, it runs every integrator and option, and on the software adapters CI has
+    // the GPU tangents are slower (README, `msc fit`).
+    let grad_backend = match args.backend {
+        BackendArg::Gpu => GradBackend::Gpu {
+            allow_software: true,
+        },
+        BackendArg::Auto | BackendArg::Cpu => GradBackend::Cpu,
+    };
     let options = FitOptions {
         optimizer,
         max_iterations: args.max_iters,
@@ -305,6 +321,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
             tangent_solve: TangentSolve::default(),
             exact_forward: args.exact_solves,
             window: args.window,
+            backend: grad_backend,
         },
         ..FitOptions::default()
     };
@@ -425,6 +442,10 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         "frames": outcome.frames,
         "gradient": {
             "method": "forward sensitivities, exact-solve derivative of the discrete steps",
+            "backend": match grad_backend {
+                GradBackend::Cpu => "cpu",
+                GradBackend::Gpu { .. } => "gpu",
+            },
             "tangent_tolerance": options.grad.tangent_solve.tolerance,
             "exact_forward_solves": args.exact_solves,
             "window": args.window,

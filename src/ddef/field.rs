@@ -7,7 +7,7 @@ use super::{DdefConfig, DdefError, DdefGrid, DdefVariant};
 use crate::model::COULOMB_K;
 use glam::DVec3;
 use rayon::prelude::*;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Targets per rayon task; each task walks its targets in order from the last one found.
 const CHUNK: usize = 256;
@@ -311,8 +311,9 @@ pub struct Ddef {
     near_sites: Csr<u32>,
     /// M_j per site, sources increasing.
     site_sources: Csr<u32>,
-    /// E_far(u_j) with k_c (paper eq. 17).
-    far: Vec<DVec3>,
+    /// E_far(u_j) with k_c (paper eq. 17), computed on first use: the GPU backend
+    /// computes it on the device and never needs the host's O(m n) sum.
+    far: OnceLock<Vec<DVec3>>,
 }
 
 /// The gather data for a GPU kernel: targets share the near list and vertex far values
@@ -431,7 +432,6 @@ impl Ddef {
         };
 
         let eps2 = softening * softening;
-        let far = far_field(grid.sites(), &site_sources, &source_x, &source_q, eps2);
         Ok(Self {
             grid,
             eps2,
@@ -442,7 +442,7 @@ impl Ddef {
             source_weights,
             near_sites,
             site_sources,
-            far,
+            far: OnceLock::new(),
         })
     }
 
@@ -470,7 +470,15 @@ impl Ddef {
     }
     /// E_far(u_j) per site (k_c included).
     pub fn far_field(&self) -> &[DVec3] {
-        &self.far
+        self.far.get_or_init(|| {
+            far_field(
+                self.grid.sites(),
+                &self.site_sources,
+                &self.source_x,
+                &self.source_q,
+                self.eps2,
+            )
+        })
     }
 
     /// S(x) for a target in `tet`: the sources of M_k for k in N(tet), each once, with its
@@ -514,7 +522,8 @@ impl Ddef {
     fn vertex_far(&self, tet: u32, near: &[NearEntry], variant: DdefVariant) -> [DVec3; 4] {
         let verts = self.grid.tri.tets()[tet as usize];
         let sites = self.grid.sites();
-        let mut out = verts.map(|j| self.far[j as usize]);
+        let far = self.far_field();
+        let mut out = verts.map(|j| far[j as usize]);
         if variant == DdefVariant::Corrected {
             for (v, f) in out.iter_mut().enumerate() {
                 let u = sites[verts[v] as usize];
@@ -544,6 +553,8 @@ impl Ddef {
     ) -> Vec<DVec3> {
         let eps2 = self.eps2;
         let ns = self.source_x.len();
+        // Computed here, once, not inside the parallel section below.
+        self.far_field();
         let parts: Vec<Vec<(u32, DVec3)>> = (0..groups.rows())
             .into_par_iter()
             .with_min_len(16)

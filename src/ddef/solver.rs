@@ -67,14 +67,32 @@ impl DdefSolver {
                 });
             }
         }
+        match self.prepare(x, q)? {
+            Some(ddef) => ddef.forces_into(Evaluation::Ddef(self.config.variant), out),
+            None => out.iter_mut().for_each(|f| *f = DVec3::ZERO),
+        }
+        Ok(())
+    }
+
+    /// One force evaluation's DDEF data for (x, q) under this solver's grid policy (the
+    /// grid is reused for `rebuild_every` evaluations and rebuilt when a charge leaves its
+    /// box), without evaluating anything: the GPU backend runs the far field and the
+    /// gathers itself. `None` when no particle is charged. Counts as an evaluation.
+    pub fn prepare(&mut self, x: &[DVec3], q: &[f64]) -> Result<Option<Ddef>, DdefError> {
+        if q.len() != x.len() {
+            return Err(DdefError::LengthMismatch {
+                what: "charges",
+                expected: x.len(),
+                got: q.len(),
+            });
+        }
         self.evaluations += 1;
         let charged: Vec<DVec3> = (0..x.len())
             .filter(|&i| q[i] != 0.0)
             .map(|i| x[i])
             .collect();
         if charged.is_empty() {
-            out.iter_mut().for_each(|f| *f = DVec3::ZERO);
-            return Ok(());
+            return Ok(None);
         }
         if let Some(i) = (0..x.len()).find(|&i| !x[i].is_finite()) {
             return Err(DdefError::NonFinitePosition { index: i });
@@ -111,7 +129,6 @@ impl DdefSolver {
         for (s, &i) in ddef.source_particles().iter().enumerate() {
             self.hints[i as usize] = ddef.source_tets()[s];
         }
-        ddef.forces_into(Evaluation::Ddef(self.config.variant), out);
-        Ok(())
+        Ok(Some(ddef))
     }
 }

@@ -40,8 +40,19 @@ pub(super) enum Buf {
     Q,
     Partials,
     Scalars,
+    // Forward sensitivities (src/gpu/tangent.rs), created there, after the buffers above.
+    /// Per direction: dx then dv (2 n vec4).
+    TanState,
+    /// Per direction: dq per particle, (k, L, c, dk) per spring, (dx_e, dq_e) per external.
+    TanDir,
+    /// Per direction: its active particles (n u32).
+    TanActive,
+    /// The tangent solve's unknown and its ping-pong partner.
+    TanU,
+    TanS,
 }
 
+/// Buffers created with the solver (the tangent buffers come after them).
 pub(super) const BUF_COUNT: usize = Buf::Scalars as usize + 1;
 
 pub(super) fn to_f32(value: f64, what: &str, index: usize) -> Result<f32, GpuError> {

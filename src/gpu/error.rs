@@ -23,6 +23,9 @@ pub enum GpuError {
     Unsupported(String),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// The host stage of a DDEF force evaluation (grid, point location) failed.
+    #[error(transparent)]
+    Ddef(#[from] crate::ddef::DdefError),
 }
 
 pub(super) fn poll_error(e: wgpu::PollError) -> GpuError {

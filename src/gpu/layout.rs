@@ -74,6 +74,23 @@ pub struct Dispatch {
     pub _pad2: u32,
 }
 
+/// WGSL `DdefCounts`: sizes and switches of one DDEF evaluation (a storage struct the
+/// `ddef_*` kernels read). MUST match `shaders/common.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct DdefCounts {
+    pub n_sites: u32,
+    pub n_groups: u32,
+    pub n_sources: u32,
+    /// 1: `corrected` variant; 0: `paper`.
+    pub corrected: u32,
+    pub eps2: f32,
+    /// `ddef_gather`: 0 adds q_i E to the solver's forces; 1 writes E / sqrt(k_c).
+    pub mode: u32,
+    pub _pad0: u32,
+    pub _pad1: u32,
+}
+
 /// Size and field offsets of a mirror struct, for the layout test.
 pub struct MirrorLayout {
     pub name: &'static str,
@@ -127,6 +144,20 @@ pub fn mirror_layouts() -> Vec<MirrorLayout> {
                 ("_pad0", offset_of!(Dispatch, _pad0)),
                 ("_pad1", offset_of!(Dispatch, _pad1)),
                 ("_pad2", offset_of!(Dispatch, _pad2)),
+            ],
+        },
+        MirrorLayout {
+            name: "DdefCounts",
+            size: size_of::<DdefCounts>(),
+            fields: vec![
+                ("n_sites", offset_of!(DdefCounts, n_sites)),
+                ("n_groups", offset_of!(DdefCounts, n_groups)),
+                ("n_sources", offset_of!(DdefCounts, n_sources)),
+                ("corrected", offset_of!(DdefCounts, corrected)),
+                ("eps2", offset_of!(DdefCounts, eps2)),
+                ("mode", offset_of!(DdefCounts, mode)),
+                ("_pad0", offset_of!(DdefCounts, _pad0)),
+                ("_pad1", offset_of!(DdefCounts, _pad1)),
             ],
         },
     ]

@@ -21,6 +21,7 @@
 
 mod adapter;
 mod buffers;
+pub mod ddef;
 pub mod error;
 pub mod layout;
 mod limits;
@@ -29,10 +30,13 @@ mod profile;
 mod readback;
 pub mod shaders;
 pub mod solver;
+pub mod tangent;
 
 pub use adapter::{
     list_adapters, open_headless_device, AdapterSummary, HeadlessDevice, HeadlessOptions,
 };
+pub use ddef::GpuDdef;
 pub use error::GpuError;
 pub use profile::KernelTime;
 pub use solver::{GpuSolver, HostCounts};
+pub use tangent::GpuTangents;

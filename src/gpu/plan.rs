@@ -3,6 +3,7 @@
 //! uniform offset), for every integrator and solver.
 
 use super::buffers::Buf;
+use super::ddef::DDEF_MARK;
 use super::layout::{Dispatch, Params, SLOT_ENERGY, SLOT_PQ, SLOT_RESIDUAL, SLOT_RZ};
 use super::limits::grid;
 use super::shaders::{self, Access, Kernel};
@@ -200,8 +201,9 @@ impl GpuSolver {
     }
 
     /// All non-spring forces at t (mode 0) or t + h (mode 1): external and gravity per
-    /// particle, then the compacted charges and the tiled Coulomb sum over them.
-    pub(super) fn field_ops(&mut self, ops: &mut Vec<Op>, nc: u32, mode: u32) {
+    /// particle, then the compacted charges and the tiled Coulomb sum over them (with
+    /// DDEF, unless `exact`: a placeholder where the DDEF kernels run, see `gpu::ddef`).
+    pub(super) fn field_ops(&mut self, ops: &mut Vec<Op>, nc: u32, mode: u32, exact: bool) {
         let record = self.mode(mode);
         let op = self.op(
             shaders::EXTERNAL_FORCES,
@@ -219,6 +221,16 @@ impl GpuSolver {
                 nc,
             );
             ops.push(op);
+            if self.ddef.is_some() && !exact {
+                // Mode 1 (Verlet's force at x'): the positions moved since the step began.
+                ops.push(Op {
+                    pipeline: DDEF_MARK,
+                    group: mode as usize,
+                    record: 0,
+                    grid: [0, 0],
+                });
+                return;
+            }
             let op = self.op(
                 shaders::COULOMB_TILED,
                 &[Buf::Sources, Buf::Charged, Buf::Force],
@@ -361,7 +373,10 @@ impl GpuSolver {
     ) -> Result<(), GpuError> {
         let n = self.n;
         let ns = system.springs().len() as u32;
-        let nc = if config.coulomb.method == CoulombMethod::AllPairs {
+        let nc = if matches!(
+            config.coulomb.method,
+            CoulombMethod::AllPairs | CoulombMethod::Ddef(_)
+        ) {
             system.charged_count() as u32
         } else {
             0
@@ -371,7 +386,7 @@ impl GpuSolver {
         match config.integrator {
             Integrator::Imex => {
                 self.spring_op(&mut ops, ns, 0);
-                self.field_ops(&mut ops, nc, 0);
+                self.field_ops(&mut ops, nc, 0, false);
                 let op = self.op(
                     shaders::RHS,
                     &[Buf::V, Buf::Props, Buf::Force, Buf::Sf, Buf::Adj, Buf::Bd],
@@ -390,7 +405,7 @@ impl GpuSolver {
                 ops.push(op);
             }
             Integrator::LocalGlobal => {
-                self.field_ops(&mut ops, nc, 0);
+                self.field_ops(&mut ops, nc, 0, false);
                 let op = self.op(
                     shaders::LG_PREPARE,
                     &[Buf::X, Buf::V, Buf::Props, Buf::Force, Buf::Xt, Buf::B0],
@@ -439,13 +454,13 @@ impl GpuSolver {
                     Buf::Clock,
                 ];
                 self.spring_op(&mut ops, ns, 1);
-                self.field_ops(&mut ops, nc, 0);
+                self.field_ops(&mut ops, nc, 0, false);
                 let record = self.mode(if verlet { 1 } else { 0 });
                 ops.push(self.op(shaders::EXPLICIT_STEP, &explicit, record, n));
                 if verlet {
                     // a' = f(x', v_half, t + h) / m
                     self.spring_op(&mut ops, ns, 1);
-                    self.field_ops(&mut ops, nc, 1);
+                    self.field_ops(&mut ops, nc, 1, false);
                     let record = self.mode(2);
                     ops.push(self.op(shaders::EXPLICIT_STEP, &explicit, record, n));
                 }
@@ -454,7 +469,8 @@ impl GpuSolver {
         self.step_ops = ops;
 
         let mut ops = Vec::new();
-        self.field_ops(&mut ops, nc, 0);
+        // The Coulomb energy stays exact all-pairs, as in the CPU reference.
+        self.field_ops(&mut ops, nc, 0, true);
         let op = self.op(
             shaders::ENERGY_REDUCE,
             &[
@@ -479,7 +495,7 @@ impl GpuSolver {
         self.spring_op(&mut ops, ns, 1);
         self.spring_ops = ops;
         let mut ops = Vec::new();
-        self.field_ops(&mut ops, nc, 0);
+        self.field_ops(&mut ops, nc, 0, false);
         self.field_ops = ops;
 
         if config.integrator.is_implicit() {
@@ -542,6 +558,13 @@ impl GpuSolver {
             .expect("dispatch records exist once built");
         let mut current = usize::MAX;
         for op in ops {
+            if op.pipeline == DDEF_MARK {
+                if let Some(d) = &self.ddef {
+                    d.record(pass);
+                }
+                current = usize::MAX;
+                continue;
+            }
             if op.pipeline != current {
                 pass.set_pipeline(&self.pipelines[op.pipeline].pipeline);
                 current = op.pipeline;

@@ -32,6 +32,12 @@ impl GpuSolver {
                 self.summary.name
             )));
         }
+        if self.ddef.is_some() {
+            return Err(GpuError::Unsupported(
+                "profiling with coulomb.method = \"ddef\" (its steps pause for a host stage)"
+                    .into(),
+            ));
+        }
         self.check_lost()?;
         // wgpu allows at most 4096 queries per set: two per dispatch.
         const CHUNK: usize = 2048;

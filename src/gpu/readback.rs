@@ -52,9 +52,15 @@ impl GpuSolver {
 
     /// Diagnostics: Coulomb + external + gravity force on every particle at the current
     /// state and time, and each particle's Coulomb potential sum_j k_c q_i q_j / r_soft.
+    /// With DDEF the Coulomb part is the DDEF force (w is then 0: no potential).
     pub fn field_forces(&mut self) -> Result<(Vec<DVec3>, Vec<f64>), GpuError> {
-        let data =
-            self.run_and_read(&self.field_ops, &[(Buf::Force, 0, 16 * u64::from(self.n))])?;
+        let mut ops = self.field_ops.as_slice();
+        if self.ddef.is_some() {
+            // Runs the host stage first when the lists are not current.
+            self.run_ddef_ops(&self.field_ops.clone(), false)?;
+            ops = &[];
+        }
+        let data = self.run_and_read(ops, &[(Buf::Force, 0, 16 * u64::from(self.n))])?;
         let f: &[[f32; 4]] = bytemuck::cast_slice(&data);
         Ok((
             f.iter()

@@ -71,8 +71,27 @@ pub const ENERGY_REDUCE: Kernel = kernel!(
     [Read, Read, Read, Read, Read, Read, Read, ReadWrite]
 );
 
+pub const DDEF_FAR: Kernel = kernel!("ddef_far", [Read, Read, Read, Read, ReadWrite]);
+pub const DDEF_VERTEX_FAR: Kernel = kernel!(
+    "ddef_vertex_far",
+    [Read, Read, Read, Read, Read, Read, ReadWrite]
+);
+pub const DDEF_GATHER: Kernel = kernel!(
+    "ddef_gather",
+    [Read, Read, Read, Read, Read, Read, Read, ReadWrite]
+);
+pub const TANGENT_COULOMB: Kernel = kernel!(
+    "tangent_coulomb",
+    [Read, Read, Read, Read, Read, Read, ReadWrite]
+);
+pub const TANGENT_FORCES: Kernel = kernel!(
+    "tangent_forces",
+    [Read, Read, Read, Read, Read, Read, ReadWrite, ReadWrite]
+);
+pub const TANGENT_INTEGRATE: Kernel = kernel!("tangent_integrate", [Read, ReadWrite]);
+
 /// Every kernel, in a fixed order.
-pub const KERNELS: [Kernel; 17] = [
+pub const KERNELS: [Kernel; 23] = [
     SPRING_ASSEMBLE,
     COULOMB_SOURCES,
     EXTERNAL_FORCES,
@@ -90,4 +109,10 @@ pub const KERNELS: [Kernel; 17] = [
     LG_PREPARE,
     LG_RHS,
     ENERGY_REDUCE,
+    DDEF_FAR,
+    DDEF_VERTEX_FAR,
+    DDEF_GATHER,
+    TANGENT_COULOMB,
+    TANGENT_FORCES,
+    TANGENT_INTEGRATE,
 ];

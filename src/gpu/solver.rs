@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use super::adapter::{open_headless_device, AdapterSummary, HeadlessDevice, HeadlessOptions};
 use super::buffers::Buf;
+use super::ddef::{SolverDdef, DDEF_MARK};
 use super::error::{poll_error, scoped};
 use super::layout::{Dispatch, MAX_EXT_CHARGES};
 use super::limits::{check_limits, sizes};
@@ -67,6 +68,8 @@ pub struct GpuSolver {
     pub(super) saved_stats: Option<(u64, SolveStats)>,
     pub(super) submissions: AtomicU64,
     pub(super) compute_passes: AtomicU64,
+    /// `coulomb.method = "ddef"`: the host stage's state and the DDEF kernels.
+    pub(super) ddef: Option<SolverDdef>,
 }
 
 impl GpuSolver {
@@ -139,9 +142,12 @@ impl GpuSolver {
         self.steps_done
     }
 
-    /// Dispatches recorded per step.
+    /// Dispatches recorded per step (a DDEF evaluation counts its three kernels).
     pub fn dispatches_per_step(&self) -> usize {
-        self.step_ops.len()
+        self.step_ops
+            .iter()
+            .map(|op| if op.pipeline == DDEF_MARK { 3 } else { 1 })
+            .sum()
     }
 
     /// Queue submissions and compute passes made so far (see [`HostCounts`]).
@@ -154,7 +160,28 @@ impl GpuSolver {
 
     /// Records `n` steps into the caller's encoder (one compute pass). The solver counts
     /// them as done: the caller must submit the encoder before reading the state back.
-    pub fn record_steps(&mut self, encoder: &mut wgpu::CommandEncoder, n: u32) {
+    ///
+    /// With `coulomb.method = "ddef"` it records nothing and returns
+    /// [`GpuError::Unsupported`] (see [`Self::supports_recording`]): each DDEF force
+    /// evaluation needs a host stage on the current positions, which recording into a
+    /// caller's encoder cannot run; use [`Simulator::step`] there.
+    pub fn record_steps(
+        &mut self,
+        encoder: &mut wgpu::CommandEncoder,
+        n: u32,
+    ) -> Result<(), GpuError> {
+        if !self.supports_recording() {
+            return Err(GpuError::Unsupported(
+                "recording steps into a caller's encoder with coulomb.method = \"ddef\": \
+                 every force evaluation needs a host stage (use step)"
+                    .into(),
+            ));
+        }
+        self.record_unchecked(encoder, n);
+        Ok(())
+    }
+
+    fn record_unchecked(&mut self, encoder: &mut wgpu::CommandEncoder, n: u32) {
         if n == 0 {
             return;
         }
@@ -182,14 +209,6 @@ impl GpuSolver {
         let limits = device.limits();
         let sz = sizes(system, config);
         check_limits(&limits, &sz)?;
-        if matches!(config.coulomb.method, CoulombMethod::Ddef(_)) {
-            // Running without the far field would silently drop the Coulomb forces.
-            return Err(GpuError::Unsupported(
-                "coulomb.method = \"ddef\" runs on the CPU reference only so far \
-                 (use --backend cpu, or coulomb.method = \"all_pairs\")"
-                    .into(),
-            ));
-        }
         if config.external_charges.len() > MAX_EXT_CHARGES {
             return Err(GpuError::Unsupported(format!(
                 "{} external charges; the kernels support at most {MAX_EXT_CHARGES}",
@@ -253,9 +272,23 @@ impl GpuSolver {
             saved_stats: None,
             submissions: AtomicU64::new(0),
             compute_passes: AtomicU64::new(0),
+            ddef: None,
         };
         scoped(&device, || {
             solver.create_buffers(system, config, &sz)?;
+            if let CoulombMethod::Ddef(d) = config.coulomb.method {
+                let charges = system
+                    .charged_indices()
+                    .iter()
+                    .map(|&i| system.charges()[i as usize])
+                    .collect();
+                solver.ddef = Some(SolverDdef::new(
+                    &solver,
+                    d,
+                    config.coulomb.softening,
+                    charges,
+                )?);
+            }
             solver.plan(system, config, rho)?;
             solver.create_dispatch_records();
             Ok(())
@@ -263,7 +296,10 @@ impl GpuSolver {
         Ok(solver)
     }
 
-    fn submit_steps(&mut self, n: u64) -> Result<(), GpuError> {
+    pub(super) fn submit_steps(&mut self, n: u64) -> Result<(), GpuError> {
+        if self.ddef.is_some() {
+            return self.ddef_steps(n);
+        }
         self.check_lost()?;
         let device = self.device.clone();
         scoped(&device, || {
@@ -276,7 +312,7 @@ impl GpuSolver {
                 let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
                     label: Some("msc step batch"),
                 });
-                self.record_steps(&mut encoder, batch as u32);
+                self.record_unchecked(&mut encoder, batch as u32);
                 let index = self.queue.submit([encoder.finish()]);
                 self.submissions.fetch_add(1, Ordering::Relaxed);
                 // Keep at most two batches in flight.

@@ -45,6 +45,10 @@
 //! differentiates (unit tests here), and whole trajectories against central differences
 //! of the simulation (`tests/gradients.rs`).
 //!
+//! [`GradBackend::Gpu`] propagates the same IMEX tangents on the GPU
+//! ([`crate::gpu::GpuTangents`]): the same right-hand side, solved with the forward
+//! step's own matrix, solver and fixed iteration count, in f32.
+//!
 //! Forward mode costs one tangent per parameter component: ideal for a few global
 //! parameters (charge scale, stiffness scale, an external charge), affordable for
 //! per-particle or per-spring parameters on small meshes only.
@@ -68,7 +72,8 @@ pub use loss::{evaluate, Evaluation, FrameReport, Target};
 pub use optim::{fit, FitHistoryEntry, FitOptions, FitOutcome, Optimizer, StopReason};
 pub use params::{Direction, Param, ParamSet};
 pub use sensitivity::{
-    simulate, simulate_with_tangents, GradOptions, GradStats, Tangent, TangentFrame, TangentRun,
+    simulate, simulate_with_tangents, GradBackend, GradOptions, GradStats, Tangent, TangentFrame,
+    TangentRun,
 };
 pub use step::TangentSolve;
 pub use target::{TargetError, TargetFrame};
@@ -102,4 +107,7 @@ pub enum GradError {
     NonFiniteLoss,
     #[error(transparent)]
     Target(#[from] TargetError),
+    /// The GPU backend ([`GradBackend::Gpu`]) failed or does not support the request.
+    #[error(transparent)]
+    Gpu(#[from] crate::gpu::GpuError),
 }

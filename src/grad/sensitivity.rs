@@ -9,6 +9,20 @@ use crate::model::State;
 use glam::DVec3;
 use rayon::prelude::*;
 
+/// Where the forward run and its tangents are computed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GradBackend {
+    /// The f64 CPU reference (tangent solves by CG to `tangent_solve`'s tolerance).
+    #[default]
+    Cpu,
+    /// The GPU solver ([`crate::gpu::GpuTangents`], f32): `imex` only, tangent solves with
+    /// the scene's solver and fixed iteration count, no `window`, no `exact_forward`.
+    /// `allow_software` accepts software adapters (lavapipe). States and tangents are
+    /// read back, and checked for non-finite values, at the frames only; the forward
+    /// residual is not reported (the tangents reuse its right-hand side buffer).
+    Gpu { allow_software: bool },
+}
+
 /// How gradients are computed.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GradOptions {
@@ -21,6 +35,8 @@ pub struct GradOptions {
     /// Truncation: each frame's tangent is propagated through its last `window` steps
     /// only (the state `window` steps before the frame is held fixed). `None` = full history.
     pub window: Option<u64>,
+    /// CPU reference or GPU; the frames and tangents handed on are the same either way.
+    pub backend: GradBackend,
 }
 
 /// Totals over one run with tangents.
@@ -101,6 +117,17 @@ pub(crate) fn drive(
     with_tangents: bool,
     mut on_frame: impl FnMut(usize, &State, &[Tangent]) -> Result<(), GradError>,
 ) -> Result<GradStats, GradError> {
+    if let GradBackend::Gpu { allow_software } = options.backend {
+        return crate::gpu::tangent::drive(
+            set,
+            theta,
+            frames,
+            options,
+            with_tangents,
+            allow_software,
+            on_frame,
+        );
+    }
     check_frames(frames)?;
     if options.window == Some(0) {
         return Err(GradError::Frames(

@@ -34,7 +34,7 @@
 //! local_global_iterations = 10
 //! solver = { method = "jacobi", iterations = 50, omega = 0.5, tolerance = 1e-6 }  # + rho
 //! [coulomb]
-//! method = "all_pairs"            # all_pairs | none | ddef (CPU only)
+//! method = "all_pairs"            # all_pairs | none | ddef
 //! softening = 0.0                 # m
 //! samples = 2000                  # ddef: Halton samples m
 //! ddef_variant = "corrected"      # ddef: corrected | paper (Algorithm 1 as printed)

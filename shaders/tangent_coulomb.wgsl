@@ -1,0 +1,141 @@
+// Forward sensitivities (grad::jvp::field_forces_jvp on the GPU): for direction disp.iter,
+// the tangent of the explicit field forces on each active particle i (q_i != 0 or
+// dq_i != 0), written to bd[3i].xyz for tangent_forces:
+//   k_c sum_j [(dq_i q_j + q_i dq_j) phi_ij + q_i q_j G_ij (dx_i - dx_j)]      (disp.mode 1)
+// + k_c sum_e [(dq_i q_e + q_i dq_e) phi_ie + q_i q_e G_ie (dx_i - dx_e(t))]
+// + dq_i E(x_i) + q_i (grad E) dx_i,
+// phi = d / (r^2 + eps^2)^(3/2), G delta = (delta - 3 d (d . delta) / r2) / r2^(3/2),
+// d = x_i - x_j. Sources and targets are the direction's active particles (the list
+// actives[d n ..], disp.block of them); charges are scaled by sqrt(k_c) as in props.
+// The source tile carries (x_j, qs_j) in its first half and (dx_j, dqs_j) in its second.
+// Bank layouts (src/gpu/tangent.rs): tstate[d 2n + i] = dx_i, tstate[d 2n + n + i] = dv_i;
+// tdir[d s + i] = (dq_i sqrt(k_c), dq_i, 0, 0), tdir[d s + n + k] = (k, L, c, dk) per
+// spring, tdir[d s + n + n_springs + e] = (dx_e(0), dq_e sqrt(k_c)), s = n + n_springs + n_ext.
+
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> props: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> tstate: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> tdir: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read> actives: array<u32>;
+@group(0) @binding(6) var<storage, read> clock: array<u32>;
+@group(0) @binding(7) var<storage, read_write> bd: array<vec4<f32>>;
+
+const HALF: u32 = TILE / 2u;
+var<workgroup> tile: array<vec4<f32>, TILE>;
+
+// (phi, G delta) of one pair; zero for a coincident pair without softening (r2 = 0),
+// which the force skips.
+struct Pair {
+    phi: vec3<f32>,
+    gd: vec3<f32>,
+}
+
+fn pair(d: vec3<f32>, delta: vec3<f32>) -> Pair {
+    let inv = inv_dist(dot(d, d) + params.eps2);
+    let inv3 = inv * inv * inv;
+    return Pair(d * inv3, (delta - (3.0 * dot(d, delta) * inv * inv) * d) * inv3);
+}
+
+// d x_e(t) = R(t) d x_e(0): an orbiting charge's path rotates with its start.
+fn ext_tangent(e: ExtCharge, t: f32, dx0: vec3<f32>) -> vec3<f32> {
+    if (e.axis.w == 0.0) {
+        return dx0;
+    }
+    let a = e.center.w * t;
+    let c = cos(a);
+    let s = sin(a);
+    let k = e.axis.xyz;
+    return dx0 * c + cross(k, dx0) * s + k * dot(k, dx0) * (1.0 - c);
+}
+
+// (grad E(x)) dx of the swirl (kind 2) and vortex (kind 3) fields; z clamped to
+// |z| >= min_z, where dz = 0 (grad::jvp::field_jvp).
+fn field_tangent(xi: vec3<f32>, dxi: vec3<f32>) -> vec3<f32> {
+    if (params.field_kind != 2u && params.field_kind != 3u) {
+        return vec3<f32>(0.0);
+    }
+    let scale = params.field.x;
+    let min_z = params.field.y;
+    var z = xi.z;
+    var dz = dxi.z;
+    if (abs(z) < min_z) {
+        z = select(min_z, -min_z, z < 0.0);
+        dz = 0.0;
+    }
+    let dy = scale * (dxi.y / z - xi.y * dz / (z * z));
+    let dxz = scale * (dxi.x / z - xi.x * dz / (z * z));
+    if (params.field_kind == 3u) {
+        return vec3<f32>(-dy, dxz, 0.0);
+    }
+    return vec3<f32>(dy, dxz, 0.0);
+}
+
+@compute @workgroup_size(WG)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let c = flat_index(wid, nwg, lid);
+    let na = disp.block;
+    let n = params.n;
+    let sbase = disp.iter * 2u * n;
+    let dbase = disp.iter * (n + params.n_springs + params.n_ext);
+    let abase = disp.iter * n;
+    let valid = c < na;
+    var i = 0u;
+    if (valid) {
+        i = actives[abase + c];
+    }
+    let xi = x[i].xyz;
+    let dxi = tstate[sbase + i].xyz;
+    // a1 = sum_j qs_j phi_j, a2 = sum_j (dqs_j phi_j + qs_j G_j delta_j).
+    var a1 = vec3<f32>(0.0);
+    var a2 = vec3<f32>(0.0);
+    if (disp.mode == 1u) {
+        // Every invocation loads and syncs, valid or not (uniform control flow).
+        for (var base = 0u; base < na; base = base + HALF) {
+            let s = base + (lid % HALF);
+            var entry = vec4<f32>(0.0);
+            if (s < na) {
+                let j = actives[abase + s];
+                if (lid < HALF) {
+                    entry = vec4<f32>(x[j].xyz, props[j].y);
+                } else {
+                    entry = vec4<f32>(tstate[sbase + j].xyz, tdir[dbase + j].x);
+                }
+            }
+            tile[lid] = entry;
+            workgroupBarrier();
+            let count = min(HALF, na - base);
+            for (var k = 0u; k < count; k = k + 1u) {
+                let src = tile[k];
+                let tan = tile[HALF + k];
+                let p = pair(xi - src.xyz, dxi - tan.xyz);
+                // The self pair is skipped.
+                let on = select(1.0, 0.0, base + k == c);
+                a1 = a1 + (on * src.w) * p.phi;
+                a2 = a2 + on * (tan.w * p.phi + src.w * p.gd);
+            }
+            workgroupBarrier();
+        }
+    }
+    if (!valid) {
+        return;
+    }
+    let pr = props[i];
+    let td = tdir[dbase + i];
+    let qs = pr.y;
+    let dqs = td.x;
+    var f = dqs * a1 + qs * a2;
+    let t = f32(clock[0]) * params.dt;
+    let ebase = dbase + n + params.n_springs;
+    for (var k = 0u; k < params.n_ext; k = k + 1u) {
+        let e = params.ext[k];
+        let te = tdir[ebase + k];
+        let p = pair(xi - ext_position(e, t), dxi - ext_tangent(e, t, te.xyz));
+        f = f + (dqs * e.pos0.w + qs * te.w) * p.phi + (qs * e.pos0.w) * p.gd;
+    }
+    f = f + td.y * field_at(xi) + pr.z * field_tangent(xi, dxi);
+    bd[3u * i] = vec4<f32>(f, 0.0);
+}

@@ -1,0 +1,770 @@
+//! DDEF on the GPU (the paper's Section 3.3, Algorithm 1; DESIGN section 4).
+//!
+//! The host builds a [`Ddef`] (grid, point location, N_s, M_j, the gather plan: the
+//! irregular, branchy part); the device runs the O(m n) far field and the per-charge
+//! gathers:
+//! 1. `ddef_far`: E_far at every site from the sources not in M_j, tiled like
+//!    `coulomb_tiled`, the exclusion exact per source (a cursor over the sorted M_j).
+//! 2. `ddef_vertex_far`: per occupied tetrahedron the four vertex far values, minus the
+//!    double-counted near sources for the `corrected` variant (`Ddef::vertex_far`).
+//! 3. `ddef_gather`: per charge the exact near field over its tetrahedron's list plus
+//!    the interpolated far field.
+//!
+//! [`GpuDdef`] works on its own (benchmarks, tests: fields per source come back) or
+//! inside [`GpuSolver`] (`coulomb.method = "ddef"`), where the sources are the solver's
+//! compacted charges and the gather adds q_i E to its force buffer. Each solver force
+//! evaluation then reads the charged positions back, runs the host stage with the grid
+//! policy of the CPU reference ([`DdefSolver::prepare`]: reuse for `rebuild_every`
+//! evaluations, rebuild when a charge leaves the box) and uploads the lists before the
+//! step's kernels continue: one host round trip per evaluation.
+//!
+//! All device quantities are in units scaled by sqrt(k_c) (charges q sqrt(k_c), fields
+//! E / sqrt(k_c)), as in the tiled all-pairs kernel, so products stay in f32 range.
+
+use glam::DVec3;
+use wgpu::util::DeviceExt;
+
+use super::buffers::{to_f32, vec4, Buf};
+use super::error::{poll_error, scoped};
+use super::layout::DdefCounts;
+use super::limits::grid;
+use super::plan::Op;
+use super::shaders::{self, Access, Kernel};
+use super::solver::GpuSolver;
+use super::GpuError;
+use crate::config::{DdefConfig, DdefVariant, Integrator};
+use crate::ddef::{Ddef, DdefSolver};
+use crate::model::COULOMB_K;
+use std::sync::atomic::Ordering;
+
+/// `Op::pipeline` of the placeholder where a step runs the three DDEF kernels; its
+/// `group` is 1 when the positions moved since the step began (Verlet's second force).
+pub(super) const DDEF_MARK: usize = usize::MAX;
+
+/// A storage buffer that grows (never shrinks) as evaluations need more room.
+struct Grown {
+    label: &'static str,
+    buffer: wgpu::Buffer,
+    capacity: u64,
+}
+
+impl Grown {
+    fn new(device: &wgpu::Device, label: &'static str) -> Self {
+        Self {
+            label,
+            buffer: storage_buffer(device, label, 16),
+            capacity: 16,
+        }
+    }
+}
+
+fn storage_buffer(device: &wgpu::Device, label: &str, size: u64) -> wgpu::Buffer {
+    device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size: size.max(16),
+        usage: wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_DST
+            | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    })
+}
+
+/// The buffers a [`GpuDdef`] owns (growable, per evaluation), by role.
+#[derive(Clone, Copy)]
+enum Slot {
+    Sites,
+    SiteSources,
+    GroupVertices,
+    Near,
+    TargetGroup,
+    TargetWeights,
+    Far,
+    VertexFar,
+}
+const SLOTS: usize = 8;
+const SLOT_LABELS: [&str; SLOTS] = [
+    "msc ddef sites",
+    "msc ddef site sources (M_j)",
+    "msc ddef group vertices",
+    "msc ddef near lists",
+    "msc ddef target groups",
+    "msc ddef target weights",
+    "msc ddef far field",
+    "msc ddef vertex far values",
+];
+
+/// Where the sources come from and where the gather writes.
+enum Io {
+    /// Standalone: our own sources (uploaded from the host), source-to-particle map and
+    /// field output (E / sqrt(k_c) per source).
+    Own {
+        sources: Grown,
+        charged: Grown,
+        out: Grown,
+    },
+    /// Inside the solver: its compacted sources, charged indices and force buffer.
+    Attached {
+        sources: wgpu::Buffer,
+        charged: wgpu::Buffer,
+        force: wgpu::Buffer,
+    },
+}
+
+/// The three DDEF kernels and their buffers on one device.
+pub struct GpuDdef {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    eps2: f32,
+    pipelines: [(wgpu::ComputePipeline, wgpu::BindGroupLayout); 3],
+    counts: wgpu::Buffer,
+    slots: Vec<Grown>,
+    io: Io,
+    bind_groups: Option<[wgpu::BindGroup; 3]>,
+    /// Sizes of the uploaded evaluation: sites, groups, sources (None before any upload).
+    uploaded: Option<(u32, u32, u32)>,
+    uploads: u64,
+}
+
+fn kernel_pipeline(
+    device: &wgpu::Device,
+    k: Kernel,
+) -> (wgpu::ComputePipeline, wgpu::BindGroupLayout) {
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(k.name),
+        source: wgpu::ShaderSource::Wgsl(k.source.into()),
+    });
+    // Only the storage bindings: the DDEF kernels read their sizes from `DdefCounts`,
+    // not from the solver's Params / Dispatch uniforms, so they run outside a solver.
+    let entries: Vec<_> = k
+        .storage
+        .iter()
+        .enumerate()
+        .map(|(i, a)| wgpu::BindGroupLayoutEntry {
+            binding: i as u32 + 1,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage {
+                    read_only: *a == Access::Read,
+                },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        })
+        .collect();
+    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some(k.name),
+        entries: &entries,
+    });
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(k.name),
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 0,
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(k.name),
+        layout: Some(&pipeline_layout),
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    (pipeline, layout)
+}
+
+impl GpuDdef {
+    /// The kernels on the caller's device, standalone: [`Self::upload`] takes the sources
+    /// from the host and [`Self::read_fields`] returns the field at each source.
+    /// `softening` is the Coulomb eps (m) the [`Ddef`] was built with.
+    pub fn new(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        softening: f64,
+    ) -> Result<Self, GpuError> {
+        scoped(device, || {
+            let io = Io::Own {
+                sources: Grown::new(device, "msc ddef sources"),
+                charged: Grown::new(device, "msc ddef source particles"),
+                out: Grown::new(device, "msc ddef fields"),
+            };
+            Self::with_io(device, queue, softening, io)
+        })
+    }
+
+    /// Inside a solver: sources, source-to-particle map and the force buffer are the
+    /// solver's (the gather adds q_i E to the forces).
+    pub(super) fn attached(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        softening: f64,
+        sources: &wgpu::Buffer,
+        charged: &wgpu::Buffer,
+        force: &wgpu::Buffer,
+    ) -> Result<Self, GpuError> {
+        let io = Io::Attached {
+            sources: sources.clone(),
+            charged: charged.clone(),
+            force: force.clone(),
+        };
+        Self::with_io(device, queue, softening, io)
+    }
+
+    fn with_io(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        softening: f64,
+        io: Io,
+    ) -> Result<Self, GpuError> {
+        let eps2 = to_f32(softening * softening, "softening", 0)?;
+        let counts = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("msc ddef counts"),
+            contents: bytemuck::bytes_of(&DdefCounts::default()),
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+        });
+        Ok(Self {
+            device: device.clone(),
+            queue: queue.clone(),
+            eps2,
+            pipelines: [
+                kernel_pipeline(device, shaders::DDEF_FAR),
+                kernel_pipeline(device, shaders::DDEF_VERTEX_FAR),
+                kernel_pipeline(device, shaders::DDEF_GATHER),
+            ],
+            counts,
+            slots: SLOT_LABELS.iter().map(|l| Grown::new(device, l)).collect(),
+            io,
+            bind_groups: None,
+            uploaded: None,
+            uploads: 0,
+        })
+    }
+
+    /// Evaluations uploaded so far.
+    pub fn uploads(&self) -> u64 {
+        self.uploads
+    }
+
+    /// Uploads one evaluation standalone: the sources of `ddef` (its charged particles
+    /// of (x, q), the arrays it was built from) and its lists (see [`Self::upload_lists`]).
+    pub fn upload(
+        &mut self,
+        ddef: &Ddef,
+        x: &[DVec3],
+        q: &[f64],
+        variant: DdefVariant,
+    ) -> Result<(), GpuError> {
+        let sqrt_k = COULOMB_K.sqrt();
+        let mut src = Vec::with_capacity(ddef.source_particles().len());
+        let mut particles = Vec::with_capacity(src.capacity());
+        for &i in ddef.source_particles() {
+            let i = i as usize;
+            let (Some(&p), Some(&qi)) = (x.get(i), q.get(i)) else {
+                return Err(GpuError::Unsupported(format!(
+                    "DDEF source particle {i} is past the {} positions and {} charges given",
+                    x.len(),
+                    q.len()
+                )));
+            };
+            src.push(vec4(
+                p,
+                to_f32(qi * sqrt_k, "charge of particle", i)?,
+                "position of particle",
+                i,
+            )?);
+            particles.push(i as u32);
+        }
+        let device = self.device.clone();
+        scoped(&device, || {
+            let Io::Own {
+                sources, charged, ..
+            } = &mut self.io
+            else {
+                return Err(GpuError::Unsupported(
+                    "the solver's DDEF evaluator takes its sources from the solver".into(),
+                ));
+            };
+            let mut dirty = write_grown(&device, &self.queue, sources, &src)?;
+            dirty |= write_grown(&device, &self.queue, charged, &particles)?;
+            if dirty {
+                self.bind_groups = None;
+            }
+            self.upload_lists(ddef, variant)
+        })
+    }
+
+    /// Uploads the lists of one evaluation: the grid sites, M_j per site and the gather
+    /// plan (per occupied tetrahedron its vertices and near list, per source its group
+    /// and weights). The sources must already be on the device in `ddef`'s source order.
+    pub fn upload_lists(&mut self, ddef: &Ddef, variant: DdefVariant) -> Result<(), GpuError> {
+        let ns = ddef.source_particles().len();
+        let sites = ddef.grid().sites();
+        let mut site_data = Vec::with_capacity(sites.len());
+        for (j, &u) in sites.iter().enumerate() {
+            site_data.push(vec4(u, 0.0, "DDEF grid site", j)?);
+        }
+        let m_j = ddef.site_sources();
+        let site_sources: Vec<u32> = m_j.offsets.iter().chain(&m_j.entries).copied().collect();
+        let plan = ddef.gather_plan();
+        let groups = plan.tet_vertices.len();
+        let near: Vec<u32> = plan
+            .near
+            .offsets
+            .iter()
+            .copied()
+            .chain(plan.near.entries.iter().flat_map(|e| [e.source, e.mask]))
+            .collect();
+        let weights: Vec<[f32; 4]> = plan.weights.iter().map(|w| w.map(|c| c as f32)).collect();
+        let mut dirty = false;
+        let device = self.device.clone();
+        let queue = self.queue.clone();
+        let mut put = |slot: Slot, data: &[u8]| -> Result<(), GpuError> {
+            dirty |= write_grown(&device, &queue, &mut self.slots[slot as usize], data)?;
+            Ok(())
+        };
+        put(Slot::Sites, bytemuck::cast_slice(&site_data))?;
+        put(Slot::SiteSources, bytemuck::cast_slice(&site_sources))?;
+        put(
+            Slot::GroupVertices,
+            bytemuck::cast_slice(&plan.tet_vertices),
+        )?;
+        put(Slot::Near, bytemuck::cast_slice(&near))?;
+        put(Slot::TargetGroup, bytemuck::cast_slice(&plan.target_group))?;
+        put(Slot::TargetWeights, bytemuck::cast_slice(&weights))?;
+        // Outputs: sized, not written.
+        for (slot, bytes) in [
+            (Slot::Far, 16 * sites.len() as u64),
+            (Slot::VertexFar, 64 * groups as u64),
+        ] {
+            dirty |= reserve(&device, &mut self.slots[slot as usize], bytes)?;
+        }
+        if let Io::Own { out, .. } = &mut self.io {
+            dirty |= reserve(&device, out, 16 * ns as u64)?;
+        }
+        if dirty {
+            self.bind_groups = None;
+        }
+        let counts = DdefCounts {
+            n_sites: sites.len() as u32,
+            n_groups: groups as u32,
+            n_sources: ns as u32,
+            corrected: u32::from(variant == DdefVariant::Corrected),
+            eps2: self.eps2,
+            mode: match self.io {
+                Io::Attached { .. } => 0,
+                Io::Own { .. } => 1,
+            },
+            _pad0: 0,
+            _pad1: 0,
+        };
+        self.queue
+            .write_buffer(&self.counts, 0, bytemuck::bytes_of(&counts));
+        self.uploaded = Some((counts.n_sites, counts.n_groups, counts.n_sources));
+        self.uploads += 1;
+        if self.bind_groups.is_none() {
+            self.bind_groups = Some(self.make_bind_groups());
+        }
+        Ok(())
+    }
+
+    fn make_bind_groups(&self) -> [wgpu::BindGroup; 3] {
+        let s = |slot: Slot| &self.slots[slot as usize].buffer;
+        let (sources, charged, out) = match &self.io {
+            Io::Own {
+                sources,
+                charged,
+                out,
+            } => (&sources.buffer, &charged.buffer, &out.buffer),
+            Io::Attached {
+                sources,
+                charged,
+                force,
+            } => (sources, charged, force),
+        };
+        let group = |k: usize, name: &str, bufs: &[&wgpu::Buffer]| {
+            let entries: Vec<_> = bufs
+                .iter()
+                .enumerate()
+                .map(|(i, b)| wgpu::BindGroupEntry {
+                    binding: i as u32 + 1,
+                    resource: b.as_entire_binding(),
+                })
+                .collect();
+            self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some(name),
+                layout: &self.pipelines[k].1,
+                entries: &entries,
+            })
+        };
+        [
+            group(
+                0,
+                "msc ddef_far",
+                &[
+                    &self.counts,
+                    s(Slot::Sites),
+                    sources,
+                    s(Slot::SiteSources),
+                    s(Slot::Far),
+                ],
+            ),
+            group(
+                1,
+                "msc ddef_vertex_far",
+                &[
+                    &self.counts,
+                    s(Slot::GroupVertices),
+                    s(Slot::Near),
+                    s(Slot::Sites),
+                    sources,
+                    s(Slot::Far),
+                    s(Slot::VertexFar),
+                ],
+            ),
+            group(
+                2,
+                "msc ddef_gather",
+                &[
+                    &self.counts,
+                    sources,
+                    s(Slot::Near),
+                    s(Slot::TargetGroup),
+                    s(Slot::TargetWeights),
+                    s(Slot::VertexFar),
+                    charged,
+                    out,
+                ],
+            ),
+        ]
+    }
+
+    /// Records the three kernels of the uploaded evaluation into `pass` (nothing before
+    /// the first upload).
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        let (Some((m, groups, ns)), Some(bind)) = (self.uploaded, &self.bind_groups) else {
+            return;
+        };
+        let max = self.device.limits().max_compute_workgroups_per_dimension;
+        for (k, count) in [m, groups, ns].into_iter().enumerate() {
+            if count == 0 {
+                continue;
+            }
+            let [x, y] = grid(count, max);
+            pass.set_pipeline(&self.pipelines[k].0);
+            pass.set_bind_group(0, &bind[k], &[]);
+            pass.dispatch_workgroups(x, y, 1);
+        }
+    }
+
+    /// Runs the uploaded evaluation (one submission) and waits for it.
+    pub fn run(&self) -> Result<(), GpuError> {
+        scoped(&self.device, || {
+            let mut encoder = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("msc ddef"),
+                });
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("msc ddef"),
+                    timestamp_writes: None,
+                });
+                self.record(&mut pass);
+            }
+            let index = self.queue.submit([encoder.finish()]);
+            self.device
+                .poll(wgpu::PollType::Wait {
+                    submission_index: Some(index),
+                    timeout: None,
+                })
+                .map_err(poll_error)?;
+            Ok(())
+        })
+    }
+
+    /// The field (k_c included) at every source from the last run, in source order
+    /// (standalone only).
+    pub fn read_fields(&self) -> Result<Vec<DVec3>, GpuError> {
+        let Io::Own { out, .. } = &self.io else {
+            return Err(GpuError::Unsupported(
+                "the solver's DDEF evaluator writes forces, not fields".into(),
+            ));
+        };
+        let ns = self.uploaded.map_or(0, |u| u.2);
+        self.read_scaled(&out.buffer, ns)
+    }
+
+    /// The far field (k_c included) at every grid site from the last run: paper eq. 17,
+    /// to compare with [`Ddef::far_field`].
+    pub fn read_far_field(&self) -> Result<Vec<DVec3>, GpuError> {
+        let m = self.uploaded.map_or(0, |u| u.0);
+        self.read_scaled(&self.slots[Slot::Far as usize].buffer, m)
+    }
+
+    fn read_scaled(&self, buffer: &wgpu::Buffer, count: u32) -> Result<Vec<DVec3>, GpuError> {
+        let data = read_buffer(&self.device, &self.queue, buffer, 16 * u64::from(count))?;
+        let f: &[[f32; 4]] = bytemuck::cast_slice(&data);
+        let sqrt_k = COULOMB_K.sqrt();
+        Ok(f.iter()
+            .map(|a| DVec3::new(a[0] as f64, a[1] as f64, a[2] as f64) * sqrt_k)
+            .collect())
+    }
+
+    /// Upload, run and read back: the field (k_c included) at every source of `ddef`
+    /// built on (x, q), as [`Ddef::fields_at_sources`] with `Evaluation::Ddef(variant)`.
+    pub fn fields_at_sources(
+        &mut self,
+        ddef: &Ddef,
+        x: &[DVec3],
+        q: &[f64],
+        variant: DdefVariant,
+    ) -> Result<Vec<DVec3>, GpuError> {
+        self.upload(ddef, x, q, variant)?;
+        self.run()?;
+        self.read_fields()
+    }
+
+    /// Coulomb forces q_i E(x_i) on all `x.len()` particles (uncharged ones get zero), as
+    /// [`Ddef::forces`].
+    pub fn forces(
+        &mut self,
+        ddef: &Ddef,
+        x: &[DVec3],
+        q: &[f64],
+        variant: DdefVariant,
+    ) -> Result<Vec<DVec3>, GpuError> {
+        let e = self.fields_at_sources(ddef, x, q, variant)?;
+        let mut out = vec![DVec3::ZERO; x.len()];
+        for (s, &i) in ddef.source_particles().iter().enumerate() {
+            out[i as usize] = e[s] * q[i as usize];
+        }
+        Ok(out)
+    }
+}
+
+/// Grows `b` to hold `bytes` (1.5x headroom, so slowly growing lists do not reallocate
+/// every evaluation); true when the buffer was replaced.
+fn reserve(device: &wgpu::Device, b: &mut Grown, bytes: u64) -> Result<bool, GpuError> {
+    if bytes <= b.capacity {
+        return Ok(false);
+    }
+    let limits = device.limits();
+    let limit = limits
+        .max_storage_buffer_binding_size
+        .min(limits.max_buffer_size);
+    if bytes > limit {
+        return Err(GpuError::LimitExceeded {
+            what: format!("storage buffer '{}' (bytes)", b.label),
+            needed: bytes,
+            limit,
+        });
+    }
+    let size = (bytes + bytes / 2).min(limit).next_multiple_of(16);
+    b.buffer = storage_buffer(device, b.label, size);
+    b.capacity = size;
+    Ok(true)
+}
+
+fn write_grown<T: bytemuck::Pod>(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    b: &mut Grown,
+    data: &[T],
+) -> Result<bool, GpuError> {
+    let bytes: &[u8] = bytemuck::cast_slice(data);
+    let grown = reserve(device, b, bytes.len() as u64)?;
+    // write_buffer needs a multiple of 4 bytes: every element here is 4-byte based.
+    if !bytes.is_empty() {
+        queue.write_buffer(&b.buffer, 0, bytes);
+    }
+    Ok(grown)
+}
+
+fn read_buffer(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    buffer: &wgpu::Buffer,
+    bytes: u64,
+) -> Result<Vec<u8>, GpuError> {
+    if bytes == 0 {
+        return Ok(Vec::new());
+    }
+    scoped(device, || {
+        let staging = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("msc ddef readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("msc ddef readback"),
+        });
+        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
+        queue.submit([encoder.finish()]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(poll_error)?;
+        match rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(GpuError::Readback(e.to_string())),
+            Err(_) => return Err(GpuError::Readback("the map callback never ran".into())),
+        }
+        let data = staging
+            .slice(..)
+            .get_mapped_range()
+            .map_err(|e| GpuError::Readback(format!("{e:?}")))?
+            .to_vec();
+        staging.unmap();
+        Ok(data)
+    })
+}
+
+/// The solver's DDEF state: the CPU reference's grid policy and the device kernels.
+pub(super) struct SolverDdef {
+    policy: DdefSolver,
+    variant: DdefVariant,
+    gpu: GpuDdef,
+    /// Charges of the charged particles, in source order (the host stage's q).
+    charges: Vec<f64>,
+    /// The uploaded lists were built on the current device positions.
+    current: bool,
+}
+
+impl SolverDdef {
+    pub(super) fn new(
+        solver: &GpuSolver,
+        config: DdefConfig,
+        softening: f64,
+        charges: Vec<f64>,
+    ) -> Result<Self, GpuError> {
+        Ok(Self {
+            policy: DdefSolver::new(config, softening),
+            variant: config.variant,
+            gpu: GpuDdef::attached(
+                &solver.device,
+                &solver.queue,
+                softening,
+                solver.buf(Buf::Sources),
+                solver.buf(Buf::Charged),
+                solver.buf(Buf::Force),
+            )?,
+            charges,
+            current: false,
+        })
+    }
+
+    pub(super) fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        self.gpu.record(pass);
+    }
+}
+
+impl GpuSolver {
+    /// Grids built so far by the DDEF force evaluations (`None` unless `coulomb.method =
+    /// "ddef"`), as the CPU reference's [`DdefSolver::rebuilds`].
+    pub fn ddef_rebuilds(&self) -> Option<u64> {
+        self.ddef.as_ref().map(|d| d.policy.rebuilds())
+    }
+
+    /// DDEF force evaluations so far (host stages run; `None` unless DDEF).
+    pub fn ddef_evaluations(&self) -> Option<u64> {
+        self.ddef.as_ref().map(|d| d.policy.evaluations())
+    }
+
+    /// Whether [`Self::record_steps`] can record steps into a caller's encoder: not with
+    /// `coulomb.method = "ddef"`, whose every force evaluation needs a host stage (point
+    /// location, lists) on the current positions.
+    pub fn supports_recording(&self) -> bool {
+        self.ddef.is_none()
+    }
+
+    /// The host stage before a DDEF evaluation: reads the compacted sources (run `ops`
+    /// first, which end with `coulomb_sources`), builds the lists under the grid policy
+    /// and uploads them.
+    fn ddef_stage(&mut self, ops: &[Op]) -> Result<(), GpuError> {
+        let nc = self.ddef.as_ref().map_or(0, |d| d.charges.len());
+        let data = self.run_and_read(ops, &[(Buf::Sources, 0, 16 * nc as u64)])?;
+        let f: &[[f32; 4]] = bytemuck::cast_slice(&data);
+        let x: Vec<DVec3> = f
+            .iter()
+            .map(|a| DVec3::new(a[0] as f64, a[1] as f64, a[2] as f64))
+            .collect();
+        let Some(d) = self.ddef.as_mut() else {
+            return Ok(());
+        };
+        let ddef = d.policy.prepare(&x, &d.charges)?;
+        if let Some(ddef) = ddef {
+            d.gpu.upload_lists(&ddef, d.variant)?;
+        }
+        d.current = true;
+        Ok(())
+    }
+
+    /// Runs `ops` (a step list, or a diagnostic's), pausing at every DDEF placeholder
+    /// whose lists are not current for the host stage. Leaves `current` as the positions
+    /// after `ops` allow: a step that moves them (every integrator's step but Verlet's,
+    /// whose second force already saw x') clears it.
+    pub(super) fn run_ddef_ops(&mut self, ops: &[Op], step: bool) -> Result<(), GpuError> {
+        let mut start = 0;
+        for (k, op) in ops.iter().enumerate() {
+            if op.pipeline != DDEF_MARK {
+                continue;
+            }
+            let d = self
+                .ddef
+                .as_mut()
+                .expect("placeholders only exist with DDEF");
+            if op.group == 1 {
+                d.current = false;
+            }
+            if !d.current {
+                self.ddef_stage(&ops[start..k])?;
+                start = k;
+            }
+        }
+        if start < ops.len() {
+            self.submit_ops(&ops[start..])?;
+        }
+        if step && self.integrator != Integrator::Verlet {
+            if let Some(d) = self.ddef.as_mut() {
+                d.current = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// `n` steps with DDEF forces, one at a time (each needs its host stage).
+    pub(super) fn ddef_steps(&mut self, n: u64) -> Result<(), GpuError> {
+        self.check_lost()?;
+        let ops = self.step_ops.clone();
+        for _ in 0..n {
+            self.run_ddef_ops(&ops, true)?;
+            self.steps_done += 1;
+        }
+        self.check_lost()
+    }
+
+    /// Submits `ops` in one compute pass without waiting.
+    fn submit_ops(&self, ops: &[Op]) -> Result<(), GpuError> {
+        scoped(&self.device, || {
+            let mut encoder = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("msc ddef step"),
+                });
+            self.compute_passes.fetch_add(1, Ordering::Relaxed);
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("msc ddef step"),
+                    timestamp_writes: None,
+                });
+                self.replay(&mut pass, ops);
+            }
+            self.queue.submit([encoder.finish()]);
+            self.submissions.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        })
+    }
+}
