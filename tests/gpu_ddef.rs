@@ -16,8 +16,8 @@
 
 use glam::DVec3;
 use msc::config::{
-    Config, CoulombConfig, CoulombMethod, DdefConfig, DdefVariant, Integrator, SolverConfig,
-    SolverMethod,
+    Config, CoulombConfig, CoulombMethod, DdefConfig, DdefGrid, DdefVariant, Integrator,
+    SolverConfig, SolverMethod,
 };
 use msc::cpu::CpuSimulation;
 use msc::ddef::error_study::random_points;
@@ -132,13 +132,21 @@ fn exact_forces(x: &[DVec3], q: &[f64], softening: f64) -> Vec<DVec3> {
 }
 
 /// GPU DDEF forces (both variants) against the CPU reference on (x, q), and the far
-/// field at the sites; returns the worst GPU-vs-CPU difference.
+/// field at the sites, on both grids; returns the worst GPU-vs-CPU difference.
 fn compare_standalone(x: &[DVec3], q: &[f64], samples: usize, softening: f64) -> f64 {
+    [DdefGrid::Delaunay, DdefGrid::Lattice]
+        .into_iter()
+        .map(|kind| compare_on_grid(x, q, samples, softening, kind))
+        .fold(0.0, f64::max)
+}
+
+fn compare_on_grid(x: &[DVec3], q: &[f64], samples: usize, softening: f64, kind: DdefGrid) -> f64 {
     let Some((device, queue)) = device() else {
         return 0.0;
     };
     let x = f32_round(x);
-    let ddef = Ddef::build(&x, q, softening, samples, 0.0).expect("ddef");
+    let ddef = Ddef::build_with(&x, q, softening, samples, 0.0, kind).expect("ddef");
+    assert_eq!(ddef.grid().kind(), kind);
     let mut g = GpuDdef::new(&device, &queue, softening).expect("GpuDdef");
     let exact = exact_forces(&x, q, softening);
     let mut worst: f64 = 0.0;
@@ -148,8 +156,8 @@ fn compare_standalone(x: &[DVec3], q: &[f64], samples: usize, softening: f64) ->
         let gpu = g.forces(&ddef, &x, q, v).expect("gpu forces");
         let d = rel_diff(&gpu, &cpu);
         let approx = rel_diff(&cpu, &exact);
-        eprintln!("{v:?}: GPU vs CPU DDEF {d:.2e}, CPU DDEF vs exact {approx:.2e}");
-        assert!(d < F32_SUMS, "{v:?}: GPU vs CPU DDEF {d:.3e}");
+        eprintln!("{kind:?} {v:?}: GPU vs CPU DDEF {d:.2e}, CPU DDEF vs exact {approx:.2e}");
+        assert!(d < F32_SUMS, "{kind:?} {v:?}: GPU vs CPU DDEF {d:.3e}");
         // The comparison resolves the approximation: a wrong list would show.
         assert!(approx > 10.0 * F32_SUMS, "{v:?}: DDEF error {approx:.3e}");
         // Uncharged particles get exactly zero.
