@@ -76,4 +76,17 @@ pub trait Simulator {
     fn solve_stats(&mut self) -> Result<Option<SolveStats>, SimError>;
     /// "cpu", or the GPU adapter's name.
     fn backend_name(&self) -> String;
+    /// DDEF grid builds and force evaluations so far; `None` unless `coulomb.method` is
+    /// DDEF.
+    fn ddef_counts(&self) -> Option<DdefCounts> {
+        None
+    }
+}
+
+/// How often a DDEF run rebuilt its grid (`coulomb.rebuild_every`, or a charge leaving the
+/// padded box).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DdefCounts {
+    pub rebuilds: u64,
+    pub evaluations: u64,
 }

@@ -651,6 +651,65 @@ fn gpu_run_records_its_adapter() {
     assert_eq!(rows.last().unwrap().0, 10);
 }
 
+/// A DDEF run reports its grid builds in summary.json, on both backends: one evaluation
+/// per IMEX step, a rebuild every `rebuild_every` of them (the torus barely moves in 10
+/// steps, so no charge leaves the padded box early).
+#[test]
+fn ddef_runs_report_how_often_the_grid_was_rebuilt() {
+    let gpu = gpu_available("ddef_runs_report_how_often_the_grid_was_rebuilt");
+    let backends: &[&str] = if gpu { &["cpu", "gpu"] } else { &["cpu"] };
+    for backend in backends {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("ddef");
+        let o = msc(
+            &[
+                "run",
+                "torus",
+                "--backend",
+                backend,
+                "--set",
+                "coulomb.method=\"ddef\"",
+                "--set",
+                "coulomb.samples=200",
+                "--set",
+                "coulomb.rebuild_every=3",
+                "--steps",
+                "10",
+                "--quiet",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            tmp.path(),
+        );
+        assert!(o.status.success(), "{backend}: {}", stderr(&o));
+        let summary = read_json(&out.join("summary.json"));
+        assert_eq!(summary["coulomb"], "ddef");
+        // 10 steps = 10 evaluations; builds at evaluations 1, 4, 7, 10. The energy
+        // diagnostic uses the exact sum, so it adds no evaluation.
+        assert_eq!(summary["ddef"]["evaluations"], 10, "{backend}: {summary}");
+        assert_eq!(summary["ddef"]["rebuilds"], 4, "{backend}: {summary}");
+    }
+    // Without DDEF the field is null.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("exact");
+    let o = msc(
+        &[
+            "run",
+            "torus",
+            "--backend",
+            "cpu",
+            "--steps",
+            "2",
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(read_json(&out.join("summary.json"))["ddef"].is_null());
+}
+
 #[test]
 fn validate_agrees_within_its_default_tolerance() {
     if !gpu_available("validate_agrees_within_its_default_tolerance") {

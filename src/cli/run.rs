@@ -180,6 +180,7 @@ fn run_scene_with(
         solver_iterations: stats.map(|s| s.iterations),
         energy_rows,
         frames: dir.frame_count(),
+        ddef: sim.ddef_counts(),
     };
     dir.write_summary(&summary)?;
     let outcome = RunOutcome {

@@ -434,4 +434,10 @@ impl Simulator for CpuSimulation {
     fn backend_name(&self) -> String {
         "cpu".into()
     }
+    fn ddef_counts(&self) -> Option<crate::sim::DdefCounts> {
+        self.ddef.as_ref().map(|d| crate::sim::DdefCounts {
+            rebuilds: d.rebuilds(),
+            evaluations: d.evaluations(),
+        })
+    }
 }

@@ -349,6 +349,12 @@ impl Simulator for GpuSolver {
     fn backend_name(&self) -> String {
         self.summary.name.clone()
     }
+    fn ddef_counts(&self) -> Option<crate::sim::DdefCounts> {
+        Some(crate::sim::DdefCounts {
+            rebuilds: self.ddef_rebuilds()?,
+            evaluations: self.ddef_evaluations()?,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -45,6 +45,8 @@ pub struct Summary {
     pub solver_iterations: Option<u32>,
     pub energy_rows: u64,
     pub frames: u64,
+    /// DDEF runs: grid builds and force evaluations; `null` otherwise.
+    pub ddef: Option<crate::sim::DdefCounts>,
 }
 
 impl Summary {
