@@ -1,5 +1,6 @@
 // End of a tangent step (direction disp.iter): dv_{t+1} = dv' (the solve's result) and
 // dx_{t+1} = dx_t + h dv'. Pinned rows: dv' stays 0 (the solvers keep the warm start 0).
+// disp.mode 1 (Verlet's second kick): dv_{t+1} = sol only, dx was already drifted.
 // Bank layout: see tangent_coulomb.wgsl.
 
 @group(0) @binding(1) var<storage, read> sol: array<vec4<f32>>;
@@ -19,5 +20,7 @@ fn main(
     let sbase = disp.iter * 2u * n;
     let dv = sol[i].xyz;
     tstate[sbase + n + i] = vec4<f32>(dv, 0.0);
-    tstate[sbase + i] = vec4<f32>(tstate[sbase + i].xyz + params.dt * dv, 0.0);
+    if (disp.mode == 0u) {
+        tstate[sbase + i] = vec4<f32>(tstate[sbase + i].xyz + params.dt * dv, 0.0);
+    }
 }

@@ -44,7 +44,8 @@ use crate::sim::SolveStats;
 pub struct GpuTangents {
     solver: GpuSolver,
     directions: usize,
-    /// Relative residual of the last direction's tangent solve (run on demand).
+    /// Relative residual of the last direction's tangent solve (run on demand; empty for
+    /// the explicit integrators, whose tangents solve nothing).
     residual_ops: Vec<Op>,
 }
 
@@ -52,7 +53,8 @@ pub struct GpuTangents {
 fn unsupported_integrator(integrator: Integrator) -> GpuError {
     GpuError::Unsupported(format!(
         "forward sensitivities (tangents) for integrator \"{}\" run on the CPU reference \
-         only; the GPU propagates tangents for \"imex\" (use --backend cpu)",
+         only; the GPU propagates tangents for \"imex\", \"symplectic_euler\" and \"verlet\" \
+         (use --backend cpu)",
         integrator.name()
     ))
 }
@@ -86,7 +88,7 @@ impl GpuTangents {
     }
 
     fn check(system: &System, config: &Config, directions: &[Direction]) -> Result<(), GpuError> {
-        if config.integrator != Integrator::Imex {
+        if config.integrator == Integrator::LocalGlobal {
             return Err(unsupported_integrator(config.integrator));
         }
         if config.coulomb.method.ddef().is_some() {
@@ -199,7 +201,9 @@ impl GpuTangents {
                 });
             }
         }
-        let rho = if config.solver.method == SolverMethod::Chebyshev {
+        let rho = if config.integrator == Integrator::Imex
+            && config.solver.method == SolverMethod::Chebyshev
+        {
             chebyshev_rho(system, config)
         } else {
             0.0
@@ -231,7 +235,7 @@ impl GpuTangents {
                     mapped_at_creation: false,
                 })
             };
-            let new = [
+            let mut new = vec![
                 (Buf::TanState, zeroed("msc tangent state", state_bytes)),
                 (
                     Buf::TanDir,
@@ -253,6 +257,11 @@ impl GpuTangents {
                     zeroed("msc tangent solve scratch", (n * 16) as u64),
                 ),
             ];
+            let bd_bytes = (n * 48) as u64;
+            if solver.buf(Buf::Bd).size() < bd_bytes {
+                // Explicit integrators have no right-hand side; the field JVP goes there.
+                new.push((Buf::Bd, zeroed("msc tangent field forces", bd_bytes)));
+            }
             for (b, buffer) in new {
                 // Indexed by `Buf as usize`, after the solver's own buffers.
                 let index = b as usize;
@@ -266,92 +275,103 @@ impl GpuTangents {
                 }
             }
 
-            // Where the forward solve leaves v': replanning it records the same dispatches
-            // (pipelines, groups and records are shared) and returns the same buffer.
-            let vnew = solver.plan_solve(&mut Vec::new(), config, rho, Buf::V, Buf::S);
             let nn = n as u32;
-            let mut ops = Vec::new();
-            let mut last = Buf::TanU;
-            for (d, &na) in counts.iter().enumerate() {
-                let d = d as u32;
-                if na > 0 {
+            let implicit = config.integrator == Integrator::Imex;
+            let residual_ops = if implicit {
+                // Where the forward solve leaves v': replanning it records the same
+                // dispatches (pipelines, groups and records are shared) and returns the
+                // same buffer.
+                let vnew = solver.plan_solve(&mut Vec::new(), config, rho, Buf::V, Buf::S);
+                let mut ops = Vec::new();
+                let mut last = Buf::TanU;
+                for (d, &na) in counts.iter().enumerate() {
+                    let d = d as u32;
+                    field_jvp_op(&mut solver, &mut ops, d, na, all_pairs, false);
                     let record = solver.rec(Dispatch {
                         iter: d,
-                        mode: u32::from(all_pairs),
-                        block: na,
+                        mode: u32::from(na > 0),
                         ..Default::default()
                     });
-                    let op = solver.op(
-                        shaders::TANGENT_COULOMB,
-                        &[
-                            Buf::X,
-                            Buf::Props,
-                            Buf::TanState,
-                            Buf::TanDir,
-                            Buf::TanActive,
-                            Buf::Clock,
-                            Buf::Bd,
-                        ],
-                        record,
-                        na,
-                    );
-                    ops.push(op);
+                    ops.push(forces_op(&mut solver, vnew, record));
+                    last = solver.plan_solve(&mut ops, config, rho, Buf::TanU, Buf::TanS);
+                    ops.push(integrate_op(&mut solver, last, d, 0));
                 }
-                let record = solver.rec(Dispatch {
-                    iter: d,
-                    mode: u32::from(na > 0),
-                    ..Default::default()
-                });
+                // Before the step's final `integrate`, which moves x and the clock.
+                let integrate = solver
+                    .step_ops
+                    .pop()
+                    .filter(|op| {
+                        solver.pipelines[op.pipeline].kernel.name == shaders::INTEGRATE.name
+                    })
+                    .ok_or_else(|| {
+                        GpuError::Unsupported(
+                            "tangents: the IMEX step does not end in integrate".into(),
+                        )
+                    })?;
+                solver.step_ops.extend(ops);
+                solver.step_ops.push(integrate);
+                // The residual of the last tangent solve: its right-hand side is still in Bd.
+                let m0 = solver.mode(0);
                 let op = solver.op(
-                    shaders::TANGENT_FORCES,
-                    &[
-                        Buf::Props,
-                        Buf::X,
-                        vnew,
-                        Buf::Adj,
-                        Buf::TanDir,
-                        Buf::TanState,
-                        Buf::TanU,
-                        Buf::Bd,
-                    ],
-                    record,
+                    shaders::RESIDUAL,
+                    &[Buf::Props, Buf::Sf, Buf::Adj, Buf::Bd, last, Buf::Partials],
+                    m0,
                     nn,
                 );
-                ops.push(op);
-                last = solver.plan_solve(&mut ops, config, rho, Buf::TanU, Buf::TanS);
-                let record = solver.rec(Dispatch {
-                    iter: d,
-                    ..Default::default()
-                });
-                let op = solver.op(
-                    shaders::TANGENT_INTEGRATE,
-                    &[last, Buf::TanState],
-                    record,
-                    nn,
-                );
-                ops.push(op);
-            }
-            // Before the step's final `integrate`, which moves x and the clock.
-            let integrate = solver
-                .step_ops
-                .pop()
-                .filter(|op| solver.pipelines[op.pipeline].kernel.name == shaders::INTEGRATE.name)
-                .ok_or_else(|| {
-                    GpuError::Unsupported(
-                        "tangents: the IMEX step does not end in integrate".into(),
-                    )
-                })?;
-            solver.step_ops.extend(ops);
-            solver.step_ops.push(integrate);
-            // The residual of the last tangent solve: its right-hand side is still in Bd.
-            let m0 = solver.mode(0);
-            let op = solver.op(
-                shaders::RESIDUAL,
-                &[Buf::Props, Buf::Sf, Buf::Adj, Buf::Bd, last, Buf::Partials],
-                m0,
-                nn,
-            );
-            let residual_ops = vec![op, solver.reduce(SLOT_RESIDUAL, 0)];
+                vec![op, solver.reduce(SLOT_RESIDUAL, 0)]
+            } else {
+                // Explicit integrators: each `explicit_step` kick reads the forces at the
+                // state it finds in (x, v) and then moves it, so the tangent's force JVP
+                // runs just before each kick, at the same (x, v, t) (grad::step's
+                // total_force_jvp): symplectic Euler's one kick of h at (x_t, v_t, t);
+                // Verlet's half kicks at (x_t, v_t, t), then after its drift at
+                // (x', v_half, t + h). The step clock advances only in the last kick.
+                let verlet = config.integrator == Integrator::Verlet;
+                let kicks: &[(f64, u32)] = if verlet {
+                    // (kick, 1 on the second half kick)
+                    &[(0.5, 0), (0.5, 1)]
+                } else {
+                    &[(1.0, 0)]
+                };
+                let h = config.dt;
+                let old = std::mem::take(&mut solver.step_ops);
+                let mut kick = 0;
+                for op in old {
+                    let name = solver.pipelines[op.pipeline].kernel.name;
+                    if name == shaders::EXPLICIT_STEP.name {
+                        let &(fraction, second) = kicks.get(kick).ok_or_else(|| {
+                            GpuError::Unsupported(
+                                "tangents: the explicit step has more kicks than planned".into(),
+                            )
+                        })?;
+                        kick += 1;
+                        let mut ops = Vec::new();
+                        for (d, &na) in counts.iter().enumerate() {
+                            let d = d as u32;
+                            field_jvp_op(&mut solver, &mut ops, d, na, all_pairs, second == 1);
+                            let record = solver.rec(Dispatch {
+                                iter: d,
+                                mode: 2 | u32::from(na > 0),
+                                weight: (fraction * h) as f32,
+                                ..Default::default()
+                            });
+                            // The forward's v is the velocity the kick's damping uses.
+                            ops.push(forces_op(&mut solver, Buf::V, record));
+                            // The first kick also drifts dx with the kicked dv.
+                            ops.push(integrate_op(&mut solver, Buf::TanU, d, second));
+                        }
+                        solver.step_ops.extend(ops);
+                    }
+                    solver.step_ops.push(op);
+                }
+                if kick != kicks.len() {
+                    return Err(GpuError::Unsupported(format!(
+                        "tangents: the explicit step has {kick} kicks, expected {}",
+                        kicks.len()
+                    )));
+                }
+                Vec::new()
+            };
             solver.create_dispatch_records();
             Ok(residual_ops)
         })?;
@@ -416,6 +436,10 @@ impl GpuTangents {
     /// The relative residual |b - A dv'| / |b| (free rows) of the last direction's tangent
     /// solve in the last step, with the solver's fixed iteration count.
     pub fn last_tangent_solve(&self) -> Result<SolveStats, GpuError> {
+        if self.residual_ops.is_empty() {
+            // Explicit integrators: no solve (the CPU reference reports 0 too).
+            return Ok(SolveStats::default());
+        }
         let data = self.solver.run_and_read(
             &self.residual_ops,
             &[(Buf::Scalars, 16 * u64::from(SLOT_RESIDUAL), 16)],
@@ -431,6 +455,73 @@ impl GpuTangents {
             },
         })
     }
+}
+
+/// `tangent_coulomb` for direction `d` (nothing when it has no active particle), at the
+/// step clock's time or, with `later`, at t + h.
+fn field_jvp_op(
+    solver: &mut GpuSolver,
+    ops: &mut Vec<Op>,
+    d: u32,
+    na: u32,
+    all_pairs: bool,
+    later: bool,
+) {
+    if na == 0 {
+        return;
+    }
+    let record = solver.rec(Dispatch {
+        iter: d,
+        mode: u32::from(all_pairs) | (u32::from(later) << 1),
+        block: na,
+        ..Default::default()
+    });
+    let op = solver.op(
+        shaders::TANGENT_COULOMB,
+        &[
+            Buf::X,
+            Buf::Props,
+            Buf::TanState,
+            Buf::TanDir,
+            Buf::TanActive,
+            Buf::Clock,
+            Buf::Bd,
+        ],
+        record,
+        na,
+    );
+    ops.push(op);
+}
+
+/// `tangent_forces` with the forward velocity `vel` (IMEX: v'; explicit: the kick's v).
+fn forces_op(solver: &mut GpuSolver, vel: Buf, record: u32) -> Op {
+    let n = solver.n;
+    solver.op(
+        shaders::TANGENT_FORCES,
+        &[
+            Buf::Props,
+            Buf::X,
+            vel,
+            Buf::Adj,
+            Buf::TanDir,
+            Buf::TanState,
+            Buf::TanU,
+            Buf::Bd,
+        ],
+        record,
+        n,
+    )
+}
+
+/// `tangent_integrate` of direction `d` from `sol` (mode 1: dv only).
+fn integrate_op(solver: &mut GpuSolver, sol: Buf, d: u32, mode: u32) -> Op {
+    let record = solver.rec(Dispatch {
+        iter: d,
+        mode,
+        ..Default::default()
+    });
+    let n = solver.n;
+    solver.op(shaders::TANGENT_INTEGRATE, &[sol, Buf::TanState], record, n)
 }
 
 /// `grad::sensitivity::drive` on the GPU: the forward run (a plain [`GpuSolver`] without
@@ -518,7 +609,9 @@ pub(crate) fn drive(
     }
     stats.steps = done;
     if let Run::Tangents(t) = &run {
-        stats.tangent_iterations = u64::from(t.solver.iterations) * done * t.directions as u64;
+        if !t.residual_ops.is_empty() {
+            stats.tangent_iterations = u64::from(t.solver.iterations) * done * t.directions as u64;
+        }
     }
     Ok(stats)
 }
