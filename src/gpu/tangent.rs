@@ -1,12 +1,12 @@
-//! Forward sensitivities on the GPU (DESIGN section 5): the tangents (dx, dv) of an IMEX
+//! Forward sensitivities on the GPU (DESIGN section 5): the tangents (dx, dv) of a
 //! trajectory with respect to parameter directions ([`Direction`]), propagated step by
-//! step with the forward step's own kernels and matrix.
+//! step with the forward step's own kernels (and, for IMEX, its matrix), mirroring the CPU
+//! reference `grad::step::tangent_step` term by term.
 //!
-//! Differentiating the IMEX step A(x_t, k) v' = b(x_t, v_t, theta), x' = x_t + h v' gives
-//! per direction A dv' = M dv + h (d f_elastic + d f_field) - dA v', dx' = dx + h dv'
-//! (the CPU reference `grad::step::tangent_step`, mirrored term by term). Each step, after
-//! the forward solve and before `integrate` (so x_t, the blocks W_k of A and v' are all
-//! still there), every direction runs:
+//! IMEX: differentiating A(x_t, k) v' = b(x_t, v_t, theta), x' = x_t + h v' gives per
+//! direction A dv' = M dv + h (d f_elastic + d f_field) - dA v', dx' = dx + h dv'. Each
+//! step, after the forward solve and before `integrate` (so x_t, the blocks W_k of A and
+//! v' are all still there), every direction runs:
 //! - `tangent_coulomb`: the field-force JVP (all-pairs Coulomb, external charges, field)
 //!   on the direction's active particles (q != 0 or dq != 0), tiled as the forward sum;
 //! - `tangent_forces`: per particle the spring-force JVP and dA v' gathered through the CSR
@@ -16,15 +16,28 @@
 //!   W_k) on that right-hand side;
 //! - `tangent_integrate`: dv_{t+1} = dv', dx_{t+1} = dx + h dv'.
 //!
+//! Explicit integrators (damping explicit, all forces at the state the kick reads):
+//! symplectic Euler dv' = dv + h M^-1 df(x, v, t), dx' = dx + h dv'; Verlet
+//! dv_half = dv + h/2 M^-1 df(x, v, t), dx' = dx + h dv_half,
+//! dv' = dv_half + h/2 M^-1 df(x', v_half, t + h). Before each `explicit_step` kick (which
+//! then moves x and v in place) every direction runs `tangent_coulomb` (at t + h before
+//! Verlet's second kick, when the clock has not advanced yet), `tangent_forces` in its
+//! explicit mode (the damped spring-force JVP at the forward's current (x, v), and the
+//! kicked dv into the solve buffer) and `tangent_integrate` (with the drift, except after
+//! Verlet's second kick). Pinned rows are never kicked: their tangent stays 0. There is no
+//! right-hand side in the explicit solver; a buffer of that shape is added for the field
+//! JVP.
+//!
 //! Directions are propagated one after another inside the step, so one forward trajectory
 //! serves all; their state, constants and active lists live in per-direction banks
 //! (`TanState`, `TanDir`, `TanActive`) indexed by the direction in the dispatch record.
 //!
-//! What differs from the CPU reference: the tangent solve runs the scene's solver for its
-//! fixed iteration count (the CPU's runs CG to 1e-12), in f32. When the scene's solver
-//! converges in that count the two agree to f32 roundoff; when it does not, the GPU
-//! tangent is the derivative of neither map exactly. Only `imex` is supported; the other
-//! integrators get [`GpuError::Unsupported`] naming them (use `--backend cpu`).
+//! What differs from the CPU reference: all in f32, and the IMEX tangent solve runs the
+//! scene's solver for its fixed iteration count (the CPU's runs CG to 1e-12). When the
+//! scene's solver converges in that count the two agree to f32 roundoff; when it does not,
+//! the GPU tangent is the derivative of neither map exactly. The explicit tangents solve
+//! nothing and agree to f32 roundoff. `local_global` gets [`GpuError::Unsupported`] naming
+//! it (use `--backend cpu`).
 
 use glam::DVec3;
 

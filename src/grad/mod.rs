@@ -45,9 +45,11 @@
 //! differentiates (unit tests here), and whole trajectories against central differences
 //! of the simulation (`tests/gradients.rs`).
 //!
-//! [`GradBackend::Gpu`] propagates the same IMEX tangents on the GPU
-//! ([`crate::gpu::GpuTangents`]): the same right-hand side, solved with the forward
-//! step's own matrix, solver and fixed iteration count, in f32.
+//! [`GradBackend::Gpu`] propagates the same tangents on the GPU
+//! ([`crate::gpu::GpuTangents`]) for `imex` (the same right-hand side, solved with the
+//! forward step's own matrix, solver and fixed iteration count) and for the explicit
+//! integrators (the same force JVPs before each kick), in f32; `local_global` tangents run
+//! on the CPU only.
 //!
 //! Forward mode costs one tangent per parameter component: ideal for a few global
 //! parameters (charge scale, stiffness scale, an external charge), affordable for
