@@ -354,6 +354,75 @@ fn gpu_tangents_match_the_cpu_reference_for_explicit_integrators() {
     }
 }
 
+/// Local-global: the same comparison over 30 steps of h = 0.01 with 4 alternations per
+/// step, global parameters through the gradient API and two per-particle charges through
+/// [`GpuTangents`]. Each alternation's tangent solve runs the scene's solver for its fixed
+/// count on the constant P = M + h C_L + h^2 L (diagonally dominant here), the CPU's CG to
+/// 1e-12; the counts converge to f32 roundoff, so the tolerance is the IMEX one, 1e-4.
+#[test]
+fn gpu_tangents_match_the_cpu_reference_for_local_global() {
+    let system = ball();
+    let params = [
+        Param::ChargeScale,
+        Param::StiffnessScale,
+        Param::ExternalCharge { index: 0 },
+        Param::ExternalPosition { index: 0 },
+    ];
+    for (method, iterations) in [
+        (SolverMethod::BlockJacobi, 31),
+        (SolverMethod::Chebyshev, 20),
+        (SolverMethod::Cg, 25),
+    ] {
+        let mut c = Config {
+            integrator: Integrator::LocalGlobal,
+            local_global_iterations: 4,
+            ..config(method, iterations)
+        };
+        c.coulomb.method = CoulombMethod::AllPairs;
+        let set = ParamSet::new(&system, &c, &params).unwrap();
+        let theta = set.initial();
+        let frames = [10, 30];
+        let cpu = simulate_with_tangents(&set, &theta, &frames, &cpu_options()).unwrap();
+        let Some(gpu) = on_gpu(simulate_with_tangents(&set, &theta, &frames, &GPU)) else {
+            return;
+        };
+        check_run(&gpu, &cpu, set.len(), &format!("LocalGlobal {method:?}"));
+    }
+    let c = Config {
+        integrator: Integrator::LocalGlobal,
+        local_global_iterations: 4,
+        ..config(SolverMethod::Cg, 25)
+    };
+    let set = ParamSet::new(&system, &c, &[Param::Charges]).unwrap();
+    let theta = set.initial();
+    let steps = 30;
+    let cpu = simulate_with_tangents(&set, &theta, &[steps], &cpu_options()).unwrap();
+    let dirs = set.directions();
+    let picked = [dirs[11].clone(), dirs[7].clone()];
+    let (sys, cfg) = set.instantiate(&theta).unwrap();
+    let mut gpu = GpuTangents::headless(
+        &sys,
+        &cfg,
+        &picked,
+        &HeadlessOptions {
+            allow_software: true,
+        },
+    )
+    .unwrap();
+    gpu.step(steps).unwrap();
+    let (_, tangents) = gpu.read().unwrap();
+    let worst = compare(
+        &tangents,
+        &cpu.frames[0].tangents,
+        &[(0, 11), (1, 7)],
+        &[0, 5],
+    );
+    eprintln!("charges LocalGlobal: worst relative tangent error {worst:.2e}");
+    assert!(worst <= TOL, "{worst:.2e} > {TOL}");
+    let s = gpu.last_tangent_solve().unwrap();
+    assert!(s.residual < 1e-4, "tangent residual {}", s.residual);
+}
+
 /// The GPU gradient of the fit loss against central differences of the GPU forward run.
 /// f32 noise permits it here: positions carry ~1e-7 m of rounding, the loss changes by
 /// ~1e-5 of itself per step of 2 d = 0.04 in the charge scale, so the difference quotient

@@ -101,9 +101,6 @@ impl GpuTangents {
     }
 
     fn check(system: &System, config: &Config, directions: &[Direction]) -> Result<(), GpuError> {
-        if config.integrator == Integrator::LocalGlobal {
-            return Err(unsupported_integrator(config.integrator));
-        }
         if config.coulomb.method.ddef().is_some() {
             // DDEF's grid and lists change discontinuously with the positions; there is no
             // tangent of it (the CPU reference refuses it too).
@@ -214,14 +211,14 @@ impl GpuTangents {
                 });
             }
         }
-        let rho = if config.integrator == Integrator::Imex
-            && config.solver.method == SolverMethod::Chebyshev
-        {
-            chebyshev_rho(system, config)
-        } else {
-            0.0
-        };
+        let rho =
+            if config.integrator.is_implicit() && config.solver.method == SolverMethod::Chebyshev {
+                chebyshev_rho(system, config)
+            } else {
+                0.0
+            };
         let all_pairs = config.coulomb.method == CoulombMethod::AllPairs;
+        let lg = config.integrator == Integrator::LocalGlobal;
         let device = solver.device.clone();
         let residual_ops = scoped(&device, || {
             use wgpu::util::DeviceExt;
@@ -269,6 +266,20 @@ impl GpuTangents {
                     Buf::TanS,
                     zeroed("msc tangent solve scratch", (n * 16) as u64),
                 ),
+                (
+                    Buf::TanA,
+                    zeroed(
+                        "msc tangent local-global rhs",
+                        if lg { state_bytes / 2 } else { 16 },
+                    ),
+                ),
+                (
+                    Buf::TanZ,
+                    zeroed(
+                        "msc tangent local-global iterate",
+                        if lg { (n * 16) as u64 } else { 16 },
+                    ),
+                ),
             ];
             let bd_bytes = (n * 48) as u64;
             if solver.buf(Buf::Bd).size() < bd_bytes {
@@ -289,8 +300,112 @@ impl GpuTangents {
             }
 
             let nn = n as u32;
-            let implicit = config.integrator == Integrator::Imex;
-            let residual_ops = if implicit {
+            let residual_ops = if lg {
+                // The forward's iterate after each alternation (replanning its solves
+                // returns the same buffers): curs[0] = y in x, curs[a + 1] = z^{a+1}.
+                let alternations = config.local_global_iterations as usize;
+                let mut curs = vec![Buf::X];
+                for a in 0..alternations {
+                    let other = if curs[a] == Buf::X { Buf::S } else { Buf::X };
+                    let next = solver.plan_solve(&mut Vec::new(), config, rho, curs[a], other);
+                    curs.push(next);
+                }
+                let mut last = Buf::TanU;
+                // Alternation a of every direction, after the forward's solve a: z^a is in
+                // TanZ, z^{a+1} in curs[a + 1].
+                let mut alternation = |solver: &mut GpuSolver, a: usize| {
+                    let mut ops = Vec::new();
+                    for d in 0..nd as u32 {
+                        let record = solver.rec(Dispatch {
+                            iter: d,
+                            ..Default::default()
+                        });
+                        let op = solver.op(
+                            shaders::TANGENT_LG_RHS,
+                            &[
+                                Buf::Adj,
+                                Buf::TanDir,
+                                Buf::TanZ,
+                                curs[a + 1],
+                                Buf::TanA,
+                                Buf::TanState,
+                                Buf::TanU,
+                                Buf::Bd,
+                            ],
+                            record,
+                            nn,
+                        );
+                        ops.push(op);
+                        last = solver.plan_solve(&mut ops, config, rho, Buf::TanU, Buf::TanS);
+                        let mode = if a + 1 == alternations { 2 } else { 1 };
+                        ops.push(integrate_op(solver, last, d, mode));
+                    }
+                    ops
+                };
+                let copy = |solver: &mut GpuSolver, from: Buf| {
+                    let m0 = solver.mode(0);
+                    solver.op(shaders::TANGENT_COPY, &[from, Buf::TanZ], m0, nn)
+                };
+                let old = std::mem::take(&mut solver.step_ops);
+                let mut seen = 0;
+                for op in old {
+                    let name = solver.pipelines[op.pipeline].kernel.name;
+                    if name == shaders::LG_PREPARE.name {
+                        // The step start, while x is still x_t.
+                        let mut ops = Vec::new();
+                        for (d, &na) in counts.iter().enumerate() {
+                            let d = d as u32;
+                            field_jvp_op(&mut solver, &mut ops, d, na, all_pairs, false);
+                            let record = solver.rec(Dispatch {
+                                iter: d,
+                                mode: u32::from(na > 0),
+                                ..Default::default()
+                            });
+                            let op = solver.op(
+                                shaders::TANGENT_LG_PREPARE,
+                                &[
+                                    Buf::Props,
+                                    Buf::Adj,
+                                    Buf::TanDir,
+                                    Buf::Bd,
+                                    Buf::TanState,
+                                    Buf::TanA,
+                                ],
+                                record,
+                                nn,
+                            );
+                            ops.push(op);
+                        }
+                        solver.step_ops.extend(ops);
+                    } else if name == shaders::LG_RHS.name {
+                        if seen > 0 {
+                            let ops = alternation(&mut solver, seen - 1);
+                            solver.step_ops.extend(ops);
+                        }
+                        let op = copy(&mut solver, curs[seen.min(alternations)]);
+                        solver.step_ops.push(op);
+                        seen += 1;
+                    } else if name == shaders::INTEGRATE.name {
+                        if seen != alternations {
+                            return Err(GpuError::Unsupported(format!(
+                                "tangents: the local-global step has {seen} alternations, \
+                                 expected {alternations}"
+                            )));
+                        }
+                        let ops = alternation(&mut solver, seen - 1);
+                        solver.step_ops.extend(ops);
+                    }
+                    solver.step_ops.push(op);
+                }
+                let m0 = solver.mode(0);
+                let op = solver.op(
+                    shaders::RESIDUAL,
+                    &[Buf::Props, Buf::Sf, Buf::Adj, Buf::Bd, last, Buf::Partials],
+                    m0,
+                    nn,
+                );
+                vec![op, solver.reduce(SLOT_RESIDUAL, 0)]
+            } else if config.integrator == Integrator::Imex {
                 // Where the forward solve leaves v': replanning it records the same
                 // dispatches (pipelines, groups and records are shared) and returns the
                 // same buffer.
