@@ -1,6 +1,6 @@
 //! Forward sensitivities on the GPU (DESIGN section 5): the tangents (dx, dv) of a
 //! trajectory with respect to parameter directions ([`Direction`]), propagated step by
-//! step with the forward step's own kernels (and, for IMEX, its matrix), mirroring the CPU
+//! step with the forward step's own kernels (and, implicit, its matrix), mirroring the CPU
 //! reference `grad::step::tangent_step` term by term.
 //!
 //! IMEX: differentiating A(x_t, k) v' = b(x_t, v_t, theta), x' = x_t + h v' gives per
@@ -28,16 +28,26 @@
 //! right-hand side in the explicit solver; a buffer of that shape is added for the field
 //! JVP.
 //!
+//! Local-global (paper eq. 11; per alternation P z' = c + h^2 J(k) d(z), P constant):
+//! P dz' = dc + h^2 (J(dk) d + J(k) dd) - dP z', dc = M dy + h C_L dx + h^2 d f_field,
+//! dy = dx + h dv, dz starting at dy; at the end dv' = (dz - dx) / h, dx' = dz. Before
+//! `lg_prepare` (x still x_t) every direction runs `tangent_coulomb` and
+//! `tangent_lg_prepare` (dc into `TanA`, dz = dy into the dv slot); before each forward
+//! `lg_rhs`, `tangent_copy` keeps the iterate z the local step reads (the forward solve
+//! overwrites it) in `TanZ`; after each forward solve every direction runs
+//! `tangent_lg_rhs` (the right-hand side from z, the forward's solution z' and dz), the
+//! forward's own solve on P, and `tangent_integrate` (the new dz, or after the last
+//! alternation the end of the step).
+//!
 //! Directions are propagated one after another inside the step, so one forward trajectory
 //! serves all; their state, constants and active lists live in per-direction banks
 //! (`TanState`, `TanDir`, `TanActive`) indexed by the direction in the dispatch record.
 //!
-//! What differs from the CPU reference: all in f32, and the IMEX tangent solve runs the
-//! scene's solver for its fixed iteration count (the CPU's runs CG to 1e-12). When the
+//! What differs from the CPU reference: all in f32, and the implicit integrators' tangent
+//! solves run the scene's solver for its fixed iteration count (the CPU's run CG to 1e-12). When the
 //! scene's solver converges in that count the two agree to f32 roundoff; when it does not,
 //! the GPU tangent is the derivative of neither map exactly. The explicit tangents solve
-//! nothing and agree to f32 roundoff. `local_global` gets [`GpuError::Unsupported`] naming
-//! it (use `--backend cpu`).
+//! nothing and agree to f32 roundoff.
 
 use glam::DVec3;
 
@@ -60,16 +70,6 @@ pub struct GpuTangents {
     /// Relative residual of the last direction's tangent solve (run on demand; empty for
     /// the explicit integrators, whose tangents solve nothing).
     residual_ops: Vec<Op>,
-}
-
-/// The typed refusal for integrators without GPU tangents.
-fn unsupported_integrator(integrator: Integrator) -> GpuError {
-    GpuError::Unsupported(format!(
-        "forward sensitivities (tangents) for integrator \"{}\" run on the CPU reference \
-         only; the GPU propagates tangents for \"imex\", \"symplectic_euler\" and \"verlet\" \
-         (use --backend cpu)",
-        integrator.name()
-    ))
 }
 
 impl GpuTangents {

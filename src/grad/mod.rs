@@ -46,10 +46,9 @@
 //! of the simulation (`tests/gradients.rs`).
 //!
 //! [`GradBackend::Gpu`] propagates the same tangents on the GPU
-//! ([`crate::gpu::GpuTangents`]) for `imex` (the same right-hand side, solved with the
-//! forward step's own matrix, solver and fixed iteration count) and for the explicit
-//! integrators (the same force JVPs before each kick), in f32; `local_global` tangents run
-//! on the CPU only.
+//! ([`crate::gpu::GpuTangents`]) for every integrator, in f32: the implicit ones solve the
+//! same right-hand sides with the forward step's own matrix, solver and fixed iteration
+//! count; the explicit ones evaluate the same force JVPs before each kick.
 //!
 //! Forward mode costs one tangent per parameter component: ideal for a few global
 //! parameters (charge scale, stiffness scale, an external charge), affordable for
