@@ -199,6 +199,9 @@ impl GpuTangents {
                 "tangent constants (vec4 per particle, spring and external charge, per direction)",
                 (tdir.len() * 16) as u64,
             ),
+            // The explicit integrators' field-JVP buffer (the implicit ones' Bd, checked
+            // with the solver).
+            ("tangent field forces (3 n vec4)", (n * 48) as u64),
         ] {
             let limit = limits
                 .max_storage_buffer_binding_size
