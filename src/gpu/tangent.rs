@@ -44,9 +44,9 @@
 //! (`TanState`, `TanDir`, `TanActive`) indexed by the direction in the dispatch record.
 //!
 //! What differs from the CPU reference: all in f32, and the implicit integrators' tangent
-//! solves run the scene's solver for its fixed iteration count (the CPU's run CG to 1e-12). When the
-//! scene's solver converges in that count the two agree to f32 roundoff; when it does not,
-//! the GPU tangent is the derivative of neither map exactly. The explicit tangents solve
+//! solves run the scene's solver for its fixed iteration count (the CPU's run CG to
+//! 1e-12). When the scene's solver converges in that count the two agree to f32 roundoff;
+//! when it does not, the GPU tangent is the derivative of neither map exactly. The explicit tangents solve
 //! nothing and agree to f32 roundoff.
 
 use glam::DVec3;
