@@ -1,13 +1,15 @@
 // Forward sensitivities (grad::jvp::field_forces_jvp on the GPU): for direction disp.iter,
 // the tangent of the explicit field forces on each active particle i (q_i != 0 or
 // dq_i != 0), written to bd[3i].xyz for tangent_forces:
-//   k_c sum_j [(dq_i q_j + q_i dq_j) phi_ij + q_i q_j G_ij (dx_i - dx_j)]      (disp.mode 1)
+//   k_c sum_j [(dq_i q_j + q_i dq_j) phi_ij + q_i q_j G_ij (dx_i - dx_j)]  (disp.mode bit 0)
 // + k_c sum_e [(dq_i q_e + q_i dq_e) phi_ie + q_i q_e G_ie (dx_i - dx_e(t))]
 // + dq_i E(x_i) + q_i (grad E) dx_i,
 // phi = d / (r^2 + eps^2)^(3/2), G delta = (delta - 3 d (d . delta) / r2) / r2^(3/2),
-// d = x_i - x_j. Sources and targets are the direction's active particles (the list
-// actives[d n ..], disp.block of them); charges are scaled by sqrt(k_c) as in props.
-// The source tile carries (x_j, qs_j) in its first half and (dx_j, dqs_j) in its second.
+// d = x_i - x_j, t the step clock's time, or t + h with disp.mode bit 1 (Verlet's second
+// force, evaluated before the clock advances). Sources and targets are the direction's
+// active particles (the list actives[d n ..], disp.block of them); charges are scaled by
+// sqrt(k_c) as in props. The source tile carries (x_j, qs_j) in its first half and
+// (dx_j, dqs_j) in its second.
 // Bank layouts (src/gpu/tangent.rs): tstate[d 2n + i] = dx_i, tstate[d 2n + n + i] = dv_i;
 // tdir[d s + i] = (dq_i sqrt(k_c), dq_i, 0, 0), tdir[d s + n + k] = (k, L, c, dk) per
 // spring, tdir[d s + n + n_springs + e] = (dx_e(0), dq_e sqrt(k_c)), s = n + n_springs + n_ext.
@@ -92,7 +94,7 @@ fn main(
     // a1 = sum_j qs_j phi_j, a2 = sum_j (dqs_j phi_j + qs_j G_j delta_j).
     var a1 = vec3<f32>(0.0);
     var a2 = vec3<f32>(0.0);
-    if (disp.mode == 1u) {
+    if ((disp.mode & 1u) != 0u) {
         // Every invocation loads and syncs, valid or not (uniform control flow).
         for (var base = 0u; base < na; base = base + HALF) {
             let s = base + (lid % HALF);
@@ -128,7 +130,7 @@ fn main(
     let qs = pr.y;
     let dqs = td.x;
     var f = dqs * a1 + qs * a2;
-    let t = f32(clock[0]) * params.dt;
+    let t = f32(clock[0] + (disp.mode >> 1u)) * params.dt;
     let ebase = dbase + n + params.n_springs;
     for (var k = 0u; k < params.n_ext; k = k + 1u) {
         let e = params.ext[k];

@@ -1,4 +1,4 @@
-// Forward sensitivities of an IMEX step (grad::step::tangent_step, imex): differentiating
+// Forward sensitivities of a step (grad::step::tangent_step). IMEX: differentiating
 // A(x_t, k) v' = b(x_t, v_t, theta) gives, for direction disp.iter,
 //   A dv' = M dv + h (d f_elastic + d f_field) - dA v'.
 // Per particle i, gathered over its springs through the CSR adjacency (no atomics):
@@ -7,9 +7,14 @@
 // each from the row's own side (both are odd under swapping the ends, so this equals the
 // reference's +/- gather), dd = dx_j - dx_i, with the reference's conventions for a
 // degenerate spring (grad::jvp). d f_field_i is in bd[3i].xyz (tangent_coulomb) when i is
-// active (q_i != 0 or dq_i != 0) and disp.mode is 1, else 0. Writes the right-hand side to
-// bd[3i] (the inverse diagonal in bd[3i + 1..] is the forward step's: same matrix) and dv
-// to u, the solve's warm start. Bank layouts: see tangent_coulomb.wgsl.
+// active (q_i != 0 or dq_i != 0) and disp.mode bit 0 is set, else 0. Writes the
+// right-hand side to bd[3i] (the inverse diagonal in bd[3i + 1..] is the forward step's:
+// same matrix) and dv to u, the solve's warm start. Bank layouts: see tangent_coulomb.wgsl.
+// Explicit integrators (disp.mode bit 1; grad::step's total_force_jvp and kick): the
+// damped spring-force JVP (grad::jvp::spring_force_jvp) at the forward's current (x, v),
+// vnew bound to v, adds c [n (du . n + u . dn) + dn (u . n)], u = v_j - v_i,
+// du = dv_j - dv_i; then u = dv + (disp.weight / m_i) (d f_spring + d f_field) on free rows
+// (the kick, disp.weight = h or h/2), u = dv on pinned rows; bd is not written.
 
 @group(0) @binding(1) var<storage, read> props: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
@@ -41,6 +46,7 @@ fn main(
     let vi = vnew[i].xyz;
     let h = params.dt;
     let h2 = params.dt2;
+    let kicks = (disp.mode & 2u) != 0u;
     var fe = vec3<f32>(0.0);
     var dav = vec3<f32>(0.0);
     let entries = n + 1u;
@@ -73,7 +79,14 @@ fn main(
         let nn = d / l;
         let dl = dot(nn, dd);
         let along = nn * dl;
+        let dn = (dd - along) / l;
         fe = fe + stiff * (along + g * (dd - along)) + (dk * (l - rest)) * nn;
+        if (kicks) {
+            let uv = -w;
+            let du = tstate[sbase + n + j].xyz - dvi;
+            fe = fe + sp.z * ((dot(du, nn) + dot(uv, dn)) * nn + dot(uv, nn) * dn);
+            continue;
+        }
         // dW w = da n (n.w) + db (w - n (n.w)) + (a - b)(dn (n.w) + n (dn.w)), with the
         // clamp max(0, g) differentiated on the side it is evaluated on.
         var gc = 0.0;
@@ -85,14 +98,21 @@ fn main(
         let a = h2 * stiff + h * sp.z;
         let b = h2 * stiff * gc;
         let nw = dot(nn, w);
-        let dn = (dd - along) / l;
         let da = h2 * dk;
         let db = h2 * (dk * gc + stiff * dgc * dl);
         dav = dav + da * nw * nn + db * (w - nw * nn) + (a - b) * (nw * dn + dot(dn, w) * nn);
     }
     var ff = vec3<f32>(0.0);
-    if (disp.mode == 1u && (pr.y != 0.0 || tdir[dbase + i].x != 0.0)) {
+    if ((disp.mode & 1u) != 0u && (pr.y != 0.0 || tdir[dbase + i].x != 0.0)) {
         ff = bd[3u * i].xyz;
+    }
+    if (kicks) {
+        var kicked = dvi;
+        if (!is_pinned(pr)) {
+            kicked = dvi + (disp.weight / pr.x) * (fe + ff);
+        }
+        u[i] = vec4<f32>(kicked, 0.0);
+        return;
     }
     let rhs = pr.x * dvi + h * (fe + ff) - dav;
     bd[3u * i] = vec4<f32>(rhs, 0.0);

@@ -1,5 +1,9 @@
 // End of a tangent step (direction disp.iter): dv_{t+1} = dv' (the solve's result) and
 // dx_{t+1} = dx_t + h dv'. Pinned rows: dv' stays 0 (the solvers keep the warm start 0).
+// disp.mode 1 (Verlet's second kick; a local-global alternation that is not the last):
+// the dv slot = sol only (dx already drifted; the tangent iterate dz).
+// disp.mode 2 (the last local-global alternation): dz = sol, dv_{t+1} = (dz - dx_t) / h,
+// dx_{t+1} = dz; pinned rows have dz = dx = 0 and stay 0.
 // Bank layout: see tangent_coulomb.wgsl.
 
 @group(0) @binding(1) var<storage, read> sol: array<vec4<f32>>;
@@ -17,7 +21,16 @@ fn main(
         return;
     }
     let sbase = disp.iter * 2u * n;
+    if (disp.mode == 2u) {
+        let dz = sol[i].xyz;
+        let dx = tstate[sbase + i].xyz;
+        tstate[sbase + n + i] = vec4<f32>((dz - dx) / params.dt, 0.0);
+        tstate[sbase + i] = vec4<f32>(dz, 0.0);
+        return;
+    }
     let dv = sol[i].xyz;
     tstate[sbase + n + i] = vec4<f32>(dv, 0.0);
-    tstate[sbase + i] = vec4<f32>(tstate[sbase + i].xyz + params.dt * dv, 0.0);
+    if (disp.mode == 0u) {
+        tstate[sbase + i] = vec4<f32>(tstate[sbase + i].xyz + params.dt * dv, 0.0);
+    }
 }

@@ -3,7 +3,7 @@
 //! The loss is the mean squared position error against the target frames (a run folder's
 //! `frames/*.ply` or one PLY file), matched by time; its gradient comes from forward
 //! sensitivities through the scene's own integrator and time step ([`crate::grad`]).
-//! `--backend gpu` propagates the tangents on the GPU (imex only).
+//! `--backend gpu` propagates the tangents on the GPU.
 //! Levenberg-Marquardt for few parameters, Adam for many. Progress goes to stderr; the
 //! history and the result go to `fit.json`, written atomically.
 
@@ -83,8 +83,8 @@ pub struct FitArgs {
     #[arg(long = "exact-solves")]
     pub exact_solves: bool,
     /// Where the simulation and its tangents run: `gpu` propagates the tangents on the GPU
-    /// (imex only, f32, the scene's solver and iteration count for the tangent solves, no
-    /// --window or --exact-solves); `auto` and `cpu` use the f64 CPU reference
+    /// (f32, the scene's solver and iteration count for the tangent solves, no --window or
+    /// --exact-solves); `auto` and `cpu` use the f64 CPU reference
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
     /// Output folder for fit.json [default: out/<scene name>-fit]

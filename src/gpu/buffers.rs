@@ -50,6 +50,10 @@ pub(super) enum Buf {
     /// The tangent solve's unknown and its ping-pong partner.
     TanU,
     TanS,
+    /// Local-global, per direction: the iteration-independent right-hand side (n vec4).
+    TanA,
+    /// Local-global: the forward iterate of the current alternation (n vec4).
+    TanZ,
 }
 
 /// Buffers created with the solver (the tangent buffers come after them).

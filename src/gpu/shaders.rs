@@ -89,9 +89,18 @@ pub const TANGENT_FORCES: Kernel = kernel!(
     [Read, Read, Read, Read, Read, Read, ReadWrite, ReadWrite]
 );
 pub const TANGENT_INTEGRATE: Kernel = kernel!("tangent_integrate", [Read, ReadWrite]);
+pub const TANGENT_LG_PREPARE: Kernel = kernel!(
+    "tangent_lg_prepare",
+    [Read, Read, Read, Read, ReadWrite, ReadWrite]
+);
+pub const TANGENT_LG_RHS: Kernel = kernel!(
+    "tangent_lg_rhs",
+    [Read, Read, Read, Read, Read, Read, ReadWrite, ReadWrite]
+);
+pub const TANGENT_COPY: Kernel = kernel!("tangent_copy", [Read, ReadWrite]);
 
 /// Every kernel, in a fixed order.
-pub const KERNELS: [Kernel; 23] = [
+pub const KERNELS: [Kernel; 26] = [
     SPRING_ASSEMBLE,
     COULOMB_SOURCES,
     EXTERNAL_FORCES,
@@ -115,4 +124,7 @@ pub const KERNELS: [Kernel; 23] = [
     TANGENT_COULOMB,
     TANGENT_FORCES,
     TANGENT_INTEGRATE,
+    TANGENT_LG_PREPARE,
+    TANGENT_LG_RHS,
+    TANGENT_COPY,
 ];

@@ -45,9 +45,10 @@
 //! differentiates (unit tests here), and whole trajectories against central differences
 //! of the simulation (`tests/gradients.rs`).
 //!
-//! [`GradBackend::Gpu`] propagates the same IMEX tangents on the GPU
-//! ([`crate::gpu::GpuTangents`]): the same right-hand side, solved with the forward
-//! step's own matrix, solver and fixed iteration count, in f32.
+//! [`GradBackend::Gpu`] propagates the same tangents on the GPU
+//! ([`crate::gpu::GpuTangents`]) for every integrator, in f32: the implicit ones solve the
+//! same right-hand sides with the forward step's own matrix, solver and fixed iteration
+//! count; the explicit ones evaluate the same force JVPs before each kick.
 //!
 //! Forward mode costs one tangent per parameter component: ideal for a few global
 //! parameters (charge scale, stiffness scale, an external charge), affordable for

@@ -15,8 +15,8 @@ pub enum GradBackend {
     /// The f64 CPU reference (tangent solves by CG to `tangent_solve`'s tolerance).
     #[default]
     Cpu,
-    /// The GPU solver ([`crate::gpu::GpuTangents`], f32): `imex` only, tangent solves with
-    /// the scene's solver and fixed iteration count, no `window`, no `exact_forward`.
+    /// The GPU solver ([`crate::gpu::GpuTangents`], f32): every integrator, tangent solves
+    /// with the scene's solver and fixed iteration count, no `window`, no `exact_forward`.
     /// `allow_software` accepts software adapters (lavapipe). States and tangents are
     /// read back, and checked for non-finite values, at the frames only; the forward
     /// residual is not reported (the tangents reuse its right-hand side buffer).
