@@ -29,6 +29,7 @@ use super::error::{poll_error, scoped};
 use super::layout::DdefCounts;
 use super::limits::grid;
 use super::plan::Op;
+use super::readback::read_buffers;
 use super::shaders;
 use super::solver::GpuSolver;
 use super::GpuError;
@@ -542,36 +543,16 @@ fn read_buffer(
         return Ok(Vec::new());
     }
     scoped(device, || {
-        let staging = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("msc ddef readback"),
-            size: bytes,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+        let encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("msc ddef readback"),
         });
-        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
-        queue.submit([encoder.finish()]);
-        let (tx, rx) = std::sync::mpsc::channel();
-        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(poll_error)?;
-        match rx.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(GpuError::Readback(e.to_string())),
-            Err(_) => return Err(GpuError::Readback("the map callback never ran".into())),
-        }
-        let data = staging
-            .slice(..)
-            .get_mapped_range()
-            .map_err(|e| GpuError::Readback(format!("{e:?}")))?
-            .to_vec();
-        staging.unmap();
-        Ok(data)
+        read_buffers(
+            device,
+            queue,
+            encoder,
+            &[(buffer, 0, bytes)],
+            "msc ddef readback",
+        )
     })
 }
 
