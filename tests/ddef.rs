@@ -268,6 +268,38 @@ fn test_sites_without_charge_are_evaluated_too() {
     ));
 }
 
+/// Degenerate charge sets every grid must handle, passed to `check` as (name, positions,
+/// charges, samples, whether DDEF must then be exact): coplanar and collinear charges
+/// (with samples, and with the box corners only), all charges at one point (every pair
+/// coincides and has no direction: force 0, as exact) and a single charge.
+fn degenerate_charge_sets(mut check: impl FnMut(&str, Vec<DVec3>, Vec<f64>, usize, bool)) {
+    let planar: Vec<DVec3> = unit_random(200, 31)
+        .into_iter()
+        .map(|p| DVec3::new(p.x, p.y, 0.0))
+        .collect();
+    let line: Vec<DVec3> = (0..50)
+        .map(|i| DVec3::new(1.0, 2.0, 3.0) * (i as f64 / 49.0))
+        .collect();
+    check("coplanar", planar.clone(), vec![Q; 200], 300, false);
+    check("coplanar, corners only", planar, vec![Q; 200], 0, true);
+    check("collinear", line.clone(), vec![-Q; 50], 100, false);
+    check("collinear, corners only", line, vec![-Q; 50], 0, true);
+    check(
+        "one point",
+        vec![DVec3::splat(2.0); 10],
+        vec![Q; 10],
+        50,
+        true,
+    );
+    check(
+        "single charge",
+        vec![DVec3::new(1.0, -1.0, 0.5)],
+        vec![Q],
+        20,
+        true,
+    );
+}
+
 #[test]
 fn degenerate_charge_sets_do_not_panic_and_stay_exact_where_implied() {
     let check = |name: &str, x: Vec<DVec3>, q: Vec<f64>, samples: usize, exact_expected: bool| {
@@ -284,32 +316,9 @@ fn degenerate_charge_sets_do_not_panic_and_stay_exact_where_implied() {
         }
         d
     };
-    let planar: Vec<DVec3> = unit_random(200, 31)
-        .into_iter()
-        .map(|p| DVec3::new(p.x, p.y, 0.0))
-        .collect();
-    let line: Vec<DVec3> = (0..50)
-        .map(|i| DVec3::new(1.0, 2.0, 3.0) * (i as f64 / 49.0))
-        .collect();
-    check("coplanar", planar.clone(), vec![Q; 200], 300, false);
-    check("coplanar, corners only", planar, vec![Q; 200], 0, true);
-    check("collinear", line.clone(), vec![-Q; 50], 100, false);
-    check("collinear, corners only", line, vec![-Q; 50], 0, true);
-    // All at one point: every pair coincides and has no direction (force 0, as exact).
-    check(
-        "one point",
-        vec![DVec3::splat(2.0); 10],
-        vec![Q; 10],
-        50,
-        true,
-    );
-    check(
-        "single charge",
-        vec![DVec3::new(1.0, -1.0, 0.5)],
-        vec![Q],
-        20,
-        true,
-    );
+    degenerate_charge_sets(|name, x, q, samples, exact_expected| {
+        check(name, x, q, samples, exact_expected);
+    });
     // Uncharged particles are not sources and receive nothing.
     let x = unit_random(30, 4);
     let mut q = vec![Q; 30];
@@ -901,33 +910,9 @@ fn lattice_handles_degenerate_charge_sets() {
             assert!(rel_diff(&d.forces(n, CORRECTED), &exact) < 1e-12, "{name}");
         }
     };
-    // Coplanar charges: the plane is widened to a slab whose middle lattice plane (odd
-    // r_z) holds every charge, on lattice faces.
-    let planar: Vec<DVec3> = unit_random(200, 31)
-        .into_iter()
-        .map(|p| DVec3::new(p.x, p.y, 0.0))
-        .collect();
-    let line: Vec<DVec3> = (0..50)
-        .map(|i| DVec3::new(1.0, 2.0, 3.0) * (i as f64 / 49.0))
-        .collect();
-    check("coplanar", planar.clone(), vec![Q; 200], 300, false);
-    check("coplanar, corners only", planar, vec![Q; 200], 0, true);
-    check("collinear", line.clone(), vec![-Q; 50], 100, false);
-    check("collinear, corners only", line, vec![-Q; 50], 0, true);
-    check(
-        "one point",
-        vec![DVec3::splat(2.0); 10],
-        vec![Q; 10],
-        50,
-        true,
-    );
-    check(
-        "single charge",
-        vec![DVec3::new(1.0, -1.0, 0.5)],
-        vec![Q],
-        20,
-        true,
-    );
+    // Coplanar charges: on the lattice the plane is widened to a slab whose middle lattice
+    // plane (odd r_z) holds every charge, on lattice faces.
+    degenerate_charge_sets(check);
     assert_eq!(
         Ddef::build_with(&[DVec3::ZERO], &[0.0], 0.0, 10, 0.0, LATTICE).unwrap_err(),
         DdefError::NoCharges

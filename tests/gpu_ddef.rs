@@ -14,6 +14,9 @@
 //! Trajectories (damped implicit steps, a few dozen) are compared to 1e-3 of the system's
 //! 1 m size and of its largest speed, as in `tests/gpu_solver.rs`.
 
+mod common;
+
+use common::{device, gpu};
 use glam::DVec3;
 use msc::config::{
     Config, CoulombConfig, CoulombMethod, DdefConfig, DdefGrid, DdefVariant, Integrator,
@@ -22,7 +25,7 @@ use msc::config::{
 use msc::cpu::CpuSimulation;
 use msc::ddef::error_study::random_points;
 use msc::ddef::{exact_fields_at, Ddef, DdefSolver, Evaluation, Grid};
-use msc::gpu::{GpuDdef, GpuError, GpuSolver, HeadlessOptions};
+use msc::gpu::{GpuDdef, GpuError, GpuSolver};
 use msc::model::{mesh, Spring, System, SystemDesc};
 use msc::sim::Simulator;
 use std::sync::Arc;
@@ -30,48 +33,6 @@ use std::sync::Arc;
 /// f32 sums against f64 ones, relative to the largest force (see the module docs).
 const F32_SUMS: f64 = 1e-4;
 const VARIANTS: [DdefVariant; 2] = [DdefVariant::Paper, DdefVariant::Corrected];
-
-fn require_gpu() -> bool {
-    std::env::var("MSC_REQUIRE_GPU").as_deref() == Ok("1")
-}
-
-/// A device and queue, or `None` (test skipped) when there is no adapter.
-fn device() -> Option<(wgpu::Device, wgpu::Queue)> {
-    let instance =
-        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-    let adapter =
-        match pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
-        {
-            Ok(a) => a,
-            Err(e) => {
-                assert!(!require_gpu(), "MSC_REQUIRE_GPU=1 but no adapter: {e}");
-                eprintln!("skipping: no GPU adapter: {e}");
-                return None;
-            }
-        };
-    Some(
-        pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor::default()))
-            .expect("device"),
-    )
-}
-
-fn gpu(system: &System, config: &Config) -> Option<GpuSolver> {
-    match GpuSolver::headless(
-        system,
-        config,
-        &HeadlessOptions {
-            allow_software: true,
-        },
-    ) {
-        Ok(s) => Some(s),
-        Err(GpuError::NoAdapter(why)) => {
-            assert!(!require_gpu(), "MSC_REQUIRE_GPU=1 but no adapter{why}");
-            eprintln!("skipping: no GPU adapter{why}");
-            None
-        }
-        Err(e) => panic!("building the GPU solver failed: {e}"),
-    }
-}
 
 /// splitmix64: seeded, portable.
 struct Rng(u64);

@@ -11,58 +11,18 @@
 //! well conditioned (implicit steps, or explicit steps at h omega_max well below 1, mild
 //! Coulomb forces) so roundoff is not amplified chaotically over 100 steps.
 
+mod common;
+
+use common::{adapter, device, gpu};
 use glam::{DMat3, DVec3};
 use msc::config::{
     Config, CoulombConfig, CoulombMethod, ExternalCharge, ExternalField, Integrator, Orbit,
     SolverConfig, SolverMethod,
 };
 use msc::cpu::{self, CpuSimulation};
-use msc::gpu::{GpuError, GpuSolver, HeadlessOptions};
+use msc::gpu::{GpuError, GpuSolver};
 use msc::model::{mesh, Spring, State, System, SystemDesc};
 use msc::sim::Simulator;
-
-fn require_gpu() -> bool {
-    std::env::var("MSC_REQUIRE_GPU").as_deref() == Ok("1")
-}
-
-/// The solver on any adapter, or `None` (test skipped) when there is none.
-fn gpu(system: &System, config: &Config) -> Option<GpuSolver> {
-    match GpuSolver::headless(
-        system,
-        config,
-        &HeadlessOptions {
-            allow_software: true,
-        },
-    ) {
-        Ok(s) => Some(s),
-        Err(GpuError::NoAdapter(why)) => {
-            assert!(!require_gpu(), "MSC_REQUIRE_GPU=1 but no adapter{why}");
-            eprintln!("skipping: no GPU adapter{why}");
-            None
-        }
-        Err(e) => panic!("building the GPU solver failed: {e}"),
-    }
-}
-
-/// A device and queue of our own, for the embedding API.
-fn device() -> Option<(wgpu::Device, wgpu::Queue)> {
-    let instance =
-        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-    let adapter =
-        match pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
-        {
-            Ok(a) => a,
-            Err(e) => {
-                assert!(!require_gpu(), "MSC_REQUIRE_GPU=1 but no adapter: {e}");
-                eprintln!("skipping: no GPU adapter: {e}");
-                return None;
-            }
-        };
-    Some(
-        pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor::default()))
-            .expect("device"),
-    )
-}
 
 /// splitmix64: seeded, portable.
 struct Rng(u64);
@@ -797,12 +757,7 @@ fn bad_inputs_give_typed_errors() {
 
 #[test]
 fn small_device_limits_give_limit_errors() {
-    let instance =
-        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-    let Ok(adapter) =
-        pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
-    else {
-        assert!(!require_gpu(), "MSC_REQUIRE_GPU=1 but no adapter");
+    let Some(adapter) = adapter() else {
         return;
     };
     let open = |limits: wgpu::Limits| {
@@ -924,12 +879,7 @@ fn two_dimensional_dispatch_grids_give_the_same_run() {
         ..Default::default()
     });
     let config = imex(SolverMethod::Cg, 4);
-    let instance =
-        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-    let Ok(adapter) =
-        pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
-    else {
-        assert!(!require_gpu(), "MSC_REQUIRE_GPU=1 but no adapter");
+    let Some(adapter) = adapter() else {
         return;
     };
     let run = |max_per_dim: u32| {

@@ -19,6 +19,21 @@ use crate::model::{Adjacency, Spring, State, System};
 use crate::sim::{Energies, SimError, Simulator, SolveStats};
 use glam::DVec3;
 
+/// The intermediate values of one step that the forward sensitivities (`crate::grad`)
+/// differentiate through, from [`CpuSimulation::step_traced`]: the tangents then follow
+/// the very step the reference took.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct StepTrace {
+    /// x_t.
+    pub x0: Vec<DVec3>,
+    /// v_t (explicit integrators only; empty otherwise).
+    pub v0: Vec<DVec3>,
+    /// Verlet: the half-step velocity v_half (empty otherwise).
+    pub v_half: Vec<DVec3>,
+    /// local_global: z^0 = y = x_t + h v_t, then the iterate after each global solve.
+    pub iterates: Vec<Vec<DVec3>>,
+}
+
 /// The CPU reference simulation of one system.
 pub struct CpuSimulation {
     system: System,
@@ -122,15 +137,32 @@ impl CpuSimulation {
 
     /// One time step; returns the linear solve's stats for implicit integrators.
     pub fn step_once(&mut self) -> Option<SolveStats> {
+        self.step_with(None)
+    }
+
+    /// [`Self::step_once`], also returning the step's intermediate values.
+    pub(crate) fn step_traced(&mut self) -> (Option<SolveStats>, StepTrace) {
+        let mut trace = StepTrace {
+            x0: self.state.x.clone(),
+            ..Default::default()
+        };
+        if !self.config.integrator.is_implicit() {
+            trace.v0 = self.state.v.clone();
+        }
+        let stats = self.step_with(Some(&mut trace));
+        (stats, trace)
+    }
+
+    fn step_with(&mut self, trace: Option<&mut StepTrace>) -> Option<SolveStats> {
         let stats = match self.config.integrator {
             Integrator::Imex => Some(self.step_imex()),
-            Integrator::LocalGlobal => Some(self.step_local_global()),
+            Integrator::LocalGlobal => Some(self.step_local_global(trace)),
             Integrator::SymplecticEuler => {
                 self.step_symplectic_euler();
                 None
             }
             Integrator::Verlet => {
-                self.step_verlet();
+                self.step_verlet(trace);
                 None
             }
         };
@@ -211,7 +243,7 @@ impl CpuSimulation {
     /// Liu 2013 local-global with explicit Coulomb (paper eqs. 3-7 and 11), isotropic edge
     /// damping: P x' = M y + h C_L x_t + h^2 (J d + f_field + M g), y = x_t + h v_t.
     /// Stats: iterations summed over the alternations, residual of the last global solve.
-    fn step_local_global(&mut self) -> SolveStats {
+    fn step_local_global(&mut self, mut trace: Option<&mut StepTrace>) -> SolveStats {
         let h = self.config.dt;
         let t = self.state.t;
         self.eval_field(false, t);
@@ -228,6 +260,9 @@ impl CpuSimulation {
         );
         for ((w, x), v) in self.work.iter_mut().zip(&self.state.x).zip(&self.state.v) {
             *w = *x + *v * h;
+        }
+        if let Some(tr) = trace.as_deref_mut() {
+            tr.iterates.push(self.work.clone());
         }
         let mut total = SolveStats::default();
         for _ in 0..self.config.local_global_iterations {
@@ -250,6 +285,9 @@ impl CpuSimulation {
             );
             total.iterations += s.iterations;
             total.residual = s.residual;
+            if let Some(tr) = trace.as_deref_mut() {
+                tr.iterates.push(self.work.clone());
+            }
         }
         let pinned = self.system.pinned();
         for i in 0..self.system.len() {
@@ -301,7 +339,7 @@ impl CpuSimulation {
     }
 
     /// Velocity Verlet, kick-drift-kick; the second force uses v_half for damping.
-    fn step_verlet(&mut self) {
+    fn step_verlet(&mut self, trace: Option<&mut StepTrace>) {
         let h = self.config.dt;
         let t = self.state.t;
         self.total_force(false, false, t);
@@ -309,6 +347,9 @@ impl CpuSimulation {
         // v_half in `rhs`, x' in `work`.
         self.rhs.copy_from_slice(&self.state.v);
         kick(&mut self.rhs, &self.gathered, m, pinned, 0.5 * h);
+        if let Some(tr) = trace {
+            tr.v_half = self.rhs.clone();
+        }
         self.work.copy_from_slice(&self.state.x);
         position_update(&mut self.work, &self.rhs, h);
         let t_new = (self.state.step + 1) as f64 * h;
@@ -344,7 +385,7 @@ pub fn position_update(x: &mut [DVec3], v: &[DVec3], h: f64) {
 }
 
 /// v_i += h f_i / m_i on free rows (explicit kick); pinned rows keep their velocity.
-fn kick(v: &mut [DVec3], f: &[DVec3], m: &[f64], pinned: &[bool], h: f64) {
+pub(crate) fn kick(v: &mut [DVec3], f: &[DVec3], m: &[f64], pinned: &[bool], h: f64) {
     for i in 0..v.len() {
         if !pinned[i] {
             v[i] += f[i] * (h / m[i]);

@@ -29,7 +29,8 @@ use super::error::{poll_error, scoped};
 use super::layout::DdefCounts;
 use super::limits::grid;
 use super::plan::Op;
-use super::shaders::{self, Access, Kernel};
+use super::readback::read_buffers;
+use super::shaders;
 use super::solver::GpuSolver;
 use super::GpuError;
 use crate::config::{DdefConfig, DdefVariant, Integrator};
@@ -125,53 +126,6 @@ pub struct GpuDdef {
     uploads: u64,
 }
 
-fn kernel_pipeline(
-    device: &wgpu::Device,
-    k: Kernel,
-) -> (wgpu::ComputePipeline, wgpu::BindGroupLayout) {
-    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some(k.name),
-        source: wgpu::ShaderSource::Wgsl(k.source.into()),
-    });
-    // Only the storage bindings: the DDEF kernels read their sizes from `DdefCounts`,
-    // not from the solver's Params / Dispatch uniforms, so they run outside a solver.
-    let entries: Vec<_> = k
-        .storage
-        .iter()
-        .enumerate()
-        .map(|(i, a)| wgpu::BindGroupLayoutEntry {
-            binding: i as u32 + 1,
-            visibility: wgpu::ShaderStages::COMPUTE,
-            ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Storage {
-                    read_only: *a == Access::Read,
-                },
-                has_dynamic_offset: false,
-                min_binding_size: None,
-            },
-            count: None,
-        })
-        .collect();
-    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-        label: Some(k.name),
-        entries: &entries,
-    });
-    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-        label: Some(k.name),
-        bind_group_layouts: &[Some(&layout)],
-        immediate_size: 0,
-    });
-    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some(k.name),
-        layout: Some(&pipeline_layout),
-        module: &module,
-        entry_point: Some("main"),
-        compilation_options: Default::default(),
-        cache: None,
-    });
-    (pipeline, layout)
-}
-
 impl GpuDdef {
     /// The kernels on the caller's device, standalone: [`Self::upload`] takes the sources
     /// from the host and [`Self::read_fields`] returns the field at each source.
@@ -226,9 +180,9 @@ impl GpuDdef {
             queue: queue.clone(),
             eps2,
             pipelines: [
-                kernel_pipeline(device, shaders::DDEF_FAR),
-                kernel_pipeline(device, shaders::DDEF_VERTEX_FAR),
-                kernel_pipeline(device, shaders::DDEF_GATHER),
+                shaders::kernel_pipeline(device, shaders::DDEF_FAR, None),
+                shaders::kernel_pipeline(device, shaders::DDEF_VERTEX_FAR, None),
+                shaders::kernel_pipeline(device, shaders::DDEF_GATHER, None),
             ],
             counts,
             slots: SLOT_LABELS.iter().map(|l| Grown::new(device, l)).collect(),
@@ -589,36 +543,16 @@ fn read_buffer(
         return Ok(Vec::new());
     }
     scoped(device, || {
-        let staging = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("msc ddef readback"),
-            size: bytes,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+        let encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("msc ddef readback"),
         });
-        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
-        queue.submit([encoder.finish()]);
-        let (tx, rx) = std::sync::mpsc::channel();
-        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(poll_error)?;
-        match rx.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(GpuError::Readback(e.to_string())),
-            Err(_) => return Err(GpuError::Readback("the map callback never ran".into())),
-        }
-        let data = staging
-            .slice(..)
-            .get_mapped_range()
-            .map_err(|e| GpuError::Readback(format!("{e:?}")))?
-            .to_vec();
-        staging.unmap();
-        Ok(data)
+        read_buffers(
+            device,
+            queue,
+            encoder,
+            &[(buffer, 0, bytes)],
+            "msc ddef readback",
+        )
     })
 }
 

@@ -4,9 +4,9 @@
 
 use super::buffers::Buf;
 use super::ddef::DDEF_MARK;
-use super::layout::{Dispatch, Params, SLOT_ENERGY, SLOT_PQ, SLOT_RESIDUAL, SLOT_RZ};
+use super::layout::{Dispatch, SLOT_ENERGY, SLOT_PQ, SLOT_RESIDUAL, SLOT_RZ};
 use super::limits::grid;
-use super::shaders::{self, Access, Kernel};
+use super::shaders::{self, Kernel};
 use super::solver::GpuSolver;
 use super::GpuError;
 use crate::config::{Config, CoulombMethod, Integrator, SolverMethod};
@@ -58,59 +58,8 @@ impl GpuSolver {
         if let Some(&i) = self.pipeline_index.get(k.name) {
             return i;
         }
-        let module = self
-            .device
-            .create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(k.name),
-                source: wgpu::ShaderSource::Wgsl(k.source.into()),
-            });
-        let mut entries = vec![wgpu::BindGroupLayoutEntry {
-            binding: 0,
-            visibility: wgpu::ShaderStages::COMPUTE,
-            ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Uniform,
-                has_dynamic_offset: false,
-                min_binding_size: wgpu::BufferSize::new(std::mem::size_of::<Params>() as u64),
-            },
-            count: None,
-        }];
-        for (i, a) in k.storage.iter().enumerate() {
-            entries.push(wgpu::BindGroupLayoutEntry {
-                binding: i as u32 + 1,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Storage {
-                        read_only: *a == Access::Read,
-                    },
-                    has_dynamic_offset: false,
-                    min_binding_size: None,
-                },
-                count: None,
-            });
-        }
-        let layout = self
-            .device
-            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                label: Some(k.name),
-                entries: &entries,
-            });
-        let pipeline_layout = self
-            .device
-            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some(k.name),
-                bind_group_layouts: &[Some(&layout), Some(&self.dispatch_layout)],
-                immediate_size: 0,
-            });
-        let pipeline = self
-            .device
-            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(k.name),
-                layout: Some(&pipeline_layout),
-                module: &module,
-                entry_point: Some("main"),
-                compilation_options: Default::default(),
-                cache: None,
-            });
+        let (pipeline, layout) =
+            shaders::kernel_pipeline(&self.device, k, Some(&self.dispatch_layout));
         self.pipelines.push(Pipeline {
             kernel: k,
             pipeline,

@@ -1,6 +1,7 @@
 //! Per-kernel GPU times from timestamp queries, for `msc bench`.
 
-use super::error::{poll_error, scoped};
+use super::error::scoped;
+use super::readback::map_read;
 use super::solver::GpuSolver;
 use super::GpuError;
 use std::sync::atomic::Ordering;
@@ -87,44 +88,28 @@ impl GpuSolver {
                     encoder.copy_buffer_to_buffer(&resolve, 0, &staging, 0, u64::from(used) * 8);
                     self.queue.submit([encoder.finish()]);
                     self.submissions.fetch_add(1, Ordering::Relaxed);
-                    let (tx, rx) = std::sync::mpsc::channel();
-                    staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-                        let _ = tx.send(r);
-                    });
-                    device
-                        .poll(wgpu::PollType::wait_indefinitely())
-                        .map_err(poll_error)?;
-                    match rx.recv() {
-                        Ok(Ok(())) => {}
-                        Ok(Err(e)) => return Err(GpuError::Readback(e.to_string())),
-                        Err(_) => {
-                            return Err(GpuError::Readback("the map callback never ran".into()))
-                        }
-                    }
-                    {
-                        let view = staging
-                            .slice(..)
-                            .get_mapped_range()
-                            .map_err(|e| GpuError::Readback(format!("{e:?}")))?;
-                        let stamps: &[u64] = bytemuck::cast_slice(&view);
-                        for (k, op) in chunk.iter().enumerate() {
-                            let name = self.pipelines[op.pipeline].kernel.name;
-                            let ticks = stamps[2 * k + 1].saturating_sub(stamps[2 * k]);
-                            let seconds = ticks as f64 * period_s;
-                            match times.iter_mut().find(|t| t.kernel == name) {
-                                Some(t) => {
-                                    t.dispatches += 1;
-                                    t.seconds += seconds;
-                                }
-                                None => times.push(KernelTime {
-                                    kernel: name,
-                                    dispatches: 1,
-                                    seconds,
-                                }),
+                    let data = map_read(&device, &staging, u64::from(used) * 8)?;
+                    // Native-endian u64 ticks; the Vec<u8> need not be 8-byte aligned.
+                    let stamps: Vec<u64> = data
+                        .chunks_exact(8)
+                        .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
+                        .collect();
+                    for (k, op) in chunk.iter().enumerate() {
+                        let name = self.pipelines[op.pipeline].kernel.name;
+                        let ticks = stamps[2 * k + 1].saturating_sub(stamps[2 * k]);
+                        let seconds = ticks as f64 * period_s;
+                        match times.iter_mut().find(|t| t.kernel == name) {
+                            Some(t) => {
+                                t.dispatches += 1;
+                                t.seconds += seconds;
                             }
+                            None => times.push(KernelTime {
+                                kernel: name,
+                                dispatches: 1,
+                                seconds,
+                            }),
                         }
                     }
-                    staging.unmap();
                 }
                 self.steps_done += 1;
             }

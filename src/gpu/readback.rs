@@ -14,6 +14,66 @@ use crate::model::State;
 use crate::sim::{Energies, SolveStats};
 use std::sync::atomic::Ordering;
 
+/// Maps the first `size` bytes of the MAP_READ buffer `staging` (after the work writing
+/// it was submitted), waits, and returns them; the buffer is unmapped again.
+pub(super) fn map_read(
+    device: &wgpu::Device,
+    staging: &wgpu::Buffer,
+    size: u64,
+) -> Result<Vec<u8>, GpuError> {
+    if size == 0 {
+        return Ok(Vec::new());
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    staging
+        .slice(..size)
+        .map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+    device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map_err(poll_error)?;
+    match rx.recv() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(GpuError::Readback(e.to_string())),
+        Err(_) => return Err(GpuError::Readback("the map callback never ran".into())),
+    }
+    let data = staging
+        .slice(..size)
+        .get_mapped_range()
+        .map_err(|e| GpuError::Readback(format!("{e:?}")))?
+        .to_vec();
+    staging.unmap();
+    Ok(data)
+}
+
+/// Appends to `encoder` (which may already hold work, run first) copies of the byte
+/// ranges `copies` (buffer, offset, size) into one staging buffer labelled `label`,
+/// submits it and returns the bytes, ranges concatenated in order. Callers wrap it in
+/// [`scoped`] so validation errors come back typed.
+pub(super) fn read_buffers(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    mut encoder: wgpu::CommandEncoder,
+    copies: &[(&wgpu::Buffer, u64, u64)],
+    label: &str,
+) -> Result<Vec<u8>, GpuError> {
+    let total: u64 = copies.iter().map(|c| c.2).sum();
+    let staging = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size: total.max(16),
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut offset = 0;
+    for &(b, src, size) in copies {
+        encoder.copy_buffer_to_buffer(b, src, &staging, offset, size);
+        offset += size;
+    }
+    queue.submit([encoder.finish()]);
+    map_read(device, &staging, total)
+}
+
 impl GpuSolver {
     /// Diagnostics: per spring at the current state, the force on particle i (elastic and
     /// damping, as the explicit integrators use it) and the block W_k of A. It overwrites
@@ -92,14 +152,7 @@ impl GpuSolver {
         copies: &[(Buf, u64, u64)],
     ) -> Result<Vec<u8>, GpuError> {
         self.check_lost()?;
-        let total: u64 = copies.iter().map(|c| c.2).sum();
         let bytes = scoped(&self.device, || {
-            let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("msc readback"),
-                size: total.max(16),
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
             let mut encoder = self
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -113,34 +166,12 @@ impl GpuSolver {
                 });
                 self.replay(&mut pass, ops);
             }
-            let mut offset = 0;
-            for &(b, src, size) in copies {
-                encoder.copy_buffer_to_buffer(self.buf(b), src, &staging, offset, size);
-                offset += size;
-            }
-            self.queue.submit([encoder.finish()]);
+            let copies: Vec<_> = copies
+                .iter()
+                .map(|&(b, src, size)| (self.buf(b), src, size))
+                .collect();
             self.submissions.fetch_add(1, Ordering::Relaxed);
-            let (tx, rx) = std::sync::mpsc::channel();
-            staging
-                .slice(..total)
-                .map_async(wgpu::MapMode::Read, move |r| {
-                    let _ = tx.send(r);
-                });
-            self.device
-                .poll(wgpu::PollType::wait_indefinitely())
-                .map_err(poll_error)?;
-            match rx.recv() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(GpuError::Readback(e.to_string())),
-                Err(_) => return Err(GpuError::Readback("the map callback never ran".into())),
-            }
-            let data = staging
-                .slice(..total)
-                .get_mapped_range()
-                .map_err(|e| GpuError::Readback(format!("{e:?}")))?
-                .to_vec();
-            staging.unmap();
-            Ok(data)
+            read_buffers(&self.device, &self.queue, encoder, &copies, "msc readback")
         })?;
         self.check_lost()?;
         Ok(bytes)

@@ -128,3 +128,67 @@ pub const KERNELS: [Kernel; 26] = [
     TANGENT_LG_RHS,
     TANGENT_COPY,
 ];
+
+/// Compiles `k` and returns its compute pipeline and group-0 layout, all labelled with the
+/// kernel's name. With `dispatch` (the solver's `Dispatch` records layout), group 0 starts
+/// with the `Params` uniform at binding 0 and `dispatch` is group 1, as the solver's kernels
+/// declare; without it (the DDEF kernels, which read their sizes from a storage buffer so
+/// they run outside a solver) group 0 holds only the storage bindings.
+pub(super) fn kernel_pipeline(
+    device: &wgpu::Device,
+    k: Kernel,
+    dispatch: Option<&wgpu::BindGroupLayout>,
+) -> (wgpu::ComputePipeline, wgpu::BindGroupLayout) {
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(k.name),
+        source: wgpu::ShaderSource::Wgsl(k.source.into()),
+    });
+    let params = dispatch.map(|_| wgpu::BindGroupLayoutEntry {
+        binding: 0,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Uniform,
+            has_dynamic_offset: false,
+            min_binding_size: wgpu::BufferSize::new(
+                std::mem::size_of::<super::layout::Params>() as u64
+            ),
+        },
+        count: None,
+    });
+    let storage = k
+        .storage
+        .iter()
+        .enumerate()
+        .map(|(i, a)| wgpu::BindGroupLayoutEntry {
+            binding: i as u32 + 1,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage {
+                    read_only: *a == Access::Read,
+                },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        });
+    let entries: Vec<_> = params.into_iter().chain(storage).collect();
+    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some(k.name),
+        entries: &entries,
+    });
+    let groups = [Some(&layout), dispatch];
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(k.name),
+        bind_group_layouts: &groups[..if dispatch.is_some() { 2 } else { 1 }],
+        immediate_size: 0,
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(k.name),
+        layout: Some(&pipeline_layout),
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    (pipeline, layout)
+}

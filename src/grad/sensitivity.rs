@@ -147,7 +147,7 @@ pub(crate) fn drive(
         .iter()
         .map(|&s| options.window.map_or(0, |w| s.saturating_sub(w)))
         .collect();
-    let mut fwd = Forward::new(system, config);
+    let mut fwd = Forward::new(&system, &config)?;
     let mut sets: Vec<TangentSet> = Vec::new();
     let mut stats = GradStats::default();
     let zero = Tangent {
@@ -157,7 +157,7 @@ pub(crate) fn drive(
     let last = *frames.last().unwrap_or(&0);
     let mut next_frame = 0;
     loop {
-        let step = fwd.state.step;
+        let step = fwd.state().step;
         // Frames at this step.
         while next_frame < frames.len() && frames[next_frame] == step {
             let tangents: Vec<Tangent> = match sets.iter().find(|s| s.start == starts[next_frame]) {
@@ -165,7 +165,7 @@ pub(crate) fn drive(
                 // A frame at its own start step (step 0) has zero tangents.
                 None => vec![zero.clone(); dirs.len()],
             };
-            on_frame(next_frame, &fwd.state, &tangents)?;
+            on_frame(next_frame, fwd.state(), &tangents)?;
             next_frame += 1;
         }
         sets.retain(|s| s.until > step);
@@ -201,10 +201,10 @@ pub(crate) fn drive(
             let w = stats.worst_forward_residual.unwrap_or(0.0);
             stats.worst_forward_residual = Some(w.max(s.residual));
         }
-        if !fwd.state.is_finite() {
+        if !fwd.state().is_finite() {
             return Err(GradError::NonFiniteState {
-                step: fwd.state.step,
-                time: fwd.state.t,
+                step: fwd.state().step,
+                time: fwd.state().t,
             });
         }
         let mut jobs: Vec<(usize, &mut Live)> = sets
@@ -233,7 +233,7 @@ pub(crate) fn drive(
         for (p, s, finite) in results {
             if !finite {
                 return Err(GradError::NonFiniteTangent {
-                    step: fwd.state.step,
+                    step: fwd.state().step,
                     param: names[p].clone(),
                 });
             }

@@ -1,9 +1,9 @@
 //! One forward step that keeps what its tangent needs, and the tangent step itself.
 //!
-//! [`Forward`] advances a system exactly as `CpuSimulation::step_once` does: the same
-//! kernels from `crate::cpu` in the same order (a test checks the trajectories agree bit
-//! for bit), and it records the intermediate values of the step (x_t, v_t, the
-//! local-global iterates, Verlet's half-step velocity). [`tangent_step`] then maps a
+//! [`Forward`] advances a system with the CPU reference itself
+//! (`CpuSimulation::step_traced`, so the trajectories agree bit for bit, which a test
+//! checks) and keeps the intermediate values of each step (x_t, v_t, the local-global
+//! iterates, Verlet's half-step velocity). [`tangent_step`] then maps a
 //! tangent (dx_t, dv_t) and a parameter [`Direction`] to (dx_{t+1}, dv_{t+1}).
 
 // Per-particle loops index several arrays by particle, as the kernels do.
@@ -13,14 +13,11 @@ use super::jvp::{
     field_forces_jvp, local_projection_jvp, spring_elastic_jvp, spring_force_jvp, w_block_jvp,
 };
 use super::params::Direction;
-use crate::config::{Config, Integrator, SolverMethod};
-use crate::cpu::forces::{field_forces_into, gather_spring_forces, spring_assemble, spring_forces};
-use crate::cpu::integrators::{
-    imex_rhs, local_global_rhs, local_global_rhs_const, local_projection, position_update,
-};
-use crate::cpu::solvers::{
-    cg, estimate_block_jacobi_rho, solve, BlockLaplacian, SolverScratch, RHO_ESTIMATE_ITERATIONS,
-};
+use crate::config::{Config, ConfigError, Integrator};
+use crate::cpu::forces::gather_spring_forces;
+use crate::cpu::integrators::{kick, StepTrace};
+use crate::cpu::solvers::{cg, BlockLaplacian, SolverScratch};
+use crate::cpu::CpuSimulation;
 use crate::model::{State, System};
 use crate::sim::SolveStats;
 use glam::DVec3;
@@ -47,248 +44,52 @@ pub(crate) enum Record {
     },
 }
 
-/// The forward simulation (a mirror of `CpuSimulation` that records each step).
+/// The forward simulation: the CPU reference itself, stepped with a trace of each step.
 pub(crate) struct Forward {
-    pub system: System,
-    pub config: Config,
-    pub state: State,
-    /// IMEX: A at the last step's x_t; local_global: P; explicit: M (adjacency only).
-    pub op: BlockLaplacian,
-    rho: f64,
-    scratch: SolverScratch,
-    spring_buf: Vec<DVec3>,
-    field: Vec<DVec3>,
-    /// Step whose positions `field` holds (Verlet reuses a' as the next a, as the reference).
-    field_step: Option<u64>,
-    coulomb_scratch: Vec<DVec3>,
-    gathered: Vec<DVec3>,
-    rhs: Vec<DVec3>,
+    sim: CpuSimulation,
     pub last_solve: Option<SolveStats>,
 }
 
 impl Forward {
-    /// `config` must be validated.
-    pub fn new(system: System, config: Config) -> Self {
-        let n = system.len();
-        let ns = system.springs().len();
-        let mut op = BlockLaplacian::from_system(&system);
-        let h = config.dt;
-        let state = system.initial_state();
-        match config.integrator {
-            Integrator::Imex => op.assemble_imex(&state.x, system.springs(), h),
-            Integrator::LocalGlobal => op.assemble_local_global(system.springs(), h),
-            _ => {}
-        }
-        let rho =
-            if config.integrator.is_implicit() && config.solver.method == SolverMethod::Chebyshev {
-                config.solver.rho.unwrap_or_else(|| {
-                    estimate_block_jacobi_rho(&op, config.solver.omega, RHO_ESTIMATE_ITERATIONS)
-                })
-            } else {
-                0.0
-            };
-        Self {
-            system,
-            config,
-            state,
-            op,
-            rho,
-            scratch: SolverScratch::default(),
-            spring_buf: vec![DVec3::ZERO; ns],
-            field: vec![DVec3::ZERO; n],
-            field_step: None,
-            coulomb_scratch: Vec::new(),
-            gathered: vec![DVec3::ZERO; n],
-            rhs: vec![DVec3::ZERO; n],
+    pub fn new(system: &System, config: &Config) -> Result<Self, ConfigError> {
+        Ok(Self {
+            sim: CpuSimulation::new(system, config)?,
             last_solve: None,
-        }
+        })
+    }
+
+    pub fn system(&self) -> &System {
+        self.sim.system()
+    }
+
+    pub fn config(&self) -> &Config {
+        self.sim.config()
+    }
+
+    pub fn state(&self) -> &State {
+        self.sim.current()
+    }
+
+    /// IMEX: A at the last step's x_t; local_global: P; explicit: M (adjacency only).
+    pub fn op(&self) -> &BlockLaplacian {
+        self.sim.operator()
     }
 
     /// One step; returns what its tangent needs.
     pub fn step(&mut self) -> Record {
-        let record = match self.config.integrator {
-            Integrator::Imex => self.step_imex(),
-            Integrator::LocalGlobal => self.step_local_global(),
-            Integrator::SymplecticEuler => self.step_symplectic_euler(),
-            Integrator::Verlet => self.step_verlet(),
-        };
-        self.state.step += 1;
-        self.state.t = self.state.step as f64 * self.config.dt;
-        record
-    }
-
-    fn eval_field(&mut self, x: &[DVec3], t: f64) {
-        field_forces_into(
-            x,
-            self.system.charges(),
-            &self.config,
-            t,
-            &mut self.coulomb_scratch,
-            &mut self.field,
-        );
-    }
-
-    fn step_imex(&mut self) -> Record {
-        let h = self.config.dt;
-        let t = self.state.t;
-        let x0 = self.state.x.clone();
-        spring_assemble(
-            &x0,
-            self.system.springs(),
-            h,
-            &mut self.spring_buf,
-            &mut self.op.blocks,
-        );
-        self.eval_field(&x0, t);
-        gather_spring_forces(&self.op.adjacency, &self.spring_buf, &mut self.gathered);
-        imex_rhs(
-            self.system.masses(),
-            &self.state.v,
-            &self.gathered,
-            &self.field,
-            self.config.gravity,
-            h,
-            &mut self.rhs,
-        );
-        self.last_solve = Some(solve(
-            &self.op,
-            &self.rhs,
-            &mut self.state.v,
-            &self.config.solver,
-            self.rho,
-            &mut self.scratch,
-        ));
-        position_update(&mut self.state.x, &self.state.v, h);
-        Record::Imex { x0 }
-    }
-
-    fn step_local_global(&mut self) -> Record {
-        let h = self.config.dt;
-        let t = self.state.t;
-        let x0 = self.state.x.clone();
-        self.eval_field(&x0, t);
-        local_global_rhs_const(
-            &self.system,
-            &self.op.adjacency,
-            &x0,
-            &self.state.v,
-            &self.field,
-            self.config.gravity,
-            h,
-            &mut self.gathered,
-        );
-        let mut z: Vec<DVec3> = x0
-            .iter()
-            .zip(&self.state.v)
-            .map(|(x, v)| *x + *v * h)
-            .collect();
-        let mut iterates = Vec::with_capacity(self.config.local_global_iterations as usize + 1);
-        iterates.push(z.clone());
-        let mut total = SolveStats::default();
-        for _ in 0..self.config.local_global_iterations {
-            local_projection(&z, self.system.springs(), &mut self.spring_buf);
-            local_global_rhs(
-                &self.op.adjacency,
-                self.system.springs(),
-                &self.spring_buf,
-                &self.gathered,
-                h,
-                &mut self.rhs,
-            );
-            let s = solve(
-                &self.op,
-                &self.rhs,
-                &mut z,
-                &self.config.solver,
-                self.rho,
-                &mut self.scratch,
-            );
-            total.iterations += s.iterations;
-            total.residual = s.residual;
-            iterates.push(z.clone());
-        }
-        self.last_solve = Some(total);
-        let pinned = self.system.pinned();
-        for i in 0..self.system.len() {
-            if pinned[i] {
-                self.state.x[i] += self.state.v[i] * h;
-            } else {
-                self.state.v[i] = (z[i] - self.state.x[i]) / h;
-                self.state.x[i] = z[i];
-            }
-        }
-        Record::LocalGlobal { x0, iterates }
-    }
-
-    /// Total force f(x, v, t) into `gathered`; `x_step` keys the field cache.
-    fn total_force(&mut self, x: &[DVec3], v: &[DVec3], t: f64, x_step: u64) {
-        if self.field_step != Some(x_step) {
-            self.eval_field(x, t);
-            self.field_step = Some(x_step);
-        }
-        spring_forces(x, v, self.system.springs(), &mut self.spring_buf);
-        gather_spring_forces(&self.op.adjacency, &self.spring_buf, &mut self.gathered);
-        let g = self.config.gravity;
-        for ((f, fld), m) in self
-            .gathered
-            .iter_mut()
-            .zip(&self.field)
-            .zip(self.system.masses())
-        {
-            *f = *f + *fld + g * *m;
-        }
-    }
-
-    fn step_symplectic_euler(&mut self) -> Record {
-        let h = self.config.dt;
-        let (x0, v0) = (self.state.x.clone(), self.state.v.clone());
-        self.total_force(&x0, &v0, self.state.t, self.state.step);
-        kick(
-            &mut self.state.v,
-            &self.gathered,
-            self.system.masses(),
-            self.system.pinned(),
-            h,
-        );
-        position_update(&mut self.state.x, &self.state.v, h);
-        Record::SymplecticEuler { x0, v0 }
-    }
-
-    fn step_verlet(&mut self) -> Record {
-        let h = self.config.dt;
-        let (x0, v0) = (self.state.x.clone(), self.state.v.clone());
-        self.total_force(&x0, &v0, self.state.t, self.state.step);
-        let mut v_half = v0.clone();
-        kick(
-            &mut v_half,
-            &self.gathered,
-            self.system.masses(),
-            self.system.pinned(),
-            0.5 * h,
-        );
-        let mut x1 = x0.clone();
-        position_update(&mut x1, &v_half, h);
-        let t1 = (self.state.step + 1) as f64 * h;
-        self.total_force(&x1, &v_half, t1, self.state.step + 1);
-        let mut v1 = v_half.clone();
-        kick(
-            &mut v1,
-            &self.gathered,
-            self.system.masses(),
-            self.system.pinned(),
-            0.5 * h,
-        );
-        self.state.x = x1;
-        self.state.v = v1;
-        Record::Verlet { x0, v0, v_half }
-    }
-}
-
-/// v_i += h f_i / m_i on free rows (as the reference's kick).
-fn kick(v: &mut [DVec3], f: &[DVec3], m: &[f64], pinned: &[bool], h: f64) {
-    for i in 0..v.len() {
-        if !pinned[i] {
-            v[i] += f[i] * (h / m[i]);
+        let (stats, trace) = self.sim.step_traced();
+        self.last_solve = stats;
+        let StepTrace {
+            x0,
+            v0,
+            v_half,
+            iterates,
+        } = trace;
+        match self.config().integrator {
+            Integrator::Imex => Record::Imex { x0 },
+            Integrator::LocalGlobal => Record::LocalGlobal { x0, iterates },
+            Integrator::SymplecticEuler => Record::SymplecticEuler { x0, v0 },
+            Integrator::Verlet => Record::Verlet { x0, v0, v_half },
         }
     }
 }
@@ -345,20 +146,20 @@ pub(crate) fn tangent_step(
     solve_opts: &TangentSolve,
     ws: &mut TangentScratch,
 ) -> SolveStats {
-    let sys = &fwd.system;
-    let cfg = &fwd.config;
+    let sys = fwd.system();
+    let cfg = fwd.config();
     let h = cfg.dt;
     // The record belongs to the step that just ended.
-    let t = (fwd.state.step - 1) as f64 * h;
+    let t = (fwd.state().step - 1) as f64 * h;
     let (n, springs) = (sys.len(), sys.springs());
     ws.size(n, springs.len());
     let (m, pinned, q) = (sys.masses(), sys.pinned(), sys.charges());
-    let adj = &fwd.op.adjacency;
+    let adj = &fwd.op().adjacency;
     match record {
         Record::Imex { x0, .. } => {
             // Differentiating A(x_t, k) v' = b(x_t, v_t, theta) (DESIGN section 2):
             // A dv' = M dv + h (d f_elastic + d f_field) - dA v'.
-            let v1 = &fwd.state.v;
+            let v1 = &fwd.state().v;
             for (k, s) in springs.iter().enumerate() {
                 let (i, j) = (s.i as usize, s.j as usize);
                 let dd = dx[j] - dx[i];
@@ -374,7 +175,7 @@ pub(crate) fn tangent_step(
             }
             // Warm start from dv_t; pinned rows stay 0 (prescribed velocities).
             let stats = cg(
-                &fwd.op,
+                fwd.op(),
                 &ws.z,
                 dv,
                 solve_opts.max_iterations,
@@ -418,7 +219,7 @@ pub(crate) fn tangent_step(
                     ws.b[i] += ws.a[i];
                 }
                 let s = cg(
-                    &fwd.op,
+                    fwd.op(),
                     &ws.b,
                     &mut ws.z,
                     solve_opts.max_iterations,
@@ -452,8 +253,8 @@ pub(crate) fn tangent_step(
                 dx[i] += dv_half[i] * h;
             }
             // (x_{t+1}, v_half) at t_{t+1}, the reference's second force evaluation.
-            let x1 = &fwd.state.x;
-            total_force_jvp(fwd, x1, v_half, fwd.state.t, dx, &dv_half, dir, ws);
+            let x1 = &fwd.state().x;
+            total_force_jvp(fwd, x1, v_half, fwd.state().t, dx, &dv_half, dir, ws);
             kick(&mut dv_half, &ws.a, m, pinned, 0.5 * h);
             dv.copy_from_slice(&dv_half);
             SolveStats::default()
@@ -473,7 +274,7 @@ fn total_force_jvp(
     dir: &Direction,
     ws: &mut TangentScratch,
 ) {
-    let springs = fwd.system.springs();
+    let springs = fwd.system().springs();
     for (k, s) in springs.iter().enumerate() {
         let (i, j) = (s.i as usize, s.j as usize);
         ws.per_spring[k] = spring_force_jvp(
@@ -487,8 +288,16 @@ fn total_force_jvp(
             dir.dk(k),
         );
     }
-    gather_spring_forces(&fwd.op.adjacency, &ws.per_spring, &mut ws.b);
-    field_forces_jvp(x, fwd.system.charges(), &fwd.config, t, dx, dir, &mut ws.c);
+    gather_spring_forces(&fwd.op().adjacency, &ws.per_spring, &mut ws.b);
+    field_forces_jvp(
+        x,
+        fwd.system().charges(),
+        fwd.config(),
+        t,
+        dx,
+        dir,
+        &mut ws.c,
+    );
     for i in 0..ws.a.len() {
         ws.a[i] = ws.b[i] + ws.c[i];
     }

@@ -1,0 +1,63 @@
+//! Helpers shared by the integration tests that need a GPU: they run on whatever adapter
+//! wgpu finds, software ones (lavapipe) included, skip with a message when there is none,
+//! and fail instead when `MSC_REQUIRE_GPU=1`.
+
+// Each test crate compiles its own copy and uses only some of these.
+#![allow(dead_code)]
+
+use msc::config::Config;
+use msc::gpu::{GpuError, GpuSolver, HeadlessOptions};
+use msc::model::System;
+
+/// `MSC_REQUIRE_GPU=1`: a missing adapter fails the test instead of skipping it.
+pub fn require_gpu() -> bool {
+    std::env::var("MSC_REQUIRE_GPU").as_deref() == Ok("1")
+}
+
+/// The test found no adapter (`why` says more): fails under `MSC_REQUIRE_GPU=1`, else
+/// prints that the test is skipped.
+pub fn skip_no_adapter(why: &str) {
+    assert!(!require_gpu(), "MSC_REQUIRE_GPU=1 but no adapter{why}");
+    eprintln!("skipping: no GPU adapter{why}");
+}
+
+/// The default adapter, or `None` (test skipped) when there is none.
+pub fn adapter() -> Option<wgpu::Adapter> {
+    let instance =
+        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    match pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default())) {
+        Ok(a) => Some(a),
+        Err(e) => {
+            skip_no_adapter(&format!(": {e}"));
+            None
+        }
+    }
+}
+
+/// A device and queue of our own (the embedding API), or `None` (test skipped) when
+/// there is no adapter.
+pub fn device() -> Option<(wgpu::Device, wgpu::Queue)> {
+    let adapter = adapter()?;
+    Some(
+        pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor::default()))
+            .expect("device"),
+    )
+}
+
+/// The headless solver on any adapter, or `None` (test skipped) when there is none.
+pub fn gpu(system: &System, config: &Config) -> Option<GpuSolver> {
+    match GpuSolver::headless(
+        system,
+        config,
+        &HeadlessOptions {
+            allow_software: true,
+        },
+    ) {
+        Ok(s) => Some(s),
+        Err(GpuError::NoAdapter(why)) => {
+            skip_no_adapter(&why);
+            None
+        }
+        Err(e) => panic!("building the GPU solver failed: {e}"),
+    }
+}
