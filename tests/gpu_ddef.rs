@@ -16,7 +16,7 @@
 
 mod common;
 
-use common::{device, gpu};
+use common::{device, gpu, Rng};
 use glam::DVec3;
 use msc::config::{
     Config, CoulombConfig, CoulombMethod, DdefConfig, DdefGrid, DdefVariant, Integrator,
@@ -34,22 +34,11 @@ use std::sync::Arc;
 const F32_SUMS: f64 = 1e-4;
 const VARIANTS: [DdefVariant; 2] = [DdefVariant::Paper, DdefVariant::Corrected];
 
-/// splitmix64: seeded, portable.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn range(&mut self, a: f64, b: f64) -> f64 {
-        a + (b - a) * self.next()
-    }
-    fn vec(&mut self, s: f64) -> DVec3 {
-        DVec3::new(self.range(-s, s), self.range(-s, s), self.range(-s, s))
-    }
+/// Random charges for the DDEF tests.
+trait Charges {
+    fn charges(&mut self, n: usize, q: f64, uncharged: f64) -> Vec<f64>;
+}
+impl Charges for Rng {
     /// Charges of both signs, a fraction `uncharged` of them zero.
     fn charges(&mut self, n: usize, q: f64, uncharged: f64) -> Vec<f64> {
         (0..n)

@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{adapter, device, gpu};
+use common::{adapter, device, gpu, Rng};
 use glam::{DMat3, DVec3};
 use msc::config::{
     Config, CoulombConfig, CoulombMethod, ExternalCharge, ExternalField, Integrator, Orbit,
@@ -23,24 +23,6 @@ use msc::cpu::{self, CpuSimulation};
 use msc::gpu::{GpuError, GpuSolver};
 use msc::model::{mesh, Spring, State, System, SystemDesc};
 use msc::sim::Simulator;
-
-/// splitmix64: seeded, portable.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn range(&mut self, a: f64, b: f64) -> f64 {
-        a + (b - a) * self.next()
-    }
-    fn vec(&mut self, s: f64) -> DVec3 {
-        DVec3::new(self.range(-s, s), self.range(-s, s), self.range(-s, s))
-    }
-}
 
 struct Random {
     seed: u64,

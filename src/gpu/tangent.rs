@@ -400,14 +400,7 @@ impl GpuTangents {
                     }
                     solver.step_ops.push(op);
                 }
-                let m0 = solver.mode(0);
-                let op = solver.op(
-                    shaders::RESIDUAL,
-                    &[Buf::Props, Buf::Sf, Buf::Adj, Buf::Bd, last, Buf::Partials],
-                    m0,
-                    nn,
-                );
-                vec![op, solver.reduce(SLOT_RESIDUAL, 0)]
+                residual_ops(&mut solver, last, nn)
             } else if config.integrator == Integrator::Imex {
                 // Where the forward solve leaves v': replanning it records the same
                 // dispatches (pipelines, groups and records are shared) and returns the
@@ -442,14 +435,7 @@ impl GpuTangents {
                 solver.step_ops.extend(ops);
                 solver.step_ops.push(integrate);
                 // The residual of the last tangent solve: its right-hand side is still in Bd.
-                let m0 = solver.mode(0);
-                let op = solver.op(
-                    shaders::RESIDUAL,
-                    &[Buf::Props, Buf::Sf, Buf::Adj, Buf::Bd, last, Buf::Partials],
-                    m0,
-                    nn,
-                );
-                vec![op, solver.reduce(SLOT_RESIDUAL, 0)]
+                residual_ops(&mut solver, last, nn)
             } else {
                 // Explicit integrators: each `explicit_step` kick reads the forces at the
                 // state it finds in (x, v) and then moves it, so the tangent's force JVP
@@ -642,6 +628,19 @@ fn forces_op(solver: &mut GpuSolver, vel: Buf, record: u32) -> Op {
         record,
         n,
     )
+}
+
+/// The residual of the last tangent solve of a step (its right-hand side is still in
+/// `Bd`), reduced into `SLOT_RESIDUAL`.
+fn residual_ops(solver: &mut GpuSolver, last: Buf, n: u32) -> Vec<Op> {
+    let m0 = solver.mode(0);
+    let op = solver.op(
+        shaders::RESIDUAL,
+        &[Buf::Props, Buf::Sf, Buf::Adj, Buf::Bd, last, Buf::Partials],
+        m0,
+        n,
+    );
+    vec![op, solver.reduce(SLOT_RESIDUAL, 0)]
 }
 
 /// `tangent_integrate` of direction `d` from `sol` (mode 1: dv only).

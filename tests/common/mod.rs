@@ -5,6 +5,7 @@
 // Each test crate compiles its own copy and uses only some of these.
 #![allow(dead_code)]
 
+use glam::DVec3;
 use msc::config::Config;
 use msc::gpu::{GpuError, GpuSolver, HeadlessOptions};
 use msc::model::System;
@@ -59,5 +60,23 @@ pub fn gpu(system: &System, config: &Config) -> Option<GpuSolver> {
             None
         }
         Err(e) => panic!("building the GPU solver failed: {e}"),
+    }
+}
+
+/// splitmix64: seeded, portable random numbers for test inputs.
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+    pub fn range(&mut self, a: f64, b: f64) -> f64 {
+        a + (b - a) * self.next()
+    }
+    pub fn vec(&mut self, s: f64) -> DVec3 {
+        DVec3::new(self.range(-s, s), self.range(-s, s), self.range(-s, s))
     }
 }
