@@ -223,6 +223,51 @@ fn check_run(gpu: &TangentRun, cpu: &TangentRun, components: usize, what: &str) 
     }
 }
 
+/// Per-particle charges through [`GpuTangents`] directly: two of the CPU's directions
+/// (particle 11, charged, and 7, uncharged: a charge direction makes it act and be acted
+/// on) over `steps` steps of `config`, against the CPU reference at `TOL`. Returns the
+/// solver (for its tangent-solve report), or `None` when skipped for want of an adapter.
+fn per_particle_charges_agree(
+    system: &System,
+    config: &Config,
+    steps: u64,
+    label: &str,
+) -> Option<GpuTangents> {
+    let set = ParamSet::new(system, config, &[Param::Charges]).unwrap();
+    let theta = set.initial();
+    let cpu = simulate_with_tangents(&set, &theta, &[steps], &cpu_options()).unwrap();
+    let dirs = set.directions();
+    let picked = [dirs[11].clone(), dirs[7].clone()];
+    let (sys, cfg) = set.instantiate(&theta).unwrap();
+    let mut gpu = match GpuTangents::headless(
+        &sys,
+        &cfg,
+        &picked,
+        &HeadlessOptions {
+            allow_software: true,
+        },
+    ) {
+        Ok(g) => g,
+        Err(GpuError::NoAdapter(why)) => {
+            common::skip_no_adapter(&why);
+            return None;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    gpu.step(steps).unwrap();
+    let (state, tangents) = gpu.read().unwrap();
+    assert_eq!(state.step, steps);
+    let worst = compare(
+        &tangents,
+        &cpu.frames[0].tangents,
+        &[(0, 11), (1, 7)],
+        &[0, 5],
+    );
+    eprintln!("charges {label}: worst relative tangent error {worst:.2e}");
+    assert!(worst <= TOL, "{label}: {worst:.2e} > {TOL}");
+    Some(gpu)
+}
+
 /// Per-particle charges (a charged particle and an uncharged one) through
 /// [`GpuTangents`] directly, with two directions out of the CPU's 42.
 #[test]
@@ -230,39 +275,9 @@ fn gpu_tangents_match_the_cpu_reference_for_per_particle_charges() {
     let system = ball();
     for (method, iterations) in [(SolverMethod::BlockJacobi, 31), (SolverMethod::Cg, 25)] {
         let c = config(method, iterations);
-        let set = ParamSet::new(&system, &c, &[Param::Charges]).unwrap();
-        let theta = set.initial();
-        let steps = 20;
-        let cpu = simulate_with_tangents(&set, &theta, &[steps], &cpu_options()).unwrap();
-        let dirs = set.directions();
-        let picked = [dirs[11].clone(), dirs[7].clone()];
-        let (sys, cfg) = set.instantiate(&theta).unwrap();
-        let mut gpu = match GpuTangents::headless(
-            &sys,
-            &cfg,
-            &picked,
-            &HeadlessOptions {
-                allow_software: true,
-            },
-        ) {
-            Ok(g) => g,
-            Err(GpuError::NoAdapter(why)) => {
-                common::skip_no_adapter(&why);
-                return;
-            }
-            Err(e) => panic!("{e}"),
+        let Some(gpu) = per_particle_charges_agree(&system, &c, 20, &format!("{method:?}")) else {
+            return;
         };
-        gpu.step(steps).unwrap();
-        let (state, tangents) = gpu.read().unwrap();
-        assert_eq!(state.step, steps);
-        let worst = compare(
-            &tangents,
-            &cpu.frames[0].tangents,
-            &[(0, 11), (1, 7)],
-            &[0, 5],
-        );
-        eprintln!("charges {method:?}: worst relative tangent error {worst:.2e}");
-        assert!(worst <= TOL, "{method:?}: {worst:.2e} > {TOL}");
         // The tangent solves converged (the premise of the comparison).
         let s = gpu.last_tangent_solve().unwrap();
         assert!(s.residual < 1e-4, "tangent residual {}", s.residual);
@@ -302,33 +317,10 @@ fn gpu_tangents_match_the_cpu_reference_for_explicit_integrators() {
         };
         check_run(&gpu, &cpu, set.len(), &format!("{integrator:?}"));
 
-        let set = ParamSet::new(&system, &c, &[Param::Charges]).unwrap();
-        let theta = set.initial();
-        let steps = 40;
-        let cpu = simulate_with_tangents(&set, &theta, &[steps], &cpu_options()).unwrap();
-        let dirs = set.directions();
-        let picked = [dirs[11].clone(), dirs[7].clone()];
-        let (sys, cfg) = set.instantiate(&theta).unwrap();
-        let mut gpu = GpuTangents::headless(
-            &sys,
-            &cfg,
-            &picked,
-            &HeadlessOptions {
-                allow_software: true,
-            },
-        )
-        .unwrap();
-        gpu.step(steps).unwrap();
-        let (state, tangents) = gpu.read().unwrap();
-        assert_eq!(state.step, steps);
-        let worst = compare(
-            &tangents,
-            &cpu.frames[0].tangents,
-            &[(0, 11), (1, 7)],
-            &[0, 5],
-        );
-        eprintln!("charges {integrator:?}: worst relative tangent error {worst:.2e}");
-        assert!(worst <= TOL, "{integrator:?}: {worst:.2e} > {TOL}");
+        let label = format!("{integrator:?}");
+        let Some(gpu) = per_particle_charges_agree(&system, &c, 40, &label) else {
+            return;
+        };
         // Nothing is solved: the residual is reported as 0, as on the CPU.
         assert_eq!(gpu.last_tangent_solve().unwrap().residual, 0.0);
     }
@@ -378,32 +370,9 @@ fn gpu_tangents_match_the_cpu_reference_for_local_global() {
         local_global_iterations: 4,
         ..config(SolverMethod::Cg, 25)
     };
-    let set = ParamSet::new(&system, &c, &[Param::Charges]).unwrap();
-    let theta = set.initial();
-    let steps = 30;
-    let cpu = simulate_with_tangents(&set, &theta, &[steps], &cpu_options()).unwrap();
-    let dirs = set.directions();
-    let picked = [dirs[11].clone(), dirs[7].clone()];
-    let (sys, cfg) = set.instantiate(&theta).unwrap();
-    let mut gpu = GpuTangents::headless(
-        &sys,
-        &cfg,
-        &picked,
-        &HeadlessOptions {
-            allow_software: true,
-        },
-    )
-    .unwrap();
-    gpu.step(steps).unwrap();
-    let (_, tangents) = gpu.read().unwrap();
-    let worst = compare(
-        &tangents,
-        &cpu.frames[0].tangents,
-        &[(0, 11), (1, 7)],
-        &[0, 5],
-    );
-    eprintln!("charges LocalGlobal: worst relative tangent error {worst:.2e}");
-    assert!(worst <= TOL, "{worst:.2e} > {TOL}");
+    let Some(gpu) = per_particle_charges_agree(&system, &c, 30, "LocalGlobal") else {
+        return;
+    };
     let s = gpu.last_tangent_solve().unwrap();
     assert!(s.residual < 1e-4, "tangent residual {}", s.residual);
 }
