@@ -629,6 +629,65 @@ fn two_identical_runs_are_bit_identical() {
     }
 }
 
+/// Verlet reuses a step's a' as the next step's a (as the CPU reference does): the field
+/// forces run once per step, plus once before the first step and after a diagnostic that
+/// rewrote the force buffer. Reading energies, forces or the state between steps, or
+/// profiling some of them, must leave the trajectory bit for bit the same, and a step
+/// records one field evaluation fewer than symplectic Euler's two kernels' worth.
+#[test]
+fn verlet_field_reuse_survives_diagnostics_between_steps() {
+    let system = random_system(Random {
+        seed: 43,
+        pinned: 1,
+        ..Default::default()
+    });
+    let config = Config {
+        integrator: Integrator::Verlet,
+        dt: 0.002,
+        ..external_world()
+    };
+    // With DDEF the energy diagnostic writes the exact field into the force buffer, so a
+    // step that reused it unchecked would leave the DDEF trajectory.
+    let mut ddef = config.clone();
+    ddef.coulomb.method = CoulombMethod::Ddef(Default::default());
+    for config in [&config, &ddef] {
+        let Some(mut plain) = gpu(&system, config) else {
+            return;
+        };
+        plain.step(12).unwrap();
+        let mut probed = gpu(&system, config).unwrap();
+        probed.step(3).unwrap();
+        probed.energies().unwrap();
+        probed.step(2).unwrap();
+        probed.field_forces().unwrap();
+        probed.state().unwrap();
+        probed.step(1).unwrap();
+        match probed.profile(2) {
+            Ok(_) | Err(GpuError::Unsupported(_)) => {}
+            Err(e) => panic!("{e}"),
+        }
+        let left = 12 - probed.steps_done();
+        probed.step(left).unwrap();
+        let name = config.coulomb.method.name();
+        assert_eq!(probed.state().unwrap(), plain.state().unwrap(), "{name}");
+    }
+    // Per step: springs, one field evaluation (external + 2 Coulomb kernels), a kick,
+    // springs, a kick; the explicit Euler step has springs, field, kick.
+    let verlet = gpu(&system, &config).unwrap();
+    let euler = gpu(
+        &system,
+        &Config {
+            integrator: Integrator::SymplecticEuler,
+            ..config.clone()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        verlet.dispatches_per_step(),
+        euler.dispatches_per_step() + 2
+    );
+}
+
 #[test]
 fn recording_into_a_caller_encoder_matches_step() {
     let Some((device, queue)) = device() else {

@@ -672,11 +672,21 @@ impl GpuSolver {
     /// `n` steps with DDEF forces, one at a time (each needs its host stage).
     pub(super) fn ddef_steps(&mut self, n: u64) -> Result<(), GpuError> {
         self.check_lost()?;
+        if n == 0 {
+            return Ok(());
+        }
+        if !self.field_fresh.load(Ordering::Relaxed) {
+            let prologue = self.prologue_ops.clone();
+            self.run_ddef_ops(&prologue, false)?;
+        }
         let ops = self.step_ops.clone();
         for _ in 0..n {
             self.run_ddef_ops(&ops, true)?;
             self.steps_done += 1;
         }
+        // The host stages read back through `run_and_read`, which marks the forces stale;
+        // the last step left a' in the buffer.
+        self.field_fresh.store(true, Ordering::Relaxed);
         self.check_lost()
     }
 

@@ -403,7 +403,15 @@ impl GpuSolver {
                     Buf::Clock,
                 ];
                 self.spring_op(&mut ops, ns, 1);
-                self.field_ops(&mut ops, nc, 0, false);
+                if verlet {
+                    // a(x_t, t) is the previous step's a' (the CPU reference reuses it
+                    // too): its field part runs as a prologue only when not current.
+                    let mut prologue = Vec::new();
+                    self.field_ops(&mut prologue, nc, 0, false);
+                    self.prologue_ops = prologue;
+                } else {
+                    self.field_ops(&mut ops, nc, 0, false);
+                }
                 let record = self.mode(if verlet { 1 } else { 0 });
                 ops.push(self.op(shaders::EXPLICIT_STEP, &explicit, record, n));
                 if verlet {

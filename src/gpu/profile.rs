@@ -45,6 +45,11 @@ impl GpuSolver {
         let period_s = f64::from(self.queue.get_timestamp_period()) * 1e-9;
         let mut times: Vec<KernelTime> = Vec::new();
         let ops = self.step_ops.clone();
+        let mut first = ops.clone();
+        if !self.field_fresh.swap(true, Ordering::Relaxed) {
+            // Verlet's first field evaluation, profiled with the first step.
+            first.splice(0..0, self.prologue_ops.iter().copied());
+        }
         let device = self.device.clone();
         scoped(&device, || {
             let query_set = device.create_query_set(&wgpu::QuerySetDescriptor {
@@ -65,7 +70,8 @@ impl GpuSolver {
                 usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             });
-            for _ in 0..steps {
+            for s in 0..steps {
+                let ops = if s == 0 { &first } else { &ops };
                 for chunk in ops.chunks(CHUNK) {
                     let mut encoder =
                         device.create_command_encoder(&wgpu::CommandEncoderDescriptor {

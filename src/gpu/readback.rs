@@ -159,6 +159,8 @@ impl GpuSolver {
                     label: Some("msc readback"),
                 });
             if !ops.is_empty() {
+                // Diagnostics rewrite the force buffer (see `GpuSolver::field_fresh`).
+                self.field_fresh.store(false, Ordering::Relaxed);
                 self.compute_passes.fetch_add(1, Ordering::Relaxed);
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("msc reductions"),

@@ -6,7 +6,7 @@
 //! on the GPU, so nothing is written or read between the steps of a batch.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::adapter::{open_headless_device, AdapterSummary, HeadlessDevice, HeadlessOptions};
@@ -60,6 +60,11 @@ pub struct GpuSolver {
     pub(super) record_index: HashMap<[u32; 8], usize>,
     pub(super) record_stride: u32,
     pub(super) step_ops: Vec<Op>,
+    /// Verlet: the field forces at (x_t, t) that start a step. A step ends with them at
+    /// (x', t + h) in the force buffer (its a'), so they run only when `field_fresh` is
+    /// false: before the first step and after a diagnostic rewrote that buffer.
+    pub(super) prologue_ops: Vec<Op>,
+    pub(super) field_fresh: AtomicBool,
     pub(super) energy_ops: Vec<Op>,
     pub(super) residual_ops: Vec<Op>,
     pub(super) spring_ops: Vec<Op>,
@@ -190,6 +195,9 @@ impl GpuSolver {
             label: Some("msc steps"),
             timestamp_writes: None,
         });
+        if !self.field_fresh.swap(true, Ordering::Relaxed) {
+            self.replay(&mut pass, &self.prologue_ops);
+        }
         for _ in 0..n {
             self.replay(&mut pass, &self.step_ops);
         }
@@ -265,6 +273,8 @@ impl GpuSolver {
             record_index: HashMap::new(),
             record_stride,
             step_ops: Vec::new(),
+            prologue_ops: Vec::new(),
+            field_fresh: AtomicBool::new(false),
             energy_ops: Vec::new(),
             residual_ops: Vec::new(),
             spring_ops: Vec::new(),
