@@ -392,6 +392,13 @@ fn gpu_ddef_rows_measure_the_same_error_as_the_cpu_reference() {
     assert_eq!(u(g, "ddef_rebuilds"), 2);
     assert_eq!(u(c, "ddef_rebuilds"), 2);
     null_is_explained(g, "kernel_times", &[]);
+    // The host stage is part of the step it is timed in.
+    let host = f(g, "ddef_host_ms_per_eval");
+    assert!(host > 0.0 && host < f(g, "ms_per_step"), "{g}");
+    assert!(
+        c["ddef_host_ms_per_eval"].is_null(),
+        "the CPU backend has no host stage"
+    );
     // Same grid and lists; only f32 against f64 arithmetic differs. The DDEF error is
     // about 5e-2 and the f32 force error about 1e-6 of the largest force, so the two
     // means agree far within 1e-3 relative (a wrong list or weight would move it ~100%).

@@ -190,6 +190,9 @@ pub struct Record {
     pub ddef_samples: Option<usize>,
     pub ddef_rebuild_every: Option<u32>,
     pub ddef_rebuilds: Option<u64>,
+    /// DDEF on the GPU: the host stage's share of an evaluation (grid, location, lists,
+    /// upload, after the positions are back), averaged over the timed steps.
+    pub ddef_host_ms_per_eval: Option<f64>,
     /// DDEF: relative force error |F - F_exact| / |F_exact| at the first evaluation,
     /// over `force_error_targets` charges, against the exact f64 all-pairs sum.
     pub force_error_mean: Option<f64>,
@@ -256,6 +259,7 @@ impl Record {
             ddef_samples: samples,
             ddef_rebuild_every: samples.map(|_| opts.ddef_rebuild_every),
             ddef_rebuilds: None,
+            ddef_host_ms_per_eval: None,
             force_error_mean: None,
             force_error_max: None,
             force_error_targets: None,
@@ -491,10 +495,20 @@ fn measure_gpu(
 
     stage("timing")?;
     let before = solver.host_counts();
+    let host_before = (solver.ddef_host_seconds(), solver.ddef_evaluations());
     let t = Instant::now();
     solver.step(opts.steps)?;
     wait(&solver)?;
     let wall = t.elapsed().as_secs_f64();
+    if let ((Some(h0), Some(e0)), Some(h1), Some(e1)) = (
+        host_before,
+        solver.ddef_host_seconds(),
+        solver.ddef_evaluations(),
+    ) {
+        if e1 > e0 {
+            rec.ddef_host_ms_per_eval = Some((h1 - h0) * 1e3 / (e1 - e0) as f64);
+        }
+    }
     let after = solver.host_counts();
     let k = opts.steps as f64;
     rec.timed_seconds = Some(wall);

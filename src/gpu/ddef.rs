@@ -565,6 +565,9 @@ pub(super) struct SolverDdef {
     charges: Vec<f64>,
     /// The uploaded lists were built on the current device positions.
     current: bool,
+    /// Seconds spent in the host stage proper (grid, location, lists, upload), after the
+    /// positions came back.
+    host_seconds: f64,
 }
 
 impl SolverDdef {
@@ -587,6 +590,7 @@ impl SolverDdef {
             )?,
             charges,
             current: false,
+            host_seconds: 0.0,
         })
     }
 
@@ -605,6 +609,13 @@ impl GpuSolver {
     /// DDEF force evaluations so far (host stages run; `None` unless DDEF).
     pub fn ddef_evaluations(&self) -> Option<u64> {
         self.ddef.as_ref().map(|d| d.policy.evaluations())
+    }
+
+    /// Seconds the DDEF host stages have spent so far once the charged positions were
+    /// back (grid builds, point location, lists, upload; `None` unless DDEF): the part of
+    /// a DDEF step that runs on the CPU.
+    pub fn ddef_host_seconds(&self) -> Option<f64> {
+        self.ddef.as_ref().map(|d| d.host_seconds)
     }
 
     /// Whether [`Self::record_steps`] can record steps into a caller's encoder: not with
@@ -628,10 +639,12 @@ impl GpuSolver {
         let Some(d) = self.ddef.as_mut() else {
             return Ok(());
         };
+        let start = std::time::Instant::now();
         let ddef = d.policy.prepare(&x, &d.charges)?;
         if let Some(ddef) = ddef {
             d.gpu.upload_lists(&ddef, d.variant)?;
         }
+        d.host_seconds += start.elapsed().as_secs_f64();
         d.current = true;
         Ok(())
     }
