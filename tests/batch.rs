@@ -1,21 +1,13 @@
 //! `msc sweep`, `msc batch` and `msc plot` end to end: folders, runs.csv, resumption,
 //! failures that do not stop a batch, PNG output, and one GPU device per batch.
 
+mod common;
+
+use common::{msc, read_json, stderr};
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn msc(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_msc"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("the msc binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use std::process::Output;
 
 fn assert_no_panic(o: &Output) {
     let err = stderr(o);
@@ -85,11 +77,6 @@ fn read_runs(out: &Path) -> (Vec<String>, Vec<HashMap<String, String>>) {
         })
         .collect();
     (header, rows)
-}
-
-fn read_json(path: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap()
 }
 
 fn scene_value(run: &Path, table: &str, key: &str) -> toml::Value {

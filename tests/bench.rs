@@ -2,21 +2,13 @@
 //! errors, the --max-seconds cut-off and the adapter-limit skip. GPU tests run on any
 //! adapter (lavapipe included); they skip without one unless `MSC_REQUIRE_GPU=1`.
 
+mod common;
+
+use common::{msc, stderr};
+
 use serde_json::Value;
-use std::path::Path;
-use std::process::{Command, Output};
 
-fn msc(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_msc"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("the msc binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use std::process::Output;
 
 fn lines(o: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&o.stdout)

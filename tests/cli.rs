@@ -1,23 +1,11 @@
 //! End-to-end tests of the `msc` binary: outputs, exit codes and messages.
 
+mod common;
+
+use common::{msc, read_json, stderr, stdout};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn msc(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_msc"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("the msc binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use std::process::Output;
 
 /// Every failure must be a message, never a panic.
 fn assert_no_panic(o: &Output) {
@@ -26,11 +14,6 @@ fn assert_no_panic(o: &Output) {
         !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
         "{err}"
     );
-}
-
-fn read_json(path: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// Names in `dir` (recursively) that look like an unfinished atomic write.

@@ -539,6 +539,15 @@ steps = 4
 solver = { method = "cg", iterations = 100, tolerance = 1e-9 }
 "#;
 
+/// Each `[coulomb]` addition to the base scene fails to load with an error naming `key`.
+fn assert_coulomb_key_errors(dir: &tempfile::TempDir, cases: &[(&str, &str)]) {
+    for &(extra, key) in cases {
+        let path = scene_file(dir, &format!("{SCENE}[coulomb]\n{extra}"));
+        let e = msc::scene::load(&path, &[]).unwrap_err();
+        assert_eq!(e.key(), Some(key), "{extra}: {e}");
+    }
+}
+
 fn scene_file(dir: &tempfile::TempDir, text: &str) -> String {
     let p = dir.path().join("scene.toml");
     std::fs::write(&p, text).unwrap();
@@ -576,25 +585,24 @@ fn scenes_select_ddef_and_name_bad_keys() {
     sim.step(sc.config.steps).unwrap();
     assert!(sim.energies().unwrap().is_finite());
     assert_eq!(sim.ddef().unwrap().rebuilds(), sc.config.steps);
-    for (extra, key) in [
-        (
-            "method = \"ddef\"\nrebuild_every = 0\n",
-            "coulomb.rebuild_every",
-        ),
-        ("samples = 100\n", "coulomb.samples"),
-        (
-            "method = \"none\"\nddef_variant = \"paper\"\n",
-            "coulomb.ddef_variant",
-        ),
-        (
-            "method = \"ddef\"\nddef_variant = \"exact\"\n",
-            "coulomb.ddef_variant",
-        ),
-    ] {
-        let path = scene_file(&dir, &format!("{SCENE}[coulomb]\n{extra}"));
-        let e = msc::scene::load(&path, &[]).unwrap_err();
-        assert_eq!(e.key(), Some(key), "{extra}: {e}");
-    }
+    assert_coulomb_key_errors(
+        &dir,
+        &[
+            (
+                "method = \"ddef\"\nrebuild_every = 0\n",
+                "coulomb.rebuild_every",
+            ),
+            ("samples = 100\n", "coulomb.samples"),
+            (
+                "method = \"none\"\nddef_variant = \"paper\"\n",
+                "coulomb.ddef_variant",
+            ),
+            (
+                "method = \"ddef\"\nddef_variant = \"exact\"\n",
+                "coulomb.ddef_variant",
+            ),
+        ],
+    );
 }
 
 #[test]
@@ -1044,20 +1052,19 @@ fn the_solver_and_scenes_use_the_lattice_grid() {
         sc.config.coulomb.method.ddef().unwrap().grid,
         DdefGrid::Delaunay
     );
-    for (extra, key) in [
-        (
-            "method = \"none\"\nddef_grid = \"lattice\"\n",
-            "coulomb.ddef_grid",
-        ),
-        (
-            "method = \"ddef\"\nddef_grid = \"cubes\"\n",
-            "coulomb.ddef_grid",
-        ),
-    ] {
-        let path = scene_file(&dir, &format!("{SCENE}[coulomb]\n{extra}"));
-        let e = msc::scene::load(&path, &[]).unwrap_err();
-        assert_eq!(e.key(), Some(key), "{extra}: {e}");
-    }
+    assert_coulomb_key_errors(
+        &dir,
+        &[
+            (
+                "method = \"none\"\nddef_grid = \"lattice\"\n",
+                "coulomb.ddef_grid",
+            ),
+            (
+                "method = \"ddef\"\nddef_grid = \"cubes\"\n",
+                "coulomb.ddef_grid",
+            ),
+        ],
+    );
 }
 
 #[test]

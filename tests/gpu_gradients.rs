@@ -187,14 +187,15 @@ fn gpu_tangents_match_the_cpu_reference_for_global_parameters() {
     ] {
         let mut c = config(method, iterations);
         c.coulomb.method = coulomb;
-        let set = ParamSet::new(&system, &c, &params).unwrap();
-        let theta = set.initial();
-        let frames = [10, 30];
-        let cpu = simulate_with_tangents(&set, &theta, &frames, &cpu_options()).unwrap();
-        let Some(gpu) = on_gpu(simulate_with_tangents(&set, &theta, &frames, &GPU)) else {
+        if !global_params_agree(
+            &system,
+            &c,
+            &params,
+            &[10, 30],
+            &format!("{method:?} {coulomb:?}"),
+        ) {
             return;
-        };
-        check_run(&gpu, &cpu, set.len(), &format!("{method:?} {coulomb:?}"));
+        }
     }
 }
 
@@ -221,6 +222,25 @@ fn check_run(gpu: &TangentRun, cpu: &TangentRun, components: usize, what: &str) 
         );
         assert!(worst <= TOL, "{what} step {}: {worst:.2e} > {TOL}", g.step);
     }
+}
+
+/// The parameters `params` through the gradient API on both backends, compared at
+/// `frames` by [`check_run`]; false when skipped for want of an adapter.
+fn global_params_agree(
+    system: &System,
+    config: &Config,
+    params: &[Param],
+    frames: &[u64],
+    label: &str,
+) -> bool {
+    let set = ParamSet::new(system, config, params).unwrap();
+    let theta = set.initial();
+    let cpu = simulate_with_tangents(&set, &theta, frames, &cpu_options()).unwrap();
+    let Some(gpu) = on_gpu(simulate_with_tangents(&set, &theta, frames, &GPU)) else {
+        return false;
+    };
+    check_run(&gpu, &cpu, set.len(), label);
+    true
 }
 
 /// Per-particle charges through [`GpuTangents`] directly: two of the CPU's directions
@@ -308,14 +328,9 @@ fn gpu_tangents_match_the_cpu_reference_for_explicit_integrators() {
             ..config(SolverMethod::Jacobi, 10)
         };
         c.coulomb.method = CoulombMethod::AllPairs;
-        let set = ParamSet::new(&system, &c, &params).unwrap();
-        let theta = set.initial();
-        let frames = [10, 40];
-        let cpu = simulate_with_tangents(&set, &theta, &frames, &cpu_options()).unwrap();
-        let Some(gpu) = on_gpu(simulate_with_tangents(&set, &theta, &frames, &GPU)) else {
+        if !global_params_agree(&system, &c, &params, &[10, 40], &format!("{integrator:?}")) {
             return;
-        };
-        check_run(&gpu, &cpu, set.len(), &format!("{integrator:?}"));
+        }
 
         let label = format!("{integrator:?}");
         let Some(gpu) = per_particle_charges_agree(&system, &c, 40, &label) else {
@@ -356,14 +371,15 @@ fn gpu_tangents_match_the_cpu_reference_for_local_global() {
             ..config(method, iterations)
         };
         c.coulomb.method = CoulombMethod::AllPairs;
-        let set = ParamSet::new(&system, &c, &params).unwrap();
-        let theta = set.initial();
-        let frames = [10, 30];
-        let cpu = simulate_with_tangents(&set, &theta, &frames, &cpu_options()).unwrap();
-        let Some(gpu) = on_gpu(simulate_with_tangents(&set, &theta, &frames, &GPU)) else {
+        if !global_params_agree(
+            &system,
+            &c,
+            &params,
+            &[10, 30],
+            &format!("LocalGlobal {method:?}"),
+        ) {
             return;
-        };
-        check_run(&gpu, &cpu, set.len(), &format!("LocalGlobal {method:?}"));
+        }
     }
     let c = Config {
         integrator: Integrator::LocalGlobal,

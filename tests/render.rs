@@ -3,6 +3,10 @@
 //! draw print a note and skip when wgpu finds none, and fail instead with
 //! `MSC_REQUIRE_GPU=1`, as the GPU solver's tests do.
 
+mod common;
+
+use common::{msc, stderr};
+
 use msc::render::{
     headless_device, ColorBy, Image, ParticleSize, RenderOptions, Renderer, Rgb, SceneGeometry,
     Size, View,
@@ -28,18 +32,6 @@ fn can_render() -> bool {
             false
         }
     }
-}
-
-fn msc(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_msc"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("the msc binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn ok(o: &Output) {

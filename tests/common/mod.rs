@@ -9,6 +9,8 @@ use glam::DVec3;
 use msc::config::Config;
 use msc::gpu::{GpuError, GpuSolver, HeadlessOptions};
 use msc::model::System;
+use std::path::Path;
+use std::process::{Command, Output};
 
 /// `MSC_REQUIRE_GPU=1`: a missing adapter fails the test instead of skipping it.
 pub fn require_gpu() -> bool {
@@ -79,4 +81,27 @@ impl Rng {
     pub fn vec(&mut self, s: f64) -> DVec3 {
         DVec3::new(self.range(-s, s), self.range(-s, s), self.range(-s, s))
     }
+}
+
+/// Runs the `msc` binary in `cwd`.
+pub fn msc(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_msc"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("the msc binary runs")
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A JSON file, parsed; panics naming the file.
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
