@@ -23,10 +23,7 @@ pub mod device;
 pub mod workload;
 
 use crate::cpu::CpuSimulation;
-use crate::gpu::{
-    open_headless_device, AdapterSummary, GpuDdef, GpuError, GpuSolver, HeadlessDevice,
-    HeadlessOptions, KernelTime,
-};
+use crate::gpu::{AdapterSummary, GpuDdef, GpuError, GpuSolver, HeadlessOptions, KernelTime};
 use crate::output::OutputError;
 use crate::sim::{SimError, Simulator};
 use std::time::Instant;
@@ -427,8 +424,9 @@ fn measure(
         Backend::Gpu => measure_gpu(rec, &built, opts, &mut stage),
         Backend::Cpu => measure_cpu(rec, &built, opts, &mut stage),
     };
-    let result = result.and_then(|()| match workload {
-        Workload::Ddef => ddef_error(rec, &built, opts, &mut stage),
+    // The GPU path measures its error on the solver's own device (in `measure_gpu`).
+    let result = result.and_then(|()| match (workload, opts.backend) {
+        (Workload::Ddef, Backend::Cpu) => ddef_error(rec, &built, None, &mut stage),
         _ => Ok(()),
     });
     match result {
@@ -539,6 +537,9 @@ fn measure_gpu(
     rec.ddef_rebuilds = solver.ddef_rebuilds();
     stage("energies")?;
     rec.finite = Some(solver.energies()?.is_finite());
+    if rec.workload == Workload::Ddef {
+        ddef_error(rec, built, Some((solver.device(), solver.queue())), stage)?;
+    }
     Ok(())
 }
 
@@ -570,12 +571,12 @@ fn measure_cpu(
 }
 
 /// A DDEF row's force error at the workload's initial positions: the first evaluation of
-/// the timed backend against the exact f64 all-pairs sum, over up to
-/// [`DDEF_ERROR_TARGETS`] evenly strided charges.
+/// the timed backend (the GPU kernels on `gpu`'s device, else the CPU reference) against
+/// the exact f64 all-pairs sum, over up to [`DDEF_ERROR_TARGETS`] evenly strided charges.
 fn ddef_error(
     rec: &mut Record,
     built: &workload::Built,
-    opts: &BenchOptions,
+    gpu: Option<(&wgpu::Device, &wgpu::Queue)>,
     stage: &mut StageFn<'_>,
 ) -> Result<(), Stop> {
     let Some(ddef_config) = built.config.coulomb.method.ddef() else {
@@ -585,26 +586,23 @@ fn ddef_error(
     let system = &built.system;
     let (x, q) = (system.positions(), system.charges());
     let softening = built.config.coulomb.softening;
-    let forces = match opts.backend {
-        Backend::Cpu => {
+    let forces = match gpu {
+        None => {
             let mut out = vec![glam::DVec3::ZERO; x.len()];
             crate::ddef::DdefSolver::new(ddef_config, softening)
                 .forces_into(x, q, &mut out)
-                .map_err(|e| GpuError::Unsupported(e.to_string()))?;
+                .map_err(GpuError::from)?;
             out
         }
-        Backend::Gpu => {
+        Some((device, queue)) => {
             // Same first-evaluation grid as the solver's (DdefSolver's policy), evaluated
-            // by the GPU kernels on a device of the same adapter.
+            // by the GPU kernels.
             let mut policy = crate::ddef::DdefSolver::new(ddef_config, softening);
             let ddef = policy
                 .prepare(x, q)
                 .map_err(GpuError::from)?
                 .ok_or_else(|| GpuError::Unsupported("no charged particle".into()))?;
-            let HeadlessDevice { device, queue, .. } = open_headless_device(&HeadlessOptions {
-                allow_software: true,
-            })?;
-            let mut gpu = GpuDdef::new(&device, &queue, softening)?;
+            let mut gpu = GpuDdef::new(device, queue, softening)?;
             gpu.forces(&ddef, x, q, ddef_config.variant)?
         }
     };
