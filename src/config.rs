@@ -378,16 +378,20 @@ impl Config {
             } else {
                 Err(ConfigError::new(
                     key,
-                    format!("must be positive and finite, got {v}"),
+                    format!(
+                        "must be positive and finite, got {}",
+                        crate::display::num(v)
+                    ),
                 ))
             }
         };
-        let finite3 = |key: &str, v: DVec3| {
-            if v.is_finite() {
-                Ok(())
-            } else {
-                Err(ConfigError::new(key, "must be finite"))
-            }
+        // Names the component: `gravity[2]: must be finite, got inf`.
+        let finite3 = |key: &str, v: DVec3| match (0..3).find(|&k| !v[k].is_finite()) {
+            None => Ok(()),
+            Some(k) => Err(ConfigError::new(
+                &format!("{key}[{k}]"),
+                format!("must be finite, got {}", crate::display::num(v[k])),
+            )),
         };
         positive("integrator.dt", self.dt)?;
         if self.steps == 0 {
@@ -403,21 +407,24 @@ impl Config {
         if !(w > 0.0 && w <= 1.0) {
             return Err(ConfigError::new(
                 "integrator.solver.omega",
-                format!("must be in (0, 1], got {w}"),
+                format!("must be in (0, 1], got {}", crate::display::num(w)),
             ));
         }
         let tol = self.solver.tolerance;
         if !(tol.is_finite() && tol >= 0.0) {
             return Err(ConfigError::new(
                 "integrator.solver.tolerance",
-                format!("must be finite and non-negative, got {tol}"),
+                format!(
+                    "must be finite and non-negative, got {}",
+                    crate::display::num(tol)
+                ),
             ));
         }
         if let Some(rho) = self.solver.rho {
             if !(rho > 0.0 && rho < 1.0) {
                 return Err(ConfigError::new(
                     "integrator.solver.rho",
-                    format!("must be in (0, 1), got {rho}"),
+                    format!("must be in (0, 1), got {}", crate::display::num(rho)),
                 ));
             }
         }
@@ -432,7 +439,10 @@ impl Config {
         if !(eps.is_finite() && eps >= 0.0) {
             return Err(ConfigError::new(
                 "coulomb.softening",
-                format!("must be finite and non-negative, got {eps}"),
+                format!(
+                    "must be finite and non-negative, got {}",
+                    crate::display::num(eps)
+                ),
             ));
         }
         if let CoulombMethod::Ddef(d) = self.coulomb.method {

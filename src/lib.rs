@@ -2,6 +2,7 @@
 //!
 //! Springs are integrated implicitly and Coulomb forces explicitly (IMEX, arXiv 2403.03005).
 //! The crate is layered as the architecture is:
+//! - [`display`]: numbers in messages (no 301-digit integers, no -0);
 //! - [`model`]: particles, springs, meshes and the CSR adjacency;
 //! - [`config`]: integrator, solver, Coulomb and external-world settings;
 //! - [`scene`]: TOML scene files and `--set` overrides;
@@ -9,6 +10,7 @@
 //! - [`ddef`]: the paper's DDEF far-field approximation of the Coulomb forces (CPU);
 //! - [`grad`]: gradients through the simulation and parameter fitting;
 //! - [`gpu`]: WGSL kernels and the wgpu host;
+//! - [`interrupt`]: SIGINT/SIGTERM as a request to stop after the current step;
 //! - [`output`]: run outputs (energy CSV, PLY frames, summary JSON);
 //! - [`render`]: offscreen drawing of particles and springs (PNG frames, GIFs, embedding);
 //! - [`bench`]: the standard performance workloads and their measurement;
@@ -22,8 +24,10 @@ pub mod cli;
 pub mod config;
 pub mod cpu;
 pub mod ddef;
+pub mod display;
 pub mod gpu;
 pub mod grad;
+pub mod interrupt;
 pub mod model;
 pub mod output;
 pub mod plot;

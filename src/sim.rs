@@ -16,15 +16,17 @@ pub struct Energies {
 }
 
 impl Energies {
-    /// Builds the terms and sums them into `total`.
+    /// Builds the terms and sums them into `total`. A zero is stored as +0 (a term such as
+    /// -m g . x with g = 0 gives -0, which would print as `-0e0`).
     pub fn new(kinetic: f64, elastic: f64, coulomb: f64, gravity: f64, external: f64) -> Self {
+        let z = |v: f64| v + 0.0;
         Self {
-            kinetic,
-            elastic,
-            coulomb,
-            gravity,
-            external,
-            total: kinetic + elastic + coulomb + gravity + external,
+            kinetic: z(kinetic),
+            elastic: z(elastic),
+            coulomb: z(coulomb),
+            gravity: z(gravity),
+            external: z(external),
+            total: z(kinetic + elastic + coulomb + gravity + external),
         }
     }
     pub fn is_finite(&self) -> bool {

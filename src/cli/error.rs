@@ -42,12 +42,24 @@ pub enum CliError {
     Output(#[from] OutputError),
     /// The run stopped because energies or the state became non-finite.
     #[error(
-        "the simulation diverged: non-finite values at step {step} (t = {time} s); \
+        "the simulation diverged at step {step} (t = {} s): {why}; \
          outputs so far are in {} (summary.json has \"finite\": false). \
          Try a smaller integrator.dt or an implicit integrator",
+        crate::display::num(*time),
         out.display()
     )]
-    Diverged { step: u64, time: f64, out: PathBuf },
+    Diverged {
+        step: u64,
+        time: f64,
+        why: String,
+        out: PathBuf,
+    },
+    /// SIGINT or SIGTERM stopped the run after a step; every output so far was written.
+    #[error(
+        "interrupted after step {step}; outputs so far are in {} (summary.json has \"interrupted\": true)",
+        out.display()
+    )]
+    Interrupted { step: u64, out: PathBuf },
     /// Drawing images failed (`msc render`, `msc run --render`).
     #[error("cannot render")]
     Render(#[source] RenderError),
@@ -70,6 +82,12 @@ pub enum CliError {
     /// `msc plot`: bad input (2) or a drawing/writing failure (1).
     #[error(transparent)]
     Plot(#[from] crate::plot::PlotError),
+    /// `msc validate`: one backend's run turned non-finite, so there is nothing to compare.
+    #[error(
+        "the {backend} run diverged at step {step} (non-finite state or energies): nothing \
+         to compare. Try fewer --steps, a smaller integrator.dt or an implicit integrator"
+    )]
+    ValidateDiverged { backend: &'static str, step: u64 },
     /// `msc validate` found the backends further apart than the tolerance.
     #[error("GPU and CPU differ by more than the tolerance {tolerance:e}: {worst}")]
     Mismatch { tolerance: f64, worst: String },
@@ -84,6 +102,7 @@ impl CliError {
             Self::Render(
                 RenderError::NotFound { .. }
                 | RenderError::NoFrames { .. }
+                | RenderError::NoneDrawable { .. }
                 | RenderError::Malformed { .. }
                 | RenderError::ParticleCount { .. }
                 | RenderError::Size { .. }
@@ -97,10 +116,13 @@ impl CliError {
                 _ => 2,
             },
             Self::FitStalled { .. } => 1,
+            Self::Interrupted { .. } => crate::interrupt::EXIT_CODE,
+            Self::Output(crate::output::OutputError::WouldOverwriteInput { .. }) => 2,
             Self::Gpu(_)
             | Self::Sim { .. }
             | Self::Output(_)
             | Self::Diverged { .. }
+            | Self::ValidateDiverged { .. }
             | Self::Mismatch { .. }
             | Self::Ddef(_) => 1,
             Self::Batch(e) => e.exit_code(),

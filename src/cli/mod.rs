@@ -2,7 +2,8 @@
 //! `ddef-error`, `render`, `sweep`, `batch`, `plot`.
 //!
 //! [`main`] parses the arguments, runs one command and returns the exit code: 0 on
-//! success, 2 for usage and input errors, 1 for run failures (see [`CliError::exit_code`]).
+//! success, 2 for usage and input errors, 1 for run failures, 130 for a run stopped by
+//! SIGINT/SIGTERM (see [`CliError::exit_code`]).
 //! Each command's `execute` is public so it can be driven in-process.
 
 pub mod backend;
@@ -13,6 +14,7 @@ pub mod error;
 pub mod fit;
 pub mod info;
 pub mod plot;
+pub mod process;
 pub mod render;
 pub mod run;
 pub mod scene_args;
@@ -42,7 +44,8 @@ use std::ffi::OsString;
     version,
     propagate_version = true,
     after_help = "Exit codes: 0 success; 1 run failure (a diverged run, a GPU or write error, \
-                  validate beyond its tolerance); 2 usage or input error (bad option, scene or --set)."
+                  validate beyond its tolerance); 2 usage or input error (bad option, scene or --set); \
+                  130 stopped by Ctrl-C or SIGTERM after writing every output so far."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -119,6 +122,7 @@ where
             return e.exit_code();
         }
     };
+    process::install_stop_handlers(&cli.command);
     match dispatch(&cli.command) {
         Ok(()) => 0,
         Err(e) => {
@@ -130,6 +134,7 @@ where
 
 /// The `msc` binary's entry point.
 pub fn main() -> i32 {
+    process::ensure_runtime_dir();
     main_with_args(std::env::args_os())
 }
 

@@ -75,6 +75,17 @@ pub fn execute(args: &PlotArgs) -> Result<Plotted, CliError> {
         _ if args.runs.len() == 1 => Mode::Terms,
         _ => Mode::Overlay,
     };
+    // A missing run is named before anything else (not mistaken for a missing --out).
+    if let Some(missing) = args.runs.iter().find(|r| !r.exists()) {
+        return Err(plot::PlotError::Read {
+            path: missing.clone(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no such run folder or energy.csv file",
+            ),
+        }
+        .into());
+    }
     let out = match &args.out {
         Some(o) => o.clone(),
         None if args.runs.len() == 1 && args.runs[0].is_dir() => args.runs[0].join("energy.png"),

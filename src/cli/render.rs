@@ -14,18 +14,11 @@ use crate::sim::Simulator;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-/// The folder images go to inside a run folder.
-pub const RENDER_DIR: &str = "render";
+pub use crate::output::run_dir::RENDER_DIR;
 
 /// `render/frame_000042.png` for frame 42 (the number of the PLY frame it shows).
 pub fn image_name(index: u64) -> String {
     format!("frame_{index:06}.png")
-}
-
-fn is_image_name(name: &str) -> bool {
-    name.strip_prefix("frame_")
-        .and_then(|s| s.strip_suffix(".png"))
-        .is_some_and(|d| d.len() >= 6 && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// How images look; shared by `msc render` and `msc run --render`.
@@ -133,6 +126,8 @@ fn parse_fps(s: &str) -> Result<f64, String> {
 pub struct RenderOutcome {
     pub out: PathBuf,
     pub images: Vec<PathBuf>,
+    /// Frames that could not be drawn (a non-finite position, a malformed file), with why.
+    pub skipped: Vec<(PathBuf, String)>,
     pub gif: Option<PathBuf>,
     pub adapter: String,
 }
@@ -149,19 +144,7 @@ fn prepare_image_dir(dir: &Path) -> Result<(), CliError> {
             source,
         })
     })?;
-    let entries = std::fs::read_dir(dir).map_err(|source| {
-        CliError::Output(OutputError::Write {
-            path: dir.to_path_buf(),
-            source,
-        })
-    })?;
-    for entry in entries.flatten() {
-        if entry.file_name().to_str().is_some_and(is_image_name) {
-            let path = entry.path();
-            std::fs::remove_file(&path)
-                .map_err(|source| CliError::Output(OutputError::Write { path, source }))?;
-        }
-    }
+    crate::output::ply::clear_numbered(dir, "png")?;
     Ok(())
 }
 
@@ -203,30 +186,35 @@ pub fn execute(args: &RenderArgs) -> Result<RenderOutcome, CliError> {
     let chosen = selected(frames.len(), args.every);
     let speed = args.style.color == ColorBy::Speed;
 
-    // First pass: the camera frames every chosen frame, and speeds share one scale.
-    let first = frames.read(chosen[0]).map_err(render_err)?;
-    let n = first.len();
-    if n == 0 {
-        return Err(render_err(RenderError::Empty));
-    }
+    // First pass: the camera frames every drawable chosen frame, and speeds share one
+    // scale. A frame that cannot be read (a diverged run's non-finite positions, a
+    // truncated file) is skipped and named; the others are drawn.
+    let mut skipped: Vec<(PathBuf, String)> = Vec::new();
+    let mut drawable: Vec<usize> = Vec::with_capacity(chosen.len());
+    let mut first: Option<crate::render::Frame> = None;
     let mut bounds: Option<Bounds> = None;
     let mut max_speed = 0.0f32;
     for &k in &chosen {
-        let f = if k == chosen[0] {
-            first.clone()
-        } else {
-            frames.read(k).map_err(render_err)?
+        let path = frames.frames[k].1.clone();
+        let f = match frames.read(k) {
+            Ok(f) => f,
+            Err(RenderError::Malformed { message, .. }) => {
+                skipped.push((path, message));
+                continue;
+            }
+            Err(e) => return Err(render_err(e)),
         };
+        let n = first.as_ref().map_or(f.len(), |f0| f0.len());
         if f.len() != n {
-            return Err(render_err(RenderError::ParticleCount {
-                path: frames.frames[k].1.clone(),
-                expected: n,
-                found: f.len(),
-            }));
+            skipped.push((
+                path,
+                format!("{} particles where the first drawn frame has {n}", f.len()),
+            ));
+            continue;
         }
         if speed && f.velocities.is_none() {
             return Err(render_err(RenderError::Malformed {
-                path: frames.frames[k].1.clone(),
+                path,
                 message: "--color speed needs velocities (vx vy vz) in the frames".into(),
             }));
         }
@@ -234,6 +222,25 @@ pub fn execute(args: &RenderArgs) -> Result<RenderOutcome, CliError> {
             bounds = Some(bounds.map_or(b, |a| a.union(b)));
         }
         max_speed = max_speed.max(f.max_speed());
+        drawable.push(k);
+        if first.is_none() {
+            first = Some(f);
+        }
+    }
+    if !args.quiet || drawable.is_empty() {
+        for (path, why) in &skipped {
+            eprintln!("note: skipping {}: {why}", path.display());
+        }
+    }
+    let Some(first) = first else {
+        return Err(render_err(RenderError::NoneDrawable {
+            dir: frames.root.join(crate::output::run_dir::FRAMES_DIR),
+            count: chosen.len(),
+        }));
+    };
+    let n = first.len();
+    if n == 0 {
+        return Err(render_err(RenderError::Empty));
     }
 
     let (springs, source) = run_springs(&frames.root, n, &first.faces);
@@ -283,21 +290,14 @@ pub fn execute(args: &RenderArgs) -> Result<RenderOutcome, CliError> {
     };
     let positions = upload_buffer(&gpu.device, "msc render positions", n);
     let velocities = upload_buffer(&gpu.device, "msc render velocities", n);
-    let bar = progress_bar(chosen.len() as u64, args.quiet);
-    let mut images = Vec::with_capacity(chosen.len());
-    for &k in &chosen {
-        let f = if k == chosen[0] {
+    let bar = progress_bar(drawable.len() as u64, args.quiet);
+    let mut images = Vec::with_capacity(drawable.len());
+    for &k in &drawable {
+        let f = if k == drawable[0] {
             first.clone()
         } else {
             frames.read(k).map_err(render_err)?
         };
-        if f.len() != n {
-            return Err(render_err(RenderError::ParticleCount {
-                path: frames.frames[k].1.clone(),
-                expected: n,
-                found: f.len(),
-            }));
-        }
         gpu.queue
             .write_buffer(&positions, 0, bytemuck::cast_slice(&f.positions));
         if let Some(v) = &f.velocities {
@@ -324,8 +324,12 @@ pub fn execute(args: &RenderArgs) -> Result<RenderOutcome, CliError> {
         g.finish().map_err(render_err)?;
     }
     if !args.quiet {
+        let skipped_note = match skipped.len() {
+            0 => String::new(),
+            k => format!(" ({k} skipped, named above)"),
+        };
         println!(
-            "rendered {} of {} frames ({}, {} particles, {} springs) on {} into {}{}",
+            "rendered {} of {} frames{skipped_note} ({}, {} particles, {} springs) on {} into {}{}",
             images.len(),
             frames.len(),
             args.style.size,
@@ -342,6 +346,7 @@ pub fn execute(args: &RenderArgs) -> Result<RenderOutcome, CliError> {
     Ok(RenderOutcome {
         out,
         images,
+        skipped,
         gif: args.gif.clone(),
         adapter: gpu.adapter_name,
     })

@@ -5,6 +5,7 @@ use super::render::{LiveRender, RenderStyle};
 use super::scene_args::{self, SceneArgs};
 use super::CliError;
 use crate::config::Config;
+use crate::display::Vec3;
 use crate::model::{State, System};
 use crate::output::energy::output_steps;
 use crate::output::{RunDir, Summary};
@@ -67,8 +68,12 @@ pub fn execute(args: &RunArgs) -> Result<RunOutcome, CliError> {
         return Err(CliError::Diverged {
             step: s.steps,
             time: s.time,
+            why: s.divergence.clone().unwrap_or_default(),
             out,
         });
+    }
+    if s.interrupted {
+        return Err(CliError::Interrupted { step: s.steps, out });
     }
     if !args.quiet {
         report(s, &out);
@@ -103,6 +108,9 @@ fn run_scene_with(
     render: Option<&RenderStyle>,
 ) -> Result<(RunOutcome, Option<LiveRender>), CliError> {
     let (system, config) = (&scene.system, &scene.config);
+    if let Some(src) = &scene.source {
+        RunDir::check_inputs(out, &[(src.as_path(), "scene file")])?;
+    }
     let mut dir = RunDir::create(out, scene.output.frames == FrameFormat::Ply)?;
     // First, so that even a killed run leaves what it was running.
     dir.write_scene(&scene.resolved_toml)?;
@@ -145,6 +153,8 @@ fn run_scene_with(
         step,
         energies,
         finite,
+        divergence,
+        interrupted,
         stats,
         wall_seconds,
         energy_rows,
@@ -175,6 +185,8 @@ fn run_scene_with(
             0.0
         },
         finite,
+        divergence,
+        interrupted,
         final_energy: energies,
         solver_residual: stats.map(|s| s.residual),
         solver_iterations: stats.map(|s| s.iterations),
@@ -197,8 +209,13 @@ pub struct Driven {
     pub step: u64,
     /// The last energies recorded.
     pub energies: Energies,
-    /// False when the run stopped on non-finite energies.
+    /// False when the run stopped on a divergence (see `divergence`).
     pub finite: bool,
+    /// Why the run was judged diverged: non-finite energies, a state beyond the frames'
+    /// f32 range, or a stage (the DDEF grid) that failed on a non-finite state.
+    pub divergence: Option<String>,
+    /// True when a stop request (SIGINT, SIGTERM) ended the run early.
+    pub interrupted: bool,
     /// The last linear solve.
     pub stats: Option<SolveStats>,
     pub wall_seconds: f64,
@@ -206,8 +223,8 @@ pub struct Driven {
 }
 
 /// The stepping loop: steps `sim` to each output step, records an energy row (and a frame
-/// when the folder takes frames), and stops at the first non-finite energy or state.
-/// `energy.csv` is committed in both cases.
+/// when the folder takes frames), and stops at the first divergence or stop request.
+/// `energy.csv` is committed in every case, errors included.
 pub fn drive(
     sim: &mut dyn Simulator,
     scene: &LoadedScene,
@@ -222,6 +239,10 @@ pub fn drive(
 pub type OnOutput<'a> =
     dyn FnMut(&mut dyn Simulator, u64, Option<&State>) -> Result<(), CliError> + 'a;
 
+/// Steps per `Simulator::step` call grow while a call takes less than this, so a stop
+/// request is seen within about this long without a sync point every step.
+const STOP_LATENCY: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// [`drive`], calling `on_output` after each output step's row and frame are written
 /// (`msc run --render` draws there).
 pub fn drive_with(
@@ -233,54 +254,93 @@ pub fn drive_with(
 ) -> Result<Driven, CliError> {
     let system = &scene.system;
     let (total, dt) = (scene.config.steps, scene.config.dt);
-    // With a bar, step in small chunks so it moves; otherwise straight to the next output.
-    let chunk = if bar.is_some() {
+    // With a bar, at most 1/200 of the run per call so it moves.
+    let max_chunk = if bar.is_some() {
         (total / 200).max(1)
     } else {
         u64::MAX
     };
+    let mut chunk = 1u64;
     let mut log = dir.energy_log()?;
     let start = Instant::now();
     let mut step = 0u64;
     let mut energies = Energies::default();
-    let mut finite = true;
+    let mut divergence: Option<String> = None;
+    let mut interrupted = false;
     let mut stats: Option<SolveStats> = None;
     let sim_err = |step: u64| move |source| CliError::Sim { step, source };
-    for target in output_steps(total, scene.output.every) {
+    let mut targets = output_steps(total, scene.output.every).peekable();
+    while let Some(&target) = targets.peek() {
         while step < target {
-            let n = (target - step).min(chunk);
-            sim.step(n).map_err(sim_err(step))?;
+            if crate::interrupt::requested() {
+                interrupted = true;
+                break;
+            }
+            let n = (target - step).min(chunk).min(max_chunk);
+            let t0 = Instant::now();
+            if let Err(e) = sim.step(n) {
+                // A stage that fails on the state it was handed (the DDEF grid on
+                // non-finite positions) reports a divergence, not a failure.
+                let state = sim.state().ok().filter(|s| s.first_outside_f32().is_some());
+                let Some(state) = state else {
+                    return Err(sim_err(step)(e));
+                };
+                step = state.step;
+                divergence = Some(e.to_string());
+                break;
+            }
             step += n;
+            if t0.elapsed() < STOP_LATENCY {
+                chunk = chunk.saturating_mul(2);
+            }
             if let Some(b) = bar {
                 b.set_position(step);
             }
         }
+        if step == target {
+            targets.next();
+        }
         energies = sim.energies().map_err(sim_err(step))?;
         log.row(step, step as f64 * dt, &energies)?;
-        // Divergence is judged on the energy reduction alone (six numbers from the GPU),
-        // never on a state readback: a non-finite velocity makes the kinetic sum
-        // non-finite, and a position can only leave the finite range through one. The
-        // state is read back only for frames, as output.
-        finite = energies.is_finite();
+        // Divergence is judged on the energy reduction (six numbers from the GPU): a
+        // non-finite velocity makes the kinetic sum non-finite, and a position can only
+        // leave the finite range through one. The state is read back only for frames;
+        // a state that the f32 frames cannot hold is a divergence too.
+        if divergence.is_none() && !energies.is_finite() {
+            divergence = Some("non-finite energies".into());
+        }
         let mut state = None;
-        if dir.writes_frames() {
+        if divergence.is_none() && dir.writes_frames() {
             let s = sim.state().map_err(sim_err(step))?;
-            dir.write_frame(&s, system.charges(), system.faces())?;
-            state = Some(s);
+            match s.first_outside_f32() {
+                Some(i) => {
+                    divergence = Some(format!(
+                        "particle {i} is beyond the f32 range of the frames \
+                         (position {}, velocity {})",
+                        Vec3(s.x[i]),
+                        Vec3(s.v[i])
+                    ))
+                }
+                None => {
+                    dir.write_frame(&s, system.charges(), system.faces())?;
+                    state = Some(s);
+                }
+            }
         }
-        if finite {
-            on_output(sim, step, state.as_ref())?;
+        if divergence.is_some() {
+            break;
         }
+        on_output(sim, step, state.as_ref())?;
         if step > 0 {
             stats = sim.solve_stats().map_err(sim_err(step))?;
         }
         if let Some(b) = bar {
             b.set_message(format!("E = {:.6e} J", energies.total));
         }
-        if !finite {
+        log.flush()?;
+        if interrupted {
             break;
         }
-        log.flush()?;
     }
     let wall_seconds = start.elapsed().as_secs_f64();
     let energy_rows = log.rows();
@@ -288,7 +348,9 @@ pub fn drive_with(
     Ok(Driven {
         step,
         energies,
-        finite,
+        finite: divergence.is_none(),
+        divergence,
+        interrupted,
         stats,
         wall_seconds,
         energy_rows,
@@ -430,7 +492,14 @@ mod tests {
         let d = drive(&mut sim, &sc, &mut dir, None).unwrap();
         assert!(d.finite);
         assert_eq!(d.step, 7);
-        assert_eq!(sim.calls, vec![3, 3, 1]);
+        // Calls never cross an output step, and add up to the run.
+        let mut at = 0;
+        for &n in &sim.calls {
+            let next = [3, 6, 7].into_iter().find(|&t| t > at).unwrap();
+            assert!(at + n <= next, "{:?} crosses {next}", sim.calls);
+            at += n;
+        }
+        assert_eq!(at, 7);
         assert_eq!(d.energy_rows, 4);
         assert_eq!(dir.frame_count(), 4);
         assert_eq!(d.stats.unwrap().iterations, 7);

@@ -11,7 +11,13 @@
 //!   of any of the CPU's five terms at any compared step: an f32 reduction carries errors
 //!   relative to the energies it sums, so a term near zero (kinetic at rest, gravity
 //!   switched off, every term of a cloth hanging still at step 0) is judged against the
-//!   run's energy scale rather than against itself.
+//!   run's energy scale rather than against itself. E is at least M (D / t)^2 / 2, the
+//!   kinetic energy of the whole mass M moving by the object's size in the elapsed time
+//!   (the energy that the velocity scale stands for), so that a run whose every CPU term
+//!   is exactly zero (a cloth at rest without gravity) is not judged against zero.
+//!
+//! A run that turns non-finite on either backend is reported as diverged, naming the
+//! backend and the step, instead of a table of NaN.
 //!
 //! The steps compared are the output steps (every `output.every` steps, and the last); the
 //! largest value over them is reported.
@@ -141,8 +147,9 @@ pub struct Tracker {
 
 impl Tracker {
     /// Adds one step: GPU state and energies `a`, `ea`; CPU `b`, `eb`. `dt` bounds the
-    /// elapsed time from below (at step 0 the velocity scale is then size / dt).
-    pub fn add(&mut self, a: &State, ea: &Energies, b: &State, eb: &Energies, dt: f64) {
+    /// elapsed time from below (at step 0 the velocity scale is then size / dt); `mass`
+    /// is the total mass, for the energy scale's floor.
+    pub fn add(&mut self, a: &State, ea: &Energies, b: &State, eb: &Energies, dt: f64, mass: f64) {
         let (lo, hi) = b.x.iter().fold(
             (DVec3::splat(f64::INFINITY), DVec3::splat(f64::NEG_INFINITY)),
             |(lo, hi), p| (lo.min(*p), hi.max(*p)),
@@ -165,6 +172,7 @@ impl Tracker {
         for (_, e) in &tb[..5] {
             self.energy_scale = worse(self.energy_scale, e.abs());
         }
+        self.energy_scale = worse(self.energy_scale, 0.5 * mass * (size / t).powi(2));
     }
 
     pub fn finish(&self) -> Comparison {
@@ -188,9 +196,16 @@ impl Tracker {
 }
 
 /// The comparison of a single step.
-pub fn compare(a: &State, ea: &Energies, b: &State, eb: &Energies, dt: f64) -> Comparison {
+pub fn compare(
+    a: &State,
+    ea: &Energies,
+    b: &State,
+    eb: &Energies,
+    dt: f64,
+    mass: f64,
+) -> Comparison {
     let mut t = Tracker::default();
-    t.add(a, ea, b, eb, dt);
+    t.add(a, ea, b, eb, dt, mass);
     t.finish()
 }
 
@@ -226,6 +241,7 @@ pub fn execute(args: &ValidateArgs) -> Result<Comparison, CliError> {
     );
     println!("GPU: {adapter}; CPU: f64 reference");
 
+    let mass: f64 = system.masses().iter().sum();
     let mut tracker = Tracker::default();
     let mut step = 0;
     let sim_err = |step: u64| move |source| CliError::Sim { step, source };
@@ -243,7 +259,12 @@ pub fn execute(args: &ValidateArgs) -> Result<Comparison, CliError> {
             cpu.state().map_err(sim_err(step))?,
             cpu.energies().map_err(sim_err(step))?,
         );
-        tracker.add(&sa, &ea, &sb, &eb, config.dt);
+        for (backend, state, energies) in [("GPU", &sa, &ea), ("CPU", &sb, &eb)] {
+            if !state.is_finite() || !energies.is_finite() {
+                return Err(CliError::ValidateDiverged { backend, step });
+            }
+        }
+        tracker.add(&sa, &ea, &sb, &eb, config.dt, mass);
     }
     let total = tracker.finish();
 
@@ -279,7 +300,7 @@ mod tests {
     fn identical_runs_differ_by_zero() {
         let s = state(vec![DVec3::X, DVec3::Y], vec![DVec3::Z, DVec3::ZERO], 1.0);
         let e = Energies::new(1.0, 2.0, 0.0, 0.0, 0.0);
-        let c = compare(&s, &e, &s, &e, 0.1);
+        let c = compare(&s, &e, &s, &e, 0.1, 0.0);
         assert!(c.rows().iter().all(|(_, d)| *d == 0.0), "{c:?}");
     }
 
@@ -296,7 +317,7 @@ mod tests {
         a.v[0].z = 0.04;
         let eb = Energies::new(0.0, 10.0, -4.0, 0.0, 0.0);
         let ea = Energies::new(1e-3, 10.0, -4.0, 0.0, 2e-3);
-        let c = compare(&a, &ea, &b, &eb, 0.1);
+        let c = compare(&a, &ea, &b, &eb, 0.1, 0.0);
         assert!((c.positions - 0.005).abs() < 1e-12);
         // CPU at rest: velocity scale is size / t = 4 m/s.
         assert!((c.velocities - 0.01).abs() < 1e-12);
@@ -314,9 +335,9 @@ mod tests {
         let mut a = b.clone();
         a.x[0].x = f64::NAN;
         let e = Energies::new(1.0, 0.0, 0.0, 0.0, 0.0);
-        assert!(compare(&a, &e, &b, &e, 0.1).worst().1.is_nan());
+        assert!(compare(&a, &e, &b, &e, 0.1, 0.0).worst().1.is_nan());
         let nan = Energies::new(f64::NAN, 0.0, 0.0, 0.0, 0.0);
-        assert!(compare(&b, &nan, &b, &e, 0.1).worst().1.is_nan());
+        assert!(compare(&b, &nan, &b, &e, 0.1, 0.0).worst().1.is_nan());
     }
 
     #[test]
@@ -330,6 +351,7 @@ mod tests {
             &s,
             &Energies::new(0.0, 0.0, 0.0, 1e-17, 0.0),
             0.1,
+            0.0,
         );
         // Later it has sagged: gravity -5 J, elastic 2 J.
         t.add(
@@ -338,6 +360,7 @@ mod tests {
             &s,
             &Energies::new(0.1, 2.0, 0.0, -5.0, 0.0),
             0.1,
+            0.0,
         );
         let c = t.finish();
         let e: std::collections::HashMap<_, _> = c.energies.iter().copied().collect();
@@ -350,7 +373,35 @@ mod tests {
             &s,
             &Energies::new(0.0, 0.0, 0.0, 1e-17, 0.0),
             0.1,
+            0.0,
         );
         assert!(alone.worst().1 > 1e3);
+    }
+
+    #[test]
+    fn a_run_at_rest_everywhere_is_judged_against_its_mass_scale() {
+        // Cloth at rest without gravity: every CPU term is exactly 0 at every step. The
+        // floor M (D / t)^2 / 2 = 0.5 * 2 kg * (1 m / 1 s)^2 = 1 J keeps f32 noise small.
+        let s = state(vec![DVec3::ZERO, DVec3::X], vec![DVec3::ZERO; 2], 1.0);
+        let c = compare(
+            &s,
+            &Energies::new(0.0, 1e-9, 0.0, 0.0, 0.0),
+            &s,
+            &Energies::new(0.0, 0.0, 0.0, 0.0, 0.0),
+            0.1,
+            2.0,
+        );
+        let e: std::collections::HashMap<_, _> = c.energies.iter().copied().collect();
+        assert!((e["elastic"] - 1e-9).abs() < 1e-20, "{e:?}");
+        // Without the mass the same noise is judged against nothing.
+        let bare = compare(
+            &s,
+            &Energies::new(0.0, 1e-9, 0.0, 0.0, 0.0),
+            &s,
+            &Energies::new(0.0, 0.0, 0.0, 0.0, 0.0),
+            0.1,
+            0.0,
+        );
+        assert!(bare.worst().1 > 1e3);
     }
 }

@@ -134,9 +134,24 @@ fn choose_adapter(
     wanted: Option<&str>,
     allow_software: bool,
 ) -> Result<usize, GpuError> {
+    // One entry per device, with the backends it was found through (a software adapter
+    // often shows up under Vulkan and GL).
     let names = |idx: &[usize]| {
-        idx.iter()
-            .map(|&i| format!("{} ({:?})", infos[i].name, infos[i].device_type))
+        let mut seen: Vec<(&str, wgpu::DeviceType, Vec<String>)> = Vec::new();
+        for &i in idx {
+            let (name, ty) = (infos[i].name.as_str(), infos[i].device_type);
+            let backend = infos[i].backend.to_string();
+            match seen.iter_mut().find(|(n, t, _)| *n == name && *t == ty) {
+                Some((_, _, backends)) => {
+                    if !backends.contains(&backend) {
+                        backends.push(backend)
+                    }
+                }
+                None => seen.push((name, ty, vec![backend])),
+            }
+        }
+        seen.iter()
+            .map(|(n, t, b)| format!("{n} ({t:?}; {})", b.join(", ")))
             .collect::<Vec<_>>()
             .join(", ")
     };
@@ -224,5 +239,22 @@ mod tests {
             choose_adapter(&[], None, true),
             Err(GpuError::NoAdapter(_))
         ));
+    }
+
+    #[test]
+    fn a_device_found_through_two_backends_is_listed_once() {
+        use wgpu::{Backend, DeviceType};
+        let infos = [
+            info("llvmpipe (LLVM 15)", DeviceType::Cpu, Backend::Vulkan),
+            info("llvmpipe (LLVM 15)", DeviceType::Cpu, Backend::Gl),
+        ];
+        match choose_adapter(&infos, None, false) {
+            Err(GpuError::NoAdapter(m)) => {
+                assert_eq!(m.matches("llvmpipe").count(), 1, "{m}");
+                let l = m.to_lowercase();
+                assert!(l.contains("vulkan") && l.contains("gl"), "{m}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -299,4 +299,10 @@ impl State {
     pub fn is_finite(&self) -> bool {
         self.x.iter().chain(self.v.iter()).all(|p| p.is_finite())
     }
+    /// The first particle whose position or velocity has a component that f32 (the PLY
+    /// frames' and the GPU's precision) cannot hold: non-finite or beyond `f32::MAX`.
+    pub fn first_outside_f32(&self) -> Option<usize> {
+        let fits = |p: &DVec3| p.to_array().iter().all(|c| c.abs() <= f64::from(f32::MAX));
+        (0..self.x.len()).find(|&i| !fits(&self.x[i]) || !self.v.get(i).is_none_or(fits))
+    }
 }

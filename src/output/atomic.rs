@@ -73,6 +73,26 @@ impl AtomicFile {
         })
     }
 
+    /// Keeps the first `len` bytes written (those known to be on disk: flushed before),
+    /// dropping whatever is still buffered, and renames them onto the target. For a
+    /// streamed log that hit a write error (a full disk): the rows before it survive.
+    pub fn commit_prefix(mut self, len: u64) -> Result<(), OutputError> {
+        let writer = self.writer.take().expect("writer present until commit");
+        let (file, _unwritten) = writer.into_parts();
+        let result = (|| {
+            file.set_len(len)?;
+            file.sync_all()?;
+            drop(file);
+            std::fs::rename(&self.temp, &self.target)?;
+            sync_dir(&self.target);
+            Ok(())
+        })();
+        result.map_err(|source| {
+            let _ = std::fs::remove_file(&self.temp);
+            OutputError::write(&self.target, source)
+        })
+    }
+
     /// Writes bytes, naming the target in the error.
     pub fn write_bytes(&mut self, bytes: &[u8]) -> Result<(), OutputError> {
         self.write_all(bytes)

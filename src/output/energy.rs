@@ -3,7 +3,9 @@
 //! Numbers are written with Rust's `{:e}`, the shortest decimal that parses back to the
 //! same f64, so no precision is lost. Non-finite values appear as `NaN`, `inf`, `-inf`.
 //! The file is streamed into a temporary file during the run and renamed into place by
-//! [`EnergyLog::finish`].
+//! [`EnergyLog::finish`]. A log dropped unfinished (a write error such as a full disk, a
+//! failed step) still appears, holding every row flushed before: rows once written are
+//! never lost.
 
 use super::atomic::AtomicFile;
 use super::OutputError;
@@ -31,16 +33,35 @@ pub fn output_count(steps: u64, every: u64) -> u64 {
 /// A streaming writer for `energy.csv`.
 #[derive(Debug)]
 pub struct EnergyLog {
-    file: AtomicFile,
+    /// `None` once finished.
+    file: Option<AtomicFile>,
     rows: u64,
+    /// Bytes handed to the file so far, and of those the ones a flush put on disk.
+    written: u64,
+    flushed: u64,
 }
 
 impl EnergyLog {
     /// Starts the file (under a temporary name) and writes the header.
     pub fn create(path: &Path) -> Result<Self, OutputError> {
-        let mut file = AtomicFile::create(path)?;
-        file.write_bytes(format!("{HEADER}\n").as_bytes())?;
-        Ok(Self { file, rows: 0 })
+        let mut log = Self {
+            file: Some(AtomicFile::create(path)?),
+            rows: 0,
+            written: 0,
+            flushed: 0,
+        };
+        log.write(format!("{HEADER}\n").as_bytes())?;
+        Ok(log)
+    }
+
+    fn file(&mut self) -> &mut AtomicFile {
+        self.file.as_mut().expect("open until finished")
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), OutputError> {
+        self.file().write_bytes(bytes)?;
+        self.written += bytes.len() as u64;
+        Ok(())
     }
 
     /// Appends the row for `step` at time `time`.
@@ -50,7 +71,7 @@ impl EnergyLog {
             line.push_str(&format!(",{v:e}"));
         }
         line.push('\n');
-        self.file.write_bytes(line.as_bytes())?;
+        self.write(line.as_bytes())?;
         self.rows += 1;
         Ok(())
     }
@@ -62,15 +83,26 @@ impl EnergyLog {
 
     /// Flushes the rows so far to the temporary file (for a reader following the run).
     pub fn flush(&mut self) -> Result<(), OutputError> {
-        let target = self.file.target().to_path_buf();
-        self.file
-            .flush()
-            .map_err(|source| OutputError::write(&target, source))
+        let file = self.file();
+        let target = file.target().to_path_buf();
+        file.flush()
+            .map_err(|source| OutputError::write(&target, source))?;
+        self.flushed = self.written;
+        Ok(())
     }
 
     /// Makes the file appear under its final name.
-    pub fn finish(self) -> Result<(), OutputError> {
-        self.file.commit()
+    pub fn finish(mut self) -> Result<(), OutputError> {
+        self.file.take().expect("open until finished").commit()
+    }
+}
+
+impl Drop for EnergyLog {
+    /// Unfinished (an error ended the run): the flushed rows still appear, whole rows only.
+    fn drop(&mut self) {
+        if let Some(file) = self.file.take() {
+            let _ = file.commit_prefix(self.flushed);
+        }
     }
 }
 
@@ -87,6 +119,32 @@ mod tests {
         for (s, e) in [(10, 5), (12, 5), (3, 5), (1, 1), (1000, 7)] {
             assert_eq!(output_steps(s, e).count() as u64, output_count(s, e));
         }
+    }
+
+    #[test]
+    fn a_log_dropped_unfinished_keeps_its_flushed_rows() {
+        let dir = std::env::temp_dir().join(format!("msc-energy-drop-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("energy.csv");
+        let e = Energies::new(1.0, 2.0, 3.0, 4.0, 5.0);
+        {
+            let mut log = EnergyLog::create(&path).unwrap();
+            log.row(0, 0.0, &e).unwrap();
+            log.row(1, 0.5, &e).unwrap();
+            log.flush().unwrap();
+            // Written but never flushed when the run fails: not vouched for, dropped.
+            log.row(2, 1.0, &e).unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let steps: Vec<&str> = text.lines().skip(1).map(|l| &l[..1]).collect();
+        assert_eq!(steps, ["0", "1"], "{text}");
+        assert!(text.ends_with('\n'));
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "no temporary file left: {names:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

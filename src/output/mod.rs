@@ -46,6 +46,9 @@ pub enum OutputError {
     NotAFile { path: PathBuf },
     #[error("cannot write {}: {message}", path.display())]
     Mismatch { path: PathBuf, message: String },
+    /// An output would replace a file the run reads (`msc run scene.toml --out .`).
+    #[error("{} is an input of this run (the {what}); the output would overwrite it: choose another --out", path.display())]
+    WouldOverwriteInput { path: PathBuf, what: &'static str },
 }
 
 impl OutputError {
@@ -62,7 +65,8 @@ impl OutputError {
             | Self::Write { path, .. }
             | Self::Json { path, .. }
             | Self::NotAFile { path }
-            | Self::Mismatch { path, .. } => path,
+            | Self::Mismatch { path, .. }
+            | Self::WouldOverwriteInput { path, .. } => path,
         }
     }
 }

@@ -15,8 +15,14 @@ pub fn frame_name(index: u64) -> String {
 
 /// True for names [`frame_name`] produces (used to clear a previous run's frames).
 pub fn is_frame_name(name: &str) -> bool {
+    is_numbered(name, "ply")
+}
+
+/// `frame_NNNNNN.<ext>` (six digits or more): the names of frames and of their images.
+pub fn is_numbered(name: &str, ext: &str) -> bool {
     name.strip_prefix("frame_")
-        .and_then(|s| s.strip_suffix(".ply"))
+        .and_then(|s| s.strip_suffix(ext))
+        .and_then(|s| s.strip_suffix('.'))
         .is_some_and(|d| d.len() >= 6 && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
@@ -84,6 +90,12 @@ pub fn write_frame(
 /// Removes `frame_NNNNNN.ply` files a previous run left in `dir`, so a shorter run does not
 /// leave stale frames mixed with its own. Other files are left alone.
 pub fn clear_frames(dir: &Path) -> Result<usize, OutputError> {
+    clear_numbered(dir, "ply")
+}
+
+/// Removes the `frame_NNNNNN.<ext>` files in `dir` (none when it does not exist); other
+/// files are left alone.
+pub fn clear_numbered(dir: &Path, ext: &str) -> Result<usize, OutputError> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
@@ -93,7 +105,7 @@ pub fn clear_frames(dir: &Path) -> Result<usize, OutputError> {
     for entry in entries {
         let entry = entry.map_err(|source| OutputError::write(dir, source))?;
         let name = entry.file_name();
-        if name.to_str().is_some_and(is_frame_name) {
+        if name.to_str().is_some_and(|n| is_numbered(n, ext)) {
             let path: PathBuf = entry.path();
             std::fs::remove_file(&path).map_err(|source| OutputError::write(&path, source))?;
             removed += 1;

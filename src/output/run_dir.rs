@@ -10,6 +10,8 @@ pub const ENERGY_FILE: &str = "energy.csv";
 pub const SUMMARY_FILE: &str = "summary.json";
 pub const SCENE_FILE: &str = "scene.toml";
 pub const FRAMES_DIR: &str = "frames";
+/// Images drawn from the frames (`msc render`, `msc run --render`): `frame_NNNNNN.png`.
+pub const RENDER_DIR: &str = "render";
 
 /// A run folder: creates it, and writes the outputs under their fixed names.
 #[derive(Debug)]
@@ -21,8 +23,8 @@ pub struct RunDir {
 
 impl RunDir {
     /// Creates `root` (and `frames/` when `frames` is set). An earlier run's `energy.csv`,
-    /// `summary.json` and frames in the same folder are removed first, so a run that is
-    /// stopped never sits beside outputs that look like its own.
+    /// `summary.json`, frames and rendered images in the same folder are removed first, so
+    /// a run that is stopped never sits beside outputs that look like its own.
     pub fn create(root: &Path, frames: bool) -> Result<Self, OutputError> {
         std::fs::create_dir_all(root).map_err(|source| OutputError::CreateDir {
             path: root.to_path_buf(),
@@ -38,6 +40,7 @@ impl RunDir {
         }
         let frames_dir = root.join(FRAMES_DIR);
         ply::clear_frames(&frames_dir)?;
+        ply::clear_numbered(&root.join(RENDER_DIR), "png")?;
         if frames {
             std::fs::create_dir_all(&frames_dir).map_err(|source| OutputError::CreateDir {
                 path: frames_dir.clone(),
@@ -49,6 +52,30 @@ impl RunDir {
             frames,
             frame_count: 0,
         })
+    }
+
+    /// Refuses a folder where an output would replace one of `inputs` ((path, what) pairs,
+    /// e.g. the scene file): run folders are overwritten, inputs never are.
+    pub fn check_inputs(root: &Path, inputs: &[(&Path, &'static str)]) -> Result<(), OutputError> {
+        let outputs = [SCENE_FILE, ENERGY_FILE, SUMMARY_FILE].map(|n| root.join(n));
+        for &(input, what) in inputs {
+            let Ok(input_real) = input.canonicalize() else {
+                continue;
+            };
+            let in_frames =
+                input_real.parent() == root.join(FRAMES_DIR).canonicalize().ok().as_deref();
+            let clobbered = in_frames
+                || outputs
+                    .iter()
+                    .any(|o| o.canonicalize().is_ok_and(|o| o == input_real));
+            if clobbered {
+                return Err(OutputError::WouldOverwriteInput {
+                    path: input.to_path_buf(),
+                    what,
+                });
+            }
+        }
+        Ok(())
     }
 
     pub fn root(&self) -> &Path {
@@ -109,11 +136,13 @@ mod tests {
         let root = std::env::temp_dir().join(format!("msc-rundir-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(root.join(FRAMES_DIR)).unwrap();
+        std::fs::create_dir_all(root.join(RENDER_DIR)).unwrap();
         for f in [
             ENERGY_FILE,
             SUMMARY_FILE,
             "notes.txt",
             "frames/frame_000009.ply",
+            "render/frame_000009.png",
         ] {
             std::fs::write(root.join(f), "old").unwrap();
         }
@@ -122,6 +151,7 @@ mod tests {
         assert!(!dir.energy_path().exists());
         assert!(!dir.summary_path().exists());
         assert!(!dir.frame_path(9).exists());
+        assert!(!root.join("render/frame_000009.png").exists());
         assert!(root.join("notes.txt").exists());
         assert!(root.join("frames/mine.ply").exists());
         std::fs::remove_dir_all(&root).unwrap();

@@ -37,8 +37,13 @@ pub struct Summary {
     pub wall_seconds: f64,
     /// wall_seconds / steps, in ms.
     pub ms_per_step: f64,
-    /// False when energies or the state became non-finite; the run stopped there.
+    /// False when the run diverged (see `divergence`); it stopped there.
     pub finite: bool,
+    /// Why the run was judged diverged: non-finite energies, a state beyond the f32 range
+    /// of the frames, or a stage that failed on a non-finite state; `null` when finite.
+    pub divergence: Option<String>,
+    /// True when a signal stopped the run; its outputs are complete up to `steps`.
+    pub interrupted: bool,
     pub final_energy: Energies,
     /// Last linear solve's relative residual; `null` for explicit integrators.
     pub solver_residual: Option<f64>,

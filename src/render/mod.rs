@@ -92,6 +92,9 @@ pub enum RenderError {
         dir.display()
     )]
     NoFrames { dir: PathBuf },
+    /// Every chosen frame was skipped (each named in a note before this error).
+    #[error("none of the {count} chosen frames in {} can be drawn (see the notes above)", dir.display())]
+    NoneDrawable { dir: PathBuf, count: usize },
     #[error("{}: {found} particles, but the run's first frame has {expected}", path.display())]
     ParticleCount {
         path: PathBuf,

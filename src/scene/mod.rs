@@ -55,6 +55,7 @@
 
 mod builtin;
 mod keys;
+mod name;
 mod overrides;
 mod schema;
 
@@ -262,10 +263,19 @@ pub fn load(scene: &str, overrides: &[String]) -> Result<LoadedScene, SceneError
         resolved_toml.as_str()
     };
     let file: SceneFile = toml::from_str(text).map_err(|e| ctx.schema(e, text, ovs.is_empty()))?;
-    let name = file
-        .name
-        .clone()
-        .unwrap_or_else(|| src.default_name.clone());
+    let name = match &file.name {
+        Some(n) => {
+            if let Some(message) = name::problem(n) {
+                return Err(SceneError::Invalid {
+                    at: ctx.at("name"),
+                    key: "name".into(),
+                    message: format!("{message}; it names the output folder out/<name> (use --out to write elsewhere)"),
+                });
+            }
+            n.clone()
+        }
+        None => name::sanitize(&src.default_name),
+    };
     let (system, config, output) = build(file, &ctx, &src.base_dir)?;
     Ok(LoadedScene {
         name,
@@ -423,12 +433,14 @@ impl Ctx<'_> {
     }
 }
 
+/// A finite 3-vector; the error names the component (`gravity[2]`).
 fn finite3(ctx: &Ctx, key: &str, v: [f64; 3]) -> Result<DVec3, SceneError> {
-    let v = DVec3::from_array(v);
-    if v.is_finite() {
-        Ok(v)
-    } else {
-        Err(ctx.invalid(key, "must be finite"))
+    match (0..3).find(|&k| !v[k].is_finite()) {
+        None => Ok(DVec3::from_array(v)),
+        Some(k) => Err(ctx.invalid(
+            &format!("{key}[{k}]"),
+            format!("must be finite, got {}", crate::display::num(v[k])),
+        )),
     }
 }
 
@@ -436,7 +448,10 @@ fn check(ctx: &Ctx, key: &str, v: f64, ok: bool, range: &str) -> Result<f64, Sce
     if ok && v.is_finite() {
         Ok(v)
     } else {
-        Err(ctx.invalid(key, format!("must be {range}, got {v}")))
+        Err(ctx.invalid(
+            key,
+            format!("must be {range}, got {}", crate::display::num(v)),
+        ))
     }
 }
 
@@ -757,7 +772,40 @@ fn build_mesh(m: &MeshSpec, ctx: &Ctx, base_dir: &Path) -> Result<Mesh, SceneErr
     for p in &mut mesh.positions {
         *p += shift;
     }
+    check_extent(
+        &mesh,
+        ctx,
+        if kind == MeshKind::Obj {
+            "mesh.scale"
+        } else {
+            "mesh"
+        },
+    )?;
     Ok(mesh)
+}
+
+/// A mesh whose coordinates or edge lengths overflow f64 (`mesh.scale = 1e300`) is the
+/// mesh's fault, named at `key`, not the rest lengths' that derive from it.
+fn check_extent(mesh: &Mesh, ctx: &Ctx, key: &str) -> Result<(), SceneError> {
+    let p = &mesh.positions;
+    if let Some(i) = p.iter().position(|x| !x.is_finite()) {
+        return Err(ctx.invalid(
+            key,
+            format!("vertex {i} is not finite once scaled and placed ({})", p[i]),
+        ));
+    }
+    for (k, &[a, b]) in mesh.edges.iter().enumerate() {
+        let length = (p[b as usize] - p[a as usize]).length();
+        if !length.is_finite() {
+            return Err(ctx.invalid(
+                key,
+                format!(
+                    "edge {k} (vertices {a} and {b}) is longer than f64 can hold: the mesh is too large"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Particle `i` is charged iff floor((i+1) f) > floor(i f): floor(n f) charged particles,
