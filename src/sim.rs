@@ -78,6 +78,13 @@ pub trait Simulator {
     fn solve_stats(&mut self) -> Result<Option<SolveStats>, SimError>;
     /// "cpu", or the GPU adapter's name.
     fn backend_name(&self) -> String;
+    /// The first particle whose position or velocity f32 cannot hold (see
+    /// [`State::first_outside_f32`]); such a state is a divergence on every backend, since
+    /// the GPU and the PLY frames hold f32. Backends that hold f32 state cannot exceed it
+    /// (values become inf and show in the energies): the default says `None`.
+    fn first_outside_f32(&mut self) -> Result<Option<usize>, SimError> {
+        Ok(None)
+    }
     /// DDEF grid builds and force evaluations so far; `None` unless `coulomb.method` is
     /// DDEF.
     fn ddef_counts(&self) -> Option<DdefCounts> {

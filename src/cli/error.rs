@@ -54,9 +54,10 @@ pub enum CliError {
         why: String,
         out: PathBuf,
     },
-    /// SIGINT or SIGTERM stopped the run after a step; every output so far was written.
+    /// SIGINT or SIGTERM stopped the run after a step (`msc fit`: after an iteration);
+    /// every output so far was written, marked `"interrupted": true`.
     #[error(
-        "interrupted after step {step}; outputs so far are in {} (summary.json has \"interrupted\": true)",
+        "interrupted after step {step}; outputs so far are in {} (marked \"interrupted\": true)",
         out.display()
     )]
     Interrupted { step: u64, out: PathBuf },

@@ -428,6 +428,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         "converged": outcome.reason.converged(),
         "reason": outcome.reason,
         "message": outcome.reason.describe(),
+        "interrupted": outcome.reason == StopReason::Interrupted,
         "iterations": outcome.history.last().map_or(0, |h| h.iteration),
         "evaluations": outcome.evaluations,
         "history": outcome.history.iter().map(|h| serde_json::json!({
@@ -487,6 +488,12 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
             shown(&outcome.theta)
         );
         println!("wrote {}", path.display());
+    }
+    if outcome.reason == StopReason::Interrupted {
+        return Err(CliError::Interrupted {
+            step: outcome.history.last().map_or(0, |h| u64::from(h.iteration)),
+            out: path,
+        });
     }
     if outcome.reason == StopReason::CannotReduce {
         return Err(CliError::FitStalled {

@@ -551,7 +551,7 @@ mod tests {
         assert_eq!(selected(6, 4), vec![0, 4, 5]);
         assert_eq!(selected(1, 10), vec![0]);
         assert!(selected(0, 3).is_empty());
-        assert!(is_image_name(&image_name(7)));
-        assert!(!is_image_name("frame_7.png"));
+        assert!(crate::output::ply::is_numbered(&image_name(7), "png"));
+        assert!(!crate::output::ply::is_numbered("frame_7.png", "png"));
     }
 }

@@ -309,18 +309,26 @@ pub fn drive_with(
         if divergence.is_none() && !energies.is_finite() {
             divergence = Some("non-finite energies".into());
         }
+        // A state f32 cannot hold (the GPU's and the frames' precision) is a divergence
+        // on every backend, frames or not: an f64 backend checks its own state.
+        let beyond = |i: usize, s: &State| {
+            format!(
+                "particle {i} is beyond the f32 range (position {}, velocity {})",
+                Vec3(s.x[i]),
+                Vec3(s.v[i])
+            )
+        };
+        if divergence.is_none() {
+            if let Some(i) = sim.first_outside_f32().map_err(sim_err(step))? {
+                divergence = Some(beyond(i, &sim.state().map_err(sim_err(step))?));
+            }
+        }
         let mut state = None;
         if divergence.is_none() && dir.writes_frames() {
             let s = sim.state().map_err(sim_err(step))?;
+            // A frame never holds inf, whatever the energies said.
             match s.first_outside_f32() {
-                Some(i) => {
-                    divergence = Some(format!(
-                        "particle {i} is beyond the f32 range of the frames \
-                         (position {}, velocity {})",
-                        Vec3(s.x[i]),
-                        Vec3(s.v[i])
-                    ))
-                }
+                Some(i) => divergence = Some(beyond(i, &s)),
                 None => {
                     dir.write_frame(&s, system.charges(), system.faces())?;
                     state = Some(s);

@@ -475,6 +475,9 @@ impl Simulator for CpuSimulation {
     fn backend_name(&self) -> String {
         "cpu".into()
     }
+    fn first_outside_f32(&mut self) -> Result<Option<usize>, SimError> {
+        Ok(self.state.first_outside_f32())
+    }
     fn ddef_counts(&self) -> Option<crate::sim::DdefCounts> {
         self.ddef.as_ref().map(|d| crate::sim::DdefCounts {
             rebuilds: d.rebuilds(),

@@ -69,6 +69,8 @@ pub enum StopReason {
     /// No step lowers the loss (LM's lambda grew past its limit, Adam's step shrank away).
     CannotReduce,
     MaxIterations,
+    /// A stop request (SIGINT, SIGTERM) arrived; the best point so far is kept.
+    Interrupted,
 }
 
 impl StopReason {
@@ -86,6 +88,7 @@ impl StopReason {
             Self::ZeroGradient => "stopped: the gradient is zero (the loss does not depend on these parameters here)",
             Self::CannotReduce => "stopped: no step reduces the loss further (a local minimum, or gradients too inexact for this horizon)",
             Self::MaxIterations => "stopped: reached the iteration limit",
+            Self::Interrupted => "stopped: interrupted (Ctrl-C or SIGTERM) after an iteration",
         }
     }
 }
@@ -220,6 +223,9 @@ fn levenberg_marquardt(
         if current.loss <= options.loss_tol {
             return Ok(StopReason::LossTolerance);
         }
+        if crate::interrupt::requested() {
+            return Ok(StopReason::Interrupted);
+        }
         if current.jtr.iter().all(|&g| g == 0.0) {
             return Ok(StopReason::ZeroGradient);
         }
@@ -350,6 +356,11 @@ fn adam(
     for iteration in 1..=options.max_iterations {
         if best.1.loss <= options.loss_tol {
             break;
+        }
+        if crate::interrupt::requested() {
+            *theta = best.0;
+            *current = best.1;
+            return Ok(StopReason::Interrupted);
         }
         if at_x.gradient.iter().all(|&g| g == 0.0) {
             *theta = best.0;

@@ -105,3 +105,9 @@ pub fn read_json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
+
+/// True when an adapter exists; otherwise the test is skipped (or fails under
+/// `MSC_REQUIRE_GPU=1`).
+pub fn gpu_available() -> bool {
+    adapter().is_some()
+}
