@@ -2,6 +2,7 @@
 
 use super::energy::EnergyLog;
 use super::{atomic::write_atomic, ply, OutputError, Summary};
+use crate::digest::FileDigest;
 use crate::model::State;
 use std::path::{Path, PathBuf};
 
@@ -98,6 +99,40 @@ impl RunDir {
     pub fn write_summary(&self, summary: &Summary) -> Result<(), OutputError> {
         summary.write(&self.summary_path())
     }
+
+    /// Size and SHA-256 of what this run wrote, for its summary to vouch for:
+    /// `energy.csv`, `scene.toml` and each frame written, by path relative to the folder
+    /// (with `/`).
+    pub fn digest_outputs(&self) -> Result<Vec<FileDigest>, OutputError> {
+        let mut names = vec![ENERGY_FILE.to_string(), SCENE_FILE.to_string()];
+        names.extend((0..self.frame_count).map(|i| format!("{FRAMES_DIR}/{}", ply::frame_name(i))));
+        names
+            .into_iter()
+            .map(|name| {
+                let path = self.root.join(&name);
+                FileDigest::of_file(name, &path)
+                    .map_err(|source| OutputError::ReadBack { path, source })
+            })
+            .collect()
+    }
+}
+
+/// Whether the run folder `root` still holds exactly the `outputs` a summary vouches for:
+/// `Err` names the first file that is missing or differs in size or hash.
+pub fn check_outputs(root: &Path, outputs: &[FileDigest]) -> Result<(), String> {
+    for d in outputs {
+        let relative = Path::new(&d.path);
+        let inside = relative
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !inside {
+            return Err(format!("{} is not a path inside the run folder", d.path));
+        }
+        if !d.matches(&root.join(relative)) {
+            return Err(format!("{} is missing or changed", d.path));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 use super::atomic::write_atomic;
 use super::OutputError;
+use crate::digest::FileDigest;
 use crate::gpu::AdapterSummary;
 use crate::sim::Energies;
 use std::path::Path;
@@ -39,6 +40,8 @@ pub struct Summary {
     pub ms_per_step: f64,
     /// False when energies or the state became non-finite; the run stopped there.
     pub finite: bool,
+    /// True when a signal stopped the run; its outputs are complete up to `steps`.
+    pub interrupted: bool,
     pub final_energy: Energies,
     /// Last linear solve's relative residual; `null` for explicit integrators.
     pub solver_residual: Option<f64>,
@@ -47,6 +50,13 @@ pub struct Summary {
     pub frames: u64,
     /// DDEF runs: grid builds and force evaluations; `null` otherwise.
     pub ddef: Option<crate::sim::DdefCounts>,
+    /// SHA-256 of the resolved scene (the text of `scene.toml`).
+    pub scene_sha256: String,
+    /// The files the scene read (scene file, OBJ mesh): absolute path, size, SHA-256.
+    pub inputs: Vec<FileDigest>,
+    /// What this summary vouches for, written before it: `energy.csv`, `scene.toml` and
+    /// every frame, by path relative to the run folder, with size and SHA-256.
+    pub outputs: Vec<FileDigest>,
 }
 
 impl Summary {
