@@ -74,10 +74,9 @@ impl BatchReport {
 /// that does not load (an unknown key, a bad value, a missing file) is
 /// [`BatchError::Plan`], and nothing is run or written.
 ///
-/// Resumption: a run whose folder holds a summary that vouches for it (every input and
-/// output unchanged, see `completed`)
-/// is not redone; its record is read back. Any other folder of a planned run is cleared
-/// and the run starts over.
+/// Resumption: a run whose folder holds a summary that vouches for it (the same scene,
+/// every input and output unchanged: see `completed`) is not redone; its record is read
+/// back. Any other folder of a planned run is cleared and the run starts over.
 pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, BatchError> {
     check_plan(plan, options.steps)?;
     std::fs::create_dir_all(&options.out).map_err(|source| OutputError::CreateDir {
