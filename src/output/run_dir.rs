@@ -161,4 +161,52 @@ mod tests {
         assert!(root.join("frames/mine.ply").exists());
         std::fs::remove_dir_all(&root).unwrap();
     }
+
+    #[test]
+    fn outputs_are_vouched_for_by_size_and_hash_and_only_inside_the_folder() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("run");
+        let mut dir = RunDir::create(&root, true).unwrap();
+        dir.write_scene("name = \"x\"\n").unwrap();
+        let mut log = dir.energy_log().unwrap();
+        log.row(0, 0.0, &crate::sim::Energies::default()).unwrap();
+        log.finish().unwrap();
+        let system = crate::model::System::new(crate::model::SystemDesc {
+            positions: vec![glam::DVec3::ZERO],
+            velocities: vec![glam::DVec3::ZERO],
+            masses: vec![1.0],
+            charges: vec![0.0],
+            ..Default::default()
+        })
+        .unwrap();
+        let state = system.initial_state();
+        for _ in 0..2 {
+            dir.write_frame(&state, system.charges(), system.faces())
+                .unwrap();
+        }
+        let outputs = dir.digest_outputs().unwrap();
+        let paths: Vec<&str> = outputs.iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "energy.csv",
+                "scene.toml",
+                "frames/frame_000000.ply",
+                "frames/frame_000001.ply"
+            ]
+        );
+        assert_eq!(check_outputs(&root, &outputs), Ok(()));
+        // A listed file replaced by another of the same size.
+        let scene = root.join(SCENE_FILE);
+        std::fs::write(&scene, "name = \"y\"\n").unwrap();
+        let e = check_outputs(&root, &outputs).unwrap_err();
+        assert!(e.contains("scene.toml"), "{e}");
+        std::fs::write(&scene, "name = \"x\"\n").unwrap();
+        // A summary may not vouch for files outside its folder.
+        std::fs::write(tmp.path().join("outside"), "x").unwrap();
+        let mut escaping = outputs.clone();
+        escaping.push(crate::digest::FileDigest::of_bytes("../outside", b"x"));
+        let e = check_outputs(&root, &escaping).unwrap_err();
+        assert!(e.contains("not a path inside"), "{e}");
+    }
 }
