@@ -2,6 +2,7 @@
 //!
 //! Springs are integrated implicitly and Coulomb forces explicitly (IMEX, arXiv 2403.03005).
 //! The crate is layered as the architecture is:
+//! - [`digest`]: sizes and SHA-256 hashes of files, for resumable batches;
 //! - [`display`]: numbers in messages (no 301-digit integers, no -0);
 //! - [`model`]: particles, springs, meshes and the CSR adjacency;
 //! - [`config`]: integrator, solver, Coulomb and external-world settings;
@@ -24,6 +25,7 @@ pub mod cli;
 pub mod config;
 pub mod cpu;
 pub mod ddef;
+pub mod digest;
 pub mod display;
 pub mod gpu;
 pub mod grad;

@@ -229,8 +229,233 @@ fn an_interrupted_sweep_resumes_without_redoing_complete_runs() {
         .all(|r| r["skipped"] == "false" && r["steps"] == "10"));
 }
 
+const OCTAHEDRON: &str = "v 1 0 0\nv -1 0 0\nv 0 1 0\nv 0 -1 0\nv 0 0 1\nv 0 0 -1\n\
+    f 1 3 5\nf 3 2 5\nf 2 4 5\nf 4 1 5\nf 3 1 6\nf 2 3 6\nf 4 2 6\nf 1 4 6\n";
+const PYRAMID: &str = "v 1 0 0\nv 0 1 0\nv -1 0 0\nv 0 -1 0\nv 0 0 1.2\n\
+    f 1 2 5\nf 2 3 5\nf 3 4 5\nf 4 1 5\nf 1 3 2\nf 1 4 3\n";
+
+/// A charged OBJ mesh that writes PLY frames: 5 energy rows and 5 frames in 20 steps.
+const POLY: &str = r#"
+name = "poly"
+[mesh]
+kind = "obj"
+path = "a.obj"
+[material]
+mass = 0.1
+stiffness = 10.0
+charge = 1e-6
+[integrator]
+method = "imex"
+dt = 0.01
+steps = 20
+solver = { method = "jacobi", iterations = 20, omega = 0.5, tolerance = 1e-6 }
+[output]
+every = 5
+frames = "ply"
+"#;
+
+/// A rerun trusts an earlier run only when its summary vouches for it: every input file
+/// and every output unchanged. Each kind of damage redoes exactly the runs it touched.
 #[test]
-fn a_corrupt_scene_in_a_batch_fails_alone() {
+fn a_rerun_redoes_exactly_the_runs_whose_inputs_or_outputs_changed() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("a.obj"), OCTAHEDRON).unwrap();
+    std::fs::write(tmp.path().join("b.obj"), PYRAMID).unwrap();
+    let scene = tmp.path().join("poly.toml");
+    std::fs::write(&scene, POLY).unwrap();
+    let out = tmp.path().join("sweep");
+    let sweep = || {
+        msc(
+            &[
+                "sweep",
+                scene.to_str().unwrap(),
+                "--vary",
+                "mesh.path=a.obj,b.obj",
+                "--vary",
+                "material.stiffness=5,10,20,40,80,160",
+                "--backend",
+                "cpu",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            tmp.path(),
+        )
+    };
+    let o = sweep();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run =
+        |mesh: &str, k: u32| out.join(format!("mesh.path={mesh}.obj__material.stiffness={k}"));
+    let frame = |mesh: &str, k: u32, i: u32| run(mesh, k).join(format!("frames/frame_{i:06}.ply"));
+    assert!(frame("a", 5, 4).is_file());
+
+    // (a) b.obj changed (a comment only: same geometry, same resolved scene, new bytes).
+    let mut b = std::fs::OpenOptions::new()
+        .append(true)
+        .open(tmp.path().join("b.obj"))
+        .unwrap();
+    std::io::Write::write_all(&mut b, b"# edited\n").unwrap();
+    drop(b);
+    // (b) energy.csv emptied.
+    std::fs::write(run("a", 5).join("energy.csv"), "").unwrap();
+    // (c) frames/ deleted.
+    std::fs::remove_dir_all(run("a", 10).join("frames")).unwrap();
+    // (d) one frame truncated by a byte.
+    let f = frame("a", 20, 2);
+    let len = std::fs::metadata(&f).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&f)
+        .unwrap()
+        .set_len(len - 1)
+        .unwrap();
+    // (e) a summary from before summaries recorded hashes.
+    let path = run("a", 40).join("summary.json");
+    let mut old = read_json(&path);
+    for key in ["scene_sha256", "inputs", "outputs"] {
+        old.as_object_mut().unwrap().remove(key).unwrap();
+    }
+    std::fs::write(&path, old.to_string()).unwrap();
+    // (f) a summary saying a signal stopped the run.
+    let path = run("a", 80).join("summary.json");
+    let mut stopped = read_json(&path);
+    stopped["interrupted"] = true.into();
+    std::fs::write(&path, stopped.to_string()).unwrap();
+    // a/160 is untouched.
+    let untouched = [
+        "summary.json",
+        "energy.csv",
+        "scene.toml",
+        "frames/frame_000004.ply",
+    ]
+    .map(|f| run("a", 160).join(f));
+    let before: Vec<_> = untouched.iter().map(|p| stamp(p)).collect();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+
+    let o = sweep();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (_, rows) = read_runs(&out);
+    let skipped: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r["run"].as_str(), r["skipped"].as_str()))
+        .collect();
+    let expect: Vec<(String, &str)> = ["a", "b"]
+        .iter()
+        .flat_map(|m| {
+            [5, 10, 20, 40, 80, 160].map(|k| {
+                let trusted = *m == "a" && k == 160;
+                (
+                    format!("mesh.path={m}.obj__material.stiffness={k}"),
+                    if trusted { "true" } else { "false" },
+                )
+            })
+        })
+        .collect();
+    let expect: Vec<(&str, &str)> = expect.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+    assert_eq!(skipped, expect);
+    assert!(rows.iter().all(|r| r["status"] == "ok"), "{rows:?}");
+    let after: Vec<_> = untouched.iter().map(|p| stamp(p)).collect();
+    assert_eq!(before, after, "the untouched run was rewritten");
+    // Each redone run says why.
+    let said = common::stdout(&o);
+    for why in [
+        "mesh.path=b.obj__material.stiffness=5: redone: ",
+        "b.obj changed",
+        "energy.csv is missing or changed",
+        "frames/frame_000000.ply is missing or changed",
+        "frames/frame_000002.ply is missing or changed",
+        "summary.json is unreadable or from an older msc",
+        "the earlier run was interrupted",
+    ] {
+        assert!(said.contains(why), "{why}: {said}");
+    }
+    // The redone runs are whole again, and a third invocation trusts every run.
+    for (m, k) in [("a", 5), ("a", 10), ("a", 20), ("b", 5)] {
+        let rows = std::fs::read_to_string(run(m, k).join("energy.csv")).unwrap();
+        assert_eq!(rows.lines().count(), 6, "{m} {k}");
+        assert!(frame(m, k, 4).is_file(), "{m} {k}");
+    }
+    let o = sweep();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (_, rows) = read_runs(&out);
+    assert!(rows.iter().all(|r| r["skipped"] == "true"), "{rows:?}");
+}
+
+/// What summary.json vouches for: its recorded sizes and hashes are the files' own.
+#[test]
+fn the_summary_records_the_size_and_hash_of_every_output_and_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("a.obj"), OCTAHEDRON).unwrap();
+    let scene = tmp.path().join("poly.toml");
+    std::fs::write(&scene, POLY).unwrap();
+    let out = cpu_run(tmp.path(), &scene, "r", &[]);
+    let s = read_json(&out.join("summary.json"));
+    let sha = |bytes: &[u8]| msc::digest::sha256_hex(bytes);
+    let listed: Vec<&str> = s["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            "energy.csv",
+            "scene.toml",
+            "frames/frame_000000.ply",
+            "frames/frame_000001.ply",
+            "frames/frame_000002.ply",
+            "frames/frame_000003.ply",
+            "frames/frame_000004.ply",
+        ]
+    );
+    for d in s["outputs"].as_array().unwrap() {
+        let bytes = std::fs::read(out.join(d["path"].as_str().unwrap())).unwrap();
+        assert_eq!(d["bytes"].as_u64(), Some(bytes.len() as u64), "{d}");
+        assert_eq!(d["sha256"].as_str(), Some(sha(&bytes).as_str()), "{d}");
+    }
+    let scene_copy = std::fs::read(out.join("scene.toml")).unwrap();
+    assert_eq!(s["scene_sha256"].as_str(), Some(sha(&scene_copy).as_str()));
+    // The inputs: the scene file, then the OBJ mesh, by absolute path.
+    let inputs = s["inputs"].as_array().unwrap();
+    assert_eq!(inputs.len(), 2, "{inputs:?}");
+    for (d, file, text) in [
+        (&inputs[0], "poly.toml", POLY),
+        (&inputs[1], "a.obj", OCTAHEDRON),
+    ] {
+        let path = Path::new(d["path"].as_str().unwrap());
+        assert!(path.is_absolute(), "{d}");
+        assert!(path.ends_with(file), "{d}");
+        assert_eq!(d["bytes"].as_u64(), Some(text.len() as u64), "{d}");
+        assert_eq!(
+            d["sha256"].as_str(),
+            Some(sha(text.as_bytes()).as_str()),
+            "{d}"
+        );
+    }
+    assert_eq!(s["interrupted"], false);
+    // A built-in scene reads no file.
+    let out = tmp.path().join("builtin");
+    let o = msc(
+        &[
+            "run",
+            "torus",
+            "--steps",
+            "2",
+            "--backend",
+            "cpu",
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = read_json(&out.join("summary.json"));
+    assert_eq!(s["inputs"].as_array().map(Vec::len), Some(0), "{s}");
+}
+
+#[test]
+fn a_corrupt_scene_in_a_batch_stops_it_before_anything_runs() {
     let tmp = tempfile::tempdir().unwrap();
     tiny(tmp.path());
     std::fs::write(tmp.path().join("broken.toml"), "[mesh\nkind = \"torus\"\n").unwrap();
@@ -266,9 +491,57 @@ set = ["integrator.dt=0.02"]
         &elsewhere,
     );
     assert_no_panic(&o);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    // The run, the file and the line.
+    assert!(err.contains("run 'broken'"), "{err}");
+    assert!(err.contains("broken.toml:1"), "{err}");
+    // Not even the runs before it: the batch folder is never made.
+    assert!(!out.exists());
+}
+
+/// A run that fails while it runs (here its folder cannot be written) is recorded, and
+/// the batch goes on.
+#[test]
+fn a_run_that_fails_while_running_fails_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    tiny(tmp.path());
+    let manifest = tmp.path().join("manifest.toml");
+    std::fs::write(
+        &manifest,
+        r#"
+set = ["integrator.steps=10"]
+[[runs]]
+scene = "tiny.toml"
+name = "first"
+[[runs]]
+scene = "tiny.toml"
+name = "blocked"
+[[runs]]
+scene = "tiny.toml"
+set = ["integrator.dt=0.02"]
+"#,
+    )
+    .unwrap();
+    let out = tmp.path().join("batch");
+    std::fs::create_dir(&out).unwrap();
+    // A file where the run's folder should go.
+    std::fs::write(out.join("blocked"), "not a folder").unwrap();
+    let o = msc(
+        &[
+            "batch",
+            manifest.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    assert_no_panic(&o);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let err = stderr(&o);
-    assert!(err.contains("broken"), "{err}");
+    assert!(err.contains("blocked"), "{err}");
     let (header, rows) = read_runs(&out);
     assert_eq!(&header[..4], ["run", "status", "scene", "set"]);
     let status: Vec<(&str, &str)> = rows
@@ -279,11 +552,11 @@ set = ["integrator.dt=0.02"]
         status,
         [
             ("first", "ok"),
-            ("broken", "failed"),
+            ("blocked", "failed"),
             ("tiny__integrator.dt=0.02", "ok")
         ]
     );
-    assert!(rows[1]["reason"].contains("broken.toml"), "{:?}", rows[1]);
+    assert!(rows[1]["reason"].contains("blocked"), "{:?}", rows[1]);
     assert_eq!(rows[1]["steps"], "");
     assert_eq!(rows[2]["set"], "integrator.dt=0.02");
     assert_eq!(rows[2]["dt"], "0.02");
@@ -293,32 +566,48 @@ set = ["integrator.dt=0.02"]
     }
 }
 
+/// A key or value that any planned run would reject is a usage error: exit 2, naming the
+/// run and the key, before any run starts or the batch folder is made.
 #[test]
-fn a_bad_vary_value_fails_that_variant_only() {
+fn a_bad_vary_key_or_value_stops_the_sweep_before_anything_runs() {
     let tmp = tempfile::tempdir().unwrap();
     let scene = tiny(tmp.path());
-    let out = tmp.path().join("sweep");
-    let o = msc(
-        &[
-            "sweep",
-            scene.to_str().unwrap(),
-            "--vary",
-            "integrator.dt=0.01,-1",
-            "--backend",
-            "cpu",
-            "--quiet",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        tmp.path(),
-    );
-    assert_no_panic(&o);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let (_, rows) = read_runs(&out);
-    assert_eq!(rows[0]["status"], "ok");
-    assert_eq!(rows[1]["status"], "failed");
-    assert!(rows[1]["reason"].contains("integrator.dt"), "{:?}", rows[1]);
-    // A malformed --vary is a usage error: nothing runs.
+    for (vary, run, key) in [
+        (
+            "integrator.dtt=0.01,0.02",
+            "integrator.dtt=0.01",
+            "integrator.dtt",
+        ),
+        ("integrator.dt=0.01,-1", "integrator.dt=-1", "integrator.dt"),
+        (
+            "integrator.method=imex,leapfrog",
+            "integrator.method=leapfrog",
+            "integrator.method",
+        ),
+    ] {
+        let out = tmp.path().join("sweep");
+        let o = msc(
+            &[
+                "sweep",
+                scene.to_str().unwrap(),
+                "--vary",
+                vary,
+                "--backend",
+                "cpu",
+                "--quiet",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            tmp.path(),
+        );
+        assert_no_panic(&o);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{vary}: {err}");
+        assert!(err.contains(&format!("run '{run}'")), "{vary}: {err}");
+        assert!(err.contains(key), "{vary}: {err}");
+        assert!(!out.exists(), "{vary}: the batch folder was made");
+    }
+    // A malformed --vary is a usage error too.
     let o = msc(
         &[
             "sweep",
@@ -332,6 +621,57 @@ fn a_bad_vary_value_fails_that_variant_only() {
     );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(!tmp.path().join("none").exists());
+}
+
+/// The same for a manifest: an unknown key in a run's `set` (after a good run, which must
+/// not run either), the manifest's `set` or the command line's `--set`.
+#[test]
+fn a_bad_key_in_a_manifest_stops_the_batch_before_anything_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    tiny(tmp.path());
+    let cases = [
+        (
+            "[[runs]]\nscene = \"tiny.toml\"\nname = \"good\"\n\
+             [[runs]]\nscene = \"tiny.toml\"\nname = \"typo\"\nset = [\"material.stifness=5\"]\n",
+            vec![],
+            "run 'typo'",
+            "material.stifness",
+        ),
+        (
+            "set = [\"output.evry=5\"]\n[[runs]]\nscene = \"tiny.toml\"\nname = \"a\"\n",
+            vec![],
+            "run 'a'",
+            "output.evry",
+        ),
+        (
+            "[[runs]]\nscene = \"tiny.toml\"\nname = \"a\"\n",
+            vec!["--set", "coulomb.methd=none"],
+            "run 'a'",
+            "coulomb.methd",
+        ),
+    ];
+    for (i, (text, extra, run, key)) in cases.into_iter().enumerate() {
+        let manifest = tmp.path().join(format!("m{i}.toml"));
+        std::fs::write(&manifest, text).unwrap();
+        let out = tmp.path().join("batch");
+        let mut args = vec![
+            "batch",
+            manifest.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        let o = msc(&args, tmp.path());
+        assert_no_panic(&o);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{text}: {err}");
+        assert!(err.contains(run), "{text}: {err}");
+        assert!(err.contains(key), "{text}: {err}");
+        assert!(!out.exists(), "{text}: the batch folder was made");
+    }
 }
 
 #[test]

@@ -11,10 +11,11 @@ use crate::cli::run::run_scene;
 use crate::cli::scene_args::{self, SceneArgs};
 use crate::cli::CliError;
 use crate::config::Config;
+use crate::digest::sha256_hex;
 use crate::gpu::{open_headless_device, HeadlessDevice};
 use crate::gpu::{GpuError, GpuSolver, HeadlessOptions};
 use crate::model::System;
-use crate::output::run_dir::{ENERGY_FILE, SCENE_FILE, SUMMARY_FILE};
+use crate::output::run_dir::{check_outputs, ENERGY_FILE, FRAMES_DIR, SCENE_FILE, SUMMARY_FILE};
 use crate::output::OutputError;
 use crate::scene::LoadedScene;
 use crate::sim::SimError;
@@ -69,11 +70,15 @@ impl BatchReport {
 /// Runs every run of `plan` into `options.out`. A run that fails or diverges is recorded
 /// and the batch goes on; only an unwritable batch folder or `runs.csv` stops it.
 ///
-/// Resumption: a run whose folder holds a complete `summary.json` for the same scene,
-/// `energy.csv`, and a `scene.toml` identical to the resolved scene about to run (with
-/// `--backend cpu` or `gpu`, also on that backend) is not redone; its record is read back.
-/// Any other folder of a planned run is cleared and the run starts over.
+/// First every run's scene is loaded with its overrides, as the run will load it: one
+/// that does not load (an unknown key, a bad value, a missing file) is
+/// [`BatchError::Plan`], and nothing is run or written.
+///
+/// Resumption: a run whose folder holds a summary that vouches for it (the same scene,
+/// every input and output unchanged: see `completed`) is not redone; its record is read
+/// back. Any other folder of a planned run is cleared and the run starts over.
 pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, BatchError> {
+    check_plan(plan, options.steps)?;
     std::fs::create_dir_all(&options.out).map_err(|source| OutputError::CreateDir {
         path: options.out.clone(),
         source,
@@ -93,7 +98,10 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
         if let Some(b) = &bar {
             b.set_message(spec.name.clone());
         }
-        let record = run_one(spec, options, &mut gpu);
+        let (record, redo) = run_one(spec, options, &mut gpu);
+        if let Some(why) = redo {
+            say(format!("note: {}: redone: {why}", spec.name), false);
+        }
         if let Some(note) = gpu.note.take() {
             say(note, false);
         }
@@ -182,26 +190,52 @@ fn from_summary(spec: &RunSpec, summary: SummaryRecord, skipped: bool) -> RunRec
     }
 }
 
-fn run_one(spec: &RunSpec, options: &BatchOptions, gpu: &mut SharedGpu) -> RunRecord {
-    let dir = options.out.join(&spec.name);
-    let args = SceneArgs {
+/// Loads every run's scene as [`run_one`] will, before anything runs.
+fn check_plan(plan: &Plan, steps: Option<u64>) -> Result<(), BatchError> {
+    for spec in &plan.runs {
+        scene_args::load(&scene_args_of(spec), steps).map_err(|e| BatchError::Plan {
+            run: spec.name.clone(),
+            source: Box::new(e),
+        })?;
+    }
+    Ok(())
+}
+
+fn scene_args_of(spec: &RunSpec) -> SceneArgs {
+    SceneArgs {
         scene: spec.scene.clone(),
         set: spec.set.clone(),
-    };
-    let scene = match scene_args::load(&args, options.steps) {
+    }
+}
+
+/// Runs one planned run, or reads it back when an earlier batch completed it. Also
+/// returns why an earlier run in its folder was not trusted, when there was one.
+fn run_one(
+    spec: &RunSpec,
+    options: &BatchOptions,
+    gpu: &mut SharedGpu,
+) -> (RunRecord, Option<String>) {
+    let dir = options.out.join(&spec.name);
+    // Checked before the batch started; a file may have changed since.
+    let scene = match scene_args::load(&scene_args_of(spec), options.steps) {
         Ok(s) => s,
-        Err(e) => return failed(spec, reason(&e)),
+        Err(e) => return (failed(spec, reason(&e)), None),
     };
-    if let Some(done) = completed(&dir, &scene, options.backend) {
-        return from_summary(spec, done, true);
-    }
+    let redo = match completed(&dir, &scene, options.backend) {
+        Ok(done) => return (from_summary(spec, done, true), None),
+        Err(why) => why,
+    };
     if let Err(e) = clear(&dir) {
-        return failed(spec, reason(&e));
+        return (failed(spec, reason(&e)), redo);
     }
+    (run_fresh(spec, &scene, &dir, gpu), redo)
+}
+
+fn run_fresh(spec: &RunSpec, scene: &LoadedScene, dir: &Path, gpu: &mut SharedGpu) -> RunRecord {
     // A panic inside a backend (wgpu reports some device errors by panicking) must not
     // end the batch: record it, and do not reuse a device that may be broken.
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_scene(&scene, &dir, false, |system, config| {
+        run_scene(scene, dir, false, |system, config| {
             gpu.start(system, config)
         })
     }));
@@ -228,20 +262,75 @@ fn run_one(spec: &RunSpec, options: &BatchOptions, gpu: &mut SharedGpu) -> RunRe
     }
 }
 
-/// The earlier run in `dir`, when it is complete and ran exactly this scene.
-fn completed(dir: &Path, scene: &LoadedScene, backend: BackendArg) -> Option<SummaryRecord> {
-    let summary = SummaryRecord::read(&dir.join(SUMMARY_FILE))?;
-    let copy = std::fs::read_to_string(dir.join(SCENE_FILE)).ok()?;
+/// The earlier run in `dir`, when its `summary.json` vouches that it is complete and ran
+/// exactly this scene:
+/// - the summary parses (one from before sizes and hashes were recorded does not), and
+///   the run finished: not interrupted, and all its steps done unless it diverged (a
+///   diverged run is complete: rerunning it would diverge again);
+/// - with `--backend cpu` or `gpu`, it ran on that backend;
+/// - the scene name, the resolved scene's hash and every input file's size and hash are
+///   those of `scene` now;
+/// - it lists `energy.csv`, `scene.toml` and as many frames as it wrote, and each listed
+///   file exists with its recorded size and hash.
+///
+/// Otherwise `Err` says why, or is `None` when there was no earlier run in `dir`.
+fn completed(
+    dir: &Path,
+    scene: &LoadedScene,
+    backend: BackendArg,
+) -> Result<SummaryRecord, Option<String>> {
+    if !dir.exists() {
+        return Err(None);
+    }
+    let why = |s: &str| Err(Some(s.to_string()));
+    let summary_path = dir.join(SUMMARY_FILE);
+    if !summary_path.is_file() {
+        return why("no summary.json (the earlier run did not finish)");
+    }
+    let Some(s) = SummaryRecord::read(&summary_path) else {
+        return why("summary.json is unreadable or from an older msc");
+    };
+    if s.interrupted {
+        return why("the earlier run was interrupted");
+    }
+    if s.finite && s.steps != s.steps_requested {
+        return why("the earlier run did not do all its steps");
+    }
     let same_backend = match backend {
-        BackendArg::Cpu => summary.backend == "cpu",
-        BackendArg::Gpu => summary.backend != "cpu",
+        BackendArg::Cpu => s.backend == "cpu",
+        BackendArg::Gpu => s.backend != "cpu",
         BackendArg::Auto => true,
     };
-    (summary.scene == scene.name
-        && copy == scene.resolved_toml
-        && dir.join(ENERGY_FILE).is_file()
-        && same_backend)
-        .then_some(summary)
+    if !same_backend {
+        return Err(Some(format!(
+            "the earlier run used the backend {}",
+            s.backend
+        )));
+    }
+    if s.scene != scene.name || s.scene_sha256 != sha256_hex(scene.resolved_toml.as_bytes()) {
+        return why("the resolved scene changed");
+    }
+    if s.inputs != scene.inputs {
+        let changed = scene
+            .inputs
+            .iter()
+            .find(|d| !s.inputs.contains(d))
+            .or_else(|| s.inputs.iter().find(|d| !scene.inputs.contains(d)))
+            .map_or("an input", |d| d.path.as_str());
+        return Err(Some(format!("{changed} changed since the earlier run")));
+    }
+    let listed = |name: &str| s.outputs.iter().find(|d| d.path == name);
+    let frames = s
+        .outputs
+        .iter()
+        .filter(|d| d.path.starts_with(&format!("{FRAMES_DIR}/")))
+        .count();
+    let scene_copy_ok = listed(SCENE_FILE).is_some_and(|d| d.sha256 == s.scene_sha256);
+    if listed(ENERGY_FILE).is_none() || !scene_copy_ok || frames as u64 != s.frames {
+        return why("summary.json does not vouch for every output");
+    }
+    check_outputs(dir, &s.outputs).map_err(Some)?;
+    Ok(s)
 }
 
 /// Removes an incomplete run's folder, so nothing of it is mistaken for the new run's.

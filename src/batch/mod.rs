@@ -4,8 +4,9 @@
 //! ([`plan::sweep`]) or the entries of a manifest file ([`plan::manifest`]).
 //! [`run_batch`] runs them one after another, each into its own folder with exactly the
 //! outputs of `msc run` (the same code writes them), sharing one GPU device, and keeps
-//! `runs.csv` up to date after every run. An interrupted batch resumes: complete runs are
-//! not redone.
+//! `runs.csv` up to date after every run. Every run's scene is loaded before any runs, so
+//! a bad key fails the whole plan at once. An interrupted batch resumes: runs that their
+//! `summary.json` vouches for (every input and output unchanged) are not redone.
 
 pub mod exec;
 pub mod plan;
@@ -35,6 +36,14 @@ pub enum BatchError {
     },
     #[error("manifest {}: {message}", path.display())]
     Manifest { path: PathBuf, message: String },
+    /// A planned run's scene does not load with its overrides (an unknown key, a bad
+    /// value, a missing file): checked for every run before any runs.
+    #[error("run '{run}' of the plan cannot start, so nothing was run")]
+    Plan {
+        run: String,
+        #[source]
+        source: Box<crate::cli::CliError>,
+    },
     #[error(transparent)]
     Output(#[from] OutputError),
     /// The batch ran to the end, but not every run finished cleanly.
@@ -52,10 +61,14 @@ pub enum BatchError {
 }
 
 impl BatchError {
-    /// 2 for a bad `--vary` or manifest (nothing ran), 1 for failed runs or output errors.
+    /// 2 for a bad `--vary`, manifest or planned scene (nothing ran), 1 for failed runs
+    /// or output errors.
     pub fn exit_code(&self) -> i32 {
         match self {
-            Self::Vary { .. } | Self::ReadManifest { .. } | Self::Manifest { .. } => 2,
+            Self::Vary { .. }
+            | Self::ReadManifest { .. }
+            | Self::Manifest { .. }
+            | Self::Plan { .. } => 2,
             Self::Output(_) | Self::RunsFailed { .. } => 1,
         }
     }

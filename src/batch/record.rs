@@ -1,6 +1,7 @@
 //! What a batch records per run, and `runs.csv`.
 
 use super::plan::Plan;
+use crate::digest::FileDigest;
 use crate::output::{write_atomic, OutputError};
 use std::path::Path;
 
@@ -51,9 +52,16 @@ pub struct SummaryRecord {
     pub wall_seconds: f64,
     pub ms_per_step: f64,
     pub finite: bool,
+    pub interrupted: bool,
     pub final_energy: FinalEnergy,
     pub solver_residual: Option<f64>,
     pub solver_iterations: Option<u32>,
+    pub frames: u64,
+    /// What the run read and wrote (see [`crate::output::Summary`]). A summary written
+    /// before these were recorded does not parse as a record, so it is never trusted.
+    pub scene_sha256: String,
+    pub inputs: Vec<FileDigest>,
+    pub outputs: Vec<FileDigest>,
 }
 
 impl SummaryRecord {

@@ -29,7 +29,8 @@ pub struct BatchArgs {
     pub quiet: bool,
 }
 
-/// Runs the manifest. Exits 1 when a run failed or diverged, after every run was tried.
+/// Runs the manifest. Exits 2 before anything runs when a run's scene does not load with
+/// its overrides, 1 when a run failed or diverged, after every run was tried.
 pub fn execute(args: &BatchArgs) -> Result<BatchReport, CliError> {
     let plan = plan::manifest(&args.manifest, &args.set)?;
     let options = BatchOptions {

@@ -5,6 +5,7 @@ use super::render::{LiveRender, RenderStyle};
 use super::scene_args::{self, SceneArgs};
 use super::CliError;
 use crate::config::Config;
+use crate::digest::sha256_hex;
 use crate::display::Vec3;
 use crate::model::{State, System};
 use crate::output::energy::output_steps;
@@ -159,6 +160,8 @@ fn run_scene_with(
         wall_seconds,
         energy_rows,
     } = ran;
+    // Read back what the run wrote, so the summary (written last) vouches for it.
+    let outputs = dir.digest_outputs()?;
 
     let summary = Summary {
         msc_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -193,6 +196,9 @@ fn run_scene_with(
         energy_rows,
         frames: dir.frame_count(),
         ddef: sim.ddef_counts(),
+        scene_sha256: sha256_hex(scene.resolved_toml.as_bytes()),
+        inputs: scene.inputs.clone(),
+        outputs,
     };
     dir.write_summary(&summary)?;
     let outcome = RunOutcome {
@@ -472,6 +478,7 @@ mod tests {
             output: OutputConfig { every, frames },
             source: None,
             resolved_toml: String::new(),
+            inputs: vec![],
             system,
         }
     }

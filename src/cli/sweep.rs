@@ -29,8 +29,9 @@ pub struct SweepArgs {
     pub quiet: bool,
 }
 
-/// Runs the sweep. Exits 1 ([`crate::batch::BatchError::RunsFailed`]) when a run failed
-/// or diverged, after every run was tried.
+/// Runs the sweep. Exits 2 before anything runs when a variant's scene does not load
+/// ([`crate::batch::BatchError::Plan`]), 1 ([`crate::batch::BatchError::RunsFailed`])
+/// when a run failed or diverged, after every run was tried.
 pub fn execute(args: &SweepArgs) -> Result<BatchReport, CliError> {
     let varies = args
         .vary

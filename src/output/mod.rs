@@ -1,7 +1,9 @@
 //! Run outputs, every file written atomically (temp file, fsync, rename):
 //! - `energy.csv` ([`energy`]): energy terms every `output.every` steps and at the last step;
 //! - `frames/frame_NNNNNN.ply` ([`ply`]): positions, velocities, charges and faces;
-//! - `summary.json` ([`summary`]): backend, sizes, timings, final energies, solver stats;
+//! - `summary.json` ([`summary`]): backend, sizes, timings, final energies, solver stats,
+//!   and the size and SHA-256 of each file above and of each input: written last, it
+//!   vouches for the rest;
 //! - `scene.toml`: the resolved scene, to re-run it.
 //!
 //! [`RunDir`] lays these out in one folder.
@@ -49,6 +51,13 @@ pub enum OutputError {
     /// An output would replace a file the run reads (`msc run scene.toml --out .`).
     #[error("{} is an input of this run (the {what}); the output would overwrite it: choose another --out", path.display())]
     WouldOverwriteInput { path: PathBuf, what: &'static str },
+    /// An output just written could not be read back to record its size and hash.
+    #[error("cannot read back {} to record its hash", path.display())]
+    ReadBack {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl OutputError {
@@ -66,7 +75,8 @@ impl OutputError {
             | Self::Json { path, .. }
             | Self::NotAFile { path }
             | Self::Mismatch { path, .. }
-            | Self::WouldOverwriteInput { path, .. } => path,
+            | Self::WouldOverwriteInput { path, .. }
+            | Self::ReadBack { path, .. } => path,
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use super::energy::EnergyLog;
 use super::{atomic::write_atomic, ply, OutputError, Summary};
+use crate::digest::FileDigest;
 use crate::model::State;
 use std::path::{Path, PathBuf};
 
@@ -125,6 +126,40 @@ impl RunDir {
     pub fn write_summary(&self, summary: &Summary) -> Result<(), OutputError> {
         summary.write(&self.summary_path())
     }
+
+    /// Size and SHA-256 of what this run wrote, for its summary to vouch for:
+    /// `energy.csv`, `scene.toml` and each frame written, by path relative to the folder
+    /// (with `/`).
+    pub fn digest_outputs(&self) -> Result<Vec<FileDigest>, OutputError> {
+        let mut names = vec![ENERGY_FILE.to_string(), SCENE_FILE.to_string()];
+        names.extend((0..self.frame_count).map(|i| format!("{FRAMES_DIR}/{}", ply::frame_name(i))));
+        names
+            .into_iter()
+            .map(|name| {
+                let path = self.root.join(&name);
+                FileDigest::of_file(name, &path)
+                    .map_err(|source| OutputError::ReadBack { path, source })
+            })
+            .collect()
+    }
+}
+
+/// Whether the run folder `root` still holds exactly the `outputs` a summary vouches for:
+/// `Err` names the first file that is missing or differs in size or hash.
+pub fn check_outputs(root: &Path, outputs: &[FileDigest]) -> Result<(), String> {
+    for d in outputs {
+        let relative = Path::new(&d.path);
+        let inside = relative
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !inside {
+            return Err(format!("{} is not a path inside the run folder", d.path));
+        }
+        if !d.matches(&root.join(relative)) {
+            return Err(format!("{} is missing or changed", d.path));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -155,5 +190,53 @@ mod tests {
         assert!(root.join("notes.txt").exists());
         assert!(root.join("frames/mine.ply").exists());
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn outputs_are_vouched_for_by_size_and_hash_and_only_inside_the_folder() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("run");
+        let mut dir = RunDir::create(&root, true).unwrap();
+        dir.write_scene("name = \"x\"\n").unwrap();
+        let mut log = dir.energy_log().unwrap();
+        log.row(0, 0.0, &crate::sim::Energies::default()).unwrap();
+        log.finish().unwrap();
+        let system = crate::model::System::new(crate::model::SystemDesc {
+            positions: vec![glam::DVec3::ZERO],
+            velocities: vec![glam::DVec3::ZERO],
+            masses: vec![1.0],
+            charges: vec![0.0],
+            ..Default::default()
+        })
+        .unwrap();
+        let state = system.initial_state();
+        for _ in 0..2 {
+            dir.write_frame(&state, system.charges(), system.faces())
+                .unwrap();
+        }
+        let outputs = dir.digest_outputs().unwrap();
+        let paths: Vec<&str> = outputs.iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "energy.csv",
+                "scene.toml",
+                "frames/frame_000000.ply",
+                "frames/frame_000001.ply"
+            ]
+        );
+        assert_eq!(check_outputs(&root, &outputs), Ok(()));
+        // A listed file replaced by another of the same size.
+        let scene = root.join(SCENE_FILE);
+        std::fs::write(&scene, "name = \"y\"\n").unwrap();
+        let e = check_outputs(&root, &outputs).unwrap_err();
+        assert!(e.contains("scene.toml"), "{e}");
+        std::fs::write(&scene, "name = \"x\"\n").unwrap();
+        // A summary may not vouch for files outside its folder.
+        std::fs::write(tmp.path().join("outside"), "x").unwrap();
+        let mut escaping = outputs.clone();
+        escaping.push(crate::digest::FileDigest::of_bytes("../outside", b"x"));
+        let e = check_outputs(&root, &escaping).unwrap_err();
+        assert!(e.contains("not a path inside"), "{e}");
     }
 }

@@ -2,6 +2,7 @@
 
 use super::atomic::write_atomic;
 use super::OutputError;
+use crate::digest::FileDigest;
 use crate::gpu::AdapterSummary;
 use crate::sim::Energies;
 use std::path::Path;
@@ -52,6 +53,13 @@ pub struct Summary {
     pub frames: u64,
     /// DDEF runs: grid builds and force evaluations; `null` otherwise.
     pub ddef: Option<crate::sim::DdefCounts>,
+    /// SHA-256 of the resolved scene (the text of `scene.toml`).
+    pub scene_sha256: String,
+    /// The files the scene read (scene file, OBJ mesh): absolute path, size, SHA-256.
+    pub inputs: Vec<FileDigest>,
+    /// What this summary vouches for, written before it: `energy.csv`, `scene.toml` and
+    /// every frame, by path relative to the run folder, with size and SHA-256.
+    pub outputs: Vec<FileDigest>,
 }
 
 impl Summary {

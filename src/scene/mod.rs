@@ -64,6 +64,7 @@ use crate::config::{
     CoulombConfig, CoulombMethod, DdefConfig, DdefGrid, DdefVariant, ExternalCharge, ExternalField,
     Integrator, Orbit, SolverConfig, SolverMethod,
 };
+use crate::digest::FileDigest;
 use crate::model::{mesh, Mesh, MeshError, ModelError, Spring, System, SystemDesc};
 use glam::DVec3;
 use keys::{line_of, SourceMap};
@@ -97,6 +98,9 @@ pub struct LoadedScene {
     pub source: Option<PathBuf>,
     /// The scene as TOML after `--set` overrides, for reproducing the run.
     pub resolved_toml: String,
+    /// Every file the scene read, in the order read: the scene file (none for a built-in)
+    /// and an OBJ mesh; each under its absolute path, with its size and SHA-256.
+    pub inputs: Vec<FileDigest>,
 }
 
 /// Where in the input an error is: the file (or built-in), the line when the text sets the
@@ -276,7 +280,30 @@ pub fn load(scene: &str, overrides: &[String]) -> Result<LoadedScene, SceneError
         }
         None => name::sanitize(&src.default_name),
     };
+    let obj = match (file.mesh.kind, &file.mesh.path) {
+        (MeshKind::Obj, Some(p)) => Some(src.base_dir.join(p)),
+        _ => None,
+    };
     let (system, config, output) = build(file, &ctx, &src.base_dir)?;
+    let shown = |p: &Path| {
+        std::path::absolute(p)
+            .unwrap_or_else(|_| p.to_path_buf())
+            .display()
+            .to_string()
+    };
+    let mut inputs = Vec::new();
+    if let Some(p) = &src.path {
+        inputs.push(FileDigest::of_bytes(shown(p), src.text.as_bytes()));
+    }
+    if let Some(p) = obj {
+        let digest = FileDigest::of_file(shown(&p), &p).map_err(|e| {
+            ctx.mesh(MeshError::Obj {
+                path: p.display().to_string(),
+                message: e.to_string(),
+            })
+        })?;
+        inputs.push(digest);
+    }
     Ok(LoadedScene {
         name,
         system,
@@ -284,6 +311,7 @@ pub fn load(scene: &str, overrides: &[String]) -> Result<LoadedScene, SceneError
         output,
         source: src.path,
         resolved_toml,
+        inputs,
     })
 }
 
