@@ -393,10 +393,15 @@ fn a_diverging_run_stops_and_records_finite_false() {
     assert!(done < requested, "stopped early: {done}");
     let (header, rows) = read_energy(&out.join("energy.csv"));
     assert_eq!(header, HEADER);
-    // Rows up to the first non-finite one, which is the last.
+    // Rows up to the divergence, which is the last: non-finite energies, or (the f64
+    // CPU) a state that f32 cannot hold while its energies are still finite in f64.
     let (last_step, last) = rows.last().unwrap();
     assert_eq!(*last_step, done);
-    assert!(last.iter().any(|x| !x.is_finite()), "{last:?}");
+    let why = summary["divergence"].as_str().unwrap();
+    assert!(
+        last.iter().any(|x| !x.is_finite()) || why.contains("beyond the f32 range"),
+        "{last:?} {why}"
+    );
     assert!(rows[..rows.len() - 1]
         .iter()
         .all(|(_, v)| v.iter().all(|x| x.is_finite())));
