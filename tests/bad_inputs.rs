@@ -880,6 +880,61 @@ fn a_stop_request_writes_every_output_and_exits_130() {
     }
 }
 
+/// A sweep stops after the run under way, which is recorded `interrupted` in runs.csv.
+#[cfg(unix)]
+#[test]
+fn a_stop_request_ends_a_sweep_after_the_run_under_way() {
+    let dir = fixture();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_msc"))
+        .args([
+            "sweep",
+            "small.toml",
+            "--backend",
+            "cpu",
+            "--quiet",
+            "--out",
+            "sw",
+            "--steps",
+            "100000000",
+            "--vary",
+            "material.stiffness=10,20,30",
+        ])
+        .current_dir(dir.path())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !dir
+        .path()
+        .join("sw/material.stiffness=10/scene.toml")
+        .exists()
+    {
+        assert!(started.elapsed().as_secs() < 60, "the sweep did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    assert_no_crash(&o, "sweep");
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("interrupted after 1 of 3 runs"),
+        "{}",
+        stderr(&o)
+    );
+    let csv = std::fs::read_to_string(dir.path().join("sw/runs.csv")).unwrap();
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert_eq!(rows.len(), 1, "{csv}");
+    assert!(rows[0].contains(",interrupted,"), "{csv}");
+    assert!(!dir.path().join("sw/material.stiffness=20").exists());
+    let s = read_json(&dir.path().join("sw/material.stiffness=10/summary.json"));
+    assert_eq!(s["interrupted"], true);
+}
+
 /// Zero prints as zero: no `-0` in a CPU run's report or files.
 #[test]
 fn zero_is_never_written_as_minus_zero() {

@@ -68,7 +68,9 @@ impl BatchReport {
 }
 
 /// Runs every run of `plan` into `options.out`. A run that fails or diverges is recorded
-/// and the batch goes on; only an unwritable batch folder or `runs.csv` stops it.
+/// and the batch goes on; only an unwritable batch folder or `runs.csv`, or a stop
+/// request ([`BatchError::Interrupted`], after the run under way wrote its outputs),
+/// stops it.
 ///
 /// First every run's scene is loaded with its overrides, as the run will load it: one
 /// that does not load (an unknown key, a bad value, a missing file) is
@@ -114,6 +116,18 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
         write_runs_csv(&runs_csv, plan, &records)?;
         if let Some(b) = &bar {
             b.inc(1);
+        }
+        // A stop request ends the run under way (recorded `interrupted`) and the batch;
+        // a rerun redoes that run and runs the rest.
+        if crate::interrupt::requested() {
+            if let Some(b) = &bar {
+                b.finish_and_clear();
+            }
+            return Err(BatchError::Interrupted {
+                done: records.len(),
+                total,
+                csv: runs_csv,
+            });
         }
     }
     if let Some(b) = &bar {
@@ -180,7 +194,9 @@ fn from_summary(spec: &RunSpec, summary: SummaryRecord, skipped: bool) -> RunRec
     RunRecord {
         name: spec.name.clone(),
         columns: spec.columns.clone(),
-        status: if summary.finite {
+        status: if summary.interrupted {
+            RunStatus::Interrupted
+        } else if summary.finite {
             RunStatus::Ok
         } else {
             RunStatus::Diverged

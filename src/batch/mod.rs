@@ -58,6 +58,18 @@ pub enum BatchError {
         total: usize,
         csv: PathBuf,
     },
+    /// SIGINT or SIGTERM: the run under way stopped with its outputs written and the
+    /// batch stopped after it; rerunning the same command finishes the batch.
+    #[error(
+        "interrupted after {done} of {total} runs; {} lists them (the last one is marked \
+         interrupted); run the same command again to finish the batch",
+        csv.display()
+    )]
+    Interrupted {
+        done: usize,
+        total: usize,
+        csv: PathBuf,
+    },
 }
 
 impl BatchError {
@@ -70,6 +82,7 @@ impl BatchError {
             | Self::Manifest { .. }
             | Self::Plan { .. } => 2,
             Self::Output(_) | Self::RunsFailed { .. } => 1,
+            Self::Interrupted { .. } => crate::interrupt::EXIT_CODE,
         }
     }
 }

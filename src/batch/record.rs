@@ -14,15 +14,19 @@ pub enum RunStatus {
     Diverged,
     /// Did not run to the end: bad scene, GPU or write error. The reason, one line.
     Failed(String),
+    /// A stop request (SIGINT, SIGTERM) ended it; its outputs up to there are written,
+    /// and a rerun of the batch redoes it.
+    Interrupted,
 }
 
 impl RunStatus {
-    /// `ok`, `diverged` or `failed`, as in `runs.csv`.
+    /// `ok`, `diverged`, `failed` or `interrupted`, as in `runs.csv`.
     pub fn label(&self) -> &'static str {
         match self {
             Self::Ok => "ok",
             Self::Diverged => "diverged",
             Self::Failed(_) => "failed",
+            Self::Interrupted => "interrupted",
         }
     }
 }
