@@ -46,9 +46,50 @@ fn fixture() -> tempfile::TempDir {
     std::fs::write(p.join("noframes/energy.csv"), "step,time\nnot a number\n").unwrap();
     std::fs::write(
         p.join("manifest_missing_scene.toml"),
-        "[[run]]\nscene = \"nope.toml\"\n",
+        "[[runs]]\nscene = \"nope.toml\"\n",
     )
     .unwrap();
+    let manifests = [
+        (
+            "m_typo.toml",
+            r#"[[runs]]
+scene = "small.toml"
+name = "typo"
+set = ["material.stifness=5"]
+"#,
+        ),
+        (
+            "m_global.toml",
+            r#"set = ["output.evry=5"]
+[[runs]]
+scene = "small.toml"
+"#,
+        ),
+        (
+            "m_ok.toml",
+            "[[runs]]\nscene = \"small.toml\"\nname = \"a\"\n",
+        ),
+        (
+            "m_broken.toml",
+            "[[runs]]\nscene = \"broken.toml\"\nname = \"broken\"\n",
+        ),
+        (
+            "m_obj.toml",
+            r#"[[runs]]
+scene = "small.toml"
+name = "o"
+set = ['mesh.kind="obj"', 'mesh.path="nope.obj"']
+"#,
+        ),
+        (
+            "m_badname.toml",
+            "[[runs]]\nscene = \"small.toml\"\nname = \"../x\"\n",
+        ),
+        ("m_norun.toml", "set = []\n"),
+    ];
+    for (name, text) in manifests {
+        std::fs::write(p.join(name), text).unwrap();
+    }
     dir
 }
 
@@ -569,6 +610,108 @@ fn bad_files_and_options_are_named() {
     let dir = fixture();
     let _ = dir;
     check_cases(cases, &[]);
+}
+
+/// A sweep or batch whose plan holds a run that cannot start stops before anything runs
+/// (exit 2, the run and the key named, no output folder).
+#[test]
+fn bad_sweep_and_batch_plans_stop_before_anything_runs() {
+    let cases: &[Case] = &[
+        (
+            &[
+                "sweep",
+                "small.toml",
+                "--out",
+                "D",
+                "--vary",
+                "integrator.dtt=0.01,0.02",
+            ],
+            2,
+            "integrator.dtt",
+        ),
+        (
+            &[
+                "sweep",
+                "small.toml",
+                "--out",
+                "D",
+                "--vary",
+                "integrator.dt=0.01,-1",
+            ],
+            2,
+            "run 'integrator.dt=-1'",
+        ),
+        (
+            &[
+                "sweep",
+                "small.toml",
+                "--out",
+                "D",
+                "--vary",
+                "integrator.method=imex,leapfrog",
+            ],
+            2,
+            "leapfrog",
+        ),
+        (
+            &[
+                "sweep",
+                "small.toml",
+                "--out",
+                "D",
+                "--vary",
+                "name=\"a\",\"../b\"",
+            ],
+            2,
+            "name",
+        ),
+        (
+            &[
+                "sweep",
+                "nosuch.toml",
+                "--out",
+                "D",
+                "--vary",
+                "integrator.dt=0.1,0.2",
+            ],
+            2,
+            "nosuch.toml",
+        ),
+        (
+            &["batch", "m_typo.toml", "--out", "D"],
+            2,
+            "material.stifness",
+        ),
+        (&["batch", "m_global.toml", "--out", "D"], 2, "output.evry"),
+        (
+            &[
+                "batch",
+                "m_ok.toml",
+                "--out",
+                "D",
+                "--set",
+                "coulomb.methd=\"none\"",
+            ],
+            2,
+            "coulomb.methd",
+        ),
+        (
+            &["batch", "m_broken.toml", "--out", "D"],
+            2,
+            "broken.toml:2",
+        ),
+        (&["batch", "m_obj.toml", "--out", "D"], 2, "nope.obj"),
+        (
+            &["batch", "manifest_missing_scene.toml", "--out", "D"],
+            2,
+            "nope.toml",
+        ),
+        (&["batch", "m_badname.toml", "--out", "D"], 2, "../x"),
+        (&["batch", "m_norun.toml", "--out", "D"], 2, "m_norun.toml"),
+    ];
+    let dir = fixture();
+    check_cases(cases, &[]);
+    assert!(!dir.path().join("D").exists());
 }
 
 /// The scene file is an input: `--out .` beside it must not overwrite it.
