@@ -854,12 +854,12 @@ fn out_of_range_values_name_key_and_line() {
         (
             "name = \"base\"",
             "name = \"base\"\ngravity = [0, nan, 0]",
-            "gravity",
+            "gravity[1]",
         ),
         (
             "sides = 4",
             "sides = 4\ncenter = [0, inf, 0]",
-            "mesh.center",
+            "mesh.center[1]",
         ),
     ] {
         let text = BASE.replace(from, to);
