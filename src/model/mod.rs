@@ -5,10 +5,11 @@
 //! in [`State`], so one `System` can seed many runs (sweeps, gradients, GPU vs CPU checks).
 
 pub mod adjacency;
+pub mod close_pairs;
 pub mod mesh;
 
 pub use adjacency::{AdjEntry, Adjacency};
-pub use mesh::{Mesh, MeshError};
+pub use mesh::{Mesh, MeshCounts, MeshError};
 
 use glam::DVec3;
 
@@ -64,6 +65,59 @@ pub enum ModelError {
     },
     #[error("too many particles: {count} exceeds the limit of {limit}")]
     TooManyParticles { count: usize, limit: usize },
+    /// Two charged particles so close (coincident, or r^2 + eps^2 below the smallest
+    /// normal f64) that their exact Coulomb force is infinite or overflows f64.
+    #[error(
+        "charged particles {i} and {j} are {} m apart: with softening {softening} m their \
+         Coulomb force is not finite in f64 (coincident charges, or r^2 + eps^2 underflows \
+         or k_c q_i q_j / r^3 overflows); set coulomb.softening to a positive length \
+         (e.g. 1e-3) or move them apart",
+        metres(*distance)
+    )]
+    SingularCoulombPair {
+        i: usize,
+        j: usize,
+        distance: f64,
+        softening: f64,
+    },
+    /// An external point charge on (or, as above, too close to) a charged particle at t = 0.
+    #[error(
+        "external charge {external} is {} m from charged particle {particle} at t = 0: \
+         with softening {softening} m their Coulomb force is not finite in f64; set \
+         coulomb.softening to a positive length or move the charge",
+        metres(*distance)
+    )]
+    SingularExternalCharge {
+        external: usize,
+        particle: usize,
+        distance: f64,
+        softening: f64,
+    },
+}
+
+/// A length for a message: `0`, or in exponent form (f64's `Display` would print
+/// 1e-160 with 160 zeros).
+fn metres(d: f64) -> String {
+    if d == 0.0 {
+        "0".into()
+    } else {
+        format!("{d:e}")
+    }
+}
+
+/// True when the exact Coulomb pair term with squared distance `r2`, softening `eps2` and
+/// charge product `kqq` = k_c q_i q_j cannot be evaluated in f64: r^2 + eps^2 is zero or
+/// subnormal, or the force scale k_c |q_i q_j| / (r^2 + eps^2)^(3/2) overflows.
+fn singular_pair(r2: f64, eps2: f64, kqq: f64) -> bool {
+    let s2 = r2 + eps2;
+    !(s2 >= f64::MIN_POSITIVE && (kqq.abs() / (s2 * s2.sqrt())).is_finite())
+}
+
+/// Pairs closer than this may be singular (see [`singular_pair`]) for charges of at most
+/// `qmax` in magnitude; pairs farther apart are not. Infinite when k_c qmax^2 overflows.
+fn singular_distance(qmax: f64) -> f64 {
+    let overflow = (COULOMB_K * qmax * qmax / f64::MAX).cbrt();
+    2.0 * f64::MIN_POSITIVE.sqrt().max(overflow)
 }
 
 /// A validated charged mass-spring system: constant parameters plus its initial state.
@@ -259,6 +313,60 @@ impl System {
         (0..self.len() as u32)
             .filter(|&i| self.charges[i as usize] != 0.0)
             .collect()
+    }
+
+    /// The load-time Coulomb check (exact Coulomb, softening `softening` m): the first
+    /// pair of distinct charged particles (when `pairs`, i.e. the Coulomb method sums them)
+    /// or external charge `(position at t = 0, charge)` and charged particle whose exact
+    /// force is infinite or overflows f64 (see [`ModelError::SingularCoulombPair`]).
+    /// Pairs are found through [`close_pairs`], not an all-pairs loop.
+    pub fn check_coulomb(
+        &self,
+        softening: f64,
+        pairs: bool,
+        externals: &[(DVec3, f64)],
+    ) -> Result<(), ModelError> {
+        let eps2 = softening * softening;
+        let charged = self.charged_indices();
+        let qmax = charged
+            .iter()
+            .map(|&i| self.charges[i as usize].abs())
+            .fold(0.0, f64::max);
+        if pairs && charged.len() > 1 {
+            let x: Vec<DVec3> = charged
+                .iter()
+                .map(|&i| self.positions[i as usize])
+                .collect();
+            let q: Vec<f64> = charged.iter().map(|&i| self.charges[i as usize]).collect();
+            let found = close_pairs::first_close_pair(&x, singular_distance(qmax), |a, b| {
+                singular_pair(x[a].distance_squared(x[b]), eps2, COULOMB_K * q[a] * q[b])
+            });
+            if let Some((a, b)) = found {
+                return Err(ModelError::SingularCoulombPair {
+                    i: charged[a] as usize,
+                    j: charged[b] as usize,
+                    distance: x[a].distance(x[b]),
+                    softening,
+                });
+            }
+        }
+        for (k, &(xe, qe)) in externals.iter().enumerate() {
+            if qe == 0.0 {
+                continue;
+            }
+            for &i in &charged {
+                let (xi, qi) = (self.positions[i as usize], self.charges[i as usize]);
+                if singular_pair(xi.distance_squared(xe), eps2, COULOMB_K * qi * qe) {
+                    return Err(ModelError::SingularExternalCharge {
+                        external: k,
+                        particle: i as usize,
+                        distance: xi.distance(xe),
+                        softening,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A copy with every charge multiplied by `scale` (parameter sweeps, gradients).
