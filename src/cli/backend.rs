@@ -104,10 +104,13 @@ pub fn start_with_handles(
                 Backend {
                     sim: cpu(system, config)?,
                     adapter: None,
-                    fallback_note: Some(format!(
-                        "note: {e}; running the CPU reference instead \
-                         (--backend gpu also accepts software adapters)"
-                    )),
+                    fallback_note: Some(match e {
+                        GpuError::NoAdapter(_) => format!(
+                            "note: {e}; running the CPU reference instead \
+                             (--backend gpu also accepts software adapters)"
+                        ),
+                        _ => format!("note: {e}; running the CPU reference instead"),
+                    }),
                 },
                 None,
             )),

@@ -35,9 +35,10 @@ pub enum GpuError {
     /// Two charges (particles, or an external charge and a particle at t = 0) so close in
     /// f32 that the kernels' Coulomb term is not finite.
     #[error(
-        "{what} are {distance:e} m apart at f32 precision: their Coulomb term is not finite \
+        "{what} are {} m apart at f32 precision: their Coulomb term is not finite \
          in f32 ({limit}); set coulomb.softening to a positive length, move them apart, or \
-         use the f64 CPU reference (--backend cpu)"
+         use the f64 CPU reference (--backend cpu)",
+        metres(*distance)
     )]
     F32Pair {
         what: String,
@@ -49,6 +50,15 @@ pub enum GpuError {
     /// The host stage of a DDEF force evaluation (grid, point location) failed.
     #[error(transparent)]
     Ddef(#[from] crate::ddef::DdefError),
+}
+
+/// A length for a message: `0`, or in exponent form.
+fn metres(d: f64) -> String {
+    if d == 0.0 {
+        "0".into()
+    } else {
+        format!("{d:e}")
+    }
 }
 
 pub(super) fn poll_error(e: wgpu::PollError) -> GpuError {

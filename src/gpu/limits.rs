@@ -130,9 +130,14 @@ pub struct OversizedBuffer {
 
 impl std::fmt::Display for OversizedBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = if self.limit_name == "max_storage_buffer_binding_size" {
+            "storage buffer"
+        } else {
+            "buffer"
+        };
         write!(
             f,
-            "buffer '{}' (bytes; limit {})",
+            "{kind} '{}' (bytes; limit {})",
             self.buffer, self.limit_name
         )
     }

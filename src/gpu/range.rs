@@ -284,7 +284,7 @@ fn check_pairs(system: &System, config: &Config, qs_max: f64) -> Result<(), GpuE
         .collect();
     let pair_error = |what: String, d: DVec3| GpuError::F32Pair {
         what,
-        distance: d.length(),
+        distance: crate::model::robust_length(d),
         limit: format!(
             "in f32, r^2 + eps^2 must be at least {F32_MIN_NORMAL:e} m^2 and the pair's \
              1/r^3, field, force and potential at most {F32_MAX:e}"

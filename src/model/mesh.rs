@@ -576,3 +576,46 @@ pub fn obj(path: &Path, scale: f64) -> Result<Mesh, MeshError> {
         faces,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(m: &Mesh) -> MeshCounts {
+        MeshCounts {
+            vertices: m.positions.len() as u64,
+            edges: m.edges.len() as u64,
+            faces: m.faces.len() as u64,
+        }
+    }
+
+    #[test]
+    fn counts_from_parameters_match_the_built_meshes() {
+        for (r, s) in [(3, 3), (7, 4), (29, 5)] {
+            assert_eq!(
+                MeshCounts::torus(r, s),
+                counts(&torus(2.0, 1.0, r, s).unwrap())
+            );
+        }
+        for sub in 0..4 {
+            assert_eq!(
+                MeshCounts::icosphere(sub),
+                counts(&icosphere(1.0, sub).unwrap())
+            );
+        }
+        for res in [[2, 2], [2, 5], [7, 3], [21, 21]] {
+            for (shear, bending) in [(false, false), (true, false), (true, true), (false, true)] {
+                assert_eq!(
+                    MeshCounts::grid(res, shear, bending),
+                    counts(&grid([1.0, 1.0], res, shear, bending).unwrap())
+                );
+            }
+        }
+        for res in [[2, 2, 2], [3, 4, 5]] {
+            assert_eq!(
+                MeshCounts::lattice(res),
+                counts(&lattice([1.0; 3], res).unwrap())
+            );
+        }
+    }
+}

@@ -105,6 +105,16 @@ fn metres(d: f64) -> String {
     }
 }
 
+/// |d| without underflow or overflow of its square (1e-170 m stays 1e-170 m).
+pub fn robust_length(d: DVec3) -> f64 {
+    let m = d.abs().max_element();
+    if m > 0.0 && m.is_finite() {
+        m * (d / m).length()
+    } else {
+        m
+    }
+}
+
 /// True when the exact Coulomb pair term with squared distance `r2`, softening `eps2` and
 /// charge product `kqq` = k_c q_i q_j cannot be evaluated in f64: r^2 + eps^2 is zero or
 /// subnormal, or the force scale k_c |q_i q_j| / (r^2 + eps^2)^(3/2) overflows.
@@ -345,7 +355,7 @@ impl System {
                 return Err(ModelError::SingularCoulombPair {
                     i: charged[a] as usize,
                     j: charged[b] as usize,
-                    distance: x[a].distance(x[b]),
+                    distance: robust_length(x[a] - x[b]),
                     softening,
                 });
             }
@@ -360,7 +370,7 @@ impl System {
                     return Err(ModelError::SingularExternalCharge {
                         external: k,
                         particle: i as usize,
-                        distance: xi.distance(xe),
+                        distance: robust_length(xi - xe),
                         softening,
                     });
                 }
@@ -406,5 +416,68 @@ impl State {
     /// True when every position and velocity is finite.
     pub fn is_finite(&self) -> bool {
         self.x.iter().chain(self.v.iter()).all(|p| p.is_finite())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn charged(x: Vec<DVec3>, q: Vec<f64>) -> System {
+        let n = x.len();
+        System::new(SystemDesc {
+            positions: x,
+            masses: vec![1.0; n],
+            charges: q,
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn singular_coulomb_pairs_are_named_and_softening_accepts_them() {
+        let p = DVec3::new(0.3, -0.2, 0.1);
+        let s = charged(
+            vec![DVec3::ZERO, p, DVec3::X, p],
+            vec![1e-6, 1e-6, 0.0, -2e-6],
+        );
+        assert_eq!(
+            s.check_coulomb(0.0, true, &[]),
+            Err(ModelError::SingularCoulombPair {
+                i: 1,
+                j: 3,
+                distance: 0.0,
+                softening: 0.0
+            })
+        );
+        s.check_coulomb(1e-3, true, &[]).unwrap();
+        // The Coulomb method `none` sums no pairs.
+        s.check_coulomb(0.0, false, &[]).unwrap();
+        // r^2 = 1e-340 underflows to 0: singular; at 1e-150 m, r^2 is normal but
+        // k_c q q / r^3 = 9e447 overflows; at 1e-100 m both are finite.
+        let tiny = |d: f64| charged(vec![DVec3::ZERO, DVec3::X * d], vec![1e-6; 2]);
+        let e = tiny(1e-170).check_coulomb(0.0, true, &[]).unwrap_err();
+        assert!(e.to_string().contains("1e-170 m apart"), "{e}");
+        assert!(tiny(1e-150).check_coulomb(0.0, true, &[]).is_err());
+        tiny(1e-100).check_coulomb(0.0, true, &[]).unwrap();
+        // An uncharged particle may sit on a charged one.
+        charged(vec![p, p], vec![1e-6, 0.0])
+            .check_coulomb(0.0, true, &[])
+            .unwrap();
+        // External charges at t = 0; a 0 C one anywhere.
+        let ext = [(DVec3::X * 5.0, 1e-6), (p, -1e-6)];
+        assert!(matches!(s.check_coulomb(1e-3, true, &ext), Ok(())));
+        assert_eq!(
+            charged(vec![DVec3::ZERO, p], vec![1e-6, 1e-6]).check_coulomb(0.0, true, &ext),
+            Err(ModelError::SingularExternalCharge {
+                external: 1,
+                particle: 1,
+                distance: 0.0,
+                softening: 0.0
+            })
+        );
+        charged(vec![p], vec![1e-6])
+            .check_coulomb(0.0, true, &[(p, 0.0)])
+            .unwrap();
     }
 }
