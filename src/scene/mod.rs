@@ -188,8 +188,9 @@ pub enum SceneError {
     TooLarge {
         at: Location,
         key: String,
-        size: SceneSize,
-        shortfall: Shortfall,
+        /// Boxed to keep `SceneError` small.
+        size: Box<SceneSize>,
+        shortfall: Box<Shortfall>,
     },
 }
 
@@ -505,8 +506,8 @@ fn build(
     let too_large = |size: SceneSize, shortfall: Shortfall| SceneError::TooLarge {
         at: ctx.at(size.key),
         key: size.key.to_string(),
-        size,
-        shortfall,
+        size: Box::new(size),
+        shortfall: Box::new(shortfall),
     };
     let mut device = Some(device);
     let mut check_size = |size: SceneSize| -> Result<(), SceneError> {
