@@ -34,7 +34,14 @@ impl Hasher for CellHasher {
     }
 }
 
-type Cells = HashMap<[(bool, i64); 3], Vec<usize>, BuildHasherDefault<CellHasher>>;
+/// A cell: three indices (or bit patterns, see [`cell`]) and which of them are bits.
+type Key = ([i64; 3], u8);
+
+/// Cell -> the highest point index in it; the others follow through `next` links, so a
+/// cell costs one map entry and no allocation of its own.
+type Heads = HashMap<Key, u32, BuildHasherDefault<CellHasher>>;
+
+const NONE: u32 = u32::MAX;
 
 /// Cell key of one coordinate for cells of size `t`. Values of magnitude below 2^60 t get
 /// the index floor(x / t) (pairs within t are in the same or adjacent cells); larger ones
@@ -62,30 +69,58 @@ pub fn first_close_pair(
     if !(t.is_finite() && t > 0.0) {
         return (0..n).find_map(|a| (a + 1..n).find(|&b| bad(a, b)).map(|b| (a, b)));
     }
-    let key = |p: DVec3| [cell(p.x, t), cell(p.y, t), cell(p.z, t)];
-    let mut cells = Cells::default();
-    for (i, &p) in points.iter().enumerate() {
-        cells.entry(key(p)).or_default().push(i);
+    if n >= NONE as usize {
+        // Indices are u32 below (System::MAX_PARTICLES is far smaller).
+        return (0..n).find_map(|a| (a + 1..n).find(|&b| bad(a, b)).map(|b| (a, b)));
     }
+    let key = |p: DVec3| -> Key {
+        let c = [cell(p.x, t), cell(p.y, t), cell(p.z, t)];
+        (
+            c.map(|(_, v)| v),
+            c.iter()
+                .enumerate()
+                .map(|(k, &(big, _))| u8::from(big) << k)
+                .sum(),
+        )
+    };
+    let mut heads = Heads::default();
+    heads.reserve(n);
+    let next: Vec<u32> = points
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| heads.insert(key(p), i as u32).unwrap_or(NONE))
+        .collect();
     let mut best: Option<(usize, usize)> = None;
     for (a, &p) in points.iter().enumerate() {
         if best.is_some_and(|(ba, _)| ba < a) {
             break;
         }
-        let k = key(p);
-        let span = |(big, _): (bool, i64)| if big { 0..=0 } else { -1..=1 };
-        for dx in span(k[0]) {
-            for dy in span(k[1]) {
-                for dz in span(k[2]) {
-                    let nk = [
-                        (k[0].0, k[0].1.wrapping_add(dx)),
-                        (k[1].0, k[1].1.wrapping_add(dy)),
-                        (k[2].0, k[2].1.wrapping_add(dz)),
-                    ];
-                    for &b in cells.get(&nk).into_iter().flatten() {
-                        if b > a && best.is_none_or(|(_, bb)| b < bb) && bad(a, b) {
-                            best = Some((a, b));
+        let (k, big) = key(p);
+        let span = |axis: u32| {
+            if (big >> axis) & 1 == 1 {
+                0..=0
+            } else {
+                -1..=1
+            }
+        };
+        for dx in span(0) {
+            for dy in span(1) {
+                for dz in span(2) {
+                    let nk = (
+                        [
+                            k[0].wrapping_add(dx),
+                            k[1].wrapping_add(dy),
+                            k[2].wrapping_add(dz),
+                        ],
+                        big,
+                    );
+                    let mut b = heads.get(&nk).copied().unwrap_or(NONE);
+                    while b != NONE {
+                        let bi = b as usize;
+                        if bi > a && best.is_none_or(|(_, bb)| bi < bb) && bad(a, bi) {
+                            best = Some((a, bi));
                         }
+                        b = next[bi];
                     }
                 }
             }
