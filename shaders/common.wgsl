@@ -184,9 +184,25 @@ fn field_at(x: vec3<f32>) -> vec3<f32> {
     return vec3<f32>(0.0);
 }
 
-// 1 / sqrt(r^2 + eps^2), and 0 for an exactly coincident pair without softening (r2 = 0),
-// as the CPU reference does: such a pair has no direction, and inf * 0 would be NaN.
+// +inf as an f32 (a bit pattern: WGSL has no infinite constants).
+fn f32_inf() -> f32 {
+    return bitcast<f32>(0x7f800000u);
+}
+
+// 1 / sqrt(r^2 + eps^2) of a pair of charges, +inf when r^2 + eps^2 is 0 or flushed to 0:
+// coincident charges are never dropped (the CPU reference does the same), so the pair's
+// force (inf * 0 = NaN) and energy turn non-finite and the run stops as diverged. The
+// host refuses such pairs at t = 0 (src/gpu/range.rs); callers exclude the self pair by
+// index, never by distance.
 fn inv_dist(r2: f32) -> f32 {
+    return select(inverseSqrt(r2), f32_inf(), r2 < 1.17549435e-38);
+}
+
+// 1 / sqrt(r^2 + eps^2), 0 at r2 = 0: for a DDEF grid site (not a charge; the CPU
+// reference's grid fields do the same), and for tangents (tangent_coulomb), whose self
+// pair is masked by a multiplication with 0 and whose coincident pairs already made the
+// forward run non-finite.
+fn inv_dist_or_zero(r2: f32) -> f32 {
     return select(inverseSqrt(r2), 0.0, r2 == 0.0);
 }
 
@@ -198,6 +214,10 @@ fn external_force(x: vec3<f32>, qs: f32, q: f32, t: f32) -> vec3<f32> {
     }
     for (var k = 0u; k < params.n_ext; k = k + 1u) {
         let e = params.ext[k];
+        // A 0 C external charge exerts nothing, even on a particle it sits on.
+        if (e.pos0.w == 0.0) {
+            continue;
+        }
         let d = x - ext_position(e, t);
         let inv = inv_dist(dot(d, d) + params.eps2);
         f = f + (qs * e.pos0.w * inv * inv * inv) * d;
@@ -214,6 +234,9 @@ fn external_potential(x: vec3<f32>, qs: f32, q: f32, t: f32) -> f32 {
     }
     for (var k = 0u; k < params.n_ext; k = k + 1u) {
         let e = params.ext[k];
+        if (e.pos0.w == 0.0) {
+            continue;
+        }
         let d = x - ext_position(e, t);
         u = u + qs * e.pos0.w * inv_dist(dot(d, d) + params.eps2);
     }

@@ -39,7 +39,8 @@ fn main(
         for (var k = 0u; k < count; k = k + 1u) {
             let sj = tile[k];
             let d = me.xyz - sj.xyz;
-            // The self pair is skipped; so is a coincident pair without softening (inv_dist).
+            // The self pair is skipped by index; a coincident pair without softening
+            // gives inf (inv_dist), so the run diverges instead of dropping it.
             let inv = select(inv_dist(dot(d, d) + params.eps2), 0.0, base + k == c);
             let w = sj.w * inv;
             acc = acc + (w * inv * inv) * d;

@@ -60,7 +60,7 @@ fn main(
             } else {
                 let sj = tile[k];
                 let d = u - sj.xyz;
-                let inv = inv_dist(dot(d, d) + eps2);
+                let inv = inv_dist_or_zero(dot(d, d) + eps2);
                 acc = acc + (sj.w * inv * inv * inv) * d;
             }
         }

@@ -48,7 +48,7 @@ fn main(
             for (var v = 0u; v < 4u; v = v + 1u) {
                 if ((mask & (1u << v)) != 0u) {
                     let d = u[v] - sj.xyz;
-                    let inv = inv_dist(dot(d, d) + eps2);
+                    let inv = inv_dist_or_zero(dot(d, d) + eps2);
                     c[v] = c[v] + (sj.w * inv * inv * inv) * d;
                 }
             }

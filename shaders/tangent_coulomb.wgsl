@@ -25,15 +25,16 @@
 const HALF: u32 = TILE / 2u;
 var<workgroup> tile: array<vec4<f32>, TILE>;
 
-// (phi, G delta) of one pair; zero for a coincident pair without softening (r2 = 0),
-// which the force skips.
+// (phi, G delta) of one pair; zero for a coincident pair without softening (r2 = 0): the
+// self pair is then masked by index, and a coincident pair of charges has already made
+// the forward force non-finite (inv_dist), so the run has stopped as diverged.
 struct Pair {
     phi: vec3<f32>,
     gd: vec3<f32>,
 }
 
 fn pair(d: vec3<f32>, delta: vec3<f32>) -> Pair {
-    let inv = inv_dist(dot(d, d) + params.eps2);
+    let inv = inv_dist_or_zero(dot(d, d) + params.eps2);
     let inv3 = inv * inv * inv;
     return Pair(d * inv3, (delta - (3.0 * dot(d, delta) * inv * inv) * d) * inv3);
 }

@@ -2,6 +2,7 @@
 //! world (gravity, point charges, fields). Shared by the CPU reference and the GPU solver;
 //! scene files (`crate::scene`) deserialize into these types.
 
+use crate::model::{ModelError, System};
 use glam::DVec3;
 
 /// Time integrator (DESIGN section 2).
@@ -370,6 +371,38 @@ impl ConfigError {
 }
 
 impl Config {
+    /// The load-time Coulomb check of `system` under this configuration (shared rule of
+    /// both backends): with the run's softening, no two distinct charged particles (when
+    /// the Coulomb method sums pairs) and no external charge at t = 0 and charged particle
+    /// may be so close that their exact force is not finite. See [`System::check_coulomb`].
+    pub fn check_coulomb(&self, system: &System) -> Result<(), ModelError> {
+        let externals: Vec<(DVec3, f64)> = self
+            .external_charges
+            .iter()
+            .map(|c| (c.position_at(0.0), c.charge))
+            .collect();
+        let pairs = self.coulomb.method != CoulombMethod::None;
+        system.check_coulomb(self.coulomb.softening, pairs, &externals)
+    }
+
+    /// The scene key an error of [`Self::check_coulomb`] is about.
+    pub fn coulomb_error_key(e: &ModelError) -> String {
+        match e {
+            ModelError::SingularExternalCharge { external, .. } => {
+                format!("external_charges[{external}].position")
+            }
+            _ => "coulomb.softening".into(),
+        }
+    }
+
+    /// [`Self::validate`], then [`Self::check_coulomb`] as a [`ConfigError`]: what a
+    /// backend checks before it starts.
+    pub fn validate_for(&self, system: &System) -> Result<(), ConfigError> {
+        self.validate()?;
+        self.check_coulomb(system)
+            .map_err(|e| ConfigError::new(Self::coulomb_error_key(&e), e.to_string()))
+    }
+
     /// Checks every value's range; the error names the scene key.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let positive = |key: &str, v: f64| {

@@ -271,7 +271,8 @@ fn test_sites_without_charge_are_evaluated_too() {
 /// Degenerate charge sets every grid must handle, passed to `check` as (name, positions,
 /// charges, samples, whether DDEF must then be exact): coplanar and collinear charges
 /// (with samples, and with the box corners only), all charges at one point (every pair
-/// coincides and has no direction: force 0, as exact) and a single charge.
+/// coincides: the exact sum is non-finite, never dropped, so it is not compared) and a
+/// single charge.
 fn degenerate_charge_sets(mut check: impl FnMut(&str, Vec<DVec3>, Vec<f64>, usize, bool)) {
     let planar: Vec<DVec3> = unit_random(200, 31)
         .into_iter()
@@ -289,7 +290,7 @@ fn degenerate_charge_sets(mut check: impl FnMut(&str, Vec<DVec3>, Vec<f64>, usiz
         vec![DVec3::splat(2.0); 10],
         vec![Q; 10],
         50,
-        true,
+        false,
     );
     check(
         "single charge",

@@ -20,7 +20,7 @@ use msc::config::{
     SolverConfig, SolverMethod,
 };
 use msc::cpu::{self, CpuSimulation};
-use msc::gpu::{GpuError, GpuSolver};
+use msc::gpu::{GpuError, GpuSolver, HeadlessOptions};
 use msc::model::{mesh, Spring, State, System, SystemDesc};
 use msc::sim::Simulator;
 
@@ -492,9 +492,10 @@ fn local_global_matches_cpu() {
 }
 
 #[test]
-fn coincident_charges_without_softening_match_cpu() {
-    // Two charges at one point (duplicate OBJ vertices, say) with softening 0: the pair has
-    // no direction; the reference drops it, and the GPU must too rather than give NaN.
+fn coincident_charges_without_softening_are_refused_by_both_backends() {
+    // Two charges at one point with softening 0: their exact force is infinite. Neither
+    // backend drops the pair (the GPU used to return 0 for it): both refuse the system
+    // naming the pair, and accept it with a softening length, where they agree.
     let system = System::new(SystemDesc {
         positions: vec![DVec3::ZERO, DVec3::ZERO, DVec3::new(0.5, 0.2, 0.1)],
         masses: vec![0.1; 3],
@@ -502,18 +503,31 @@ fn coincident_charges_without_softening_match_cpu() {
         ..Default::default()
     })
     .unwrap();
-    let config = Config {
-        external_charges: vec![ExternalCharge {
-            charge: 3e-6,
-            position: DVec3::new(0.5, 0.2, 0.1),
-            orbit: None,
-        }],
-        ..imex(SolverMethod::Jacobi, 5)
+    let config = imex(SolverMethod::Jacobi, 5);
+    let e = CpuSimulation::new(&system, &config).err().expect("refused");
+    assert_eq!(e.key, "coulomb.softening");
+    assert!(e.message.contains("charged particles 0 and 1"), "{e}");
+    let gpu_error = GpuSolver::headless(
+        &system,
+        &config,
+        &HeadlessOptions {
+            allow_software: true,
+        },
+    )
+    .err()
+    .expect("refused");
+    assert!(
+        gpu_error.to_string().contains("charged particles 0 and 1"),
+        "{gpu_error}"
+    );
+    let soft = Config {
+        coulomb: CoulombConfig {
+            method: CoulombMethod::AllPairs,
+            softening: 0.01,
+        },
+        ..config
     };
-    check_field_forces(&system, &config);
-    if let Some(mut g) = gpu(&system, &config) {
-        assert!(g.energies().unwrap().is_finite());
-    }
+    check_field_forces(&system, &soft);
 }
 
 #[test]
@@ -791,8 +805,10 @@ fn bad_inputs_give_typed_errors() {
     })
     .unwrap();
     match GpuSolver::new(&device, &queue, &huge, &imex(SolverMethod::Jacobi, 5)) {
-        Err(GpuError::Unsupported(m)) => assert!(m.contains("position of particle 1"), "{m}"),
-        other => panic!("expected unsupported, got {:?}", other.err()),
+        Err(e @ GpuError::F32Range { .. }) => {
+            assert!(e.to_string().contains("position of particle 1 (x)"), "{e}")
+        }
+        other => panic!("expected an f32 range error, got {:?}", other.err()),
     }
 }
 

@@ -93,15 +93,24 @@ pub fn start_with_handles(
         BackendArg::Gpu => gpu(system, config, true).map(with).map_err(CliError::Gpu),
         BackendArg::Auto => match gpu(system, config, false) {
             Ok(b) => Ok(with(b)),
-            // No hardware adapter, or a feature the GPU solver lacks: the CPU can do it.
-            Err(e @ (GpuError::NoAdapter(_) | GpuError::Unsupported(_))) => Ok((
+            // No hardware adapter, a feature the GPU solver lacks, or values f32 cannot
+            // hold: the f64 CPU reference can do it.
+            Err(
+                e @ (GpuError::NoAdapter(_)
+                | GpuError::Unsupported(_)
+                | GpuError::F32Range { .. }
+                | GpuError::F32Pair { .. }),
+            ) => Ok((
                 Backend {
                     sim: cpu(system, config)?,
                     adapter: None,
-                    fallback_note: Some(format!(
-                        "note: {e}; running the CPU reference instead \
-                         (--backend gpu also accepts software adapters)"
-                    )),
+                    fallback_note: Some(match e {
+                        GpuError::NoAdapter(_) => format!(
+                            "note: {e}; running the CPU reference instead \
+                             (--backend gpu also accepts software adapters)"
+                        ),
+                        _ => format!("note: {e}; running the CPU reference instead"),
+                    }),
                 },
                 None,
             )),

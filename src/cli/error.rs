@@ -110,6 +110,10 @@ impl CliError {
                 | RenderError::Empty,
             ) => 2,
             Self::Render(_) => 1,
+            // Inputs the GPU cannot take (f32 range, singular charges): input errors.
+            Self::Gpu(
+                GpuError::F32Range { .. } | GpuError::F32Pair { .. } | GpuError::Config(_),
+            ) => 2,
             Self::Fit(e) => match **e {
                 crate::grad::GradError::NonFiniteState { .. }
                 | crate::grad::GradError::NonFiniteTangent { .. }

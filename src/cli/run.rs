@@ -10,7 +10,7 @@ use crate::display::Vec3;
 use crate::model::{State, System};
 use crate::output::energy::output_steps;
 use crate::output::{RunDir, Summary};
-use crate::scene::{FrameFormat, LoadedScene};
+use crate::scene::{FrameFormat, LoadedScene, SceneSize, Shortfall};
 use crate::sim::{Energies, Simulator, SolveStats};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -48,10 +48,43 @@ pub struct RunOutcome {
     pub summary: Summary,
 }
 
+/// The size check of `--backend gpu`: the scene's solver buffers, from its counts,
+/// against the limits of the adapter the run will open. Without an adapter nothing is
+/// checked here (starting the backend reports that).
+fn gpu_size_check() -> impl FnOnce(&SceneSize, &Config) -> Result<(), Shortfall> {
+    let adapter = crate::gpu::headless_adapter_limits(&crate::gpu::HeadlessOptions {
+        allow_software: true,
+    });
+    move |size, config| {
+        let Ok((name, limits)) = adapter else {
+            return Ok(());
+        };
+        // Every particle charged: an upper bound on the Coulomb buffers.
+        match crate::gpu::limits::oversized_buffer(
+            &limits,
+            size.particles,
+            size.springs,
+            size.particles,
+            config,
+        ) {
+            None => Ok(()),
+            Some(b) => Err(Shortfall {
+                what: format!("GPU adapter '{name}': {b}"),
+                needed: b.bytes,
+                available: b.limit,
+            }),
+        }
+    }
+}
+
 /// Runs the scene; a run that turns non-finite still writes its outputs, then returns
 /// [`CliError::Diverged`].
 pub fn execute(args: &RunArgs) -> Result<RunOutcome, CliError> {
-    let scene = scene_args::load(&args.scene, args.steps)?;
+    let scene = match args.backend {
+        // The adapter's buffer limits are checked before the mesh is built.
+        BackendArg::Gpu => scene_args::load_checked(&args.scene, args.steps, gpu_size_check())?,
+        _ => scene_args::load(&args.scene, args.steps)?,
+    };
     let out = args
         .out
         .clone()

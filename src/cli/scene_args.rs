@@ -28,10 +28,21 @@ fn parse_set(s: &str) -> Result<String, String> {
 /// a `duration` instead of `steps`, so `--set integrator.steps` could conflict with it).
 /// `resolved_toml` is made self-contained for the copy in the run folder: see [`portable`].
 pub fn load(args: &SceneArgs, steps: Option<u64>) -> Result<LoadedScene, CliError> {
-    let mut scene = scene::load(&args.scene, &args.set).map_err(|source| CliError::Scene {
-        scene: args.scene.clone(),
-        source: Box::new(source),
-    })?;
+    load_checked(args, steps, |_, _| Ok(()))
+}
+
+/// [`load`] with a device check of the scene's size before its mesh is built (see
+/// [`scene::load_checked`]).
+pub fn load_checked(
+    args: &SceneArgs,
+    steps: Option<u64>,
+    device: impl FnOnce(&scene::SceneSize, &crate::Config) -> Result<(), scene::Shortfall>,
+) -> Result<LoadedScene, CliError> {
+    let mut scene =
+        scene::load_checked(&args.scene, &args.set, device).map_err(|source| CliError::Scene {
+            scene: args.scene.clone(),
+            source: Box::new(source),
+        })?;
     if let Some(n) = steps {
         scene.config.steps = n;
         scene.config.validate().map_err(|source| CliError::Option {

@@ -46,8 +46,9 @@ pub fn elastic_energy(x: &[DVec3], springs: &[Spring]) -> f64 {
 }
 
 /// sum over pairs i < j of charged particles of k_c q_i q_j / sqrt(r^2 + eps^2), the
-/// potential of [`super::forces::coulomb_forces`]. Coincident pairs with eps = 0 are skipped
-/// as the force skips them.
+/// potential of [`super::forces::coulomb_forces`]. A coincident pair with eps = 0 is never
+/// skipped: its term is infinite, so a run that brings two charges together stops as
+/// diverged (scenes refuse such pairs at load: `Config::check_coulomb`).
 pub fn coulomb_energy(x: &[DVec3], q: &[f64], softening: f64) -> f64 {
     let charged: Vec<(DVec3, f64)> = (0..x.len())
         .filter(|&i| q[i] != 0.0)
@@ -61,10 +62,7 @@ pub fn coulomb_energy(x: &[DVec3], q: &[f64], softening: f64) -> f64 {
             let (xa, qa) = charged[a];
             let mut s = 0.0;
             for &(xb, qb) in &charged[a + 1..] {
-                let r2 = (xa - xb).length_squared() + eps2;
-                if r2 > 0.0 {
-                    s += qb / r2.sqrt();
-                }
+                s += qb / ((xa - xb).length_squared() + eps2).sqrt();
             }
             qa * s
         })
@@ -78,11 +76,14 @@ pub fn gravity_energy(x: &[DVec3], m: &[f64], g: DVec3) -> f64 {
 }
 
 /// External point charges at time `t` (k_c q_i q_e / sqrt(r^2 + eps^2)) plus a uniform
-/// field's -q E . x. A swirl field has no potential and contributes 0.
+/// field's -q E . x. A swirl field has no potential and contributes 0. An external charge
+/// on a charged particle with eps = 0 gives an infinite term, as in [`coulomb_energy`];
+/// an external charge of 0 C contributes nothing wherever it is.
 pub fn external_energy(x: &[DVec3], q: &[f64], config: &Config, t: f64) -> f64 {
     let charges: Vec<(DVec3, f64)> = config
         .external_charges
         .iter()
+        .filter(|c| c.charge != 0.0)
         .map(|c| (c.position_at(t), c.charge))
         .collect();
     let eps2 = config.coulomb.softening * config.coulomb.softening;
@@ -97,10 +98,7 @@ pub fn external_energy(x: &[DVec3], q: &[f64], config: &Config, t: f64) -> f64 {
         }
         let mut phi = 0.0;
         for &(xe, qe) in &charges {
-            let r2 = (*xi - xe).length_squared() + eps2;
-            if r2 > 0.0 {
-                phi += qe / r2.sqrt();
-            }
+            phi += qe / ((*xi - xe).length_squared() + eps2).sqrt();
         }
         total += qi * (COULOMB_K * phi - uniform.dot(*xi));
     }

@@ -166,7 +166,8 @@ pub fn coulomb_forces(x: &[DVec3], q: &[f64], softening: f64) -> Vec<DVec3> {
 /// [`coulomb_forces`] into a caller's buffer (`coulomb_tiled`): per target i,
 /// f_i = k_c q_i sum_{j != i, q_j != 0} q_j (x_i - x_j) / (r^2 + eps^2)^(3/2), sources in
 /// increasing index order. Uncharged particles receive zero. A coincident pair with
-/// eps = 0 has no direction and is skipped.
+/// eps = 0 gives a non-finite force (see `point_charge_field`); the self pair is
+/// excluded by index.
 pub fn coulomb_forces_into(x: &[DVec3], q: &[f64], softening: f64, out: &mut [DVec3]) {
     assert_eq!(q.len(), x.len(), "coulomb_forces: charges");
     assert_eq!(out.len(), x.len(), "coulomb_forces: out");
@@ -196,16 +197,16 @@ pub fn coulomb_forces_into(x: &[DVec3], q: &[f64], softening: f64, out: &mut [DV
         });
 }
 
-/// q_s (x - x_s) / (r^2 + eps^2)^(3/2): the field of a source without k_c; 0 at r^2 + eps^2 = 0.
+/// q_s (x - x_s) / (r^2 + eps^2)^(3/2): the field of a source without k_c (paper eq. 8).
+/// Never dropped: at r^2 + eps^2 = 0 (a source on the point, no softening) or where it
+/// underflows, the field is non-finite (NaN or inf), so a run that brings a charge onto
+/// another stops as diverged. Callers exclude the self pair by index, and scenes refuse
+/// such pairs at t = 0 (`Config::check_coulomb`).
 #[inline]
 fn point_charge_field(x: DVec3, xs: DVec3, qs: f64, eps2: f64) -> DVec3 {
     let d = x - xs;
     let r2 = d.length_squared() + eps2;
-    if r2 > 0.0 {
-        d * (qs / (r2 * r2.sqrt()))
-    } else {
-        DVec3::ZERO
-    }
+    d * (qs / (r2 * r2.sqrt()))
 }
 
 /// External point charges at time `t` and the external field, on every particle.
@@ -221,9 +222,11 @@ pub fn external_forces(x: &[DVec3], q: &[f64], config: &Config, t: f64) -> Vec<D
 pub fn external_forces_into(x: &[DVec3], q: &[f64], config: &Config, t: f64, out: &mut [DVec3]) {
     assert_eq!(q.len(), x.len(), "external_forces: charges");
     assert_eq!(out.len(), x.len(), "external_forces: out");
+    // A 0 C external charge exerts nothing, even on a particle it sits on.
     let charges: Vec<(DVec3, f64)> = config
         .external_charges
         .iter()
+        .filter(|c| c.charge != 0.0)
         .map(|c| (c.position_at(t), c.charge))
         .collect();
     let eps2 = config.coulomb.softening * config.coulomb.softening;

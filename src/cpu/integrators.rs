@@ -65,7 +65,7 @@ pub struct CpuSimulation {
 
 impl CpuSimulation {
     pub fn new(system: &System, config: &Config) -> Result<Self, ConfigError> {
-        config.validate()?;
+        config.validate_for(system)?;
         let n = system.len();
         let ns = system.springs().len();
         let mut op = BlockLaplacian::from_system(system);

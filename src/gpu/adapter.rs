@@ -98,6 +98,15 @@ pub fn open_headless_device(options: &HeadlessOptions) -> Result<HeadlessDevice,
     })
 }
 
+/// The name and limits of the adapter [`open_headless_device`] would open, without
+/// opening a device: to check a scene's buffer sizes before its mesh is built.
+pub fn headless_adapter_limits(
+    options: &HeadlessOptions,
+) -> Result<(String, wgpu::Limits), GpuError> {
+    let adapter = pick_adapter(&instance(), options.allow_software)?;
+    Ok((adapter.get_info().name, adapter.limits()))
+}
+
 /// Preference order: discrete, integrated, virtual, other, CPU; then native APIs before GL.
 fn adapter_rank(info: &wgpu::AdapterInfo) -> (u8, u8) {
     let ty = match info.device_type {

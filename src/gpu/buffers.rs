@@ -64,9 +64,12 @@ pub(super) fn to_f32(value: f64, what: &str, index: usize) -> Result<f32, GpuErr
     if v.is_finite() || !value.is_finite() {
         Ok(v)
     } else {
-        Err(GpuError::Unsupported(format!(
-            "{what} {index} = {value} is outside the f32 range"
-        )))
+        // A backstop: `range::check` has already refused such values with more context.
+        Err(GpuError::F32Range {
+            what: format!("{what} {index}"),
+            value,
+            limit: format!("|value| <= {:e}", f32::MAX),
+        })
     }
 }
 

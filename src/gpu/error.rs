@@ -21,11 +21,44 @@ pub enum GpuError {
     Readback(String),
     #[error("unsupported on the GPU backend: {0}")]
     Unsupported(String),
+    /// An input (or a product the kernels form from inputs) that f32 cannot hold, found
+    /// before anything is uploaded. `what` names the quantity and its index.
+    #[error(
+        "{what} = {value:e} is outside what the GPU's f32 arithmetic can hold ({limit}); \
+         the f64 CPU reference can run it (--backend cpu)"
+    )]
+    F32Range {
+        what: String,
+        value: f64,
+        limit: String,
+    },
+    /// Two charges (particles, or an external charge and a particle at t = 0) so close in
+    /// f32 that the kernels' Coulomb term is not finite.
+    #[error(
+        "{what} are {} m apart at f32 precision: their Coulomb term is not finite \
+         in f32 ({limit}); set coulomb.softening to a positive length, move them apart, or \
+         use the f64 CPU reference (--backend cpu)",
+        metres(*distance)
+    )]
+    F32Pair {
+        what: String,
+        distance: f64,
+        limit: String,
+    },
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     /// The host stage of a DDEF force evaluation (grid, point location) failed.
     #[error(transparent)]
     Ddef(#[from] crate::ddef::DdefError),
+}
+
+/// A length for a message: `0`, or in exponent form.
+fn metres(d: f64) -> String {
+    if d == 0.0 {
+        "0".into()
+    } else {
+        format!("{d:e}")
+    }
 }
 
 pub(super) fn poll_error(e: wgpu::PollError) -> GpuError {

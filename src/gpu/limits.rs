@@ -1,5 +1,6 @@
 //! Buffer sizes a system needs and the device limits the kernels rely on, checked before
-//! anything is allocated so a too-large mesh fails with the size it needs.
+//! anything is allocated (and, from the counts alone, before a scene's mesh is built) so a
+//! too-large mesh fails with the size it needs.
 
 use super::layout::{MAX_STORAGE_BUFFERS, SCALAR_SLOTS, WORKGROUP_MEMORY, WORKGROUP_SIZE};
 use super::GpuError;
@@ -15,9 +16,16 @@ pub(super) struct Sizes {
 }
 
 pub(super) fn sizes(system: &System, config: &Config) -> Sizes {
-    let n = system.len() as u64;
-    let ns = system.springs().len() as u64;
-    let nc = system.charged_count() as u64;
+    sizes_for(
+        system.len() as u64,
+        system.springs().len() as u64,
+        system.charged_count() as u64,
+        config,
+    )
+}
+
+/// [`sizes`] from the counts alone: `n` particles, `ns` springs, `nc` charged particles.
+fn sizes_for(n: u64, ns: u64, nc: u64, config: &Config) -> Sizes {
     let implicit = config.integrator.is_implicit();
     let cg = implicit && config.solver.method == SolverMethod::Cg;
     let lg = config.integrator == Integrator::LocalGlobal;
@@ -93,17 +101,12 @@ pub(super) fn check_limits(limits: &wgpu::Limits, sizes: &Sizes) -> Result<(), G
             .max_dynamic_uniform_buffers_per_pipeline_layout
             .into(),
     )?;
-    for &(what, bytes) in &sizes.storage {
-        need(
-            &format!("storage buffer '{what}' (bytes)"),
-            bytes,
-            limits.max_storage_buffer_binding_size,
-        )?;
-        need(
-            &format!("buffer '{what}' (bytes)"),
-            bytes,
-            limits.max_buffer_size,
-        )?;
+    if let Some(b) = first_oversized(limits, sizes) {
+        return Err(GpuError::LimitExceeded {
+            what: b.to_string(),
+            needed: b.bytes,
+            limit: b.limit,
+        });
     }
     let per_dim = u64::from(limits.max_compute_workgroups_per_dimension);
     need(
@@ -112,6 +115,65 @@ pub(super) fn check_limits(limits: &wgpu::Limits, sizes: &Sizes) -> Result<(), G
         per_dim * per_dim,
     )?;
     Ok(())
+}
+
+/// A solver buffer larger than an adapter limit allows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OversizedBuffer {
+    /// The buffer, e.g. "spring blocks".
+    pub buffer: &'static str,
+    pub bytes: u64,
+    /// `max_storage_buffer_binding_size` or `max_buffer_size`.
+    pub limit_name: &'static str,
+    pub limit: u64,
+}
+
+impl std::fmt::Display for OversizedBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = if self.limit_name == "max_storage_buffer_binding_size" {
+            "storage buffer"
+        } else {
+            "buffer"
+        };
+        write!(
+            f,
+            "{kind} '{}' (bytes; limit {})",
+            self.buffer, self.limit_name
+        )
+    }
+}
+
+fn first_oversized(limits: &wgpu::Limits, sizes: &Sizes) -> Option<OversizedBuffer> {
+    sizes.storage.iter().find_map(|&(buffer, bytes)| {
+        [
+            (
+                "max_storage_buffer_binding_size",
+                limits.max_storage_buffer_binding_size,
+            ),
+            ("max_buffer_size", limits.max_buffer_size),
+        ]
+        .into_iter()
+        .find(|&(_, limit)| bytes > limit)
+        .map(|(limit_name, limit)| OversizedBuffer {
+            buffer,
+            bytes,
+            limit_name,
+            limit,
+        })
+    })
+}
+
+/// The first solver buffer of a system of `particles` particles, `springs` springs and
+/// `charged` charged particles that exceeds `limits`: checked from the counts alone, so
+/// a scene too large for the adapter fails before its mesh is built.
+pub fn oversized_buffer(
+    limits: &wgpu::Limits,
+    particles: u64,
+    springs: u64,
+    charged: u64,
+    config: &Config,
+) -> Option<OversizedBuffer> {
+    first_oversized(limits, &sizes_for(particles, springs, charged, config))
 }
 
 /// Workgroup grid of a 1D dispatch over `count` items with at most `max` workgroups per

@@ -24,16 +24,18 @@ mod buffers;
 pub mod ddef;
 pub mod error;
 pub mod layout;
-mod limits;
+pub mod limits;
 mod plan;
 mod profile;
+mod range;
 mod readback;
 pub mod shaders;
 pub mod solver;
 pub mod tangent;
 
 pub use adapter::{
-    list_adapters, open_headless_device, AdapterSummary, HeadlessDevice, HeadlessOptions,
+    headless_adapter_limits, list_adapters, open_headless_device, AdapterSummary, HeadlessDevice,
+    HeadlessOptions,
 };
 pub use ddef::GpuDdef;
 pub use error::GpuError;

@@ -107,7 +107,9 @@ impl GpuSolver {
         config: &Config,
         options: &HeadlessOptions,
     ) -> Result<Self, GpuError> {
-        config.validate()?;
+        // Input checks first, so a bad input fails before an adapter is opened.
+        config.validate_for(system)?;
+        super::range::check(system, config)?;
         let HeadlessDevice {
             device,
             queue,
@@ -213,7 +215,8 @@ impl GpuSolver {
         system: &System,
         config: &Config,
     ) -> Result<Self, GpuError> {
-        config.validate()?;
+        config.validate_for(system)?;
+        super::range::check(system, config)?;
         let limits = device.limits();
         let sz = sizes(system, config);
         check_limits(&limits, &sz)?;

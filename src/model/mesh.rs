@@ -25,6 +25,77 @@ pub enum MeshError {
     },
     #[error("cannot read OBJ file {path}: {message}")]
     Obj { path: String, message: String },
+    /// An allocation for the mesh failed: the mesh does not fit in memory.
+    #[error("cannot allocate {bytes} bytes for the mesh's {what}: it does not fit in memory")]
+    OutOfMemory {
+        param: &'static str,
+        what: &'static str,
+        bytes: u128,
+    },
+}
+
+/// What a mesh holds, computed from its parameters before it is built (the formulas of
+/// the builders' documentation), so a mesh too large for memory is refused up front.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MeshCounts {
+    pub vertices: u64,
+    pub edges: u64,
+    pub faces: u64,
+}
+
+impl MeshCounts {
+    fn new(vertices: u128, edges: u128, faces: u128) -> Self {
+        let c = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
+        Self {
+            vertices: c(vertices),
+            edges: c(edges),
+            faces: c(faces),
+        }
+    }
+    /// [`torus`]: V = rings sides, E = 3 V, F = 2 V.
+    pub fn torus(rings: u32, sides: u32) -> Self {
+        let v = rings as u128 * sides as u128;
+        Self::new(v, 3 * v, 2 * v)
+    }
+    /// [`icosphere`]: V = 10 * 4^s + 2, E = 30 * 4^s, F = 20 * 4^s.
+    pub fn icosphere(subdivisions: u32) -> Self {
+        let p = 4u128.checked_pow(subdivisions).unwrap_or(u128::MAX / 64);
+        Self::new(10 * p + 2, 30 * p, 20 * p)
+    }
+    /// [`grid`]: structural, shear and bending springs, two triangles per cell.
+    pub fn grid(resolution: [u32; 2], shear: bool, bending: bool) -> Self {
+        let [nx, ny] = resolution.map(|r| r as u128);
+        let (cx, cy) = (nx.saturating_sub(1), ny.saturating_sub(1));
+        let mut e = cx * ny + nx * cy;
+        if shear {
+            e += 2 * cx * cy;
+        }
+        if bending {
+            e += nx.saturating_sub(2) * ny + nx * ny.saturating_sub(2);
+        }
+        Self::new(nx * ny, e, 2 * cx * cy)
+    }
+    /// [`lattice`]: axis edges, both diagonals of every cell face, boundary triangles.
+    pub fn lattice(resolution: [u32; 3]) -> Self {
+        let [nx, ny, nz] = resolution.map(|r| r as u128);
+        let [cx, cy, cz] = [nx, ny, nz].map(|r| r.saturating_sub(1));
+        let axis = cx * ny * nz + nx * cy * nz + nx * ny * cz;
+        let diagonals = 2 * (cx * cy * nz + cx * ny * cz + nx * cy * cz);
+        let faces = 4 * (cx * cy + cy * cz + cx * cz);
+        Self::new(nx * ny * nz, axis + diagonals, faces)
+    }
+}
+
+/// An empty vector with room for `n` items, or [`MeshError::OutOfMemory`]: a mesh too
+/// large for memory fails with a message instead of aborting the process.
+fn try_vec<T>(param: &'static str, what: &'static str, n: usize) -> Result<Vec<T>, MeshError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| MeshError::OutOfMemory {
+        param,
+        what,
+        bytes: n as u128 * std::mem::size_of::<T>() as u128,
+    })?;
+    Ok(v)
 }
 
 fn bad(param: &'static str, message: impl Into<String>) -> MeshError {
@@ -103,7 +174,7 @@ pub fn torus(
     at_least("sides", sides, 3)?;
     let n = vertex_count("rings", &[rings, sides])?;
 
-    let mut positions = Vec::with_capacity(n);
+    let mut positions = try_vec("rings", "vertices", n)?;
     for r in 0..rings {
         let (sp, cp) = (TAU * r as f64 / rings as f64).sin_cos();
         for s in 0..sides {
@@ -113,8 +184,8 @@ pub fn torus(
         }
     }
     let id = |r: u32, s: u32| (r % rings) * sides + (s % sides);
-    let mut edges = Vec::with_capacity(3 * n);
-    let mut faces = Vec::with_capacity(2 * n);
+    let mut edges = try_vec("rings", "edges", 3 * n)?;
+    let mut faces = try_vec("rings", "triangles", 2 * n)?;
     for r in 0..rings {
         for s in 0..sides {
             let (a, b, c, d) = (id(r, s), id(r + 1, s), id(r + 1, s + 1), id(r, s + 1));
@@ -188,8 +259,23 @@ pub fn icosphere(radius: f64, subdivisions: u32) -> Result<Mesh, MeshError> {
         [8, 6, 7],
         [9, 8, 1],
     ];
+    let counts = MeshCounts::icosphere(subdivisions);
+    positions
+        .try_reserve_exact(counts.vertices as usize - positions.len())
+        .map_err(|_| MeshError::OutOfMemory {
+            param: "subdivisions",
+            what: "vertices",
+            bytes: counts.vertices as u128 * 24,
+        })?;
     for _ in 0..subdivisions {
-        let mut midpoint: HashMap<(u32, u32), u32> = HashMap::with_capacity(faces.len() * 3 / 2);
+        let mut midpoint: HashMap<(u32, u32), u32> = HashMap::new();
+        midpoint
+            .try_reserve(faces.len() * 3 / 2)
+            .map_err(|_| MeshError::OutOfMemory {
+                param: "subdivisions",
+                what: "edge midpoints",
+                bytes: faces.len() as u128 * 3 / 2 * 16,
+            })?;
         let mut mid = |a: u32, b: u32, positions: &mut Vec<DVec3>| -> u32 {
             let key = (a.min(b), a.max(b));
             *midpoint.entry(key).or_insert_with(|| {
@@ -198,7 +284,7 @@ pub fn icosphere(radius: f64, subdivisions: u32) -> Result<Mesh, MeshError> {
                 (positions.len() - 1) as u32
             })
         };
-        let mut next = Vec::with_capacity(faces.len() * 4);
+        let mut next = try_vec("subdivisions", "triangles", faces.len() * 4)?;
         for &[a, b, c] in &faces {
             let ab = mid(a, b, &mut positions);
             let bc = mid(b, c, &mut positions);
@@ -243,8 +329,9 @@ pub fn grid(
     let [nx, ny] = resolution;
     let n = vertex_count("resolution", &[nx, ny])?;
     let [w, h] = size;
+    let counts = MeshCounts::grid(resolution, shear, bending);
 
-    let mut positions = Vec::with_capacity(n);
+    let mut positions = try_vec("resolution", "vertices", n)?;
     for j in 0..ny {
         let y = -0.5 * h + h * j as f64 / (ny - 1) as f64;
         for i in 0..nx {
@@ -253,8 +340,8 @@ pub fn grid(
         }
     }
     let id = |i: u32, j: u32| j * nx + i;
-    let mut edges = Vec::new();
-    let mut faces = Vec::with_capacity(2 * (nx as usize - 1) * (ny as usize - 1));
+    let mut edges = try_vec("resolution", "edges", counts.edges as usize)?;
+    let mut faces = try_vec("resolution", "triangles", counts.faces as usize)?;
     for j in 0..ny {
         for i in 0..nx {
             if i + 1 < nx {
@@ -306,8 +393,9 @@ pub fn lattice(size: [f64; 3], resolution: [u32; 3]) -> Result<Mesh, MeshError> 
     }
     let n = vertex_count("resolution", &resolution)?;
     let [nx, ny, nz] = resolution;
+    let counts = MeshCounts::lattice(resolution);
     let coord = |a: u32, na: u32, len: f64| -0.5 * len + len * a as f64 / (na - 1) as f64;
-    let mut positions = Vec::with_capacity(n);
+    let mut positions = try_vec("resolution", "vertices", n)?;
     for k in 0..nz {
         for j in 0..ny {
             for i in 0..nx {
@@ -320,7 +408,7 @@ pub fn lattice(size: [f64; 3], resolution: [u32; 3]) -> Result<Mesh, MeshError> 
         }
     }
     let id = |i: u32, j: u32, k: u32| (k * ny + j) * nx + i;
-    let mut edges = Vec::new();
+    let mut edges = try_vec("resolution", "edges", counts.edges as usize)?;
     for k in 0..nz {
         for j in 0..ny {
             for i in 0..nx {
@@ -352,7 +440,7 @@ pub fn lattice(size: [f64; 3], resolution: [u32; 3]) -> Result<Mesh, MeshError> 
     }
 
     // Boundary faces: for each axis, the two end planes, with outward normals.
-    let mut faces = Vec::new();
+    let mut faces = try_vec("resolution", "triangles", counts.faces as usize)?;
     let mut quad = |a: u32, b: u32, c: u32, d: u32, flip: bool| {
         if flip {
             faces.extend([[a, c, b], [a, d, c]]);
@@ -409,9 +497,11 @@ pub fn lattice(size: [f64; 3], resolution: [u32; 3]) -> Result<Mesh, MeshError> 
 /// Loads an OBJ file; every face edge becomes one spring. Positions are multiplied by `scale`.
 ///
 /// Polygons are triangulated; points and lines are ignored; `mtllib` is not read.
-/// Vertices not used by any face are dropped, and vertices with bit-identical positions
-/// (e.g. repeated by separate `o`/`g` groups) are merged into one particle, because two
-/// charged particles at one point would feel an infinite Coulomb force.
+/// Coordinates are parsed as f64 (correctly rounded), so distinct values in the file stay
+/// distinct particles. Vertices not used by any face are dropped, and vertices with equal
+/// positions (e.g. repeated by separate `o`/`g` groups; -0 equals 0) are merged into one
+/// particle, because two charged particles at one point would feel an infinite Coulomb
+/// force.
 pub fn obj(path: &Path, scale: f64) -> Result<Mesh, MeshError> {
     positive("scale", scale)?;
     let err = |message: String| MeshError::Obj {
@@ -440,14 +530,15 @@ pub fn obj(path: &Path, scale: f64) -> Result<Mesh, MeshError> {
         let m = &model.mesh;
         let mut local = Vec::with_capacity(m.positions.len() / 3);
         for (v, p) in m.positions.chunks_exact(3).enumerate() {
-            let p = DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64) * scale;
+            let p = DVec3::new(p[0], p[1], p[2]) * scale;
             if !p.is_finite() {
                 return Err(err(format!(
                     "object '{}': vertex {v} is not finite",
                     model.name
                 )));
             }
-            let key = [p.x.to_bits(), p.y.to_bits(), p.z.to_bits()];
+            // + 0.0 turns -0 into +0, so equal positions share one key.
+            let key = [p.x, p.y, p.z].map(|c| (c + 0.0).to_bits());
             let next = positions.len();
             let id = *index_of.entry(key).or_insert_with(|| {
                 positions.push(p);
@@ -484,4 +575,47 @@ pub fn obj(path: &Path, scale: f64) -> Result<Mesh, MeshError> {
         edges: unique_edges(edges),
         faces,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(m: &Mesh) -> MeshCounts {
+        MeshCounts {
+            vertices: m.positions.len() as u64,
+            edges: m.edges.len() as u64,
+            faces: m.faces.len() as u64,
+        }
+    }
+
+    #[test]
+    fn counts_from_parameters_match_the_built_meshes() {
+        for (r, s) in [(3, 3), (7, 4), (29, 5)] {
+            assert_eq!(
+                MeshCounts::torus(r, s),
+                counts(&torus(2.0, 1.0, r, s).unwrap())
+            );
+        }
+        for sub in 0..4 {
+            assert_eq!(
+                MeshCounts::icosphere(sub),
+                counts(&icosphere(1.0, sub).unwrap())
+            );
+        }
+        for res in [[2, 2], [2, 5], [7, 3], [21, 21]] {
+            for (shear, bending) in [(false, false), (true, false), (true, true), (false, true)] {
+                assert_eq!(
+                    MeshCounts::grid(res, shear, bending),
+                    counts(&grid([1.0, 1.0], res, shear, bending).unwrap())
+                );
+            }
+        }
+        for res in [[2, 2, 2], [3, 4, 5]] {
+            assert_eq!(
+                MeshCounts::lattice(res),
+                counts(&lattice([1.0; 3], res).unwrap())
+            );
+        }
+    }
 }

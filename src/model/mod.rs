@@ -5,10 +5,11 @@
 //! in [`State`], so one `System` can seed many runs (sweeps, gradients, GPU vs CPU checks).
 
 pub mod adjacency;
+pub mod close_pairs;
 pub mod mesh;
 
 pub use adjacency::{AdjEntry, Adjacency};
-pub use mesh::{Mesh, MeshError};
+pub use mesh::{Mesh, MeshCounts, MeshError};
 
 use glam::DVec3;
 
@@ -64,6 +65,69 @@ pub enum ModelError {
     },
     #[error("too many particles: {count} exceeds the limit of {limit}")]
     TooManyParticles { count: usize, limit: usize },
+    /// Two charged particles so close (coincident, or r^2 + eps^2 below the smallest
+    /// normal f64) that their exact Coulomb force is infinite or overflows f64.
+    #[error(
+        "charged particles {i} and {j} are {} m apart: with softening {softening} m their \
+         Coulomb force is not finite in f64 (coincident charges, or r^2 + eps^2 underflows \
+         or k_c q_i q_j / r^3 overflows); set coulomb.softening to a positive length \
+         (e.g. 1e-3) or move them apart",
+        metres(*distance)
+    )]
+    SingularCoulombPair {
+        i: usize,
+        j: usize,
+        distance: f64,
+        softening: f64,
+    },
+    /// An external point charge on (or, as above, too close to) a charged particle at t = 0.
+    #[error(
+        "external charge {external} is {} m from charged particle {particle} at t = 0: \
+         with softening {softening} m their Coulomb force is not finite in f64; set \
+         coulomb.softening to a positive length or move the charge",
+        metres(*distance)
+    )]
+    SingularExternalCharge {
+        external: usize,
+        particle: usize,
+        distance: f64,
+        softening: f64,
+    },
+}
+
+/// A length for a message: `0`, or in exponent form (f64's `Display` would print
+/// 1e-160 with 160 zeros).
+fn metres(d: f64) -> String {
+    if d == 0.0 {
+        "0".into()
+    } else {
+        format!("{d:e}")
+    }
+}
+
+/// |d| without underflow or overflow of its square (1e-170 m stays 1e-170 m).
+pub fn robust_length(d: DVec3) -> f64 {
+    let m = d.abs().max_element();
+    if m > 0.0 && m.is_finite() {
+        m * (d / m).length()
+    } else {
+        m
+    }
+}
+
+/// True when the exact Coulomb pair term with squared distance `r2`, softening `eps2` and
+/// charge product `kqq` = k_c q_i q_j cannot be evaluated in f64: r^2 + eps^2 is zero or
+/// subnormal, or the force scale k_c |q_i q_j| / (r^2 + eps^2)^(3/2) overflows.
+fn singular_pair(r2: f64, eps2: f64, kqq: f64) -> bool {
+    let s2 = r2 + eps2;
+    !(s2 >= f64::MIN_POSITIVE && (kqq.abs() / (s2 * s2.sqrt())).is_finite())
+}
+
+/// Pairs closer than this may be singular (see [`singular_pair`]) for charges of at most
+/// `qmax` in magnitude; pairs farther apart are not. Infinite when k_c qmax^2 overflows.
+fn singular_distance(qmax: f64) -> f64 {
+    let overflow = (COULOMB_K * qmax * qmax / f64::MAX).cbrt();
+    2.0 * f64::MIN_POSITIVE.sqrt().max(overflow)
 }
 
 /// A validated charged mass-spring system: constant parameters plus its initial state.
@@ -261,6 +325,60 @@ impl System {
             .collect()
     }
 
+    /// The load-time Coulomb check (exact Coulomb, softening `softening` m): the first
+    /// pair of distinct charged particles (when `pairs`, i.e. the Coulomb method sums them)
+    /// or external charge `(position at t = 0, charge)` and charged particle whose exact
+    /// force is infinite or overflows f64 (see [`ModelError::SingularCoulombPair`]).
+    /// Pairs are found through [`close_pairs`], not an all-pairs loop.
+    pub fn check_coulomb(
+        &self,
+        softening: f64,
+        pairs: bool,
+        externals: &[(DVec3, f64)],
+    ) -> Result<(), ModelError> {
+        let eps2 = softening * softening;
+        let charged = self.charged_indices();
+        let qmax = charged
+            .iter()
+            .map(|&i| self.charges[i as usize].abs())
+            .fold(0.0, f64::max);
+        if pairs && charged.len() > 1 {
+            let x: Vec<DVec3> = charged
+                .iter()
+                .map(|&i| self.positions[i as usize])
+                .collect();
+            let q: Vec<f64> = charged.iter().map(|&i| self.charges[i as usize]).collect();
+            let found = close_pairs::first_close_pair(&x, singular_distance(qmax), |a, b| {
+                singular_pair(x[a].distance_squared(x[b]), eps2, COULOMB_K * q[a] * q[b])
+            });
+            if let Some((a, b)) = found {
+                return Err(ModelError::SingularCoulombPair {
+                    i: charged[a] as usize,
+                    j: charged[b] as usize,
+                    distance: robust_length(x[a] - x[b]),
+                    softening,
+                });
+            }
+        }
+        for (k, &(xe, qe)) in externals.iter().enumerate() {
+            if qe == 0.0 {
+                continue;
+            }
+            for &i in &charged {
+                let (xi, qi) = (self.positions[i as usize], self.charges[i as usize]);
+                if singular_pair(xi.distance_squared(xe), eps2, COULOMB_K * qi * qe) {
+                    return Err(ModelError::SingularExternalCharge {
+                        external: k,
+                        particle: i as usize,
+                        distance: robust_length(xi - xe),
+                        softening,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// A copy with every charge multiplied by `scale` (parameter sweeps, gradients).
     pub fn with_charge_scale(&self, scale: f64) -> Self {
         let mut s = self.clone();
@@ -304,5 +422,68 @@ impl State {
     pub fn first_outside_f32(&self) -> Option<usize> {
         let fits = |p: &DVec3| p.to_array().iter().all(|c| c.abs() <= f64::from(f32::MAX));
         (0..self.x.len()).find(|&i| !fits(&self.x[i]) || !self.v.get(i).is_none_or(fits))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn charged(x: Vec<DVec3>, q: Vec<f64>) -> System {
+        let n = x.len();
+        System::new(SystemDesc {
+            positions: x,
+            masses: vec![1.0; n],
+            charges: q,
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn singular_coulomb_pairs_are_named_and_softening_accepts_them() {
+        let p = DVec3::new(0.3, -0.2, 0.1);
+        let s = charged(
+            vec![DVec3::ZERO, p, DVec3::X, p],
+            vec![1e-6, 1e-6, 0.0, -2e-6],
+        );
+        assert_eq!(
+            s.check_coulomb(0.0, true, &[]),
+            Err(ModelError::SingularCoulombPair {
+                i: 1,
+                j: 3,
+                distance: 0.0,
+                softening: 0.0
+            })
+        );
+        s.check_coulomb(1e-3, true, &[]).unwrap();
+        // The Coulomb method `none` sums no pairs.
+        s.check_coulomb(0.0, false, &[]).unwrap();
+        // r^2 = 1e-340 underflows to 0: singular; at 1e-150 m, r^2 is normal but
+        // k_c q q / r^3 = 9e447 overflows; at 1e-100 m both are finite.
+        let tiny = |d: f64| charged(vec![DVec3::ZERO, DVec3::X * d], vec![1e-6; 2]);
+        let e = tiny(1e-170).check_coulomb(0.0, true, &[]).unwrap_err();
+        assert!(e.to_string().contains("1e-170 m apart"), "{e}");
+        assert!(tiny(1e-150).check_coulomb(0.0, true, &[]).is_err());
+        tiny(1e-100).check_coulomb(0.0, true, &[]).unwrap();
+        // An uncharged particle may sit on a charged one.
+        charged(vec![p, p], vec![1e-6, 0.0])
+            .check_coulomb(0.0, true, &[])
+            .unwrap();
+        // External charges at t = 0; a 0 C one anywhere.
+        let ext = [(DVec3::X * 5.0, 1e-6), (p, -1e-6)];
+        assert!(matches!(s.check_coulomb(1e-3, true, &ext), Ok(())));
+        assert_eq!(
+            charged(vec![DVec3::ZERO, p], vec![1e-6, 1e-6]).check_coulomb(0.0, true, &ext),
+            Err(ModelError::SingularExternalCharge {
+                external: 1,
+                particle: 1,
+                distance: 0.0,
+                softening: 0.0
+            })
+        );
+        charged(vec![p], vec![1e-6])
+            .check_coulomb(0.0, true, &[(p, 0.0)])
+            .unwrap();
     }
 }

@@ -58,6 +58,9 @@ mod keys;
 mod name;
 mod overrides;
 mod schema;
+mod size;
+
+pub use size::{available_memory, SceneSize, Shortfall};
 
 use crate::config::Config;
 use crate::config::{
@@ -181,6 +184,19 @@ pub enum SceneError {
     /// A malformed `--set` argument.
     #[error("--set {arg}: {message}")]
     Override { arg: String, message: String },
+    /// The scene is too large for this machine: the estimate, made before the mesh is
+    /// built, exceeds the available host memory or a GPU buffer limit.
+    #[error(
+        "{at}: {key}: the {} mesh has {} particles and {} springs: {shortfall}",
+        size.mesh, size.particles, size.springs
+    )]
+    TooLarge {
+        at: Location,
+        key: String,
+        /// Boxed to keep `SceneError` small.
+        size: Box<SceneSize>,
+        shortfall: Box<Shortfall>,
+    },
 }
 
 impl SceneError {
@@ -191,7 +207,8 @@ impl SceneError {
             Self::Schema { key, .. }
             | Self::Invalid { key, .. }
             | Self::Mesh { key, .. }
-            | Self::Model { key, .. } => Some(key),
+            | Self::Model { key, .. }
+            | Self::TooLarge { key, .. } => Some(key),
             _ => None,
         }
     }
@@ -202,7 +219,8 @@ impl SceneError {
             | Self::Schema { at, .. }
             | Self::Invalid { at, .. }
             | Self::Mesh { at, .. }
-            | Self::Model { at, .. } => at.line,
+            | Self::Model { at, .. }
+            | Self::TooLarge { at, .. } => at.line,
             _ => None,
         }
     }
@@ -224,6 +242,18 @@ fn mesh_message(e: &MeshError) -> String {
 /// valid TOML is taken as a string. Setting `mesh.kind` or `external_field.kind` to a new
 /// kind drops the file's keys that only the old kind reads.
 pub fn load(scene: &str, overrides: &[String]) -> Result<LoadedScene, SceneError> {
+    load_checked(scene, overrides, |_, _| Ok(()))
+}
+
+/// [`load`], with a check of the scene's size before its mesh is built (an OBJ mesh:
+/// after reading the file, before the system): first against the host memory available
+/// ([`available_memory`]), then by `device` (e.g. a GPU adapter's buffer limits). A
+/// shortfall is a [`SceneError::TooLarge`] naming the mesh, its size and the bytes.
+pub fn load_checked(
+    scene: &str,
+    overrides: &[String],
+    device: impl FnOnce(&SceneSize, &Config) -> Result<(), Shortfall>,
+) -> Result<LoadedScene, SceneError> {
     let src = resolve(scene)?;
     let ovs = overrides
         .iter()
@@ -284,7 +314,7 @@ pub fn load(scene: &str, overrides: &[String]) -> Result<LoadedScene, SceneError
         (MeshKind::Obj, Some(p)) => Some(src.base_dir.join(p)),
         _ => None,
     };
-    let (system, config, output) = build(file, &ctx, &src.base_dir)?;
+    let (system, config, output) = build(file, &ctx, &src.base_dir, device)?;
     let shown = |p: &Path| {
         std::path::absolute(p)
             .unwrap_or_else(|_| p.to_path_buf())
@@ -503,6 +533,7 @@ fn build(
     f: SceneFile,
     ctx: &Ctx,
     base_dir: &Path,
+    device: impl FnOnce(&SceneSize, &Config) -> Result<(), Shortfall>,
 ) -> Result<(System, Config, OutputConfig), SceneError> {
     let config = build_config(&f, ctx)?;
     let output = OutputConfig {
@@ -515,8 +546,42 @@ fn build(
             FramesName::None => FrameFormat::None,
         },
     };
+    let too_large = |size: SceneSize, shortfall: Shortfall| SceneError::TooLarge {
+        at: ctx.at(size.key),
+        key: size.key.to_string(),
+        size: Box::new(size),
+        shortfall: Box::new(shortfall),
+    };
+    let mut device = Some(device);
+    let mut check_size = |size: SceneSize| -> Result<(), SceneError> {
+        let device = device.take().expect("the size is checked once");
+        size::check_host(&size, available_memory())
+            .and_then(|()| device(&size, &config))
+            .map_err(|s| too_large(size, s))
+    };
+    let estimated = size::estimate(&f.mesh);
+    let planned = estimated.is_some();
+    if let Some(size) = estimated {
+        check_size(size)?;
+    }
     let mesh = build_mesh(&f.mesh, ctx, base_dir)?;
+    if !planned {
+        let counts = crate::model::MeshCounts {
+            vertices: mesh.positions.len() as u64,
+            edges: mesh.edges.len() as u64,
+            faces: mesh.faces.len() as u64,
+        };
+        check_size(SceneSize::new(f.mesh.kind, counts))?;
+    }
     let system = build_system(&f, mesh, ctx)?;
+    config.check_coulomb(&system).map_err(|e| {
+        let key = Config::coulomb_error_key(&e);
+        SceneError::Model {
+            at: ctx.at(&key),
+            key,
+            source: Box::new(e),
+        }
+    })?;
     Ok((system, config, output))
 }
 
