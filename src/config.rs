@@ -391,6 +391,10 @@ impl Config {
             ModelError::SingularExternalCharge { external, .. } => {
                 format!("external_charges[{external}].position")
             }
+            ModelError::ChargeProductOverflow { what, .. } if what.starts_with("external") => {
+                "external_charges".into()
+            }
+            ModelError::ChargeProductOverflow { .. } => "material.charge".into(),
             _ => "coulomb.softening".into(),
         }
     }

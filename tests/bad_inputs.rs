@@ -612,6 +612,70 @@ fn bad_files_and_options_are_named() {
     check_cases(cases, &[]);
 }
 
+/// Physically impossible or unrepresentable inputs: refused before the run, naming them.
+#[test]
+fn impossible_systems_are_refused_before_they_run() {
+    let cases: &[Case] = &[
+        (&["--set", "mesh.resolution=[40000, 40000]"], 2, "needs"),
+        (&["--set", "mesh.resolution=[4000000, 4000000]"], 2, "mesh"),
+        (
+            &[
+                "--set",
+                "mesh.size=[1e-170, 1e-170]",
+                "--set",
+                "mesh.resolution=[2, 2]",
+            ],
+            2,
+            "coulomb.softening: charged particles 0 and 1",
+        ),
+        (
+            &[
+                "--set",
+                "external_charges=[{charge = -1e-6, position = [-0.5, -0.5, 0.0]}]",
+            ],
+            2,
+            "external_charges[0].position",
+        ),
+        (&["--set", "material.charge=1e200"], 2, "material.charge"),
+    ];
+    check_cases(cases, RUN_SMALL);
+    // Softening makes the same close pair legal.
+    check_cases(
+        &[(
+            &[
+                "--set",
+                "mesh.size=[1e-170, 1e-170]",
+                "--set",
+                "mesh.resolution=[2, 2]",
+                "--set",
+                "coulomb.softening=1e-3",
+            ],
+            0,
+            "",
+        )],
+        RUN_SMALL,
+    );
+}
+
+/// Values f32 cannot hold are named at upload on the GPU, not reported as a divergence.
+#[test]
+fn values_beyond_f32_are_named_on_the_gpu() {
+    if !common::gpu_available() {
+        return;
+    }
+    let cases: &[Case] = &[
+        (
+            &["--set", "mesh.size=[2e30, 2e30]"],
+            2,
+            "outside what the GPU's f32",
+        ),
+        (&["--set", "material.charge=1e15"], 2, "Coulomb product"),
+        (&["--set", "gravity=[0, 0, 1e39]"], 2, "gravity"),
+        (&["--set", "integrator.dt=1e-50"], 2, "dt"),
+    ];
+    check_cases(cases, &["run", "small.toml", "--backend", "gpu", "--quiet"]);
+}
+
 /// A sweep or batch whose plan holds a run that cannot start stops before anything runs
 /// (exit 2, the run and the key named, no output folder).
 #[test]

@@ -145,10 +145,8 @@ fn run_scene_with(
     if let Some(src) = &scene.source {
         RunDir::check_inputs(out, &[(src.as_path(), "scene file")])?;
     }
-    let mut dir = RunDir::create(out, scene.output.frames == FrameFormat::Ply)?;
-    // First, so that even a killed run leaves what it was running.
-    dir.write_scene(&scene.resolved_toml)?;
-
+    // The backend first: an input it refuses (a value f32 cannot hold, a mesh beyond
+    // the adapter's limits) leaves an earlier run in `out` untouched.
     let setup = Instant::now();
     let (
         backend::Backend {
@@ -162,6 +160,9 @@ fn run_scene_with(
     if let Some(note) = &fallback_note {
         eprintln!("{note}");
     }
+    let mut dir = RunDir::create(out, scene.output.frames == FrameFormat::Ply)?;
+    // Before the first step, so that even a killed run leaves what it was running.
+    dir.write_scene(&scene.resolved_toml)?;
 
     let mut live = match render {
         Some(style) => Some(LiveRender::start(style, system, handles, out)?),

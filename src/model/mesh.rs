@@ -109,7 +109,13 @@ fn positive(param: &'static str, v: f64) -> Result<(), MeshError> {
     if v.is_finite() && v > 0.0 {
         Ok(())
     } else {
-        Err(bad(param, format!("must be positive and finite, got {v}")))
+        Err(bad(
+            param,
+            format!(
+                "must be positive and finite, got {}",
+                crate::display::num(v)
+            ),
+        ))
     }
 }
 
@@ -167,7 +173,11 @@ pub fn torus(
         // At minor = major the inner ring collapses onto the axis: coincident particles.
         return Err(bad(
             "minor_radius",
-            format!("must be smaller than major_radius ({major_radius}), got {minor_radius}"),
+            format!(
+                "must be smaller than major_radius ({}), got {}",
+                crate::display::num(major_radius),
+                crate::display::num(minor_radius)
+            ),
         ));
     }
     at_least("rings", rings, 3)?;

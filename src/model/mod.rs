@@ -53,11 +53,14 @@ pub enum ModelError {
     },
     #[error("spring {spring} joins particle {index} to itself")]
     SelfSpring { spring: usize, index: u32 },
-    #[error("particle {index}: mass must be positive and finite, got {value}")]
+    #[error("particle {index}: mass must be positive and finite, got {}", crate::display::num(*value))]
     BadMass { index: usize, value: f64 },
     #[error("particle {index}: {what} is not finite")]
     NonFinite { index: usize, what: &'static str },
-    #[error("spring {spring}: {what} must be finite and non-negative, got {value}")]
+    #[error(
+        "spring {spring}: {what} must be finite and non-negative, got {}",
+        crate::display::num(*value)
+    )]
     BadSpringParameter {
         spring: usize,
         what: &'static str,
@@ -65,6 +68,14 @@ pub enum ModelError {
     },
     #[error("too many particles: {count} exceeds the limit of {limit}")]
     TooManyParticles { count: usize, limit: usize },
+    /// Charges so large that k_c q_i q_j overflows f64 whatever their distance: no
+    /// softening helps, the charges are out of range.
+    #[error(
+        "the Coulomb product k_c q_i q_j of {what} is not finite in f64 (charge {}): the \
+         charges are too large for any distance or softening",
+        crate::display::num(*charge)
+    )]
+    ChargeProductOverflow { what: String, charge: f64 },
     /// Two charged particles so close (coincident, or r^2 + eps^2 below the smallest
     /// normal f64) that their exact Coulomb force is infinite or overflows f64.
     #[error(
@@ -98,11 +109,7 @@ pub enum ModelError {
 /// A length for a message: `0`, or in exponent form (f64's `Display` would print
 /// 1e-160 with 160 zeros).
 fn metres(d: f64) -> String {
-    if d == 0.0 {
-        "0".into()
-    } else {
-        format!("{d:e}")
-    }
+    crate::display::num(d).to_string()
 }
 
 /// |d| without underflow or overflow of its square (1e-170 m stays 1e-170 m).
@@ -342,6 +349,27 @@ impl System {
             .iter()
             .map(|&i| self.charges[i as usize].abs())
             .fold(0.0, f64::max);
+        let largest = |q: f64| {
+            charged
+                .iter()
+                .find(|&&i| self.charges[i as usize].abs() == q)
+        };
+        if pairs && charged.len() > 1 && !(COULOMB_K * qmax * qmax).is_finite() {
+            let i = largest(qmax).copied().unwrap_or_default();
+            return Err(ModelError::ChargeProductOverflow {
+                what: format!("the largest charge (particle {i}) with itself"),
+                charge: self.charges[i as usize],
+            });
+        }
+        for (k, &(_, qe)) in externals.iter().enumerate() {
+            if !(COULOMB_K * qmax * qe).is_finite() {
+                let i = largest(qmax).copied().unwrap_or_default();
+                return Err(ModelError::ChargeProductOverflow {
+                    what: format!("external charge {k} and particle {i}"),
+                    charge: qe,
+                });
+            }
+        }
         if pairs && charged.len() > 1 {
             let x: Vec<DVec3> = charged
                 .iter()
