@@ -147,6 +147,20 @@ fn adapter_rank(info: &wgpu::AdapterInfo) -> (u8, u8) {
     (ty, backend)
 }
 
+/// Picks an adapter: `WGPU_BACKEND` restricts the backends, `WGPU_ADAPTER_NAME` (a
+/// case-insensitive substring) the names; CPU adapters only when `allow_software`.
+#[cfg(test)]
+pub(super) fn pick_adapter(
+    instance: &wgpu::Instance,
+    allow_software: bool,
+) -> Result<wgpu::Adapter, GpuError> {
+    let mut adapters = all_adapters(instance);
+    let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
+    let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
+    let index = choose_adapter(&infos, wanted.as_deref(), allow_software)?;
+    Ok(adapters.swap_remove(index))
+}
+
 /// Indices in `infos` of the usable devices, best ranked first: for each (name, device
 /// type), only the entries of its best-ranked backend (native API before GL), so a device
 /// found through Vulkan and GL counts once while a node's identical GPUs all count.
