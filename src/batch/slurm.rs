@@ -84,7 +84,7 @@ impl SlurmJob {
         let out = std::path::absolute(out).unwrap_or_else(|_| out.to_path_buf());
         let logs = out.join(LOG_DIR);
         let mut s = String::from("#!/bin/bash\n");
-        s.push_str("# Written by msc --slurm: one array task per shard of the batch below.\n");
+        s.push_str("# Written by msc: one array task per shard of the batch below.\n");
         s.push_str(&format!("#SBATCH --job-name={}\n", self.job_name));
         s.push_str(&format!("#SBATCH --array=0-{}\n", self.shards - 1));
         s.push_str("#SBATCH --ntasks=1\n");
