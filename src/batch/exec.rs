@@ -172,7 +172,7 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
                     let stop = tx
                         .send(Message::Run {
                             i,
-                            record,
+                            record: Box::new(record),
                             redo,
                             note,
                         })
@@ -214,7 +214,7 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
             if let Some(b) = &bar {
                 b.set_message(spec.name.clone());
             }
-            slots[i] = Some(record);
+            slots[i] = Some(*record);
             // The table lists the runs done so far, in plan order.
             let so_far: Vec<RunRecord> = slots.iter().flatten().cloned().collect();
             if let Err(e) = write_runs_csv(&runs_csv, &plan, &so_far) {
@@ -254,7 +254,7 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
 enum Message {
     Run {
         i: usize,
-        record: RunRecord,
+        record: Box<RunRecord>,
         redo: Option<String>,
         note: Option<String>,
     },
