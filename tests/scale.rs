@@ -263,3 +263,64 @@ fn several_device_workers_write_what_one_device_writes() {
     }
     assert_eq!(comparable_table(&one).len(), 6);
 }
+
+#[test]
+fn a_sharded_manifest_merges_from_any_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let study = tmp.path().join("study");
+    std::fs::create_dir_all(study.join("scenes")).unwrap();
+    tiny(&study.join("scenes"));
+    // Scenes relative to the manifest, which is not in the folder the shards run from.
+    std::fs::write(
+        study.join("runs.toml"),
+        r#"
+[[runs]]
+scene = "scenes/tiny.toml"
+name = "a"
+[[runs]]
+scene = "scenes/tiny.toml"
+name = "b"
+set = ["integrator.dt=0.02"]
+[[runs]]
+scene = "scenes/tiny.toml"
+name = "c"
+set = ["material.charge=2e-6"]
+"#,
+    )
+    .unwrap();
+    let batch = |out: &'static str, shard: Option<&'static str>| {
+        let mut a = vec![
+            "batch",
+            "study/runs.toml",
+            "--out",
+            out,
+            "--backend",
+            "cpu",
+            "--quiet",
+        ];
+        if let Some(s) = shard {
+            a.extend(["--shard", s]);
+        }
+        a
+    };
+    let o = msc_env(&batch("whole", None), tmp.path(), &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    for s in ["0/2", "1/2"] {
+        let o = msc_env(&batch("sharded", Some(s)), tmp.path(), &[]);
+        assert!(o.status.success(), "{s}: {}", text(&o));
+    }
+    // Merged from another folder, by absolute path.
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let dir = tmp.path().join("sharded");
+    let o = msc_env(&["merge", dir.to_str().unwrap()], &elsewhere, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let merged = std::fs::read_to_string(dir.join("runs.csv")).unwrap();
+    let whole = std::fs::read_to_string(tmp.path().join("whole/runs.csv")).unwrap();
+    assert_eq!(comparable_table(&merged), comparable_table(&whole));
+    assert_eq!(comparable_table(&merged).len(), 4);
+    // A folder without a plan is an input error.
+    let o = msc_env(&["merge", "whole"], tmp.path(), &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("plan.json"), "{}", text(&o));
+}
