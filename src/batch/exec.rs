@@ -1,5 +1,6 @@
-//! Running a plan: one run after another into `OUT/<run name>/`, with `runs.csv` rewritten
-//! (atomically) after each, one GPU device shared by all GPU runs, and resumption of an
+//! Running a plan: one run after another into `OUT/<run name>/` (or one worker per device,
+//! runs dealt round-robin), with `runs.csv` (or the shard's table) rewritten atomically
+//! after each, one GPU device shared by all GPU runs of a worker, and resumption of an
 //! interrupted batch.
 
 use super::plan::{Plan, RunSpec};
@@ -102,6 +103,11 @@ impl BatchReport {
 /// First every run's scene is loaded with its overrides, as the run will load it: one
 /// that does not load (an unknown key, a bad value, a missing file) is
 /// [`BatchError::Plan`], and nothing is run or written.
+///
+/// With a shard, only the runs `i` with `i mod N = K` run, into the same folder, with
+/// the table `runs.shard-K-of-N.csv`, after `plan.json` is written or found equal. With
+/// several devices, worker `w` of `W` runs the runs `w, w + W, ...` on its own device;
+/// the table is written by this thread, in plan order.
 ///
 /// Resumption: a run whose folder holds a summary that vouches for it (the same scene,
 /// every input and output unchanged: see `completed`) is not redone; its record is read

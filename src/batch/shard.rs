@@ -11,13 +11,6 @@ pub struct Shard {
     pub count: usize,
 }
 
-/// Where a shard came from, for the line a sharded batch prints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShardSource {
-    Option,
-    Slurm,
-}
-
 impl Shard {
     /// Parses `K/N` with `0 <= K < N`.
     pub fn parse(arg: &str) -> Result<Self, BatchError> {
