@@ -426,7 +426,7 @@ impl Config {
         let finite3 = |key: &str, v: DVec3| match (0..3).find(|&k| !v[k].is_finite()) {
             None => Ok(()),
             Some(k) => Err(ConfigError::new(
-                &format!("{key}[{k}]"),
+                format!("{key}[{k}]"),
                 format!("must be finite, got {}", crate::display::num(v[k])),
             )),
         };

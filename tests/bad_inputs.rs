@@ -1026,7 +1026,7 @@ fn a_write_error_keeps_the_energy_rows_already_written() {
 fn a_stop_request_writes_every_output_and_exits_130() {
     for signal in ["INT", "TERM"] {
         let dir = fixture();
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_msc"))
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_msc"))
             .args([
                 "run",
                 "small.toml",

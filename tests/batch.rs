@@ -913,6 +913,8 @@ fn a_gpu_sweep_opens_one_device_for_all_runs() {
             backend: msc::cli::BackendArg::Gpu,
             steps: Some(10),
             quiet: true,
+            shard: None,
+            devices: msc::batch::Devices::One,
         },
     )
     .unwrap();

@@ -1,9 +1,12 @@
-//! Running a plan: one run after another into `OUT/<run name>/`, with `runs.csv` rewritten
-//! (atomically) after each, one GPU device shared by all GPU runs, and resumption of an
+//! Running a plan: one run after another into `OUT/<run name>/` (or one worker per device,
+//! runs dealt round-robin), with `runs.csv` (or the shard's table) rewritten atomically
+//! after each, one GPU device shared by all GPU runs of a worker, and resumption of an
 //! interrupted batch.
 
 use super::plan::{Plan, RunSpec};
+use super::planfile::PlanFile;
 use super::record::{write_runs_csv, RunRecord, RunStatus, SummaryRecord};
+use super::shard::Shard;
 use super::{BatchError, RUNS_CSV};
 use crate::cli::backend::{self, Backend, BackendArg};
 use crate::cli::error::render;
@@ -12,7 +15,7 @@ use crate::cli::scene_args::{self, SceneArgs};
 use crate::cli::CliError;
 use crate::config::Config;
 use crate::digest::sha256_hex;
-use crate::gpu::{open_headless_device, HeadlessDevice};
+use crate::gpu::{device_adapters, open_headless_device_on, HeadlessDevice};
 use crate::gpu::{GpuError, GpuSolver, HeadlessOptions};
 use crate::model::System;
 use crate::output::run_dir::{check_outputs, ENERGY_FILE, FRAMES_DIR, SCENE_FILE, SUMMARY_FILE};
@@ -32,6 +35,31 @@ pub struct BatchOptions {
     pub steps: Option<u64>,
     /// No per-run lines and no progress bar (failures are still reported on stderr).
     pub quiet: bool,
+    /// Run only this shard's runs, with its own table, after writing (or checking)
+    /// `plan.json`.
+    pub shard: Option<ShardRun>,
+    /// How many GPU devices run the batch at once.
+    pub devices: Devices,
+}
+
+/// A sharded batch: the shard, and the plan file every shard writes.
+#[derive(Clone, Debug)]
+pub struct ShardRun {
+    pub shard: Shard,
+    pub plan_file: PlanFile,
+}
+
+/// `--devices`: one worker per device, runs dealt round-robin in plan order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Devices {
+    /// One device (the best adapter), the default.
+    #[default]
+    One,
+    /// Every usable device of [`crate::gpu::device_adapters`].
+    All,
+    /// N workers on the usable devices, worker `w` on device `w mod D` (more workers
+    /// than devices share them).
+    Count(usize),
 }
 
 /// What a batch did.
@@ -76,16 +104,35 @@ impl BatchReport {
 /// that does not load (an unknown key, a bad value, a missing file) is
 /// [`BatchError::Plan`], and nothing is run or written.
 ///
+/// With a shard, only the runs `i` with `i mod N = K` run, into the same folder, with
+/// the table `runs.shard-K-of-N.csv`, after `plan.json` is written or found equal. With
+/// several devices, worker `w` of `W` runs the runs `w, w + W, ...` on its own device;
+/// the table is written by this thread, in plan order.
+///
 /// Resumption: a run whose folder holds a summary that vouches for it (the same scene,
 /// every input and output unchanged: see `completed`) is not redone; its record is read
 /// back. Any other folder of a planned run is cleared and the run starts over.
 pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, BatchError> {
     check_plan(plan, options.steps)?;
+    let workers = worker_devices(options)?;
     std::fs::create_dir_all(&options.out).map_err(|source| OutputError::CreateDir {
         path: options.out.clone(),
         source,
     })?;
-    let runs_csv = options.out.join(RUNS_CSV);
+    let (plan, runs_csv) = match &options.shard {
+        Some(s) => {
+            s.plan_file.write_or_check(&options.out)?;
+            let mine = Plan {
+                columns: plan.columns.clone(),
+                runs: (plan.runs.iter().enumerate())
+                    .filter(|(i, _)| s.shard.owns(*i))
+                    .map(|(_, r)| r.clone())
+                    .collect(),
+            };
+            (mine, options.out.join(s.shard.table_name()))
+        }
+        None => (plan.clone(), options.out.join(RUNS_CSV)),
+    };
     let total = plan.runs.len();
     let bar = progress_bar(total as u64, options.quiet);
     let say = |line: String, failure: bool| match &bar {
@@ -94,50 +141,154 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
         None if !options.quiet => println!("{line}"),
         None => {}
     };
-    let mut gpu = SharedGpu::new(options.backend);
-    let mut records = Vec::with_capacity(total);
-    for (i, spec) in plan.runs.iter().enumerate() {
-        if let Some(b) = &bar {
-            b.set_message(spec.name.clone());
-        }
-        let (record, redo) = run_one(spec, options, &mut gpu);
-        if let Some(why) = redo {
-            say(format!("note: {}: redone: {why}", spec.name), false);
-        }
-        if let Some(note) = gpu.note.take() {
-            say(note, false);
-        }
-        let failure = record.status != RunStatus::Ok;
+    if workers.len() > 1 {
         say(
-            format!("[{}/{total}] {}: {}", i + 1, spec.name, describe(&record)),
-            failure,
+            format!(
+                "{} workers: {}",
+                workers.len(),
+                workers
+                    .iter()
+                    .enumerate()
+                    .map(|(w, d)| format!("{w} on device {d}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            false,
         );
-        records.push(record);
-        write_runs_csv(&runs_csv, plan, &records)?;
-        if let Some(b) = &bar {
-            b.inc(1);
-        }
-        // A stop request ends the run under way (recorded `interrupted`) and the batch;
-        // a rerun redoes that run and runs the rest.
-        if crate::interrupt::requested() {
-            if let Some(b) = &bar {
-                b.finish_and_clear();
-            }
-            return Err(BatchError::Interrupted {
-                done: records.len(),
-                total,
-                csv: runs_csv,
+    }
+    let mut slots: Vec<Option<RunRecord>> = vec![None; total];
+    let mut done = 0;
+    let mut opened = 0;
+    let mut write_error = None;
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::channel::<Message>();
+        let count = workers.len();
+        for (w, &device) in workers.iter().enumerate() {
+            let tx = tx.clone();
+            let plan = &plan;
+            scope.spawn(move || {
+                let mut gpu = SharedGpu::new(options.backend, device);
+                // Round-robin: worker w runs the plan's runs w, w + W, w + 2W, ...
+                for i in (w..plan.runs.len()).step_by(count) {
+                    if crate::interrupt::requested() {
+                        break;
+                    }
+                    let (record, redo) = run_one(&plan.runs[i], options, &mut gpu);
+                    let note = gpu.note.take();
+                    let stop = tx
+                        .send(Message::Run {
+                            i,
+                            record: Box::new(record),
+                            redo,
+                            note,
+                        })
+                        .is_err();
+                    if stop {
+                        break;
+                    }
+                }
+                let _ = tx.send(Message::Opened(gpu.opened));
             });
         }
-    }
+        drop(tx);
+        for message in rx {
+            let (i, record, redo, note) = match message {
+                Message::Opened(n) => {
+                    opened += n;
+                    continue;
+                }
+                Message::Run {
+                    i,
+                    record,
+                    redo,
+                    note,
+                } => (i, record, redo, note),
+            };
+            let spec = &plan.runs[i];
+            if let Some(why) = redo {
+                say(format!("note: {}: redone: {why}", spec.name), false);
+            }
+            if let Some(note) = note {
+                say(note, false);
+            }
+            let failure = record.status != RunStatus::Ok;
+            done += 1;
+            say(
+                format!("[{done}/{total}] {}: {}", spec.name, describe(&record)),
+                failure,
+            );
+            if let Some(b) = &bar {
+                b.set_message(spec.name.clone());
+            }
+            slots[i] = Some(*record);
+            // The table lists the runs done so far, in plan order.
+            let so_far: Vec<RunRecord> = slots.iter().flatten().cloned().collect();
+            if let Err(e) = write_runs_csv(&runs_csv, &plan, &so_far) {
+                // Dropping the receiver stops the workers after their run under way.
+                write_error = Some(e);
+                break;
+            }
+            if let Some(b) = &bar {
+                b.inc(1);
+            }
+        }
+    });
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
+    if let Some(e) = write_error {
+        return Err(e.into());
+    }
+    let records: Vec<RunRecord> = slots.into_iter().flatten().collect();
+    // A stop request ends the runs under way (recorded `interrupted`) and the batch; a
+    // rerun redoes those runs and runs the rest.
+    if crate::interrupt::requested() {
+        return Err(BatchError::Interrupted {
+            done: records.len(),
+            total,
+            csv: runs_csv,
+        });
+    }
     Ok(BatchReport {
         records,
-        devices_opened: gpu.opened,
+        devices_opened: opened,
         runs_csv,
     })
+}
+
+/// What a worker tells the thread that keeps the table.
+enum Message {
+    Run {
+        i: usize,
+        record: Box<RunRecord>,
+        redo: Option<String>,
+        note: Option<String>,
+    },
+    /// The worker is done; it opened this many devices.
+    Opened(usize),
+}
+
+/// The device index of each worker: one worker on device 0 unless `--devices` asks for
+/// more. The CPU backend has one worker; `auto` without a hardware adapter too (it runs
+/// every run on the CPU).
+fn worker_devices(options: &BatchOptions) -> Result<Vec<usize>, BatchError> {
+    if options.devices == Devices::One || options.backend == BackendArg::Cpu {
+        return Ok(vec![0]);
+    }
+    let auto = options.backend == BackendArg::Auto;
+    let found = match device_adapters(&HeadlessOptions {
+        allow_software: !auto,
+    }) {
+        Ok(found) => found.len(),
+        Err(GpuError::NoAdapter(_)) if auto => return Ok(vec![0]),
+        Err(e) => return Err(BatchError::Devices(e.to_string())),
+    };
+    let workers = match options.devices {
+        Devices::All => found,
+        Devices::Count(n) => n,
+        Devices::One => 1,
+    };
+    Ok((0..workers.max(1)).map(|w| w % found.max(1)).collect())
 }
 
 /// One line for the run's outcome.
@@ -174,7 +325,7 @@ fn progress_bar(runs: u64, quiet: bool) -> Option<indicatif::ProgressBar> {
 }
 
 /// An error as one line: its message and causes, joined by `: `.
-fn reason(e: &(dyn std::error::Error + 'static)) -> String {
+pub(super) fn reason(e: &(dyn std::error::Error + 'static)) -> String {
     render(e)
         .trim_start_matches("error: ")
         .replace("\n  caused by: ", ": ")
@@ -190,7 +341,7 @@ fn failed(spec: &RunSpec, why: String) -> RunRecord {
     }
 }
 
-fn from_summary(spec: &RunSpec, summary: SummaryRecord, skipped: bool) -> RunRecord {
+pub(super) fn from_summary(spec: &RunSpec, summary: SummaryRecord, skipped: bool) -> RunRecord {
     RunRecord {
         name: spec.name.clone(),
         columns: spec.columns.clone(),
@@ -207,7 +358,7 @@ fn from_summary(spec: &RunSpec, summary: SummaryRecord, skipped: bool) -> RunRec
 }
 
 /// Loads every run's scene as [`run_one`] will, before anything runs.
-fn check_plan(plan: &Plan, steps: Option<u64>) -> Result<(), BatchError> {
+pub fn check_plan(plan: &Plan, steps: Option<u64>) -> Result<(), BatchError> {
     for spec in &plan.runs {
         scene_args::load(&scene_args_of(spec), steps).map_err(|e| BatchError::Plan {
             run: spec.name.clone(),
@@ -217,7 +368,7 @@ fn check_plan(plan: &Plan, steps: Option<u64>) -> Result<(), BatchError> {
     Ok(())
 }
 
-fn scene_args_of(spec: &RunSpec) -> SceneArgs {
+pub(super) fn scene_args_of(spec: &RunSpec) -> SceneArgs {
     SceneArgs {
         scene: spec.scene.clone(),
         set: spec.set.clone(),
@@ -290,7 +441,7 @@ fn run_fresh(spec: &RunSpec, scene: &LoadedScene, dir: &Path, gpu: &mut SharedGp
 ///   file exists with its recorded size and hash.
 ///
 /// Otherwise `Err` says why, or is `None` when there was no earlier run in `dir`.
-fn completed(
+pub(super) fn completed(
     dir: &Path,
     scene: &LoadedScene,
     backend: BackendArg,
@@ -376,6 +527,8 @@ fn is_device_loss(e: &CliError) -> bool {
 /// every later one; `auto` falls back to the CPU as `msc run` does.
 struct SharedGpu {
     choice: BackendArg,
+    /// Which of [`device_adapters`] to open.
+    adapter: usize,
     device: Option<HeadlessDevice>,
     opened: usize,
     /// `auto` found no hardware adapter: every run uses the CPU.
@@ -385,9 +538,10 @@ struct SharedGpu {
 }
 
 impl SharedGpu {
-    fn new(choice: BackendArg) -> Self {
+    fn new(choice: BackendArg, adapter: usize) -> Self {
         Self {
             choice,
+            adapter,
             device: None,
             opened: 0,
             cpu_only: choice == BackendArg::Cpu,
@@ -404,7 +558,7 @@ impl SharedGpu {
             let options = HeadlessOptions {
                 allow_software: !auto,
             };
-            match open_headless_device(&options) {
+            match open_headless_device_on(&options, self.adapter) {
                 Ok(d) => {
                     self.device = Some(d);
                     self.opened += 1;

@@ -3,18 +3,27 @@
 //! A [`Plan`] lists the runs: the cartesian product of a sweep's `--vary` values
 //! ([`plan::sweep`]) or the entries of a manifest file ([`plan::manifest`]).
 //! [`run_batch`] runs them one after another, each into its own folder with exactly the
-//! outputs of `msc run` (the same code writes them), sharing one GPU device, and keeps
-//! `runs.csv` up to date after every run. Every run's scene is loaded before any runs, so
+//! outputs of `msc run` (the same code writes them), sharing one GPU device (or one per
+//! worker with [`Devices`]), and keeps `runs.csv` up to date after every run. A
+//! [`Shard`] runs every N-th run only, with its own table and `plan.json`; [`merge`]
+//! joins the shards; [`slurm`] writes and submits array job scripts that run them. Every run's scene is loaded before any runs, so
 //! a bad key fails the whole plan at once. An interrupted batch resumes: runs that their
 //! `summary.json` vouches for (every input and output unchanged) are not redone.
 
 pub mod exec;
+pub mod merge;
 pub mod plan;
+pub mod planfile;
 pub mod record;
+pub mod shard;
+pub mod slurm;
 
-pub use exec::{run_batch, BatchOptions, BatchReport};
+pub use exec::{run_batch, BatchOptions, BatchReport, Devices, ShardRun};
+pub use merge::{merge, MergeReport};
 pub use plan::{Plan, RunSpec, Vary};
+pub use planfile::{PlanFile, Rerun};
 pub use record::{RunRecord, RunStatus, SummaryRecord};
+pub use shard::Shard;
 
 use crate::output::OutputError;
 use std::path::PathBuf;
@@ -46,6 +55,36 @@ pub enum BatchError {
     },
     #[error(transparent)]
     Output(#[from] OutputError),
+    /// A bad `--shard`, or Slurm array variables that name no shard.
+    #[error("shard {arg}: {message}")]
+    Shard { arg: String, message: String },
+    /// `plan.json` is missing or unreadable (`msc merge`).
+    #[error("cannot read the plan {}: {message}", path.display())]
+    ReadPlan { path: PathBuf, message: String },
+    /// A shard's plan is not the one its folder's shards run.
+    #[error(
+        "{} holds another plan ({message}); use another --out folder, or the same \
+         command and shard count as the other shards",
+        path.display()
+    )]
+    PlanMismatch { path: PathBuf, message: String },
+    /// `--devices` found no device to run on.
+    #[error("--devices: {0}")]
+    Devices(String),
+    /// `--slurm` or `--submit`: the script could not be written or submitted.
+    #[error(transparent)]
+    Slurm(#[from] slurm::SlurmError),
+    /// `msc merge`: some planned runs are missing or failed; the table lists them.
+    #[error(
+        "{missing} of {total} planned runs are missing or failed; {} lists them, and the \
+         commands above rerun them",
+        csv.display()
+    )]
+    Incomplete {
+        missing: usize,
+        total: usize,
+        csv: PathBuf,
+    },
     /// The batch ran to the end, but not every run finished cleanly.
     #[error(
         "{} of {total} runs did not finish cleanly ({failed} failed, {diverged} diverged); see {}",
@@ -73,15 +112,22 @@ pub enum BatchError {
 }
 
 impl BatchError {
-    /// 2 for a bad `--vary`, manifest or planned scene (nothing ran), 1 for failed runs
-    /// or output errors.
+    /// 2 for a bad `--vary`, manifest, planned scene or `--shard`, or a folder with
+    /// another plan (nothing ran), 1 for failed or missing runs or output errors.
     pub fn exit_code(&self) -> i32 {
         match self {
             Self::Vary { .. }
             | Self::ReadManifest { .. }
             | Self::Manifest { .. }
-            | Self::Plan { .. } => 2,
-            Self::Output(_) | Self::RunsFailed { .. } => 1,
+            | Self::Plan { .. }
+            | Self::Shard { .. }
+            | Self::ReadPlan { .. }
+            | Self::PlanMismatch { .. } => 2,
+            Self::Slurm(e) => e.exit_code(),
+            Self::Output(_)
+            | Self::RunsFailed { .. }
+            | Self::Devices(_)
+            | Self::Incomplete { .. } => 1,
             Self::Interrupted { .. } => crate::interrupt::EXIT_CODE,
         }
     }

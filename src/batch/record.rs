@@ -17,6 +17,9 @@ pub enum RunStatus {
     /// A stop request (SIGINT, SIGTERM) ended it; its outputs up to there are written,
     /// and a rerun of the batch redoes it.
     Interrupted,
+    /// `msc merge`: no shard completed it (not run yet, or its outputs do not check
+    /// out). Why, one line.
+    Missing(String),
 }
 
 impl RunStatus {
@@ -27,6 +30,7 @@ impl RunStatus {
             Self::Diverged => "diverged",
             Self::Failed(_) => "failed",
             Self::Interrupted => "interrupted",
+            Self::Missing(_) => "missing",
         }
     }
 }
@@ -166,7 +170,7 @@ impl RunRecord {
         }
         f.push(self.skipped.to_string());
         f.push(match &self.status {
-            RunStatus::Failed(reason) => reason.clone(),
+            RunStatus::Failed(reason) | RunStatus::Missing(reason) => reason.clone(),
             _ => String::new(),
         });
         f
@@ -181,6 +185,27 @@ fn csv_field(s: &str) -> String {
     } else {
         s
     }
+}
+
+/// The fields of one line of a table [`runs_csv`] wrote (no line breaks inside fields).
+pub fn parse_csv_line(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        let field = fields.last_mut().expect("never empty");
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            (true, '"') => quoted = false,
+            (false, '"') if field.is_empty() => quoted = true,
+            (false, ',') => fields.push(String::new()),
+            _ => field.push(c),
+        }
+    }
+    fields
 }
 
 /// `runs.csv` for the records so far, as text.
@@ -230,7 +255,7 @@ mod tests {
             skipped: false,
         };
         assert_eq!(failed.fields().len(), header(&plan).len());
-        let text = runs_csv(&plan, &[failed]);
+        let text = runs_csv(&plan, std::slice::from_ref(&failed));
         let row = text.lines().nth(1).unwrap();
         assert!(row.starts_with("r,failed,\"[8, 8]\","), "{row}");
         assert!(
@@ -238,5 +263,10 @@ mod tests {
             "{row}"
         );
         assert_eq!(text.lines().count(), 2);
+        // Read back as written; the line break became a space.
+        let mut want = failed.fields();
+        *want.last_mut().unwrap() = "bad \"x\", line 2 more".into();
+        assert_eq!(parse_csv_line(row), want);
+        assert_eq!(parse_csv_line(text.lines().next().unwrap()), header(&plan));
     }
 }

@@ -1,8 +1,9 @@
 //! `msc batch`: the runs listed in a manifest file.
 
 use super::backend::BackendArg;
+use super::scale::{self, ScaleArgs};
 use super::CliError;
-use crate::batch::{plan, run_batch, BatchOptions, BatchReport};
+use crate::batch::{plan, BatchReport};
 use std::path::PathBuf;
 
 #[derive(Clone, Debug, clap::Args)]
@@ -27,20 +28,41 @@ pub struct BatchArgs {
     /// No progress bar and no per-run lines (failed runs are still reported)
     #[arg(long, short)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub scale: ScaleArgs,
 }
 
 /// Runs the manifest. Exits 2 before anything runs when a run's scene does not load with
-/// its overrides, 1 when a run failed or diverged, after every run was tried.
-pub fn execute(args: &BatchArgs) -> Result<BatchReport, CliError> {
+/// its overrides, 1 when a run failed or diverged, after every run was tried. `None`
+/// when it wrote (and submitted) a Slurm script instead of running.
+pub fn execute(args: &BatchArgs) -> Result<Option<BatchReport>, CliError> {
     let plan = plan::manifest(&args.manifest, &args.set)?;
-    let options = BatchOptions {
-        out: args.out.clone(),
+    let mut rerun = vec![
+        "batch".to_string(),
+        args.manifest.to_string_lossy().into_owned(),
+    ];
+    for s in &args.set {
+        rerun.extend(["--set".to_string(), s.clone()]);
+    }
+    rerun.extend(super::sweep::common_args(
+        &args.out,
+        args.backend,
+        args.steps,
+        args.quiet,
+    ));
+    let job = scale::Job {
+        command: "batch",
+        plan: &plan,
+        out: &args.out,
         backend: args.backend,
         steps: args.steps,
         quiet: args.quiet,
+        args: rerun,
     };
-    let report = run_batch(&plan, &options)?;
-    finish(&report, args.quiet)?;
+    let report = scale::execute(job, &args.scale)?;
+    if let Some(report) = &report {
+        finish(report, args.quiet)?;
+    }
     Ok(report)
 }
 

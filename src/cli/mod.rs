@@ -1,5 +1,5 @@
 //! The `msc` command line: `run`, `scenes`, `info`, `validate`, `bench`, `fit`,
-//! `ddef-error`, `render`, `sweep`, `batch`, `plot`.
+//! `ddef-error`, `render`, `sweep`, `batch`, `merge`, `plot`.
 //!
 //! [`main`] parses the arguments, runs one command and returns the exit code: 0 on
 //! success, 2 for usage and input errors, 1 for run failures, 130 for a run stopped by
@@ -13,10 +13,12 @@ pub mod ddef_error;
 pub mod error;
 pub mod fit;
 pub mod info;
+pub mod merge;
 pub mod plot;
 pub mod process;
 pub mod render;
 pub mod run;
+pub mod scale;
 pub mod scene_args;
 pub mod scenes;
 pub mod sweep;
@@ -80,6 +82,9 @@ pub enum Command {
     /// Run the scenes listed in a manifest file, each into its own folder under --out,
     /// with runs.csv; resumes when re-run
     Batch(BatchArgs),
+    /// Join the shards of a sharded sweep or batch (--shard, Slurm array tasks) into one
+    /// runs.csv; lists each missing or failed run with the command that reruns it
+    Merge(merge::MergeArgs),
     /// Plot runs' energy logs as PNG: one run's terms, several runs overlaid, their drift,
     /// or their relative error against a reference run
     Plot(PlotArgs),
@@ -104,6 +109,7 @@ pub fn dispatch(command: &Command) -> Result<(), CliError> {
         Command::Fit(args) => fit::execute(args).map(|_| ()),
         Command::Sweep(args) => sweep::execute(args).map(|_| ()),
         Command::Batch(args) => batch::execute(args).map(|_| ()),
+        Command::Merge(args) => merge::execute(args).map(|_| ()),
         Command::Plot(args) => plot::execute(args).map(|_| ()),
     }
 }

@@ -1,9 +1,11 @@
 //! `msc sweep`: one scene run for every combination of `--vary` values.
 
 use super::backend::BackendArg;
+use super::scale::{self, ScaleArgs};
 use super::scene_args::{self, SceneArgs};
 use super::CliError;
-use crate::batch::{plan, run_batch, BatchOptions, BatchReport, Vary};
+use crate::batch::{plan, BatchReport, Vary};
+use clap::ValueEnum;
 use std::path::PathBuf;
 
 #[derive(Clone, Debug, clap::Args)]
@@ -27,12 +29,50 @@ pub struct SweepArgs {
     /// No progress bar and no per-run lines (failed runs are still reported)
     #[arg(long, short)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub scale: ScaleArgs,
+}
+
+impl SweepArgs {
+    /// The arguments that run this sweep again (without the scale options).
+    fn rerun_args(&self) -> Vec<String> {
+        let mut a = vec!["sweep".to_string(), self.scene.scene.clone()];
+        for s in &self.scene.set {
+            a.extend(["--set".to_string(), s.clone()]);
+        }
+        for v in &self.vary {
+            a.extend(["--vary".to_string(), v.clone()]);
+        }
+        a.extend(common_args(&self.out, self.backend, self.steps, self.quiet));
+        a
+    }
+}
+
+/// `--out`, `--backend`, `--steps` and `--quiet` as arguments.
+pub(super) fn common_args(
+    out: &std::path::Path,
+    backend: BackendArg,
+    steps: Option<u64>,
+    quiet: bool,
+) -> Vec<String> {
+    let mut a = vec!["--out".to_string(), out.to_string_lossy().into_owned()];
+    if let Some(v) = backend.to_possible_value() {
+        a.extend(["--backend".to_string(), v.get_name().to_string()]);
+    }
+    if let Some(n) = steps {
+        a.extend(["--steps".to_string(), n.to_string()]);
+    }
+    if quiet {
+        a.push("--quiet".into());
+    }
+    a
 }
 
 /// Runs the sweep. Exits 2 before anything runs when a variant's scene does not load
 /// ([`crate::batch::BatchError::Plan`]), 1 ([`crate::batch::BatchError::RunsFailed`])
-/// when a run failed or diverged, after every run was tried.
-pub fn execute(args: &SweepArgs) -> Result<BatchReport, CliError> {
+/// when a run failed or diverged, after every run was tried. `None` when it wrote (and
+/// submitted) a Slurm script instead of running.
+pub fn execute(args: &SweepArgs) -> Result<Option<BatchReport>, CliError> {
     let varies = args
         .vary
         .iter()
@@ -41,13 +81,18 @@ pub fn execute(args: &SweepArgs) -> Result<BatchReport, CliError> {
     // The base scene must load: a typo here is a usage error, not N failed runs.
     scene_args::load(&args.scene, args.steps)?;
     let plan = plan::sweep(&args.scene.scene, &args.scene.set, &varies)?;
-    let options = BatchOptions {
-        out: args.out.clone(),
+    let job = scale::Job {
+        command: "sweep",
+        plan: &plan,
+        out: &args.out,
         backend: args.backend,
         steps: args.steps,
         quiet: args.quiet,
+        args: args.rerun_args(),
     };
-    let report = run_batch(&plan, &options)?;
-    super::batch::finish(&report, args.quiet)?;
+    let report = scale::execute(job, &args.scale)?;
+    if let Some(report) = &report {
+        super::batch::finish(report, args.quiet)?;
+    }
     Ok(report)
 }

@@ -80,8 +80,41 @@ pub struct HeadlessDevice {
 /// when allowed) and opens a device with the adapter's own limits, so large meshes get the
 /// largest buffers it allows, and timestamp queries when it has them (for profiling).
 pub fn open_headless_device(options: &HeadlessOptions) -> Result<HeadlessDevice, GpuError> {
+    open_headless_device_on(options, 0)
+}
+
+/// The devices `--devices` spreads runs over, best first: the adapters
+/// [`open_headless_device`] could pick (same `WGPU_BACKEND`, `WGPU_ADAPTER_NAME` and
+/// software rules), one per physical device: an adapter found through several backends
+/// (lavapipe under Vulkan and GL) counts once, through its native backend.
+pub fn device_adapters(options: &HeadlessOptions) -> Result<Vec<AdapterSummary>, GpuError> {
+    let adapters = all_adapters(&instance());
+    let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
+    let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
+    let order = distinct_devices(&infos, wanted.as_deref(), options.allow_software)?;
+    Ok(order
+        .into_iter()
+        .map(|i| AdapterSummary::new(&infos[i], &adapters[i].limits(), adapters[i].features()))
+        .collect())
+}
+
+/// As [`open_headless_device`], on the `index`-th device of [`device_adapters`].
+pub fn open_headless_device_on(
+    options: &HeadlessOptions,
+    index: usize,
+) -> Result<HeadlessDevice, GpuError> {
     let instance = instance();
-    let adapter = pick_adapter(&instance, options.allow_software)?;
+    let mut adapters = all_adapters(&instance);
+    let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
+    let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
+    let order = distinct_devices(&infos, wanted.as_deref(), options.allow_software)?;
+    let Some(&chosen) = order.get(index) else {
+        return Err(GpuError::NoAdapter(format!(
+            ": device {index} was asked for, but only {} are usable",
+            order.len()
+        )));
+    };
+    let adapter = adapters.swap_remove(chosen);
     let features = adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("msc device"),
@@ -103,7 +136,13 @@ pub fn open_headless_device(options: &HeadlessOptions) -> Result<HeadlessDevice,
 pub fn headless_adapter_limits(
     options: &HeadlessOptions,
 ) -> Result<(String, wgpu::Limits), GpuError> {
-    let adapter = pick_adapter(&instance(), options.allow_software)?;
+    let instance = instance();
+    let mut adapters = all_adapters(&instance);
+    let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
+    let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
+    // The same choice as `open_headless_device` (device 0 of `device_adapters`).
+    let order = distinct_devices(&infos, wanted.as_deref(), options.allow_software)?;
+    let adapter = adapters.swap_remove(order[0]);
     Ok((adapter.get_info().name, adapter.limits()))
 }
 
@@ -125,6 +164,7 @@ fn adapter_rank(info: &wgpu::AdapterInfo) -> (u8, u8) {
 
 /// Picks an adapter: `WGPU_BACKEND` restricts the backends, `WGPU_ADAPTER_NAME` (a
 /// case-insensitive substring) the names; CPU adapters only when `allow_software`.
+#[cfg(test)]
 pub(super) fn pick_adapter(
     instance: &wgpu::Instance,
     allow_software: bool,
@@ -134,6 +174,41 @@ pub(super) fn pick_adapter(
     let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
     let index = choose_adapter(&infos, wanted.as_deref(), allow_software)?;
     Ok(adapters.swap_remove(index))
+}
+
+/// Indices in `infos` of the usable devices, best ranked first: for each (name, device
+/// type), only the entries of its best-ranked backend (native API before GL), so a device
+/// found through Vulkan and GL counts once while a node's identical GPUs all count.
+fn distinct_devices(
+    infos: &[wgpu::AdapterInfo],
+    wanted: Option<&str>,
+    allow_software: bool,
+) -> Result<Vec<usize>, GpuError> {
+    // choose_adapter applies the filters and says why nothing is left.
+    choose_adapter(infos, wanted, allow_software)?;
+    let lc = wanted.map(str::to_lowercase);
+    let mut candidates: Vec<usize> = (0..infos.len())
+        .filter(|&i| {
+            lc.as_ref()
+                .is_none_or(|w| infos[i].name.to_lowercase().contains(w))
+        })
+        .filter(|&i| allow_software || infos[i].device_type != wgpu::DeviceType::Cpu)
+        .collect();
+    candidates.sort_by_key(|&i| adapter_rank(&infos[i]));
+    // The GPUs of a node share one name, so entries of one backend are all kept; a
+    // (name, type) seen through a better backend already is the same device again.
+    let mut kept: Vec<usize> = Vec::new();
+    for i in candidates {
+        let seen_elsewhere = kept.iter().any(|&k| {
+            infos[k].name == infos[i].name
+                && infos[k].device_type == infos[i].device_type
+                && infos[k].backend != infos[i].backend
+        });
+        if !seen_elsewhere {
+            kept.push(i);
+        }
+    }
+    Ok(kept)
 }
 
 /// Index in `infos` of the adapter to use: the best ranked one whose name contains
@@ -248,6 +323,28 @@ mod tests {
             choose_adapter(&[], None, true),
             Err(GpuError::NoAdapter(_))
         ));
+    }
+
+    #[test]
+    fn devices_are_counted_once_per_physical_device_best_backend_first() {
+        use wgpu::{Backend, DeviceType};
+        let infos = [
+            info("llvmpipe (LLVM 15)", DeviceType::Cpu, Backend::Gl),
+            info("NVIDIA H100", DeviceType::DiscreteGpu, Backend::Gl),
+            info("llvmpipe (LLVM 15)", DeviceType::Cpu, Backend::Vulkan),
+            info("NVIDIA H100", DeviceType::DiscreteGpu, Backend::Vulkan),
+            info("NVIDIA H100", DeviceType::DiscreteGpu, Backend::Vulkan),
+        ];
+        // Two H100s through Vulkan are two devices (a node's GPUs share one name); the
+        // same names through GL are not more devices.
+        let all = distinct_devices(&infos, None, true).unwrap();
+        assert_eq!(all, vec![3, 4, 2], "{all:?}");
+        assert_eq!(distinct_devices(&infos, None, false).unwrap(), vec![3, 4]);
+        assert_eq!(
+            distinct_devices(&infos, Some("llvm"), true).unwrap(),
+            vec![2]
+        );
+        assert!(distinct_devices(&infos[..1], None, false).is_err());
     }
 
     #[test]

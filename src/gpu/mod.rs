@@ -34,8 +34,8 @@ pub mod solver;
 pub mod tangent;
 
 pub use adapter::{
-    headless_adapter_limits, list_adapters, open_headless_device, AdapterSummary, HeadlessDevice,
-    HeadlessOptions,
+    device_adapters, headless_adapter_limits, list_adapters, open_headless_device,
+    open_headless_device_on, AdapterSummary, HeadlessDevice, HeadlessOptions,
 };
 pub use ddef::GpuDdef;
 pub use error::GpuError;

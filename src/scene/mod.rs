@@ -496,7 +496,7 @@ fn finite3(ctx: &Ctx, key: &str, v: [f64; 3]) -> Result<DVec3, SceneError> {
     match (0..3).find(|&k| !v[k].is_finite()) {
         None => Ok(DVec3::from_array(v)),
         Some(k) => Err(ctx.invalid(
-            &format!("{key}[{k}]"),
+            format!("{key}[{k}]"),
             format!("must be finite, got {}", crate::display::num(v[k])),
         )),
     }

@@ -111,3 +111,20 @@ pub fn read_json(path: &Path) -> serde_json::Value {
 pub fn gpu_available() -> bool {
     adapter().is_some()
 }
+
+/// The columns of `runs.csv` that two runs of the same plan must agree on: all but the
+/// timings (`ms_per_step`, `wall_seconds`, `setup_seconds`) and `skipped`.
+pub fn comparable_table(csv: &str) -> Vec<Vec<String>> {
+    let mut lines = csv.lines();
+    let header = msc::batch::record::parse_csv_line(lines.next().expect("a header"));
+    let keep: Vec<usize> = (0..header.len())
+        .filter(|&i| {
+            !["ms_per_step", "wall_seconds", "setup_seconds", "skipped"]
+                .contains(&header[i].as_str())
+        })
+        .collect();
+    std::iter::once(header.clone())
+        .chain(lines.map(msc::batch::record::parse_csv_line))
+        .map(|row| keep.iter().map(|&i| row[i].clone()).collect())
+        .collect()
+}

@@ -1,0 +1,293 @@
+//! `plan.json`: the plan of a sharded batch, written into the batch folder by every shard
+//! before it runs, so that `msc merge` knows every planned run and how to rerun a shard.
+//! Every shard writes the same plan; a shard whose plan differs from the one already
+//! there (other `--vary` values, another shard count, `--steps` or backend) is refused.
+
+use super::plan::{Plan, RunSpec};
+use super::BatchError;
+use crate::output::{write_atomic, OutputError};
+use std::path::{Path, PathBuf};
+
+/// The plan file's name in the batch folder.
+pub const PLAN_FILE: &str = "plan.json";
+
+/// How to rerun one shard: `cd CWD && PROGRAM ARGS... --shard K/N`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Rerun {
+    /// The folder the batch ran in (relative paths in `args` are relative to it).
+    pub cwd: PathBuf,
+    /// The `msc` executable.
+    pub program: PathBuf,
+    /// The command's arguments without `--shard`, `--slurm`, `--submit` and their values.
+    pub args: Vec<String>,
+}
+
+impl Rerun {
+    /// The shell command that reruns shard `shard` (`K/N`).
+    pub fn command(&self, shard: &str) -> String {
+        let mut words = vec![shell_quote(&self.program.to_string_lossy())];
+        words.extend(self.args.iter().map(|a| shell_quote(a)));
+        words.push("--shard".into());
+        words.push(shard.to_string());
+        format!(
+            "cd {} && {}",
+            shell_quote(&self.cwd.to_string_lossy()),
+            words.join(" ")
+        )
+    }
+}
+
+/// A word as the shell reads it back unchanged: bare when it is plain, else single-quoted.
+pub fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// One planned run, with its scene as the merge will load it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlannedRun {
+    pub name: String,
+    /// A built-in name, or a scene file's absolute path (so that `msc merge` loads it
+    /// from any folder).
+    pub scene: String,
+    pub set: Vec<String>,
+    pub columns: Vec<String>,
+}
+
+/// The contents of `plan.json`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlanFile {
+    /// `sweep` or `batch`.
+    pub command: String,
+    /// N of `--shard K/N`.
+    pub shards: usize,
+    /// `auto`, `gpu` or `cpu`.
+    pub backend: String,
+    /// `--steps`, when given.
+    pub steps: Option<u64>,
+    pub columns: Vec<String>,
+    pub runs: Vec<PlannedRun>,
+    /// Not compared between shards: they may run from other folders or binaries.
+    pub rerun: Rerun,
+}
+
+impl PlanFile {
+    pub fn new(
+        command: &str,
+        plan: &Plan,
+        shards: usize,
+        backend: &str,
+        steps: Option<u64>,
+        rerun: Rerun,
+    ) -> Self {
+        let absolute = |scene: &str| {
+            let p = Path::new(scene);
+            if p.is_file() {
+                std::path::absolute(p)
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .unwrap_or_else(|_| scene.to_string())
+            } else {
+                scene.to_string()
+            }
+        };
+        Self {
+            command: command.to_string(),
+            shards,
+            backend: backend.to_string(),
+            steps,
+            columns: plan.columns.clone(),
+            runs: plan
+                .runs
+                .iter()
+                .map(|r| PlannedRun {
+                    name: r.name.clone(),
+                    scene: absolute(&r.scene),
+                    set: r.set.clone(),
+                    columns: r.columns.clone(),
+                })
+                .collect(),
+            rerun,
+        }
+    }
+
+    /// The plan, with scenes as stored.
+    pub fn plan(&self) -> Plan {
+        Plan {
+            columns: self.columns.clone(),
+            runs: self
+                .runs
+                .iter()
+                .map(|r| RunSpec {
+                    name: r.name.clone(),
+                    scene: r.scene.clone(),
+                    set: r.set.clone(),
+                    columns: r.columns.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Everything but [`Rerun`]: what every shard must agree on.
+    fn same_plan(&self, other: &Self) -> bool {
+        let strip = |p: &Self| {
+            let mut p = p.clone();
+            p.rerun.args.clear();
+            p.rerun.cwd = PathBuf::new();
+            p.rerun.program = PathBuf::new();
+            p
+        };
+        strip(self) == strip(other)
+    }
+
+    /// Reads `DIR/plan.json`.
+    pub fn read(dir: &Path) -> Result<Self, BatchError> {
+        let path = dir.join(PLAN_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|source| BatchError::ReadPlan {
+            path: path.clone(),
+            message: if source.kind() == std::io::ErrorKind::NotFound {
+                "not found: is this the --out folder of a sharded sweep or batch \
+                 (--shard K/N, or a Slurm array task)?"
+                    .into()
+            } else {
+                source.to_string()
+            },
+        })?;
+        serde_json::from_str(&text).map_err(|e| BatchError::ReadPlan {
+            path,
+            message: e.to_string(),
+        })
+    }
+
+    /// Writes `DIR/plan.json` (atomically) unless it is there already with the same plan;
+    /// [`BatchError::PlanMismatch`] when it is there with another one.
+    pub fn write_or_check(&self, dir: &Path) -> Result<(), BatchError> {
+        let path = dir.join(PLAN_FILE);
+        if path.exists() {
+            let existing = Self::read(dir)?;
+            if !existing.same_plan(self) {
+                return Err(BatchError::PlanMismatch {
+                    path,
+                    message: self.difference(&existing),
+                });
+            }
+            return Ok(());
+        }
+        let json = serde_json::to_string_pretty(self).map_err(|source| OutputError::Json {
+            path: path.clone(),
+            source,
+        })?;
+        write_atomic(&path, json.as_bytes())?;
+        Ok(())
+    }
+
+    /// The first difference from `other`, in words.
+    fn difference(&self, other: &Self) -> String {
+        let this = |what: &str, a: String, b: String| {
+            format!("this shard's {what} is {a}, the folder's plan has {b}")
+        };
+        if self.command != other.command {
+            this("command", self.command.clone(), other.command.clone())
+        } else if self.shards != other.shards {
+            this(
+                "shard count",
+                self.shards.to_string(),
+                other.shards.to_string(),
+            )
+        } else if self.backend != other.backend {
+            this("backend", self.backend.clone(), other.backend.clone())
+        } else if self.steps != other.steps {
+            this(
+                "--steps",
+                format!("{:?}", self.steps),
+                format!("{:?}", other.steps),
+            )
+        } else if self.runs.len() != other.runs.len() {
+            this(
+                "number of runs",
+                self.runs.len().to_string(),
+                other.runs.len().to_string(),
+            )
+        } else {
+            match self.runs.iter().zip(&other.runs).find(|(a, b)| a != b) {
+                Some((a, b)) => this("run", format!("{a:?}"), format!("{b:?}")),
+                None => "the plan's columns differ".into(),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan_file(shards: usize, values: &[&str]) -> PlanFile {
+        let plan = Plan {
+            columns: vec!["integrator.dt".into()],
+            runs: values
+                .iter()
+                .map(|v| RunSpec {
+                    name: format!("integrator.dt={v}"),
+                    scene: "torus".into(),
+                    set: vec![format!("integrator.dt={v}")],
+                    columns: vec![v.to_string()],
+                })
+                .collect(),
+        };
+        let rerun = Rerun {
+            cwd: "/somewhere".into(),
+            program: "/bin/msc".into(),
+            args: vec!["sweep".into(), "torus".into()],
+        };
+        PlanFile::new("sweep", &plan, shards, "cpu", Some(3), rerun)
+    }
+
+    #[test]
+    fn every_shard_must_bring_the_same_plan() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = plan_file(2, &["0.01", "0.02"]);
+        a.write_or_check(dir.path()).unwrap();
+        assert_eq!(PlanFile::read(dir.path()).unwrap(), a);
+        // Another folder or binary is the same plan.
+        let mut moved = a.clone();
+        moved.rerun.cwd = "/elsewhere".into();
+        moved.write_or_check(dir.path()).unwrap();
+        // Another shard count or another value is not.
+        match plan_file(3, &["0.01", "0.02"]).write_or_check(dir.path()) {
+            Err(BatchError::PlanMismatch { message, .. }) => {
+                assert!(message.contains("shard count is 3"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let other = plan_file(2, &["0.01", "0.03"]).write_or_check(dir.path());
+        assert!(
+            matches!(other, Err(BatchError::PlanMismatch { .. })),
+            "{other:?}"
+        );
+        // The file is the first shard's still.
+        assert_eq!(PlanFile::read(dir.path()).unwrap(), a);
+    }
+
+    #[test]
+    fn rerun_commands_survive_the_shell() {
+        let r = Rerun {
+            cwd: "/a b".into(),
+            program: "/bin/msc".into(),
+            args: vec![
+                "sweep".into(),
+                "--set".into(),
+                "output.frames=\"none\"".into(),
+                "it's".into(),
+            ],
+        };
+        assert_eq!(
+            r.command("2/4"),
+            r#"cd '/a b' && /bin/msc sweep --set 'output.frames="none"' 'it'\''s' --shard 2/4"#
+        );
+    }
+}
