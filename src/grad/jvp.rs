@@ -113,16 +113,13 @@ pub fn local_projection_jvp(xi: DVec3, xj: DVec3, rest: f64, dxi: DVec3, dxj: DV
 
 /// p(x - x_s) / (r^2 + eps^2)^(3/2) and its derivative applied to a displacement:
 /// returns (phi, G delta) with phi = d / r2^(3/2), G = (I - 3 d d^T / r2) / r2^(3/2).
-/// Zero when r2 = 0 (the force skips coincident pairs).
+/// Non-finite when r2 = 0, as the force is (a coincident pair with eps = 0 is a
+/// divergence, never a silent zero); the self pair is excluded by index by the callers.
 #[inline]
 fn kernel_and_jvp(d: DVec3, eps2: f64, delta: DVec3) -> (DVec3, DVec3) {
     let r2 = d.length_squared() + eps2;
-    if r2 > 0.0 {
-        let inv3 = 1.0 / (r2 * r2.sqrt());
-        (d * inv3, (delta - d * (3.0 * d.dot(delta) / r2)) * inv3)
-    } else {
-        (DVec3::ZERO, DVec3::ZERO)
-    }
+    let inv3 = 1.0 / (r2 * r2.sqrt());
+    (d * inv3, (delta - d * (3.0 * d.dot(delta) / r2)) * inv3)
 }
 
 /// The direction of an orbiting charge's position: x_e(t) = c + R(t)(x_e(0) - c) with R the
@@ -367,5 +364,33 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Two distinct charges at one point with eps = 0: the tangent is non-finite, as the
+    /// force is, never a silent zero; softened, it is finite. A lone charge's self pair
+    /// never enters.
+    #[test]
+    fn coincident_charges_give_a_non_finite_tangent() {
+        let x = vec![DVec3::ZERO, DVec3::ZERO, DVec3::X];
+        let q = vec![1e-6, 2e-6, -1e-6];
+        let dx = vec![DVec3::X, DVec3::Y, DVec3::Z];
+        let dir = Direction {
+            dq: None,
+            dk: None,
+            dqe: vec![],
+            dxe: vec![],
+        };
+        let mut config = Config::default();
+        config.coulomb.softening = 0.0;
+        let mut out = vec![DVec3::ZERO; 3];
+        field_forces_jvp(&x, &q, &config, 0.0, &dx, &dir, &mut out);
+        assert!(!out[0].is_finite() && !out[1].is_finite(), "{out:?}");
+        config.coulomb.softening = 1e-2;
+        field_forces_jvp(&x, &q, &config, 0.0, &dx, &dir, &mut out);
+        assert!(out.iter().all(|d| d.is_finite()), "{out:?}");
+        let mut one = vec![DVec3::ZERO];
+        config.coulomb.softening = 0.0;
+        field_forces_jvp(&x[..1], &q[..1], &config, 0.0, &dx[..1], &dir, &mut one);
+        assert_eq!(one[0], DVec3::ZERO);
     }
 }
