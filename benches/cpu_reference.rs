@@ -1,4 +1,5 @@
-//! CPU reference timings: all-pairs Coulomb, DDEF against all-pairs, one IMEX step on a
+//! CPU reference timings: all-pairs Coulomb (vectorized and the straightforward loop it
+//! is tested against), DDEF against all-pairs, one IMEX step on a
 //! 10K-particle cloth, one Jacobi sweep. Kept short (10 samples, 2 s each): `cargo bench --bench cpu_reference`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -83,6 +84,10 @@ fn bench_coulomb(c: &mut Criterion) {
         group.throughput(Throughput::Elements((n * (n - 1)) as u64));
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
             b.iter(|| coulomb_forces(black_box(&x), black_box(&q), 0.0))
+        });
+        // The straightforward sequential loop the vectorized one is tested against.
+        group.bench_with_input(BenchmarkId::new("straightforward", n), &n, |b, _| {
+            b.iter(|| msc::coulomb::reference::forces(black_box(&x), black_box(&q), 0.0))
         });
     }
     group.finish();

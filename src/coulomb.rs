@@ -268,7 +268,10 @@ impl Acc {
             let s = if EXACT {
                 qs[l] / (r2 * r2.sqrt())
             } else {
-                self.in_range[l] &= (r2 >= R2_MIN) & (r2 <= R2_MAX);
+                // `&`, not a short-circuiting `contains`: a mask, no branch per lane.
+                #[allow(clippy::manual_range_contains)]
+                let ok = (r2 >= R2_MIN) & (r2 <= R2_MAX);
+                self.in_range[l] &= ok;
                 qs[l] * inv_r3(r2)
             };
             self.x[l] += dx * s;
