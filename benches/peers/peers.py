@@ -284,7 +284,6 @@ def main():
         peer, path, steps, warmup = a.worker
         return worker(peer, path, int(steps), int(warmup))
     peers = a.peers.split(",")
-    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         jobs = []
         for item in a.workloads.split(","):
@@ -320,7 +319,6 @@ def main():
             c = checks[(kind, n, p)]
             note = ", ".join(f"{k} {v:.1e}" for k, v in c.items())
             print(f"{'':9} {'':7} {p:12} {spread(t):>28} {statistics.median(t) / base:9.2f}  {note}")
-        rows.append(kind)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@
 # Creates a Python venv (in the cargo target dir) with the peers' packages, builds msc and
 # the workload exporter, then runs peers.py. Arguments go to peers.py (see --help), e.g.
 #   benches/peers/run.sh --rounds 5 --workloads coulomb:4K,coulomb:16K,cloth:16K,cloth:64K
-# RAYON_NUM_THREADS and TI_NUM_THREADS are passed through unchanged: set both to compare
-# at a given thread count.
+# Threads: RAYON_NUM_THREADS for msc, PEER_THREADS for the peers (Taichi's
+# cpu_max_num_threads); set both to compare at a given thread count.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 target="${CARGO_TARGET_DIR:-$root/target}"
