@@ -1,4 +1,5 @@
-//! CPU reference timings: all-pairs Coulomb, DDEF against all-pairs, one IMEX step on a
+//! CPU reference timings: all-pairs Coulomb (vectorized and the straightforward loop it
+//! is tested against), the Coulomb tangent, DDEF against all-pairs, one IMEX step on a
 //! 10K-particle cloth, one Jacobi sweep. Kept short (10 samples, 2 s each): `cargo bench --bench cpu_reference`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -84,7 +85,34 @@ fn bench_coulomb(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
             b.iter(|| coulomb_forces(black_box(&x), black_box(&q), 0.0))
         });
+        // The straightforward sequential loop the vectorized one is tested against.
+        group.bench_with_input(BenchmarkId::new("straightforward", n), &n, |b, _| {
+            b.iter(|| msc::coulomb::reference::forces(black_box(&x), black_box(&q), 0.0))
+        });
     }
+    group.finish();
+}
+
+/// The all-pairs Coulomb tangent (forward sensitivities) with a charge direction.
+fn bench_coulomb_tangent(c: &mut Criterion) {
+    let mut group = c.benchmark_group("coulomb_tangent");
+    let n = 4000usize;
+    let (x, q) = charges(n);
+    let dx: Vec<DVec3> = x.iter().map(|p| *p * 0.1).collect();
+    let dir = msc::grad::params::Direction {
+        dq: Some(q.iter().map(|q| q * 0.5).collect()),
+        dk: None,
+        dqe: vec![],
+        dxe: vec![],
+    };
+    let config = Config::default();
+    let mut out = vec![DVec3::ZERO; n];
+    group.throughput(Throughput::Elements((n * (n - 1)) as u64));
+    group.bench_function(BenchmarkId::from_parameter(n), |b| {
+        b.iter(|| {
+            msc::grad::jvp::field_forces_jvp(black_box(&x), &q, &config, 0.0, &dx, &dir, &mut out)
+        })
+    });
     group.finish();
 }
 
@@ -174,6 +202,6 @@ fn quick() -> Criterion {
 criterion_group! {
     name = benches;
     config = quick();
-    targets = bench_coulomb, bench_ddef, bench_imex_step, bench_jacobi_sweep
+    targets = bench_coulomb, bench_coulomb_tangent, bench_ddef, bench_imex_step, bench_jacobi_sweep
 }
 criterion_main!(benches);

@@ -7,6 +7,7 @@
 //! - [`model`]: particles, springs, meshes and the CSR adjacency;
 //! - [`config`]: integrator, solver, Coulomb and external-world settings;
 //! - [`scene`]: TOML scene files and `--set` overrides;
+//! - [`coulomb`]: the vectorized f64 all-pairs Coulomb sum that [`cpu`] and [`ddef`] share;
 //! - [`cpu`]: the f64 CPU reference;
 //! - [`ddef`]: the paper's DDEF far-field approximation of the Coulomb forces (CPU);
 //! - [`grad`]: gradients through the simulation and parameter fitting;
@@ -23,6 +24,7 @@ pub mod batch;
 pub mod bench;
 pub mod cli;
 pub mod config;
+pub mod coulomb;
 pub mod cpu;
 pub mod ddef;
 pub mod digest;

@@ -196,6 +196,8 @@ pub struct Record {
     pub force_error_max: Option<f64>,
     pub force_error_targets: Option<usize>,
     pub adapter: Option<AdapterSummary>,
+    /// CPU backend: the rayon worker threads (RAYON_NUM_THREADS, else one per core).
+    pub threads: Option<usize>,
     /// Why a field is null, one "field: reason" each.
     pub notes: Vec<String>,
     pub msc_version: &'static str,
@@ -261,6 +263,7 @@ impl Record {
             force_error_max: None,
             force_error_targets: None,
             adapter: None,
+            threads: None,
             notes: Vec::new(),
             msc_version: env!("CARGO_PKG_VERSION"),
         }
@@ -561,6 +564,11 @@ fn measure_cpu(
     let wall = t.elapsed().as_secs_f64();
     rec.timed_seconds = Some(wall);
     rec.ms_per_step = Some(wall * 1e3 / opts.steps as f64);
+    rec.threads = Some(rayon::current_num_threads());
+    if rec.workload == Workload::Cloth {
+        stage("sweeps")?;
+        rec.jacobi_sweep_ms = Some(cpu_sweep_seconds(&sim, opts.sweeps) * 1e3);
+    }
     rec.note("kernel_times", "the CPU reference has no kernels");
     rec.note("dispatches_per_step", "the CPU reference has no kernels");
     rec.note("submissions_per_step", "the CPU reference submits nothing");
@@ -568,6 +576,25 @@ fn measure_cpu(
     stage("energies")?;
     rec.finite = Some(sim.energies()?.is_finite());
     Ok(())
+}
+
+/// Seconds per weighted Jacobi sweep of the CPU reference on the last step's operator,
+/// over `sweeps` sweeps (as many as a step runs), right-hand side A v.
+fn cpu_sweep_seconds(sim: &CpuSimulation, sweeps: u32) -> f64 {
+    use crate::cpu::solvers::{diagonal_inverse, jacobi_sweep};
+    let op = sim.operator();
+    let v = &sim.current().v;
+    let mut b = vec![glam::DVec3::ZERO; v.len()];
+    op.apply(v, &mut b);
+    let mut diag_inv = Vec::new();
+    diagonal_inverse(op, &mut diag_inv);
+    let (mut cur, mut next) = (v.clone(), v.clone());
+    let t = Instant::now();
+    for _ in 0..sweeps {
+        std::hint::black_box(jacobi_sweep(op, &b, &diag_inv, 0.5, &cur, &mut next));
+        std::mem::swap(&mut cur, &mut next);
+    }
+    t.elapsed().as_secs_f64() / f64::from(sweeps)
 }
 
 /// A DDEF row's force error at the workload's initial positions: the first evaluation of

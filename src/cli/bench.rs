@@ -351,6 +351,20 @@ fn footer(records: &[Record], out: Option<&Path>) {
             }
         );
     }
+    if let Some(t) = records.iter().find_map(|r| r.threads) {
+        let sweeps: Vec<String> = records
+            .iter()
+            .filter_map(|r| r.jacobi_sweep_ms.map(|ms| format!("n {} {ms:.3} ms", r.n)))
+            .collect();
+        eprintln!(
+            "CPU backend: {t} rayon threads (RAYON_NUM_THREADS); Jacobi sweep: {}",
+            if sweeps.is_empty() {
+                "-".to_string()
+            } else {
+                sweeps.join(", ")
+            }
+        );
+    }
     eprintln!(
         "Gint/s: Coulomb interactions per second / 1e9; %peak at 20 flop per interaction; \
          sweepGB/s: compulsory bytes of one Jacobi sweep / its kernel time; disp, subm: \

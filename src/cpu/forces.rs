@@ -164,37 +164,17 @@ pub fn coulomb_forces(x: &[DVec3], q: &[f64], softening: f64) -> Vec<DVec3> {
 }
 
 /// [`coulomb_forces`] into a caller's buffer (`coulomb_tiled`): per target i,
-/// f_i = k_c q_i sum_{j != i, q_j != 0} q_j (x_i - x_j) / (r^2 + eps^2)^(3/2), sources in
-/// increasing index order. Uncharged particles receive zero. A coincident pair with
-/// eps = 0 gives a non-finite force (see `point_charge_field`); the self pair is
-/// excluded by index.
+/// f_i = k_c q_i sum_{j != i, q_j != 0} q_j (x_i - x_j) / (r^2 + eps^2)^(3/2).
+/// Uncharged particles receive zero; the self pair is excluded by index. A coincident
+/// distinct pair with eps = 0 makes both forces non-finite (DESIGN: a divergence, never a
+/// silent zero). Vectorized over structure-of-arrays sources in a fixed order
+/// ([`crate::coulomb`]).
 pub fn coulomb_forces_into(x: &[DVec3], q: &[f64], softening: f64, out: &mut [DVec3]) {
-    assert_eq!(q.len(), x.len(), "coulomb_forces: charges");
-    assert_eq!(out.len(), x.len(), "coulomb_forces: out");
-    let sources: Vec<(usize, DVec3, f64)> = (0..x.len())
-        .filter(|&j| q[j] != 0.0)
-        .map(|j| (j, x[j], q[j]))
-        .collect();
-    let eps2 = softening * softening;
-    out.par_iter_mut()
-        .enumerate()
-        .with_min_len(64)
-        .for_each(|(i, f)| {
-            let qi = q[i];
-            if qi == 0.0 {
-                *f = DVec3::ZERO;
-                return;
-            }
-            let xi = x[i];
-            let mut field = DVec3::ZERO;
-            for &(j, xj, qj) in &sources {
-                if j == i {
-                    continue;
-                }
-                field += point_charge_field(xi, xj, qj, eps2);
-            }
-            *f = field * (COULOMB_K * qi);
-        });
+    thread_local! {
+        // The source arrays, kept between calls: no allocation per step.
+        static SOURCES: std::cell::RefCell<crate::coulomb::Sources> = Default::default();
+    }
+    SOURCES.with_borrow_mut(|src| crate::coulomb::forces_into(x, q, softening, src, out));
 }
 
 /// q_s (x - x_s) / (r^2 + eps^2)^(3/2): the field of a source without k_c (paper eq. 8).

@@ -64,6 +64,7 @@
 pub mod jvp;
 pub mod loss;
 pub mod optim;
+mod pair_tangent;
 pub mod params;
 pub mod sensitivity;
 pub mod step;
