@@ -8,7 +8,8 @@
 # usage: benches/gpu.sh [--quick] [--msc PATH] [--out DIR] [--no-peers]
 #                       [--peak-tflops X] [--bandwidth-gbs Y] [PATH_TO_MSC]
 # Results go to $OUT if set, else to bench-results/<UTC date and time>; the table is printed
-# and written to table.md there.
+# and written to table.md there. $PYTHON picks the Python that has JAX (default python3);
+# nvcc is taken from PATH, else $CUDA_HOME/bin or /usr/local/cuda/bin.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -25,7 +26,7 @@ while [ $# -gt 0 ]; do
         --msc) msc="$2"; shift ;;
         --out) out="$2"; shift ;;
         --peak-tflops|--bandwidth-gbs) peak+=("$1" "$2"); shift ;;
-        -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
         -*) echo "gpu.sh: unknown option $1" >&2; exit 2 ;;
         *) msc="$1" ;;
     esac
@@ -157,15 +158,19 @@ if [ "$peers" = 0 ]; then
     skip_peer cuda "--no-peers"
     skip_peer jax "--no-peers"
 else
-    if ! command -v nvcc > /dev/null; then
+    nvcc="$(command -v nvcc || true)"
+    for c in "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" /usr/local/cuda/bin/nvcc; do
+        if [ -z "$nvcc" ] && [ -x "$c" ]; then nvcc="$c"; fi
+    done
+    if [ -z "$nvcc" ]; then
         skip_peer cuda "no nvcc"
     elif [ "$hardware" = 0 ] && ! nvidia-smi > /dev/null 2>&1; then
         skip_peer cuda "no NVIDIA GPU"
     else
         cc="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')"
         arch="${cc:+-arch=sm_$cc}"
-        say "nvcc -O3 ${arch:--arch=native} benches/peers/nbody_cuda.cu"
-        if nvcc -O3 "${arch:--arch=native}" -o "$out/nbody_cuda" "$here/peers/nbody_cuda.cu" \
+        say "$nvcc -O3 ${arch:--arch=native} benches/peers/nbody_cuda.cu"
+        if "$nvcc" -O3 "${arch:--arch=native}" -o "$out/nbody_cuda" "$here/peers/nbody_cuda.cu" \
                 >> "$log" 2>&1; then
             say "CUDA peer --sizes $peer_sizes"
             "$out/nbody_cuda" --sizes "$peer_sizes" > "$out/cuda.jsonl" 2>> "$log" \
@@ -174,9 +179,10 @@ else
                 || { say "CUDA force check failed: see $log"; status=1; }
         else
             skip_peer cuda "nvcc failed (see run.log)"
+            status=1
         fi
     fi
-    py="$(command -v python3 || command -v python || true)"
+    py="${PYTHON:-$(command -v python3 || command -v python || true)}"
     if [ -z "$py" ]; then
         skip_peer jax "no python"
     else
@@ -193,7 +199,7 @@ else
 fi
 
 # --- table ------------------------------------------------------------------------------
-table_py="$(command -v python3 || command -v python || true)"
+table_py="${PYTHON:-$(command -v python3 || command -v python || true)}"
 if [ -z "$table_py" ]; then
     echo "gpu.sh: no python3 for the table; the JSON lines are in $out" >&2
     exit 1
