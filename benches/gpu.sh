@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# GPU benchmark run for a machine with an NVIDIA GPU and no network: a prebuilt `msc bench`
+# over cloth 1K..1M and Coulomb 4K..1M (and 20K), the peers the machine already has (a CUDA
+# all-pairs kernel built with nvcc, JAX all-pairs), then one markdown table with the
+# percentages of peak, the ratios and the targets. Runs end to end on a software adapter
+# too (use --quick), skipping what needs CUDA or JAX with the reason.
+#
+# usage: benches/gpu.sh [--quick] [--msc PATH] [--out DIR] [--no-peers]
+#                       [--peak-tflops X] [--bandwidth-gbs Y] [PATH_TO_MSC]
+# Results go to $OUT if set, else to bench-results/<UTC date and time>; the table is printed
+# and written to table.md there. $PYTHON picks the Python that has JAX (default python3);
+# nvcc is taken from PATH, else $CUDA_HOME/bin or /usr/local/cuda/bin.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+quick=0
+peers=1
+msc=""
+out="${OUT:-}"
+peak=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) quick=1 ;;
+        --no-peers) peers=0 ;;
+        --msc) msc="$2"; shift ;;
+        --out) out="$2"; shift ;;
+        --peak-tflops|--bandwidth-gbs) peak+=("$1" "$2"); shift ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        -*) echo "gpu.sh: unknown option $1" >&2; exit 2 ;;
+        *) msc="$1" ;;
+    esac
+    shift
+done
+
+# --- msc --------------------------------------------------------------------------------
+if [ -z "$msc" ]; then
+    msc="$root/target/release/msc"
+fi
+if [ ! -x "$msc" ]; then
+    echo "gpu.sh: no msc binary at $msc (build with 'cargo build --release' or pass its path)" >&2
+    exit 1
+fi
+msc="$(cd "$(dirname "$msc")" && pwd)/$(basename "$msc")"
+if [ -z "$out" ]; then
+    out="$root/bench-results/$(date -u +%Y-%m-%dT%H%M%SZ)"
+fi
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
+log="$out/run.log"
+: > "$log"
+say() { echo "$@" | tee -a "$log" >&2; }
+
+# --- Vulkan loader and NVIDIA ICD -------------------------------------------------------
+has_loader() { ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1'; }
+if ! has_loader; then
+    debs=("$root"/.gl/*.deb)
+    if [ -e "${debs[0]}" ] && [ "$(id -u)" = 0 ]; then
+        say "installing the Vulkan loader from .gl/"
+        for f in "${debs[@]}"; do dpkg -x "$f" /; done
+        ldconfig
+    elif [ -e "${debs[0]}" ]; then
+        say "no libvulkan.so.1 and not root: cannot unpack .gl/*.deb (run as root)"
+    else
+        say "no libvulkan.so.1 and no .gl/*.deb: msc may find no Vulkan adapter"
+    fi
+fi
+info="$("$msc" info 2>&1 || true)"
+nvidia_vulkan='^adapter [0-9]+: .*nvidia.*\(vulkan'
+if ! grep -qiE "$nvidia_vulkan" <<<"$info"; then
+    for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json \
+               /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json; do
+        if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$icd" ]; then
+            say "no NVIDIA adapter listed: retrying with VK_DRIVER_FILES=$icd"
+            export VK_DRIVER_FILES="$icd"
+            info="$("$msc" info 2>&1 || true)"
+            break
+        fi
+    done
+fi
+hardware=0
+if grep -qiE "$nvidia_vulkan" <<<"$info"; then
+    hardware=1
+    # Never let msc fall back to a software adapter next to the GPU.
+    export WGPU_BACKEND="${WGPU_BACKEND:-vulkan}"
+    export WGPU_ADAPTER_NAME="${WGPU_ADAPTER_NAME:-NVIDIA}"
+elif grep -qi '^adapter [0-9]*: .*nvidia' <<<"$info"; then
+    hardware=1
+    say "warning: the NVIDIA adapter is not offered through Vulkan; msc picks its adapter itself"
+fi
+
+{
+    echo "## msc info"
+    echo "$info"
+    echo "## nvidia-smi"
+    if command -v nvidia-smi > /dev/null; then
+        nvidia-smi --query-gpu=name,driver_version,compute_cap,clocks.sm,clocks.max.sm,clocks.mem,memory.total,power.limit \
+            --format=csv 2>&1 || nvidia-smi 2>&1 || true
+    else
+        echo "no nvidia-smi"
+    fi
+    echo "## date $(date -u +%Y-%m-%dT%H:%M:%SZ), host $(uname -srm)"
+} | tee "$out/machine.txt" | tee -a "$log" >&2
+if [ "$hardware" = 0 ] && [ "$quick" = 0 ]; then
+    say "warning: no NVIDIA adapter; a software adapter runs the full sizes for a long time" \
+        "(--max-seconds skips the largest); --quick is meant for it"
+fi
+
+# --- msc bench --------------------------------------------------------------------------
+if [ "$quick" = 1 ]; then
+    cloth_sizes=1K,4K; coulomb_sizes=4K; k20=""
+    common=(--steps 3 --warmup 1 --profile-steps 1 --max-seconds 60)
+    coulomb_common=("${common[@]}")
+else
+    cloth_sizes=1K,4K,16K,64K,256K,1M; coulomb_sizes=4K,16K,64K,256K,1M; k20=20K
+    common=(--steps 20 --warmup 3 --profile-steps 2 --max-seconds 120)
+    # A 1M Coulomb step is ~1e12 interactions: fewer timed steps keep the run in minutes.
+    coulomb_common=(--steps 10 --warmup 2 --profile-steps 2 --max-seconds 120)
+fi
+bench() {
+    local name="$1"; shift
+    say "msc bench $* -> $name.jsonl"
+    local rc=0
+    "$msc" bench "$@" ${peak[@]+"${peak[@]}"} --out "$out/$name.jsonl" \
+        > /dev/null 2> "$out/$name.stderr" || rc=$?
+    if [ "$rc" != 0 ]; then
+        say "msc bench failed (exit $rc): see $out/$name.stderr"
+        tail -n 5 "$out/$name.stderr" >&2
+        return 1
+    fi
+}
+status=0
+bench msc-cloth --workload cloth --sizes "$cloth_sizes" --sweeps 20 "${common[@]}" || status=1
+bench msc-coulomb --workload coulomb --sizes "$coulomb_sizes" "${coulomb_common[@]}" || status=1
+if [ -n "$k20" ]; then
+    bench msc-coulomb-20k --workload coulomb --sizes "$k20" "${common[@]}" || status=1
+fi
+
+# --- peers ------------------------------------------------------------------------------
+peer_sizes="$coulomb_sizes${k20:+,$k20}"
+skip_peer() {  # name, reason
+    say "$1 peer skipped: $2"
+    local n
+    for n in ${peer_sizes//,/ }; do
+        printf '{"peer":"%s","workload":"coulomb","status":"skipped","n":%s,"reason":"%s"}\n' \
+            "$1" "$(size_of "$n")" "$2"
+    done > "$out/$1.jsonl"
+}
+size_of() {
+    case "$1" in
+        *K) echo $(( ${1%K} * 1024 )) ;;
+        *M) echo $(( ${1%M} * 1048576 )) ;;
+        *) echo "$1" ;;
+    esac
+}
+if [ "$peers" = 0 ]; then
+    skip_peer cuda "--no-peers"
+    skip_peer jax "--no-peers"
+else
+    nvcc="$(command -v nvcc || true)"
+    for c in "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" /usr/local/cuda/bin/nvcc; do
+        if [ -z "$nvcc" ] && [ -x "$c" ]; then nvcc="$c"; fi
+    done
+    if [ -z "$nvcc" ]; then
+        skip_peer cuda "no nvcc"
+    elif [ "$hardware" = 0 ] && ! nvidia-smi > /dev/null 2>&1; then
+        skip_peer cuda "no NVIDIA GPU"
+    else
+        cc="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')"
+        arch="${cc:+-arch=sm_$cc}"
+        say "$nvcc -O3 ${arch:--arch=native} benches/peers/nbody_cuda.cu"
+        if "$nvcc" -O3 "${arch:--arch=native}" -o "$out/nbody_cuda" "$here/peers/nbody_cuda.cu" \
+                >> "$log" 2>&1; then
+            say "CUDA peer --sizes $peer_sizes"
+            "$out/nbody_cuda" --sizes "$peer_sizes" > "$out/cuda.jsonl" 2>> "$log" \
+                || { say "CUDA peer failed: see $log"; status=1; }
+            "$out/nbody_cuda" --sizes 16K --check 8 > "$out/cuda-check.jsonl" 2>> "$log" \
+                || { say "CUDA force check failed: see $log"; status=1; }
+        else
+            skip_peer cuda "nvcc failed (see run.log)"
+            status=1
+        fi
+    fi
+    py="${PYTHON:-$(command -v python3 || command -v python || true)}"
+    if [ -z "$py" ]; then
+        skip_peer jax "no python"
+    else
+        say "JAX peer --sizes $peer_sizes"
+        "$py" "$here/peers/jax_coulomb.py" --sizes "$peer_sizes" > "$out/jax.jsonl" 2>> "$log" \
+            || { say "JAX peer failed: see $log"; status=1; }
+        if grep -q '"status": "ok"' "$out/jax.jsonl"; then
+            "$py" "$here/peers/jax_coulomb.py" --sizes 16K --check 8 > "$out/jax-check.jsonl" \
+                2>> "$log" || { say "JAX force check failed: see $log"; status=1; }
+        else
+            grep -h 'skipped' "$log" | tail -n 1 >&2 || true
+        fi
+    fi
+fi
+
+# --- table ------------------------------------------------------------------------------
+table_py="${PYTHON:-$(command -v python3 || command -v python || true)}"
+if [ -z "$table_py" ]; then
+    echo "gpu.sh: no python3 for the table; the JSON lines are in $out" >&2
+    exit 1
+fi
+files=("$out"/msc-*.jsonl "$out"/cuda.jsonl "$out"/jax.jsonl "$out"/cuda-check.jsonl "$out"/jax-check.jsonl)
+existing=()
+for f in "${files[@]}"; do [ -f "$f" ] && existing+=("$f"); done
+"$table_py" "$here/table.py" "${existing[@]}" ${peak[@]+"${peak[@]}"} | tee "$out/table.md"
+echo
+echo "results: $out"
+exit "$status"

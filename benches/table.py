@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Builds the GPU benchmark table (markdown) from the JSON lines of `msc bench --out` and of
+the peers (benches/peers: `"peer": "cuda"` / `"jax"`), and checks the throughput targets.
+
+Usage: table.py FILE.jsonl... [--peak-tflops X] [--bandwidth-gbs Y]
+Standard library only. Ratios are msc time / peer time for one Coulomb evaluation (below 1:
+msc is faster). Percentages of peak use the msc record's peak (from msc's known-device table
+or `--peak-tflops`), or the values given here when the records have none.
+"""
+
+import argparse
+import json
+import sys
+
+MIB = 1 << 20
+K256 = 256 * 1024
+N20K = 20 * 1024
+
+
+def load(paths):
+    msc, peers, checks = [], {"cuda": {}, "jax": {}}, []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                line = line.strip()
+                if not line.startswith("{"):
+                    continue
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError as e:
+                    sys.exit(f"table.py: {path}:{number}: not JSON ({e})")
+                if r.get("check"):
+                    checks.append(r)
+                    continue
+                peer = r.get("peer")
+                if peer in peers:
+                    peers[peer][r["n"]] = r
+                elif "workload" in r and "backend" in r:
+                    msc.append(r)
+    return msc, peers, checks
+
+
+def fmt(x):
+    if x is None:
+        return "-"
+    if x != 0 and not 1e-3 <= abs(x) < 1e5:
+        return f"{x:.3e}"
+    return f"{x:.4g}"
+
+
+def size(n):
+    if n % MIB == 0:
+        return f"{n // MIB}M"
+    if n % 1024 == 0:
+        return f"{n // 1024}K"
+    return str(n)
+
+
+def peer_cell(rec):
+    """(ms or None, text for the table)."""
+    if rec is None:
+        return None, "not run"
+    if rec.get("status") != "ok":
+        return None, "skipped"
+    return rec["ms_per_eval"], fmt(rec["ms_per_eval"])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--peak-tflops", type=float)
+    ap.add_argument("--bandwidth-gbs", type=float)
+    args = ap.parse_args()
+    msc, peers, checks = load(args.files)
+    if not msc:
+        sys.exit("table.py: no msc bench records in " + ", ".join(args.files))
+
+    adapters = {(r.get("adapter") or {}).get("name") for r in msc} - {None}
+    drivers = {(r.get("adapter") or {}).get("driver_info") for r in msc} - {None}
+    print(f"- adapter: {', '.join(sorted(adapters)) or 'unknown'}; driver: "
+          f"{', '.join(sorted(drivers)) or 'unknown'}")
+    for name, recs in peers.items():
+        dev = {r.get("device") for r in recs.values() if r.get("status") == "ok"} - {None}
+        skipped = {r.get("reason") for r in recs.values() if r.get("status") != "ok"} - {None}
+        if dev:
+            print(f"- {name} peer device: {', '.join(sorted(dev))}")
+        if skipped:
+            print(f"- {name} peer skipped: {'; '.join(sorted(skipped))}")
+    print()
+    print("| workload | n | msc ms/step | msc kernel ms | % of peak | CUDA ms | CUDA % FP32 "
+          "| JAX ms | msc/CUDA | msc/JAX |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+
+    peak_of = lambda r: r.get("peak_tflops") or args.peak_tflops  # noqa: E731
+    bw_of = lambda r: r.get("bandwidth_gbs") or args.bandwidth_gbs  # noqa: E731
+    rows = sorted(msc, key=lambda r: (r["workload"], r["n_requested"]))
+    for r in rows:
+        wl, n = r["workload"], r.get("n") or r["n_requested"]
+        label = wl if r.get("backend") == "gpu" else f"{wl} ({r.get('backend')})"
+        if r.get("status") != "ok":
+            reason = (r.get("reason") or "").replace("|", "/")
+            print(f"| {label} | {size(r['n_requested'])} | {r.get('status')}: {reason} "
+                  "| - | - | - | - | - | - | - |")
+            continue
+        kernel, pct, cuda_t, cuda_pct, jax_t, rc, rj = "-", "-", "-", "-", "-", "-", "-"
+        if wl == "coulomb":
+            ms = r.get("coulomb_ms_per_eval")
+            src = r.get("coulomb_time_source")
+            kernel = f"{fmt(ms)} ({'eval, ' + src if src else 'eval'})" if ms else "-"
+            peak = peak_of(r)
+            tflops = r.get("tflops")
+            if r.get("percent_of_fp32_peak") is not None:
+                pct = f"{r['percent_of_fp32_peak']:.1f}% FP32"
+            elif peak and tflops:
+                pct = f"{100 * tflops / peak:.1f}% FP32"
+            cms, cuda_t = peer_cell(peers["cuda"].get(n))
+            jms, jax_t = peer_cell(peers["jax"].get(n))
+            if cms and peak:
+                cuda_pct = f"{100 * peers['cuda'][n]['gflops'] / (1e3 * peak):.1f}%"
+            if cms and ms:
+                rc = f"{ms / cms:.2f}"
+            if jms and ms:
+                rj = f"{ms / jms:.2f}"
+        elif wl == "cloth":
+            sw = r.get("jacobi_sweep_ms")
+            kernel = f"{fmt(sw)} (sweep)" if sw else "-"
+            bw = bw_of(r)
+            gbs = r.get("jacobi_sweep_gb_per_s")
+            if r.get("percent_of_bandwidth") is not None:
+                pct = f"{r['percent_of_bandwidth']:.1f}% BW"
+            elif bw and gbs:
+                pct = f"{100 * gbs / bw:.1f}% BW"
+        print(f"| {label} | {size(n)} | {fmt(r.get('ms_per_step'))} | {kernel} | {pct} "
+              f"| {cuda_t} | {cuda_pct} | {jax_t} | {rc} | {rj} |")
+
+    for name in peers:
+        mine = [c for c in checks if c.get("peer") == name]
+        if mine:
+            worst = max(c["rel_error"] for c in mine)
+            sizes = ", ".join(sorted({size(c["n"]) for c in mine}))
+            print(f"\n{name} force check: n {sizes}, {len(mine)} charges, max relative error "
+                  f"{worst:.2e} against the f64 sum over msc's cloud")
+    print()
+    print("Targets (H100):")
+    print()
+    ok = [r for r in rows if r.get("status") == "ok" and r.get("backend") == "gpu"]
+    coul = [r for r in ok if r["workload"] == "coulomb"]
+    cloth = [r for r in ok if r["workload"] == "cloth"]
+
+    def line(name, verdict, detail):
+        print(f"- {name}: {verdict} ({detail})")
+
+    big = [r for r in coul if r["n"] >= K256]
+    vals = []
+    for r in big:
+        peak, tf = peak_of(r), r.get("tflops")
+        if peak and tf:
+            vals.append((r["n"], 100 * tf / peak))
+    if not big:
+        line("Coulomb >= 60% of FP32 peak at n >= 256K", "NOT MEASURED", "no such row")
+    elif not vals:
+        line("Coulomb >= 60% of FP32 peak at n >= 256K", "NOT MEASURED",
+             "no FP32 peak known for this adapter: give --peak-tflops")
+    else:
+        line("Coulomb >= 60% of FP32 peak at n >= 256K",
+             "PASS" if all(v >= 60 for _, v in vals) else "FAIL",
+             ", ".join(f"{size(n)}: {v:.1f}%" for n, v in vals))
+
+    speed = []
+    for r in big:
+        c = peers["cuda"].get(r["n"])
+        if c and c.get("status") == "ok" and r.get("coulomb_ms_per_eval"):
+            speed.append((r["n"], c["ms_per_eval"] / r["coulomb_ms_per_eval"]))
+    if not speed:
+        line("Coulomb >= 0.9x the CUDA kernel's speed at n >= 256K", "NOT MEASURED",
+             "no CUDA or msc row at n >= 256K")
+    else:
+        line("Coulomb >= 0.9x the CUDA kernel's speed at n >= 256K",
+             "PASS" if all(s >= 0.9 for _, s in speed) else "FAIL",
+             ", ".join(f"{size(n)}: {s:.2f}x" for n, s in speed))
+
+    m1 = [r for r in cloth if r["n"] >= MIB]
+    sweep = [r for r in m1 if r.get("jacobi_sweep_ms") and r.get("jacobi_sweep_bytes")]
+    floors = []
+    for r in sweep:
+        bw = bw_of(r)
+        if bw:
+            floor_ms = r["jacobi_sweep_bytes"] / (bw * 1e9) * 1e3
+            floors.append((r["n"], r["jacobi_sweep_ms"] / floor_ms, floor_ms))
+    if not floors:
+        why = "no 1M cloth row" if not m1 else (
+            "no sweep time (timestamps)" if not sweep
+            else "no bandwidth known for this adapter: give --bandwidth-gbs")
+        line("Jacobi sweep at 1M within 1.5x of bytes / bandwidth", "NOT MEASURED", why)
+    else:
+        line("Jacobi sweep at 1M within 1.5x of bytes / bandwidth",
+             "PASS" if all(x <= 1.5 for _, x, _ in floors) else "FAIL",
+             ", ".join(f"{size(n)}: {x:.2f}x of a {f * 1e3:.0f} us floor"
+                       for n, x, f in floors))
+
+    c20 = [r for r in m1 if r.get("sweeps") == 20]
+    if not c20:
+        line("1M cloth, 20 sweeps: <= 3 ms per step", "NOT MEASURED", "no 1M cloth row at 20 sweeps")
+    else:
+        line("1M cloth, 20 sweeps: <= 3 ms per step",
+             "PASS" if all(r["ms_per_step"] <= 3.0 for r in c20) else "FAIL",
+             ", ".join(f"{fmt(r['ms_per_step'])} ms" for r in c20))
+
+    k20 = [r for r in coul if r["n"] == N20K]
+    if not k20:
+        line("20K charges: >= 1000 steps/s", "NOT MEASURED", "no 20K Coulomb row")
+    else:
+        line("20K charges: >= 1000 steps/s",
+             "PASS" if all(r["ms_per_step"] <= 1.0 for r in k20) else "FAIL",
+             ", ".join(f"{1e3 / r['ms_per_step']:.0f} steps/s" for r in k20))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
