@@ -1011,11 +1011,7 @@ fn a_write_error_keeps_the_energy_rows_already_written() {
         assert!(row.starts_with(&format!("{k},")), "row {k}: {row}");
         assert_eq!(row.split(',').count(), 8, "row {k}: {row}");
     }
-    let hidden: Vec<_> = std::fs::read_dir(dir.path().join("full"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with('.'))
-        .collect();
+    let hidden = common::leftover_temp_files(&dir.path().join("full"));
     assert!(hidden.is_empty(), "temporary files left: {hidden:?}");
 }
 
@@ -1078,11 +1074,7 @@ fn a_stop_request_writes_every_output_and_exits_130() {
         // The frame of the step it stopped at is there too.
         let frames = std::fs::read_dir(out.join("frames")).unwrap().count() as u64;
         assert_eq!(frames, s["frames"].as_u64().unwrap());
-        let hidden: Vec<_> = std::fs::read_dir(&out)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with('.'))
-            .collect();
+        let hidden = common::leftover_temp_files(&out);
         assert!(hidden.is_empty(), "temporary files left: {hidden:?}");
     }
 }

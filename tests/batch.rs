@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{msc, read_json, stderr};
+use common::{msc, read_json, stderr, tiny};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,37 +12,6 @@ use std::process::Output;
 fn assert_no_panic(o: &Output) {
     let err = stderr(o);
     assert!(!err.contains("panicked"), "{err}");
-}
-
-/// A small charged torus (18 particles): each run takes milliseconds.
-const TINY: &str = r#"
-name = "tiny"
-[mesh]
-kind = "torus"
-major_radius = 1.0
-minor_radius = 0.3
-rings = 6
-sides = 3
-[material]
-mass = 0.1
-stiffness = 10.0
-charge = 1e-6
-[integrator]
-method = "imex"
-dt = 0.01
-steps = 20
-solver = { method = "jacobi", iterations = 20, omega = 0.5, tolerance = 1e-6 }
-[coulomb]
-method = "all_pairs"
-[output]
-every = 5
-frames = "none"
-"#;
-
-fn tiny(dir: &Path) -> PathBuf {
-    let p = dir.join("tiny.toml");
-    std::fs::write(&p, TINY).unwrap();
-    p
 }
 
 /// Splits one CSV line, honouring double quotes (RFC 4180).

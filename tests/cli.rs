@@ -2,9 +2,9 @@
 
 mod common;
 
-use common::{msc, read_json, stderr, stdout};
+use common::{leftover_temp_files, msc, read_json, stderr, stdout};
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
 /// Every failure must be a message, never a panic.
@@ -14,21 +14,6 @@ fn assert_no_panic(o: &Output) {
         !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
         "{err}"
     );
-}
-
-/// Names in `dir` (recursively) that look like an unfinished atomic write.
-fn leftover_temp_files(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let entry = entry.unwrap();
-        let path = entry.path();
-        if path.is_dir() {
-            found.extend(leftover_temp_files(&path));
-        } else if entry.file_name().to_string_lossy().contains(".tmp") {
-            found.push(path);
-        }
-    }
-    found
 }
 
 /// energy.csv as (header, rows of (step, values)).

@@ -3,40 +3,9 @@
 
 mod common;
 
-use common::comparable_table;
-use std::path::{Path, PathBuf};
+use common::{comparable_table, tiny};
+use std::path::Path;
 use std::process::{Command, Output};
-
-/// A small charged torus (18 particles): each run takes milliseconds.
-const TINY: &str = r#"
-name = "tiny"
-[mesh]
-kind = "torus"
-major_radius = 1.0
-minor_radius = 0.3
-rings = 6
-sides = 3
-[material]
-mass = 0.1
-stiffness = 10.0
-charge = 1e-6
-[integrator]
-method = "imex"
-dt = 0.01
-steps = 20
-solver = { method = "jacobi", iterations = 20, omega = 0.5, tolerance = 1e-6 }
-[coulomb]
-method = "all_pairs"
-[output]
-every = 5
-frames = "none"
-"#;
-
-fn tiny(dir: &Path) -> PathBuf {
-    let p = dir.join("tiny.toml");
-    std::fs::write(&p, TINY).unwrap();
-    p
-}
 
 /// `msc ARGS` in `cwd`, outside any Slurm array task, with `env` set. One CPU thread:
 /// the CPU reference sums energies in parallel, so two runs may differ in the last bit

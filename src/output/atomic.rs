@@ -59,18 +59,8 @@ impl AtomicFile {
     /// Flushes, fsyncs and renames the temporary file onto the target.
     pub fn commit(mut self) -> Result<(), OutputError> {
         let writer = self.writer.take().expect("writer present until commit");
-        let result = (|| {
-            let file = writer.into_inner().map_err(|e| e.into_error())?;
-            file.sync_all()?;
-            drop(file);
-            std::fs::rename(&self.temp, &self.target)?;
-            sync_dir(&self.target);
-            Ok(())
-        })();
-        result.map_err(|source| {
-            let _ = std::fs::remove_file(&self.temp);
-            OutputError::write(&self.target, source)
-        })
+        let file = writer.into_inner().map_err(|e| e.into_error());
+        self.rename_into_place(file)
     }
 
     /// Keeps the first `len` bytes written (those known to be on disk: flushed before),
@@ -79,14 +69,20 @@ impl AtomicFile {
     pub fn commit_prefix(mut self, len: u64) -> Result<(), OutputError> {
         let writer = self.writer.take().expect("writer present until commit");
         let (file, _unwritten) = writer.into_parts();
-        let result = (|| {
-            file.set_len(len)?;
+        let file = file.set_len(len).map(|()| file);
+        self.rename_into_place(file)
+    }
+
+    /// fsyncs `file`, renames the temporary file onto the target and makes the rename
+    /// durable; on any failure removes the temporary file and names the target.
+    fn rename_into_place(&self, file: std::io::Result<File>) -> Result<(), OutputError> {
+        let result = file.and_then(|file| {
             file.sync_all()?;
             drop(file);
             std::fs::rename(&self.temp, &self.target)?;
             sync_dir(&self.target);
             Ok(())
-        })();
+        });
         result.map_err(|source| {
             let _ = std::fs::remove_file(&self.temp);
             OutputError::write(&self.target, source)

@@ -9,7 +9,7 @@ use glam::DVec3;
 use msc::config::Config;
 use msc::gpu::{GpuError, GpuSolver, HeadlessOptions};
 use msc::model::System;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// `MSC_REQUIRE_GPU=1`: a missing adapter fails the test instead of skipping it.
@@ -127,4 +127,50 @@ pub fn comparable_table(csv: &str) -> Vec<Vec<String>> {
         .chain(lines.map(msc::batch::record::parse_csv_line))
         .map(|row| keep.iter().map(|&i| row[i].clone()).collect())
         .collect()
+}
+
+/// A small charged torus (18 particles): each run takes milliseconds.
+pub const TINY: &str = r#"
+name = "tiny"
+[mesh]
+kind = "torus"
+major_radius = 1.0
+minor_radius = 0.3
+rings = 6
+sides = 3
+[material]
+mass = 0.1
+stiffness = 10.0
+charge = 1e-6
+[integrator]
+method = "imex"
+dt = 0.01
+steps = 20
+solver = { method = "jacobi", iterations = 20, omega = 0.5, tolerance = 1e-6 }
+[coulomb]
+method = "all_pairs"
+[output]
+every = 5
+frames = "none"
+"#;
+
+pub fn tiny(dir: &Path) -> PathBuf {
+    let p = dir.join("tiny.toml");
+    std::fs::write(&p, TINY).unwrap();
+    p
+}
+
+/// Hidden temporary files (`.NAME.tmp-*`) left anywhere under `dir`.
+pub fn leftover_temp_files(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(leftover_temp_files(&path));
+        } else if entry.file_name().to_string_lossy().contains(".tmp") {
+            found.push(path);
+        }
+    }
+    found
 }
