@@ -79,13 +79,5 @@ pub(super) fn scoped<T>(
     device: &wgpu::Device,
     f: impl FnOnce() -> Result<T, GpuError>,
 ) -> Result<T, GpuError> {
-    let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-    let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
-    let result = f();
-    let v = pollster::block_on(validation.pop());
-    let o = pollster::block_on(oom.pop());
-    match (v, o) {
-        (Some(e), _) | (None, Some(e)) => Err(scope_error(e)),
-        (None, None) => result,
-    }
+    super::device::error_scope(device, f, scope_error)
 }

@@ -22,6 +22,7 @@
 mod adapter;
 mod buffers;
 pub mod ddef;
+pub mod device;
 pub mod error;
 pub mod layout;
 pub mod limits;

@@ -21,30 +21,10 @@ pub(super) fn map_read(
     staging: &wgpu::Buffer,
     size: u64,
 ) -> Result<Vec<u8>, GpuError> {
-    if size == 0 {
-        return Ok(Vec::new());
-    }
-    let (tx, rx) = std::sync::mpsc::channel();
-    staging
-        .slice(..size)
-        .map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-    device
-        .poll(wgpu::PollType::wait_indefinitely())
-        .map_err(poll_error)?;
-    match rx.recv() {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(GpuError::Readback(e.to_string())),
-        Err(_) => return Err(GpuError::Readback("the map callback never ran".into())),
-    }
-    let data = staging
-        .slice(..size)
-        .get_mapped_range()
-        .map_err(|e| GpuError::Readback(format!("{e:?}")))?
-        .to_vec();
-    staging.unmap();
-    Ok(data)
+    super::device::read_mapped(device, staging, size).map_err(|e| match e {
+        super::device::MapError::Poll(e) => poll_error(e),
+        super::device::MapError::Map(m) => GpuError::Readback(m),
+    })
 }
 
 /// Appends to `encoder` (which may already hold work, run first) copies of the byte

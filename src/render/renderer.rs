@@ -112,15 +112,7 @@ fn scoped<T>(
     device: &wgpu::Device,
     f: impl FnOnce() -> Result<T, RenderError>,
 ) -> Result<T, RenderError> {
-    let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-    let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
-    let result = f();
-    let v = pollster::block_on(validation.pop());
-    let o = pollster::block_on(oom.pop());
-    match (v, o) {
-        (Some(e), _) | (None, Some(e)) => Err(RenderError::Gpu(e.to_string())),
-        (None, None) => result,
-    }
+    crate::gpu::device::error_scope(device, f, |e| RenderError::Gpu(e.to_string()))
 }
 
 /// The automatic particle radius in metres: a quarter of the median spring length, or
@@ -601,26 +593,15 @@ impl Renderer {
     /// and returns the image, RGBA top row first.
     pub fn read_image(&self) -> Result<Image, RenderError> {
         let Size { width, height } = self.targets.size;
-        let slice = self.targets.readback.slice(..);
-        let (tx, rx) = std::sync::mpsc::channel();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| RenderError::Readback(format!("waiting for the GPU failed: {e}")))?;
-        match rx.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(RenderError::Readback(e.to_string())),
-            Err(_) => return Err(RenderError::Readback("the map callback never ran".into())),
-        }
-        let mut image = {
-            let data = slice
-                .get_mapped_range()
-                .map_err(|e| RenderError::Readback(format!("{e:?}")))?;
-            unpad_rows(&data, width, height, padded_row_bytes(width))
-        };
-        self.targets.readback.unmap();
+        let readback = &self.targets.readback;
+        let data = crate::gpu::device::read_mapped(&self.device, readback, readback.size())
+            .map_err(|e| match e {
+                crate::gpu::device::MapError::Poll(e) => {
+                    RenderError::Readback(format!("waiting for the GPU failed: {e}"))
+                }
+                crate::gpu::device::MapError::Map(m) => RenderError::Readback(m),
+            })?;
+        let mut image = unpad_rows(&data, width, height, padded_row_bytes(width));
         if matches!(
             self.options.format,
             wgpu::TextureFormat::Bgra8Unorm | wgpu::TextureFormat::Bgra8UnormSrgb
