@@ -18,6 +18,7 @@
 //! - [`bench`]: the standard performance workloads and their measurement;
 //! - [`batch`]: sweeps and manifest batches of runs sharing one GPU device;
 //! - [`plot`]: PNG plots of energy logs;
+//! - [`progress`]: progress bars on a terminal;
 //! - [`cli`]: the `msc` command.
 
 pub mod batch;
@@ -35,6 +36,7 @@ pub mod interrupt;
 pub mod model;
 pub mod output;
 pub mod plot;
+pub mod progress;
 pub mod render;
 pub mod scene;
 pub mod sim;

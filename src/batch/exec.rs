@@ -22,7 +22,6 @@ use crate::output::run_dir::{check_outputs, ENERGY_FILE, FRAMES_DIR, SCENE_FILE,
 use crate::output::OutputError;
 use crate::scene::LoadedScene;
 use crate::sim::SimError;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 /// How to run a plan.
@@ -134,7 +133,7 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
         None => (plan.clone(), options.out.join(RUNS_CSV)),
     };
     let total = plan.runs.len();
-    let bar = progress_bar(total as u64, options.quiet);
+    let bar = crate::progress::bar(total as u64, "runs", options.quiet);
     let say = |line: String, failure: bool| match &bar {
         Some(b) => b.println(line),
         None if failure => eprintln!("{line}"),
@@ -310,18 +309,6 @@ fn describe(r: &RunRecord) -> String {
         ),
         (status, None) => format!("{}{earlier}", status.label()),
     }
-}
-
-fn progress_bar(runs: u64, quiet: bool) -> Option<indicatif::ProgressBar> {
-    if quiet || !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let style = indicatif::ProgressStyle::with_template(
-        "{elapsed_precise} [{bar:30}] {pos}/{len} runs, eta {eta}: {msg}",
-    )
-    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-    .progress_chars("=> ");
-    Some(indicatif::ProgressBar::new(runs).with_style(style))
 }
 
 /// An error as one line: its message and causes, joined by `: `.

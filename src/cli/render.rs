@@ -11,7 +11,6 @@ use crate::render::{
     Renderer, Rgb, RunFrames, SceneGeometry, Size, View,
 };
 use crate::sim::Simulator;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 pub use crate::output::run_dir::RENDER_DIR;
@@ -148,18 +147,6 @@ fn prepare_image_dir(dir: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-fn progress_bar(total: u64, quiet: bool) -> Option<indicatif::ProgressBar> {
-    if quiet || !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let style = indicatif::ProgressStyle::with_template(
-        "{elapsed_precise} [{bar:40}] {pos}/{len} images ({per_sec}, eta {eta})",
-    )
-    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-    .progress_chars("=> ");
-    Some(indicatif::ProgressBar::new(total).with_style(style))
-}
-
 /// The positions of the frames chosen by `--every`: 0, K, 2K, ... and the last.
 pub fn selected(count: usize, every: u64) -> Vec<usize> {
     let step = usize::try_from(every.max(1)).unwrap_or(usize::MAX);
@@ -290,7 +277,7 @@ pub fn execute(args: &RenderArgs) -> Result<RenderOutcome, CliError> {
     };
     let positions = upload_buffer(&gpu.device, "msc render positions", n);
     let velocities = upload_buffer(&gpu.device, "msc render velocities", n);
-    let bar = progress_bar(drawable.len() as u64, args.quiet);
+    let bar = crate::progress::bar(drawable.len() as u64, "images", args.quiet);
     let mut images = Vec::with_capacity(drawable.len());
     for &k in &drawable {
         let f = if k == drawable[0] {

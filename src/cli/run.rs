@@ -12,7 +12,6 @@ use crate::output::energy::output_steps;
 use crate::output::{RunDir, Summary};
 use crate::scene::{FrameFormat, LoadedScene, SceneSize, Shortfall};
 use crate::sim::{Energies, Simulator, SolveStats};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -169,7 +168,7 @@ fn run_scene_with(
         None => None,
     };
 
-    let bar = progress_bar(config.steps, !progress);
+    let bar = crate::progress::bar(config.steps, "steps", !progress);
     let ran = match live.as_mut() {
         Some(l) => drive_with(
             sim.as_mut(),
@@ -403,18 +402,6 @@ pub fn drive_with(
         wall_seconds,
         energy_rows,
     })
-}
-
-fn progress_bar(total: u64, quiet: bool) -> Option<indicatif::ProgressBar> {
-    if quiet || !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let style = indicatif::ProgressStyle::with_template(
-        "{elapsed_precise} [{bar:40}] {pos}/{len} steps ({per_sec}, eta {eta}) {msg}",
-    )
-    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-    .progress_chars("=> ");
-    Some(indicatif::ProgressBar::new(total).with_style(style))
 }
 
 fn report(s: &Summary, out: &std::path::Path) {
