@@ -4,6 +4,7 @@
 //! The crate is layered as the architecture is:
 //! - [`digest`]: sizes and SHA-256 hashes of files, for resumable batches;
 //! - [`display`]: numbers in messages (no 301-digit integers, no -0);
+//! - [`physics`]: the f64 formulas (spring factor, point-charge field) with their derivatives;
 //! - [`model`]: particles, springs, meshes and the CSR adjacency;
 //! - [`config`]: integrator, solver, Coulomb and external-world settings;
 //! - [`scene`]: TOML scene files and `--set` overrides;
@@ -35,6 +36,7 @@ pub mod grad;
 pub mod interrupt;
 pub mod model;
 pub mod output;
+pub mod physics;
 pub mod plot;
 pub mod progress;
 pub mod render;

@@ -8,6 +8,7 @@
 
 use crate::config::Config;
 use crate::model::{Adjacency, Spring, COULOMB_K};
+use crate::physics::{point_charge, spring};
 use glam::{DMat3, DVec3};
 use rayon::prelude::*;
 
@@ -32,19 +33,6 @@ pub fn outer(n: DVec3) -> DMat3 {
     DMat3::from_cols(n * n.x, n * n.y, n * n.z)
 }
 
-/// The transverse factor 1 - L/l of the stiffness block (seed 002 eq. 8). A zero-rest-length
-/// spring is linear (factor 1 for every l); a degenerate spring with L > 0 gets 0.
-#[inline]
-fn transverse_factor(l: f64, rest: f64) -> f64 {
-    if rest == 0.0 {
-        1.0
-    } else if l > 0.0 {
-        1.0 - rest / l
-    } else {
-        0.0
-    }
-}
-
 /// Elastic force on particle i: k (l - L) n, n = (x_j - x_i) / l (seed 002 eq. 4).
 pub fn spring_elastic_force(xi: DVec3, xj: DVec3, s: &Spring) -> DVec3 {
     let (n, l) = spring_axis(xi, xj);
@@ -62,7 +50,7 @@ pub fn spring_force(xi: DVec3, xj: DVec3, vi: DVec3, vj: DVec3, s: &Spring) -> D
 pub fn spring_stiffness_block(xi: DVec3, xj: DVec3, s: &Spring) -> DMat3 {
     let (n, l) = spring_axis(xi, xj);
     let nn = outer(n);
-    let g = transverse_factor(l, s.rest_length);
+    let g = spring::transverse_factor(l, s.rest_length);
     (nn + (DMat3::IDENTITY - nn) * g) * (-s.stiffness)
 }
 
@@ -78,7 +66,7 @@ pub fn spring_w_block(xi: DVec3, xj: DVec3, s: &Spring, h: f64) -> DMat3 {
     let (n, l) = spring_axis(xi, xj);
     let nn = outer(n);
     // The clamp keeps A SPD for compressed springs; it is not applied to the force.
-    let g = transverse_factor(l, s.rest_length).max(0.0);
+    let g = spring::transverse_factor(l, s.rest_length).max(0.0);
     let kh2 = h * h * s.stiffness;
     nn * (kh2 + h * s.damping) + (DMat3::IDENTITY - nn) * (kh2 * g)
 }
@@ -177,18 +165,6 @@ pub fn coulomb_forces_into(x: &[DVec3], q: &[f64], softening: f64, out: &mut [DV
     SOURCES.with_borrow_mut(|src| crate::coulomb::forces_into(x, q, softening, src, out));
 }
 
-/// q_s (x - x_s) / (r^2 + eps^2)^(3/2): the field of a source without k_c (paper eq. 8).
-/// Never dropped: at r^2 + eps^2 = 0 (a source on the point, no softening) or where it
-/// underflows, the field is non-finite (NaN or inf), so a run that brings a charge onto
-/// another stops as diverged. Callers exclude the self pair by index, and scenes refuse
-/// such pairs at t = 0 (`Config::check_coulomb`).
-#[inline]
-fn point_charge_field(x: DVec3, xs: DVec3, qs: f64, eps2: f64) -> DVec3 {
-    let d = x - xs;
-    let r2 = d.length_squared() + eps2;
-    d * (qs / (r2 * r2.sqrt()))
-}
-
 /// External point charges at time `t` and the external field, on every particle.
 pub fn external_forces(x: &[DVec3], q: &[f64], config: &Config, t: f64) -> Vec<DVec3> {
     let mut out = vec![DVec3::ZERO; x.len()];
@@ -220,7 +196,7 @@ pub fn external_forces_into(x: &[DVec3], q: &[f64], config: &Config, t: f64, out
         let xi = x[i];
         let mut e = DVec3::ZERO;
         for &(xe, qe) in &charges {
-            e += point_charge_field(xi, xe, qe, eps2);
+            e += point_charge::field(xi - xe, qe, eps2);
         }
         e *= COULOMB_K;
         if let Some(fld) = field {

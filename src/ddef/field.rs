@@ -6,6 +6,7 @@ use super::lattice::Lattice;
 use super::{DdefConfig, DdefError, DdefGrid, DdefVariant};
 use crate::coulomb::Sources;
 use crate::model::COULOMB_K;
+use crate::physics::point_charge;
 use glam::DVec3;
 use rayon::prelude::*;
 use std::sync::{Arc, OnceLock};
@@ -250,17 +251,6 @@ impl Grid {
         }
         (out, n)
     }
-}
-
-/// q_s (x - x_s) / (r^2 + eps^2)^(3/2), without k_c. Non-finite at r^2 + eps^2 = 0: two
-/// distinct coincident charges with eps = 0 are a divergence, never a silent zero (a
-/// charge's own term is excluded by index by the callers; a grid site never sees a source
-/// outside its M_j at distance 0, M_j holding the sources around it).
-#[inline]
-fn source_field(x: DVec3, xs: DVec3, qs: f64, eps2: f64) -> DVec3 {
-    let d = x - xs;
-    let r2 = d.length_squared() + eps2;
-    d * (qs / (r2 * r2.sqrt()))
 }
 
 /// Exact Coulomb field (with k_c) at `points` from the charged particles of (x, q),
@@ -525,7 +515,7 @@ impl Ddef {
                 for ne in near {
                     if ne.mask & (1 << v) != 0 {
                         let s = ne.source as usize;
-                        c += source_field(u, self.source_x[s], self.source_q[s], self.eps2);
+                        c += point_charge::field(u - self.source_x[s], self.source_q[s], self.eps2);
                     }
                 }
                 *f -= c * COULOMB_K;
@@ -574,7 +564,11 @@ impl Ddef {
                             for ne in near.iter() {
                                 if Some(ne.source) != own && !(text && ne.mask != 0) {
                                     let s = ne.source as usize;
-                                    e += source_field(p, self.source_x[s], self.source_q[s], eps2);
+                                    e += point_charge::field(
+                                        p - self.source_x[s],
+                                        self.source_q[s],
+                                        eps2,
+                                    );
                                 }
                             }
                             let mut field = e * COULOMB_K;
@@ -808,7 +802,7 @@ mod tests {
                 let (mut e, mut scale) = (DVec3::ZERO, 0.0);
                 for k in 0..d.source_x.len() {
                     if !skip.contains(&(k as u32)) {
-                        let t = source_field(u, d.source_x[k], d.source_q[k], eps2);
+                        let t = point_charge::field(u - d.source_x[k], d.source_q[k], eps2);
                         e += t;
                         scale += t.length();
                     }

@@ -11,30 +11,20 @@ use super::params::Direction;
 use crate::config::{Config, CoulombMethod, ExternalCharge, ExternalField};
 use crate::cpu::forces::spring_axis;
 use crate::model::{Spring, COULOMB_K};
+use crate::physics::point_charge::unit_field_and_jvp;
+use crate::physics::spring::transverse_factor_and_derivative;
 use glam::DVec3;
 use rayon::prelude::*;
 
 /// Per-particle loops run in parallel above this size.
 const PAR_MIN: usize = 256;
 
-/// The transverse factor 1 - L/l (as in `cpu::forces`) and its derivative with respect to l.
-#[inline]
-fn transverse(l: f64, rest: f64) -> (f64, f64) {
-    if rest == 0.0 {
-        (1.0, 0.0)
-    } else if l > 0.0 {
-        (1.0 - rest / l, rest / (l * l))
-    } else {
-        (0.0, 0.0)
-    }
-}
-
 /// d/dtheta of the elastic force on i, k (l - L) n: K dd + dk (l - L) n with
 /// K = k [n n^T + (1 - L/l)(I - n n^T)] (= -S_k, seed 003) and dd = dx_j - dx_i.
 #[inline]
 pub fn spring_elastic_jvp(xi: DVec3, xj: DVec3, s: &Spring, dd: DVec3, dk: f64) -> DVec3 {
     let (n, l) = spring_axis(xi, xj);
-    let (g, _) = transverse(l, s.rest_length);
+    let (g, _) = transverse_factor_and_derivative(l, s.rest_length);
     let along = n * n.dot(dd);
     (along + (dd - along) * g) * s.stiffness + n * (dk * (l - s.rest_length))
 }
@@ -57,7 +47,7 @@ pub fn spring_force_jvp(
 ) -> DVec3 {
     let (n, l) = spring_axis(xi, xj);
     if l == 0.0 {
-        let (g, _) = transverse(l, s.rest_length);
+        let (g, _) = transverse_factor_and_derivative(l, s.rest_length);
         return dd * (s.stiffness * g);
     }
     let u = vj - vi;
@@ -83,7 +73,7 @@ pub fn w_block_jvp(
     w: DVec3,
 ) -> DVec3 {
     let (n, l) = spring_axis(xi, xj);
-    let (g, dg_dl) = transverse(l, s.rest_length);
+    let (g, dg_dl) = transverse_factor_and_derivative(l, s.rest_length);
     let (g, dg_dl) = if g > 0.0 { (g, dg_dl) } else { (0.0, 0.0) };
     let h2 = h * h;
     let a = h2 * s.stiffness + h * s.damping;
@@ -110,17 +100,6 @@ pub fn local_projection_jvp(xi: DVec3, xj: DVec3, rest: f64, dxi: DVec3, dxj: DV
     }
     let db = dxi - dxj;
     (db - n * n.dot(db)) * (rest / l)
-}
-
-/// p(x - x_s) / (r^2 + eps^2)^(3/2) and its derivative applied to a displacement:
-/// returns (phi, G delta) with phi = d / r2^(3/2), G = (I - 3 d d^T / r2) / r2^(3/2).
-/// Non-finite when r2 = 0, as the force is (a coincident pair with eps = 0 is a
-/// divergence, never a silent zero); the self pair is excluded by index by the callers.
-#[inline]
-fn kernel_and_jvp(d: DVec3, eps2: f64, delta: DVec3) -> (DVec3, DVec3) {
-    let r2 = d.length_squared() + eps2;
-    let inv3 = 1.0 / (r2 * r2.sqrt());
-    (d * inv3, (delta - d * (3.0 * d.dot(delta) / r2)) * inv3)
 }
 
 /// The direction of an orbiting charge's position: x_e(t) = c + R(t)(x_e(0) - c) with R the
@@ -189,7 +168,7 @@ pub fn field_forces_jvp(
             None => DVec3::ZERO,
         };
         for &(xe, qe, dqe, dxe) in &externals {
-            let (phi, gd) = kernel_and_jvp(xi - xe, eps2, dxi - dxe);
+            let (phi, gd) = unit_field_and_jvp(xi - xe, eps2, dxi - dxe);
             acc += phi * (dqi * qe + qi * dqe) + gd * (qi * qe);
         }
         acc *= COULOMB_K;
@@ -442,7 +421,7 @@ mod tests {
                 let (mut r, mut scale) = (DVec3::ZERO, 0.0);
                 if active(i) {
                     for j in (0..n).filter(|&j| j != i && active(j)) {
-                        let (phi, gd) = kernel_and_jvp(x[i] - x[j], eps2, dx[i] - dx[j]);
+                        let (phi, gd) = unit_field_and_jvp(x[i] - x[j], eps2, dx[i] - dx[j]);
                         let t = phi * (dq[i] * q[j] + q[i] * dq[j]) + gd * (q[i] * q[j]);
                         r += t;
                         scale += t.length();

@@ -4,7 +4,7 @@
 //! (q or dq nonzero) as structure-of-arrays sources in chunks of [`LANES`]. Lane l sums the
 //! sources l, l + LANES, ... in order and the lanes are combined in a fixed tree, so the
 //! result depends on neither the thread count nor the ISA build. The per-pair arithmetic is
-//! the exact IEEE expression of `jvp::kernel_and_jvp` (the tangent is not the hot loop of a
+//! the exact IEEE expression of `physics::point_charge::unit_field_and_jvp` (the tangent is not the hot loop of a
 //! run; it keeps the reference's terms bit for bit, only their order differs).
 //!
 //! Self pair: excluded by index (its lane gets zero charges and tangent at the target,
@@ -146,7 +146,7 @@ impl TangentSources {
     }
 }
 
-/// One chunk of pair terms, the arithmetic of `jvp::kernel_and_jvp` lane by lane; `pad`
+/// One chunk of pair terms, the arithmetic of `physics::point_charge::unit_field_and_jvp` lane by lane; `pad`
 /// is added to r^2 when `PAD` (+ 0 leaves the other lanes unchanged).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
