@@ -15,6 +15,23 @@ use rayon::prelude::*;
 /// Rows per rayon task for per-particle and per-spring loops; smaller inputs run inline.
 pub(crate) const PAR_CHUNK: usize = 1024;
 
+/// Runs `kernel(i, &mut out[i])` for every i: sequentially for short slices, else in
+/// parallel chunks of at least [`PAR_CHUNK`] (each element is written once, so the result
+/// does not depend on the split).
+pub(crate) fn for_each_indexed<T: Send>(
+    out: &mut [T],
+    kernel: impl Fn((usize, &mut T)) + Sync + Send,
+) {
+    if out.len() <= PAR_CHUNK {
+        out.iter_mut().enumerate().for_each(kernel);
+    } else {
+        out.par_iter_mut()
+            .enumerate()
+            .with_min_len(PAR_CHUNK)
+            .for_each(kernel);
+    }
+}
+
 /// Unit axis n = (x_j - x_i) / l and the length l; n = 0 when l = 0.
 #[inline]
 pub fn spring_axis(xi: DVec3, xj: DVec3) -> (DVec3, f64) {
@@ -112,15 +129,7 @@ pub fn spring_forces(x: &[DVec3], v: &[DVec3], springs: &[Spring], force_out: &m
         let (i, j) = (s.i as usize, s.j as usize);
         *f = spring_force(x[i], x[j], v[i], v[j], s);
     };
-    if springs.len() <= PAR_CHUNK {
-        force_out.iter_mut().enumerate().for_each(kernel);
-    } else {
-        force_out
-            .par_iter_mut()
-            .enumerate()
-            .with_min_len(PAR_CHUNK)
-            .for_each(kernel);
-    }
+    for_each_indexed(force_out, kernel);
 }
 
 /// Per-particle gather of per-spring forces over the CSR rows, in row order:
@@ -134,14 +143,7 @@ pub fn gather_spring_forces(adjacency: &Adjacency, spring_force: &[DVec3], out: 
         }
         *o = acc;
     };
-    if out.len() <= PAR_CHUNK {
-        out.iter_mut().enumerate().for_each(kernel);
-    } else {
-        out.par_iter_mut()
-            .enumerate()
-            .with_min_len(PAR_CHUNK)
-            .for_each(kernel);
-    }
+    for_each_indexed(out, kernel);
 }
 
 /// All-pairs Coulomb force on every particle (the paper's eq. 8), with softening.
@@ -204,14 +206,7 @@ pub fn external_forces_into(x: &[DVec3], q: &[f64], config: &Config, t: f64, out
         }
         *f = e * qi;
     };
-    if x.len() <= PAR_CHUNK {
-        out.iter_mut().enumerate().for_each(kernel);
-    } else {
-        out.par_iter_mut()
-            .enumerate()
-            .with_min_len(PAR_CHUNK)
-            .for_each(kernel);
-    }
+    for_each_indexed(out, kernel);
 }
 
 /// Coulomb (when enabled) plus external forces at (x, t): the explicit, position-only part

@@ -242,14 +242,7 @@ pub fn diagonal_inverse(op: &BlockLaplacian, out: &mut Vec<DVec3>) {
 pub fn block_diagonal_inverse(op: &BlockLaplacian, out: &mut Vec<DMat3>) {
     out.resize(op.len(), DMat3::ZERO);
     let kernel = |(i, o): (usize, &mut DMat3)| *o = op.diagonal_block(i).inverse();
-    if out.len() <= PAR_CHUNK {
-        out.iter_mut().enumerate().for_each(kernel);
-    } else {
-        out.par_iter_mut()
-            .enumerate()
-            .with_min_len(PAR_CHUNK)
-            .for_each(kernel);
-    }
+    super::forces::for_each_indexed(out, kernel);
 }
 
 /// One weighted Jacobi sweep (`jacobi_sweep`, seed 000 eq. 48):
