@@ -1,6 +1,8 @@
 //! How a system is simulated: integrator, linear solver, Coulomb method and the external
 //! world (gravity, point charges, fields). Shared by the CPU reference and the GPU solver;
-//! scene files (`crate::scene`) deserialize into these types.
+//! scene files (`crate::scene`) deserialize into these types. Data and validation only:
+//! the formulas on these types (an orbiting charge's position, a field's value and their
+//! derivatives) live in `crate::physics`.
 
 use crate::model::{ModelError, System};
 use glam::DVec3;
@@ -257,21 +259,6 @@ pub struct ExternalCharge {
     pub orbit: Option<Orbit>,
 }
 
-impl ExternalCharge {
-    /// Position at time `t`: `position` rotated about the orbit axis by omega t (Rodrigues).
-    pub fn position_at(&self, t: f64) -> DVec3 {
-        match self.orbit {
-            None => self.position,
-            Some(o) => {
-                let r = self.position - o.center;
-                let (s, c) = (o.angular_velocity * t).sin_cos();
-                let k = o.axis;
-                o.center + r * c + k.cross(r) * s + k * k.dot(r) * (1.0 - c)
-            }
-        }
-    }
-}
-
 /// An external electric field E(x), force q_i E(x_i).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ExternalField {
@@ -289,34 +276,6 @@ pub enum ExternalField {
 
 impl ExternalField {
     pub const DEFAULT_MIN_Z: f64 = 1e-3;
-
-    /// Field value at `x`.
-    pub fn at(&self, x: DVec3) -> DVec3 {
-        match *self {
-            Self::Uniform(e) => e,
-            Self::Swirl { scale, min_z } => {
-                let z = clamp_z(x.z, min_z);
-                DVec3::new(scale * x.y / z, scale * x.x / z, 0.0)
-            }
-            Self::Vortex { scale, min_z } => {
-                let z = clamp_z(x.z, min_z);
-                DVec3::new(-scale * x.y / z, scale * x.x / z, 0.0)
-            }
-        }
-    }
-    /// True when the field has a potential (-E . x for a uniform field).
-    pub fn is_conservative(&self) -> bool {
-        matches!(self, Self::Uniform(_))
-    }
-}
-
-/// z moved away from the singular plane to at least `min_z` in magnitude, keeping its side.
-fn clamp_z(z: f64, min_z: f64) -> f64 {
-    if z.abs() < min_z {
-        min_z.copysign(z)
-    } else {
-        z
-    }
 }
 
 /// Everything about how to advance a [`crate::model::System`].

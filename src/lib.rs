@@ -4,9 +4,10 @@
 //! The crate is layered as the architecture is:
 //! - [`digest`]: sizes and SHA-256 hashes of files, for resumable batches;
 //! - [`display`]: numbers in messages (no 301-digit integers, no -0);
-//! - [`physics`]: the f64 formulas (spring factor, point-charge field) with their derivatives;
 //! - [`model`]: particles, springs, meshes and the CSR adjacency;
-//! - [`config`]: integrator, solver, Coulomb and external-world settings;
+//! - [`config`]: integrator, solver, Coulomb and external-world settings (data only);
+//! - [`physics`]: the f64 formulas (spring factor, point-charge field, external field,
+//!   orbit) with their derivatives;
 //! - [`scene`]: TOML scene files and `--set` overrides;
 //! - [`coulomb`]: the vectorized f64 all-pairs Coulomb sum that [`cpu`] and [`ddef`] share;
 //! - [`cpu`]: the f64 CPU reference;

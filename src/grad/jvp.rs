@@ -1,14 +1,16 @@
 //! Jacobian-vector products of the forces and of the IMEX blocks W_k: given a tangent
 //! (dx, dv) of the state and a parameter [`Direction`], the tangent of each quantity.
 //! Each mirrors a function of `crate::cpu::forces` term by term, with the same
-//! conventions for degenerate springs and coincident charges.
+//! conventions for degenerate springs and coincident charges; the derivatives of the
+//! single formulas (spring factor, point charge, external field, orbit) come from
+//! `crate::physics`.
 
 // Per-particle loops index several arrays by particle, as the kernels do.
 #![allow(clippy::needless_range_loop)]
 
 use super::pair_tangent::{TangentSources, Target};
 use super::params::Direction;
-use crate::config::{Config, CoulombMethod, ExternalCharge, ExternalField};
+use crate::config::{Config, CoulombMethod};
 use crate::cpu::forces::spring_axis;
 use crate::model::{Spring, COULOMB_K};
 use crate::physics::point_charge::unit_field_and_jvp;
@@ -102,19 +104,6 @@ pub fn local_projection_jvp(xi: DVec3, xj: DVec3, rest: f64, dxi: DVec3, dxj: DV
     (db - n * n.dot(db)) * (rest / l)
 }
 
-/// The direction of an orbiting charge's position: x_e(t) = c + R(t)(x_e(0) - c) with R the
-/// Rodrigues rotation, so d x_e(t) = R(t) d x_e(0).
-fn external_position_tangent(c: &ExternalCharge, t: f64, dx0: DVec3) -> DVec3 {
-    match c.orbit {
-        None => dx0,
-        Some(o) => {
-            let (s, co) = (o.angular_velocity * t).sin_cos();
-            let k = o.axis;
-            dx0 * co + k.cross(dx0) * s + k * k.dot(dx0) * (1.0 - co)
-        }
-    }
-}
-
 /// d/dtheta of the explicit field forces (internal all-pairs Coulomb when enabled, external
 /// point charges and the external field) at (x, t), into `out`:
 /// d f_i = k_c sum_j [(dq_i q_j + q_i dq_j) phi_ij + q_i q_j G_ij (dx_i - dx_j)]
@@ -144,7 +133,7 @@ pub fn field_forces_jvp(
                 c.position_at(t),
                 c.charge,
                 dir.dqe(e),
-                external_position_tangent(c, t, dir.dxe(e)),
+                c.position_tangent(t, dir.dxe(e)),
             )
         })
         .collect();
@@ -173,7 +162,7 @@ pub fn field_forces_jvp(
         }
         acc *= COULOMB_K;
         if let Some(fld) = field {
-            acc += fld.at(xi) * dqi + field_jvp(&fld, xi, dxi) * qi;
+            acc += fld.at(xi) * dqi + fld.jvp(xi, dxi) * qi;
         }
         *f = acc;
     };
@@ -187,31 +176,10 @@ pub fn field_forces_jvp(
     }
 }
 
-/// (grad E(x)) dx. Swirl E = s [y/z', x/z', 0] and vortex E = s [-y/z', x/z', 0] with
-/// z' = z clamped to |z'| >= min_z (the clamped region has dz' = 0).
-fn field_jvp(field: &ExternalField, x: DVec3, dx: DVec3) -> DVec3 {
-    match *field {
-        ExternalField::Uniform(_) => DVec3::ZERO,
-        ExternalField::Swirl { scale, min_z } | ExternalField::Vortex { scale, min_z } => {
-            let (z, dz) = if x.z.abs() < min_z {
-                (min_z.copysign(x.z), 0.0)
-            } else {
-                (x.z, dx.z)
-            };
-            // d(a/z) = da/z - a dz/z^2.
-            let dy = scale * (dx.y / z - x.y * dz / (z * z));
-            let dxz = scale * (dx.x / z - x.x * dz / (z * z));
-            match field {
-                ExternalField::Vortex { .. } => DVec3::new(-dy, dxz, 0.0),
-                _ => DVec3::new(dy, dxz, 0.0),
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{ExternalCharge, ExternalField};
     use crate::cpu::forces::{field_forces_into, spring_force, spring_w_block};
 
     fn spring(k: f64, rest: f64, c: f64) -> Spring {

@@ -1,7 +1,9 @@
 //! The f64 physics formulas, each written once with its derivative beside it, for the CPU
 //! reference, DDEF and the gradients (the WGSL kernels mirror them line for line).
-//! Moved here so far: the spring's transverse factor and the point-charge field; the
-//! external fields and orbits still live in `config` and `grad::jvp`.
+//! The external field and the orbit are written as methods of their `crate::config` data
+//! types (`ExternalField::at`, `ExternalCharge::position_at`), so `config` holds data only.
 
+pub mod external_field;
+pub mod orbit;
 pub mod point_charge;
 pub mod spring;
