@@ -2,7 +2,7 @@
 //! bindings match the host's table, and the Rust mirror structs match the WGSL layout.
 
 use msc::gpu::layout::{self, mirror_layouts};
-use msc::gpu::shaders::{Access, Kernel, KERNELS};
+use msc::gpu::shaders::{Access, Kernel, KERNELS, SHARED};
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 use naga::{AddressSpace, StorageAccess, TypeInner};
 
@@ -28,6 +28,56 @@ fn every_kernel_parses_and_validates() {
         let invocations: u32 = wg.iter().product();
         assert!(invocations <= 256, "{}: {invocations} invocations", k.name);
     }
+}
+
+fn validates(source: &str) -> bool {
+    naga::front::wgsl::parse_str(source).is_ok_and(|m| {
+        Validator::new(ValidationFlags::all(), Capabilities::empty())
+            .validate(&m)
+            .is_ok()
+    })
+}
+
+/// A kernel's module is exactly the shared files it declares, `layout` first, then its own
+/// file; and it needs every one of them: leaving any one out leaves a name unresolved.
+#[test]
+fn every_kernel_declares_exactly_the_shared_files_it_uses() {
+    let file = |name: &str| {
+        SHARED
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| panic!("no shared file {name}"))
+            .1
+    };
+    for k in &KERNELS {
+        let compose = |names: &[&str]| {
+            let mut s: String = names.iter().map(|n| format!("{}\n", file(n))).collect();
+            s.push_str(k.body);
+            s
+        };
+        assert_eq!(
+            k.shared.first(),
+            Some(&"layout"),
+            "{}: layout first",
+            k.name
+        );
+        assert_eq!(compose(k.shared), k.source, "{}: composition", k.name);
+        for skip in k.shared {
+            let rest: Vec<&str> = k.shared.iter().filter(|n| *n != skip).copied().collect();
+            assert!(
+                !validates(&compose(&rest)),
+                "{}: compiles without shared/{skip}.wgsl, so it should not declare it",
+                k.name
+            );
+        }
+    }
+}
+
+/// The shared files declare no name twice: all of them together form one valid module.
+#[test]
+fn the_shared_files_compose_without_clashes() {
+    let all: String = SHARED.iter().map(|(_, s)| format!("{s}\n")).collect();
+    assert!(validates(&all));
 }
 
 /// The host builds bind group layouts from `Kernel::storage`; the WGSL declarations must
@@ -88,7 +138,7 @@ fn bindings_match_the_host_table_and_default_limits() {
 
 #[test]
 fn mirror_structs_match_wgsl_layout() {
-    let module = naga::front::wgsl::parse_str(msc::gpu::shaders::COMMON).expect("common parses");
+    let module = naga::front::wgsl::parse_str(msc::gpu::shaders::LAYOUT).expect("layout parses");
     for layout in mirror_layouts() {
         let (name, size, fields) = (layout.name, layout.size, layout.fields);
         let ty = module
@@ -112,7 +162,7 @@ fn mirror_structs_match_wgsl_layout() {
 
 #[test]
 fn wgsl_constants_match_the_host() {
-    let module = naga::front::wgsl::parse_str(msc::gpu::shaders::COMMON).expect("common parses");
+    let module = naga::front::wgsl::parse_str(msc::gpu::shaders::LAYOUT).expect("layout parses");
     let constant = |name: &str| -> u32 {
         let (_, c) = module
             .constants

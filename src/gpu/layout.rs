@@ -1,4 +1,4 @@
-//! `#[repr(C)]` mirrors of the WGSL structs in `shaders/common.wgsl`.
+//! `#[repr(C)]` mirrors of the WGSL structs in `shaders/shared/layout.wgsl`.
 //!
 //! They MUST match the WGSL declarations field for field (sizes, offsets, padding);
 //! `tests/shaders.rs` checks them against naga's reflection of the shader source.
@@ -75,7 +75,7 @@ pub struct Dispatch {
 }
 
 /// WGSL `DdefCounts`: sizes and switches of one DDEF evaluation (a storage struct the
-/// `ddef_*` kernels read). MUST match `shaders/common.wgsl`.
+/// `ddef_*` kernels read). MUST match `shaders/shared/layout.wgsl`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct DdefCounts {

@@ -1,5 +1,13 @@
-//! The WGSL kernels. Each kernel file is compiled with `shaders/common.wgsl` prepended
-//! (shared structs, constants and helpers), so every module is self-contained.
+//! The WGSL kernels and how each is composed. A kernel's module is the shared files it
+//! declares (`shaders/shared/*.wgsl`, one job each, in the manner of vello's shared
+//! shaders) followed by its own file, so every module is self-contained and carries
+//! only what it uses:
+//! - `layout`: constants, the uniform structs and their bindings, dispatch indexing
+//!   (every kernel);
+//! - `reduce`: the workgroup tree sum;
+//! - `adjacency`: the CSR spring adjacency's entries;
+//! - `blocks`: products with the stored 3x3 blocks of A;
+//! - `physics`: the f32 formulas mirroring `crate::physics` and the CPU reference.
 
 /// How a kernel accesses a storage binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,17 +22,29 @@ pub enum Access {
 #[derive(Clone, Copy, Debug)]
 pub struct Kernel {
     pub name: &'static str,
+    /// The shared files prepended, by name (see [`SHARED`]), in order.
+    pub shared: &'static [&'static str],
+    /// The kernel's own file.
+    pub body: &'static str,
+    /// The whole module: the shared files, then `body`.
     pub source: &'static str,
     pub storage: &'static [Access],
 }
 
+macro_rules! shared_file {
+    ($file:ident) => {
+        include_str!(concat!("../../shaders/shared/", stringify!($file), ".wgsl"))
+    };
+}
+
 macro_rules! kernel {
-    ($name:literal, [$($acc:ident),* $(,)?]) => {
+    ($name:literal, [$($file:ident),* $(,)?], [$($acc:ident),* $(,)?] $(,)?) => {
         Kernel {
             name: $name,
+            shared: &[$(stringify!($file)),*],
+            body: include_str!(concat!("../../shaders/", $name, ".wgsl")),
             source: concat!(
-                include_str!("../../shaders/common.wgsl"),
-                "\n",
+                $(shared_file!($file), "\n",)*
                 include_str!(concat!("../../shaders/", $name, ".wgsl"))
             ),
             storage: &[$(Access::$acc),*],
@@ -32,72 +52,131 @@ macro_rules! kernel {
     };
 }
 
-/// The common source alone (declarations only, no entry point).
-pub const COMMON: &str = include_str!("../../shaders/common.wgsl");
+/// The shared files by name, in the order a kernel lists them.
+pub const SHARED: [(&str, &str); 5] = [
+    ("layout", shared_file!(layout)),
+    ("reduce", shared_file!(reduce)),
+    ("adjacency", shared_file!(adjacency)),
+    ("blocks", shared_file!(blocks)),
+    ("physics", shared_file!(physics)),
+];
 
-pub const SPRING_ASSEMBLE: Kernel = kernel!("spring_assemble", [Read, Read, Read, Read, ReadWrite]);
-pub const COULOMB_SOURCES: Kernel = kernel!("coulomb_sources", [Read, Read, Read, ReadWrite]);
-pub const EXTERNAL_FORCES: Kernel = kernel!("external_forces", [Read, Read, Read, ReadWrite]);
-pub const COULOMB_TILED: Kernel = kernel!("coulomb_tiled", [Read, Read, ReadWrite]);
-pub const RHS: Kernel = kernel!("rhs", [Read, Read, Read, Read, Read, ReadWrite]);
-pub const JACOBI_SWEEP: Kernel = kernel!("jacobi_sweep", [Read, Read, Read, Read, Read, ReadWrite]);
-pub const RESIDUAL: Kernel = kernel!("residual", [Read, Read, Read, Read, Read, ReadWrite]);
-pub const DOT_REDUCE: Kernel = kernel!("dot_reduce", [Read, ReadWrite]);
+/// The layout file alone (constants and structs the host mirrors; no entry point).
+pub const LAYOUT: &str = shared_file!(layout);
+
+pub const SPRING_ASSEMBLE: Kernel = kernel!(
+    "spring_assemble",
+    [layout],
+    [Read, Read, Read, Read, ReadWrite]
+);
+pub const COULOMB_SOURCES: Kernel =
+    kernel!("coulomb_sources", [layout], [Read, Read, Read, ReadWrite]);
+pub const EXTERNAL_FORCES: Kernel = kernel!(
+    "external_forces",
+    [layout, physics],
+    [Read, Read, Read, ReadWrite]
+);
+pub const COULOMB_TILED: Kernel =
+    kernel!("coulomb_tiled", [layout, physics], [Read, Read, ReadWrite]);
+pub const RHS: Kernel = kernel!(
+    "rhs",
+    [layout, adjacency],
+    [Read, Read, Read, Read, Read, ReadWrite]
+);
+pub const JACOBI_SWEEP: Kernel = kernel!(
+    "jacobi_sweep",
+    [layout, adjacency, blocks],
+    [Read, Read, Read, Read, Read, ReadWrite]
+);
+pub const RESIDUAL: Kernel = kernel!(
+    "residual",
+    [layout, reduce, adjacency, blocks],
+    [Read, Read, Read, Read, Read, ReadWrite]
+);
+pub const DOT_REDUCE: Kernel = kernel!("dot_reduce", [layout, reduce], [Read, ReadWrite]);
 pub const CG_INIT: Kernel = kernel!(
     "cg_init",
+    [layout, reduce, adjacency, blocks],
     [Read, Read, Read, Read, Read, ReadWrite, ReadWrite, ReadWrite]
 );
-pub const CG_MATVEC: Kernel = kernel!("cg_matvec", [Read, Read, Read, Read, ReadWrite, ReadWrite]);
+pub const CG_MATVEC: Kernel = kernel!(
+    "cg_matvec",
+    [layout, reduce, adjacency, blocks],
+    [Read, Read, Read, Read, ReadWrite, ReadWrite]
+);
 pub const CG_UPDATE: Kernel = kernel!(
     "cg_update",
+    [layout, reduce, blocks],
     [Read, Read, Read, Read, Read, ReadWrite, ReadWrite, ReadWrite]
 );
-pub const CG_DIRECTION: Kernel = kernel!("cg_direction", [Read, Read, Read, Read, ReadWrite]);
+pub const CG_DIRECTION: Kernel = kernel!(
+    "cg_direction",
+    [layout, blocks],
+    [Read, Read, Read, Read, ReadWrite]
+);
 pub const INTEGRATE: Kernel = kernel!(
     "integrate",
+    [layout],
     [ReadWrite, ReadWrite, Read, Read, Read, ReadWrite]
 );
 pub const EXPLICIT_STEP: Kernel = kernel!(
     "explicit_step",
+    [layout, adjacency],
     [ReadWrite, ReadWrite, Read, Read, Read, Read, ReadWrite]
 );
 pub const LG_PREPARE: Kernel = kernel!(
     "lg_prepare",
+    [layout],
     [ReadWrite, Read, Read, Read, ReadWrite, ReadWrite]
 );
-pub const LG_RHS: Kernel = kernel!("lg_rhs", [Read, Read, Read, Read, Read, Read, ReadWrite]);
+pub const LG_RHS: Kernel = kernel!(
+    "lg_rhs",
+    [layout, adjacency],
+    [Read, Read, Read, Read, Read, Read, ReadWrite]
+);
 pub const ENERGY_REDUCE: Kernel = kernel!(
     "energy_reduce",
+    [layout, reduce, adjacency, physics],
     [Read, Read, Read, Read, Read, Read, Read, ReadWrite]
 );
 
-pub const DDEF_FAR: Kernel = kernel!("ddef_far", [Read, Read, Read, Read, ReadWrite]);
+pub const DDEF_FAR: Kernel = kernel!(
+    "ddef_far",
+    [layout, physics],
+    [Read, Read, Read, Read, ReadWrite]
+);
 pub const DDEF_VERTEX_FAR: Kernel = kernel!(
     "ddef_vertex_far",
+    [layout, physics],
     [Read, Read, Read, Read, Read, Read, ReadWrite]
 );
 pub const DDEF_GATHER: Kernel = kernel!(
     "ddef_gather",
+    [layout, physics],
     [Read, Read, Read, Read, Read, Read, Read, ReadWrite]
 );
 pub const TANGENT_COULOMB: Kernel = kernel!(
     "tangent_coulomb",
+    [layout, physics],
     [Read, Read, Read, Read, Read, Read, ReadWrite]
 );
 pub const TANGENT_FORCES: Kernel = kernel!(
     "tangent_forces",
+    [layout, adjacency],
     [Read, Read, Read, Read, Read, Read, ReadWrite, ReadWrite]
 );
-pub const TANGENT_INTEGRATE: Kernel = kernel!("tangent_integrate", [Read, ReadWrite]);
+pub const TANGENT_INTEGRATE: Kernel = kernel!("tangent_integrate", [layout], [Read, ReadWrite]);
 pub const TANGENT_LG_PREPARE: Kernel = kernel!(
     "tangent_lg_prepare",
+    [layout, adjacency],
     [Read, Read, Read, Read, ReadWrite, ReadWrite]
 );
 pub const TANGENT_LG_RHS: Kernel = kernel!(
     "tangent_lg_rhs",
+    [layout, adjacency],
     [Read, Read, Read, Read, Read, Read, ReadWrite, ReadWrite]
 );
-pub const TANGENT_COPY: Kernel = kernel!("tangent_copy", [Read, ReadWrite]);
+pub const TANGENT_COPY: Kernel = kernel!("tangent_copy", [layout], [Read, ReadWrite]);
 
 /// Every kernel, in a fixed order.
 pub const KERNELS: [Kernel; 26] = [

@@ -1,0 +1,18 @@
+// Products with the 3x3 blocks of A = M + sum_k W_k as the kernels store them: a
+// spring's W_k from its factors (spring_assemble) and a symmetric diagonal block or its
+// inverse (rhs).
+
+// W_k = s I + t n n^T (DESIGN section 2 with s = h^2 k max(0, 1 - L/l),
+// t = h^2 k (1 - max(0, 1 - L/l)) + h c); sf0 = (n, fmag), sf1 = (s, t, energy, 0).
+fn w_mul(sf0: vec4<f32>, sf1: vec4<f32>, d: vec3<f32>) -> vec3<f32> {
+    return sf1.x * d + (sf1.y * dot(sf0.xyz, d)) * sf0.xyz;
+}
+
+// Symmetric 3x3 matrix stored as d0 = (xx, yy, zz, xy), d1 = (xz, yz, 0, 0), times r.
+fn sym_mul(d0: vec4<f32>, d1: vec4<f32>, r: vec3<f32>) -> vec3<f32> {
+    return vec3<f32>(
+        d0.x * r.x + d0.w * r.y + d1.x * r.z,
+        d0.w * r.x + d0.y * r.y + d1.y * r.z,
+        d1.x * r.x + d1.y * r.y + d0.z * r.z,
+    );
+}

@@ -1,0 +1,108 @@
+// Layout shared by every kernel (prepended to each, see src/gpu/shaders.rs): the
+// constants, the uniform structs and their bindings as the host writes them, and the
+// indexing of a 1D dispatch. The structs MUST match the #[repr(C)] mirrors in
+// src/gpu/layout.rs; tests/shaders.rs compares their sizes, field offsets and the
+// constants through naga.
+
+// Invocations per workgroup of every 1D kernel (WebGPU default limit: 256).
+const WG: u32 = 256u;
+// Coulomb sources per workgroup-memory tile (one per invocation): 4 KiB.
+const TILE: u32 = 256u;
+const MAX_EXT_CHARGES: u32 = 8u;
+const NO_RANK: u32 = 0xffffffffu;
+
+// Scalar slots (vec4 each) of the `scalars` buffer.
+const SLOT_PQ: u32 = 0u;
+const SLOT_RZ: u32 = 1u; // and 2u: ping-pong by iteration parity
+const SLOT_RESIDUAL: u32 = 3u;
+const SLOT_ENERGY: u32 = 4u; // and 5u
+
+// An external point charge. Position at time t: pos0 rotated about `axis` through
+// `center` by angular velocity * t (Rodrigues), as ExternalCharge::position_at
+// (src/physics/orbit.rs).
+struct ExtCharge {
+    // xyz: position at t = 0 (m); w: charge * sqrt(k_c)
+    pos0: vec4<f32>,
+    // xyz: orbit center; w: angular velocity (rad/s)
+    center: vec4<f32>,
+    // xyz: unit orbit axis; w: 1 when orbiting, 0 when static
+    axis: vec4<f32>,
+}
+
+// Constant over a run; written once at setup.
+struct Params {
+    n: u32,
+    n_springs: u32,
+    n_charged: u32,
+    n_ext: u32,
+    // time step h, h^2, Jacobi relaxation omega, softening eps^2
+    dt: f32,
+    dt2: f32,
+    omega: f32,
+    eps2: f32,
+    // xyz: gravity (m/s^2)
+    gravity: vec4<f32>,
+    // field_kind 1: xyz = E (V/m); field_kind 2 (swirl), 3 (vortex): x = scale, y = min_z
+    field: vec4<f32>,
+    // 0 none, 1 uniform, 2 swirl, 3 vortex
+    field_kind: u32,
+    // workgroups of a per-particle dispatch = number of partial sums per block
+    n_wg: u32,
+    // 1: invert the 3x3 diagonal block (block Jacobi, Chebyshev); 0: scalar diagonal
+    block_diag: u32,
+    _pad0: u32,
+    ext: array<ExtCharge, MAX_EXT_CHARGES>,
+}
+
+// Per-dispatch values, selected with a dynamic uniform offset so that a whole batch of
+// steps is recorded without writing any buffer between dispatches.
+struct Dispatch {
+    // solver iteration index (CG: only its parity is used)
+    iter: u32,
+    // kernel-specific mode
+    mode: u32,
+    // target slot of a reduction
+    slot: u32,
+    // source block of a reduction
+    block: u32,
+    // Chebyshev weight omega_{k+1}
+    weight: f32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+// Sizes and switches of one DDEF evaluation (the ddef_* kernels read it from a storage
+// buffer written with each upload, since the group count changes every evaluation).
+struct DdefCounts {
+    // grid sites m (+ corners), occupied tetrahedra (groups), sources (charged particles)
+    n_sites: u32,
+    n_groups: u32,
+    n_sources: u32,
+    // 1: the `corrected` variant (vertex far values minus the double-counted sources)
+    corrected: u32,
+    // softening eps^2
+    eps2: f32,
+    // ddef_gather: 0 adds q_i E to force[charged[i]]; 1 writes E / sqrt(k_c) to out[i]
+    mode: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(1) @binding(0) var<uniform> disp: Dispatch;
+
+// Linear invocation index of a 1D kernel dispatched as a 2D grid of workgroups
+// (more than 65535 workgroups need the second dimension).
+fn flat_index(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
+    return (wid.y * nwg.x + wid.x) * WG + lid;
+}
+
+fn group_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wid.y * nwg.x + wid.x;
+}
+
+// props = (mass, charge * sqrt(k_c), charge, pinned ? 1 : 0)
+fn is_pinned(p: vec4<f32>) -> bool {
+    return p.w != 0.0;
+}
