@@ -22,7 +22,9 @@ pub mod device;
 pub mod frames;
 pub mod image;
 pub mod options;
+mod pipelines;
 pub mod renderer;
+mod targets;
 
 pub use camera::{Bounds, Camera, View};
 pub use device::{headless_device, HeadlessDevice};

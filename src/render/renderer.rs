@@ -1,12 +1,18 @@
-//! The renderer: two pipelines (particles as instanced quads, springs as indexed lines)
-//! drawing from caller-owned position buffers into an offscreen target.
+//! The renderer: checks the scene once, fits the camera and sizes the particles, then
+//! records frames (particles as instanced quads, springs as indexed lines) from
+//! caller-owned position buffers into an offscreen target and reads them back.
+//! The GPU objects it draws with are built in `pipelines` and `targets`.
 
 use super::camera::{Bounds, Camera, View};
 use super::image::{padded_row_bytes, unpad_rows, Image};
 use super::options::{ColorBy, ParticleSize, Rgb, Size};
-use super::{RenderError, SHADER};
+use super::pipelines::{FrameUniform, Pipelines};
+use super::targets::{create_targets, Targets};
+use super::RenderError;
 use glam::Vec3;
 use wgpu::util::DeviceExt;
+
+pub use super::pipelines::FRAME_UNIFORM_SIZE;
 
 /// How to draw.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,38 +60,8 @@ pub struct SceneGeometry<'a> {
     pub charges: &'a [f32],
 }
 
-/// The uniform block of `shaders/render_scene.wgsl` (struct `Frame`, 176 bytes).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-struct FrameUniform {
-    view: [f32; 16],
-    proj: [f32; 16],
-    viewport: [f32; 2],
-    particle_size: f32,
-    size_in_pixels: u32,
-    color_mode: u32,
-    charge_scale: f32,
-    speed_scale: f32,
-    _pad: f32,
-    spring_color: [f32; 4],
-}
-
-/// Size of the shader's `Frame` uniform, for layout tests.
-pub const FRAME_UNIFORM_SIZE: usize = std::mem::size_of::<FrameUniform>();
-
-const DEPTH_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Depth32Float;
-
 /// Fraction of the image's half-size left free around the automatic camera's box.
 const CAMERA_MARGIN: f32 = 0.08;
-
-struct Targets {
-    size: Size,
-    color: wgpu::Texture,
-    color_view: wgpu::TextureView,
-    msaa_view: Option<wgpu::TextureView>,
-    depth_view: wgpu::TextureView,
-    readback: wgpu::Buffer,
-}
 
 /// Draws particles and springs from position buffers (`vec4<f32>`, stride 16).
 pub struct Renderer {
@@ -95,10 +71,7 @@ pub struct Renderer {
     particles: u32,
     springs: Option<(wgpu::Buffer, u32)>,
     charges: wgpu::Buffer,
-    uniform: wgpu::Buffer,
-    bind_group: wgpu::BindGroup,
-    particle_pipeline: wgpu::RenderPipeline,
-    spring_pipeline: wgpu::RenderPipeline,
+    pipelines: Pipelines,
     targets: Targets,
     camera: Camera,
     radius: ParticleSize,
@@ -207,142 +180,11 @@ impl Renderer {
                 });
                 Some((buf, 2 * geometry.springs.len() as u32))
             };
-            let uniform = device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("msc render frame"),
-                size: FRAME_UNIFORM_SIZE as u64,
-                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                label: Some("msc render frame"),
-                entries: &[wgpu::BindGroupLayoutEntry {
-                    binding: 0,
-                    visibility: wgpu::ShaderStages::VERTEX_FRAGMENT,
-                    ty: wgpu::BindingType::Buffer {
-                        ty: wgpu::BufferBindingType::Uniform,
-                        has_dynamic_offset: false,
-                        min_binding_size: wgpu::BufferSize::new(FRAME_UNIFORM_SIZE as u64),
-                    },
-                    count: None,
-                }],
-            });
-            let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("msc render frame"),
-                layout: &layout,
-                entries: &[wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: uniform.as_entire_binding(),
-                }],
-            });
-            let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some("msc render"),
-                bind_group_layouts: &[Some(&layout)],
-                immediate_size: 0,
-            });
-            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some("msc render_scene.wgsl"),
-                source: wgpu::ShaderSource::Wgsl(SHADER.into()),
-            });
-            let vec4_layout = |step_mode, location| wgpu::VertexBufferLayout {
-                array_stride: 16,
-                step_mode,
-                attributes: match location {
-                    0 => &[wgpu::VertexAttribute {
-                        format: wgpu::VertexFormat::Float32x4,
-                        offset: 0,
-                        shader_location: 0,
-                    }],
-                    _ => &[wgpu::VertexAttribute {
-                        format: wgpu::VertexFormat::Float32x4,
-                        offset: 0,
-                        shader_location: 1,
-                    }],
-                },
-            };
-            let depth = Some(wgpu::DepthStencilState {
-                format: DEPTH_FORMAT,
-                depth_write_enabled: Some(true),
-                depth_compare: Some(wgpu::CompareFunction::Less),
-                stencil: Default::default(),
-                bias: Default::default(),
-            });
-            let multisample = wgpu::MultisampleState {
-                count: options.msaa,
-                mask: !0,
-                alpha_to_coverage_enabled: false,
-            };
-            let target = [Some(wgpu::ColorTargetState {
-                format: options.format,
-                blend: None,
-                write_mask: wgpu::ColorWrites::ALL,
-            })];
-            let particle_buffers = [
-                Some(vec4_layout(wgpu::VertexStepMode::Instance, 0)),
-                Some(vec4_layout(wgpu::VertexStepMode::Instance, 1)),
-            ];
-            let particle_pipeline =
-                device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
-                    label: Some("msc render particles"),
-                    layout: Some(&pipeline_layout),
-                    vertex: wgpu::VertexState {
-                        module: &module,
-                        entry_point: Some("vs_particle"),
-                        compilation_options: Default::default(),
-                        buffers: &particle_buffers,
-                    },
-                    primitive: wgpu::PrimitiveState {
-                        topology: wgpu::PrimitiveTopology::TriangleStrip,
-                        ..Default::default()
-                    },
-                    depth_stencil: depth.clone(),
-                    multisample,
-                    fragment: Some(wgpu::FragmentState {
-                        module: &module,
-                        entry_point: Some("fs_particle"),
-                        compilation_options: Default::default(),
-                        targets: &target,
-                    }),
-                    multiview_mask: None,
-                    cache: None,
-                });
-            let spring_buffers = [Some(vec4_layout(wgpu::VertexStepMode::Vertex, 0))];
-            let spring_pipeline = device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
-                label: Some("msc render springs"),
-                layout: Some(&pipeline_layout),
-                vertex: wgpu::VertexState {
-                    module: &module,
-                    entry_point: Some("vs_spring"),
-                    compilation_options: Default::default(),
-                    buffers: &spring_buffers,
-                },
-                primitive: wgpu::PrimitiveState {
-                    topology: wgpu::PrimitiveTopology::LineList,
-                    ..Default::default()
-                },
-                depth_stencil: depth,
-                multisample,
-                fragment: Some(wgpu::FragmentState {
-                    module: &module,
-                    entry_point: Some("fs_spring"),
-                    compilation_options: Default::default(),
-                    targets: &target,
-                }),
-                multiview_mask: None,
-                cache: None,
-            });
+            let pipelines = Pipelines::new(&device, options.msaa, options.format);
             let targets = create_targets(&device, &options)?;
-            Ok((
-                charges,
-                springs,
-                uniform,
-                bind_group,
-                particle_pipeline,
-                spring_pipeline,
-                targets,
-            ))
+            Ok((charges, springs, pipelines, targets))
         })?;
-        let (charges, springs, uniform, bind_group, particle_pipeline, spring_pipeline, targets) =
-            built;
+        let (charges, springs, pipelines, targets) = built;
         let bounds = Bounds::of_points(
             geometry
                 .positions
@@ -360,10 +202,7 @@ impl Renderer {
             particles,
             springs,
             charges,
-            uniform,
-            bind_group,
-            particle_pipeline,
-            spring_pipeline,
+            pipelines,
             targets,
             radius,
             charge_scale,
@@ -472,7 +311,7 @@ impl Renderer {
             ],
         };
         self.queue
-            .write_buffer(&self.uniform, 0, bytemuck::bytes_of(&u));
+            .write_buffer(&self.pipelines.uniform, 0, bytemuck::bytes_of(&u));
     }
 
     fn check_buffer(&self, what: &'static str, b: &wgpu::Buffer) -> Result<(), RenderError> {
@@ -547,15 +386,15 @@ impl Renderer {
             }),
             ..Default::default()
         });
-        pass.set_bind_group(0, &self.bind_group, &[]);
+        pass.set_bind_group(0, &self.pipelines.bind_group, &[]);
         let bytes = 16 * u64::from(self.particles);
         if let (true, Some((indices, count))) = (self.options.springs, &self.springs) {
-            pass.set_pipeline(&self.spring_pipeline);
+            pass.set_pipeline(&self.pipelines.spring);
             pass.set_vertex_buffer(0, positions.slice(..bytes));
             pass.set_index_buffer(indices.slice(..), wgpu::IndexFormat::Uint32);
             pass.draw_indexed(0..*count, 0, 0..1);
         }
-        pass.set_pipeline(&self.particle_pipeline);
+        pass.set_pipeline(&self.pipelines.particle);
         pass.set_vertex_buffer(0, positions.slice(..bytes));
         pass.set_vertex_buffer(1, values.slice(..bytes));
         pass.draw(0..4, 0..self.particles);
@@ -632,85 +471,6 @@ impl Renderer {
         })?;
         self.read_image()
     }
-}
-
-fn create_targets(device: &wgpu::Device, options: &RenderOptions) -> Result<Targets, RenderError> {
-    let Size { width, height } = options.size;
-    let max = device.limits().max_texture_dimension_2d;
-    if width == 0 || height == 0 || width > max || height > max {
-        return Err(RenderError::Size {
-            width,
-            height,
-            reason: format!("each side must be 1 to {max} pixels on this device"),
-        });
-    }
-    let readable = matches!(
-        options.format,
-        wgpu::TextureFormat::Rgba8Unorm
-            | wgpu::TextureFormat::Rgba8UnormSrgb
-            | wgpu::TextureFormat::Bgra8Unorm
-            | wgpu::TextureFormat::Bgra8UnormSrgb
-    );
-    if !readable {
-        return Err(RenderError::Gpu(format!(
-            "target format {:?}: the renderer draws into 8-bit RGBA or BGRA",
-            options.format
-        )));
-    }
-    let extent = wgpu::Extent3d {
-        width,
-        height,
-        depth_or_array_layers: 1,
-    };
-    let texture = |label, samples, format, usage| {
-        device.create_texture(&wgpu::TextureDescriptor {
-            label: Some(label),
-            size: extent,
-            mip_level_count: 1,
-            sample_count: samples,
-            dimension: wgpu::TextureDimension::D2,
-            format,
-            usage,
-            view_formats: &[],
-        })
-    };
-    let color = texture(
-        "msc render target",
-        1,
-        options.format,
-        wgpu::TextureUsages::RENDER_ATTACHMENT
-            | wgpu::TextureUsages::COPY_SRC
-            | wgpu::TextureUsages::TEXTURE_BINDING,
-    );
-    let msaa_view = (options.msaa > 1).then(|| {
-        texture(
-            "msc render msaa",
-            options.msaa,
-            options.format,
-            wgpu::TextureUsages::RENDER_ATTACHMENT,
-        )
-        .create_view(&Default::default())
-    });
-    let depth = texture(
-        "msc render depth",
-        options.msaa,
-        DEPTH_FORMAT,
-        wgpu::TextureUsages::RENDER_ATTACHMENT,
-    );
-    let readback = device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("msc render readback"),
-        size: u64::from(padded_row_bytes(width)) * u64::from(height),
-        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
-    Ok(Targets {
-        size: options.size,
-        color_view: color.create_view(&Default::default()),
-        color,
-        msaa_view,
-        depth_view: depth.create_view(&Default::default()),
-        readback,
-    })
 }
 
 #[cfg(test)]
