@@ -25,12 +25,11 @@ fn main(
     let d = x[ij.y].xyz - x[ij.x].xyz;
     let l = length(d);
     var n = vec3<f32>(0.0);
-    // max(0, 1 - L/l): clamped so A stays SPD (not applied to the force).
-    var alpha = select(0.0, 1.0, sp.y == 0.0);
     if (l > 0.0) {
         n = d / l;
-        alpha = max(0.0, 1.0 - sp.y / l);
     }
+    // max(0, 1 - L/l): clamped so A stays SPD (not applied to the force).
+    let alpha = max(0.0, transverse_factor_and_derivative(l, sp.y).x);
     let stretch = l - sp.y;
     var fmag = sp.x * stretch;
     if (disp.mode == 1u) {

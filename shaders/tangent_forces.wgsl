@@ -61,15 +61,10 @@ fn main(
         let l = length(d);
         let dd = tstate[sbase + j].xyz - dxi;
         let w = vi - vnew[j].xyz;
-        // The transverse factor 1 - L/l and its derivative in l (grad::jvp::transverse).
-        var g = 0.0;
-        var dg = 0.0;
-        if (rest == 0.0) {
-            g = 1.0;
-        } else if (l > 0.0) {
-            g = 1.0 - rest / l;
-            dg = rest / (l * l);
-        }
+        // The transverse factor 1 - L/l and its derivative in l.
+        let factor = transverse_factor_and_derivative(l, rest);
+        let g = factor.x;
+        let dg = factor.y;
         if (l == 0.0) {
             // No axis: K = k g I; W = h^2 k g I with g constant in x.
             fe = fe + (stiff * g) * dd;

@@ -1,7 +1,20 @@
 // The physics formulas the kernels share, in f32, each mirroring a Rust function of the
-// f64 reference line for line (named above each): an orbiting charge's position, the
-// external field, the point-charge distance factor, and the external force and potential
-// on a particle.
+// f64 reference line for line (named above each): the spring's transverse factor, an
+// orbiting charge's position, the external field, the point-charge distance factor, and
+// the external force and potential on a particle.
+
+// Mirrors physics::spring::transverse_factor_and_derivative (src/physics/spring.rs):
+// (1 - L/l, d/dl (1 - L/l) = L / l^2) (seed 002 eq. 8); a zero-rest-length spring is
+// linear (factor 1), a degenerate one (l = 0, L > 0) gets 0, derivative 0 in both.
+fn transverse_factor_and_derivative(l: f32, rest: f32) -> vec2<f32> {
+    if (rest == 0.0) {
+        return vec2<f32>(1.0, 0.0);
+    }
+    if (l > 0.0) {
+        return vec2<f32>(1.0 - rest / l, rest / (l * l));
+    }
+    return vec2<f32>(0.0, 0.0);
+}
 
 // Mirrors ExternalCharge::position_at (src/physics/orbit.rs).
 fn ext_position(e: ExtCharge, t: f32) -> vec3<f32> {

@@ -66,7 +66,7 @@ pub const LAYOUT: &str = shared_file!(layout);
 
 pub const SPRING_ASSEMBLE: Kernel = kernel!(
     "spring_assemble",
-    [layout],
+    [layout, physics],
     [Read, Read, Read, Read, ReadWrite]
 );
 pub const COULOMB_SOURCES: Kernel =
@@ -162,7 +162,7 @@ pub const TANGENT_COULOMB: Kernel = kernel!(
 );
 pub const TANGENT_FORCES: Kernel = kernel!(
     "tangent_forces",
-    [layout, adjacency],
+    [layout, adjacency, physics],
     [Read, Read, Read, Read, Read, Read, ReadWrite, ReadWrite]
 );
 pub const TANGENT_INTEGRATE: Kernel = kernel!("tangent_integrate", [layout], [Read, ReadWrite]);
