@@ -181,7 +181,7 @@ impl Renderer {
                 Some((buf, 2 * geometry.springs.len() as u32))
             };
             let pipelines = Pipelines::new(&device, options.msaa, options.format);
-            let targets = create_targets(&device, &options)?;
+            let targets = create_targets(&device, options.size, options.msaa, options.format)?;
             Ok((charges, springs, pipelines, targets))
         })?;
         let (charges, springs, pipelines, targets) = built;
@@ -270,11 +270,10 @@ impl Renderer {
         if size == self.targets.size {
             return Ok(());
         }
-        let mut options = self.options.clone();
-        options.size = size;
+        let (msaa, format) = (self.options.msaa, self.options.format);
         let device = self.device.clone();
-        self.targets = scoped(&device, || create_targets(&device, &options))?;
-        self.options = options;
+        self.targets = scoped(&device, || create_targets(&device, size, msaa, format))?;
+        self.options.size = size;
         self.camera.aspect = size.width as f32 / size.height as f32;
         self.write_uniform();
         Ok(())

@@ -4,7 +4,6 @@
 
 use super::image::padded_row_bytes;
 use super::options::Size;
-use super::renderer::RenderOptions;
 use super::RenderError;
 
 pub(super) const DEPTH_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Depth32Float;
@@ -19,13 +18,15 @@ pub(super) struct Targets {
     pub readback: wgpu::Buffer,
 }
 
-/// Creates the targets of `options.size`, `options.msaa` and `options.format`, or says
-/// why that size or format cannot be drawn into on this device.
+/// Creates the targets of `size` with `msaa` samples per pixel in `format`, or says why
+/// that size or format cannot be drawn into on this device.
 pub(super) fn create_targets(
     device: &wgpu::Device,
-    options: &RenderOptions,
+    size: Size,
+    msaa: u32,
+    format: wgpu::TextureFormat,
 ) -> Result<Targets, RenderError> {
-    let Size { width, height } = options.size;
+    let Size { width, height } = size;
     let max = device.limits().max_texture_dimension_2d;
     if width == 0 || height == 0 || width > max || height > max {
         return Err(RenderError::Size {
@@ -35,7 +36,7 @@ pub(super) fn create_targets(
         });
     }
     let readable = matches!(
-        options.format,
+        format,
         wgpu::TextureFormat::Rgba8Unorm
             | wgpu::TextureFormat::Rgba8UnormSrgb
             | wgpu::TextureFormat::Bgra8Unorm
@@ -44,7 +45,7 @@ pub(super) fn create_targets(
     if !readable {
         return Err(RenderError::Gpu(format!(
             "target format {:?}: the renderer draws into 8-bit RGBA or BGRA",
-            options.format
+            format
         )));
     }
     let extent = wgpu::Extent3d {
@@ -67,23 +68,23 @@ pub(super) fn create_targets(
     let color = texture(
         "msc render target",
         1,
-        options.format,
+        format,
         wgpu::TextureUsages::RENDER_ATTACHMENT
             | wgpu::TextureUsages::COPY_SRC
             | wgpu::TextureUsages::TEXTURE_BINDING,
     );
-    let msaa_view = (options.msaa > 1).then(|| {
+    let msaa_view = (msaa > 1).then(|| {
         texture(
             "msc render msaa",
-            options.msaa,
-            options.format,
+            msaa,
+            format,
             wgpu::TextureUsages::RENDER_ATTACHMENT,
         )
         .create_view(&Default::default())
     });
     let depth = texture(
         "msc render depth",
-        options.msaa,
+        msaa,
         DEPTH_FORMAT,
         wgpu::TextureUsages::RENDER_ATTACHMENT,
     );
@@ -94,7 +95,7 @@ pub(super) fn create_targets(
         mapped_at_creation: false,
     });
     Ok(Targets {
-        size: options.size,
+        size,
         color_view: color.create_view(&Default::default()),
         color,
         msaa_view,
