@@ -38,8 +38,9 @@ fn validates(source: &str) -> bool {
     })
 }
 
-/// A kernel's module is exactly the shared files it declares, `layout` first, then its own
-/// file; and it needs every one of them: leaving any one out leaves a name unresolved.
+/// A kernel's module is exactly the shared files it declares, in `SHARED`'s order with
+/// `layout` first, then its own file; and it needs every one of them: leaving any one out
+/// leaves a name unresolved.
 #[test]
 fn every_kernel_declares_exactly_the_shared_files_it_uses() {
     let file = |name: &str| {
@@ -55,11 +56,13 @@ fn every_kernel_declares_exactly_the_shared_files_it_uses() {
             s.push_str(k.body);
             s
         };
-        assert_eq!(
-            k.shared.first(),
-            Some(&"layout"),
-            "{}: layout first",
-            k.name
+        let rank = |name: &str| SHARED.iter().position(|(n, _)| *n == name);
+        let ranks: Vec<_> = k.shared.iter().map(|n| rank(n)).collect();
+        assert!(
+            ranks.windows(2).all(|w| w[0] < w[1]) && ranks.first() == Some(&Some(0)),
+            "{}: shared files {:?} not listed in SHARED's order, layout first",
+            k.name,
+            k.shared
         );
         assert_eq!(compose(k.shared), k.source, "{}: composition", k.name);
         for skip in k.shared {

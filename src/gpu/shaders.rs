@@ -1,7 +1,6 @@
 //! The WGSL kernels and how each is composed. A kernel's module is the shared files it
-//! declares (`shaders/shared/*.wgsl`, one job each, in the manner of vello's shared
-//! shaders) followed by its own file, so every module is self-contained and carries
-//! only what it uses:
+//! declares (`shaders/shared/*.wgsl`, one job each) followed by its own file, so every
+//! module is self-contained and carries only what it uses:
 //! - `layout`: constants, the uniform structs and their bindings, dispatch indexing
 //!   (every kernel);
 //! - `reduce`: the workgroup tree sum;
@@ -52,7 +51,7 @@ macro_rules! kernel {
     };
 }
 
-/// The shared files by name, in the order a kernel lists them.
+/// The shared files by name, in the order a kernel lists them (`layout` first).
 pub const SHARED: [(&str, &str); 5] = [
     ("layout", shared_file!(layout)),
     ("reduce", shared_file!(reduce)),
