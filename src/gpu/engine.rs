@@ -128,7 +128,13 @@ impl Engine {
         for (i, b) in bufs.iter().enumerate() {
             entries.push(wgpu::BindGroupEntry {
                 binding: i as u32 + 1,
-                resource: buffers.get(*b)?.as_entire_binding(),
+                resource: buffers
+                    .get(*b)
+                    .map_err(|_| GpuError::Binding {
+                        kernel: name,
+                        problem: format!("buffer {b:?} does not exist on this solver"),
+                    })?
+                    .as_entire_binding(),
             });
         }
         let label = format!("{name} {bufs:?}");

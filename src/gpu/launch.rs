@@ -19,12 +19,12 @@ use crate::model::System;
 /// Chebyshev's spectral radius: the config's, or the CPU reference's power-iteration
 /// estimate on the initial operator (IMEX: A at x_0; local-global: P), so both backends
 /// use the same weights.
-fn chebyshev_rho(system: &System, config: &Config) -> f64 {
+fn chebyshev_rho(system: &System, config: &Config, dt: TimeStep) -> f64 {
     use crate::cpu::solvers::{estimate_block_jacobi_rho, BlockLaplacian, RHO_ESTIMATE_ITERATIONS};
     config.solver.rho.unwrap_or_else(|| {
         let op = match config.integrator {
-            Integrator::LocalGlobal => BlockLaplacian::local_global(system, config.dt),
-            _ => BlockLaplacian::imex(system, system.positions(), config.dt),
+            Integrator::LocalGlobal => BlockLaplacian::local_global(system, dt.seconds()),
+            _ => BlockLaplacian::imex(system, system.positions(), dt.seconds()),
         };
         estimate_block_jacobi_rho(&op, config.solver.omega, RHO_ESTIMATE_ITERATIONS)
     })
@@ -66,7 +66,7 @@ impl<'a> Planner<'a> {
         let method = config.solver.method;
         let iterations = config.solver.iterations;
         let weights = if config.integrator.is_implicit() && method == SolverMethod::Chebyshev {
-            chebyshev_weights(chebyshev_rho(system, config), iterations as usize)
+            chebyshev_weights(chebyshev_rho(system, config, dt), iterations as usize)
         } else {
             Vec::new()
         };
@@ -449,5 +449,61 @@ impl Planner<'_> {
                 Ok(a)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::adapter::{instance, pick_adapter};
+    use crate::gpu::limits::sizes;
+    use crate::model::SystemDesc;
+    use glam::DVec3;
+
+    /// The launchers refuse what does not fit a kernel with a typed error naming it,
+    /// before anything is recorded: a reduction slot past the scalars, a solve whose
+    /// unknown is its own partner, a buffer this solver never created.
+    #[test]
+    fn launchers_refuse_mismatched_launches_with_typed_errors() {
+        let Ok(adapter) = pick_adapter(&instance(), true) else {
+            assert!(
+                std::env::var("MSC_REQUIRE_GPU").as_deref() != Ok("1"),
+                "MSC_REQUIRE_GPU=1 but no adapter"
+            );
+            return;
+        };
+        let (device, _queue) =
+            pollster::block_on(adapter.request_device(&Default::default())).expect("device");
+        let system = System::new(SystemDesc {
+            positions: vec![DVec3::ZERO, DVec3::X],
+            masses: vec![0.01; 2],
+            charges: vec![0.0; 2],
+            ..Default::default()
+        })
+        .unwrap();
+        let config = Config::default();
+        let dt = TimeStep::new(&config);
+        let buffers =
+            Buffers::create(&device, &system, &config, dt, &sizes(&system, &config), 1).unwrap();
+        let mut engine = Engine::new(&device);
+        let mut p = Planner::new(&device, &mut engine, &buffers, &system, &config, dt);
+        let binding = |r: Result<Op, GpuError>| match r {
+            Err(GpuError::Binding { kernel, problem }) => format!("{kernel}: {problem}"),
+            other => panic!("expected a binding error, got {other:?}"),
+        };
+        let m = binding(p.reduce(SCALAR_SLOTS, 0));
+        assert!(m.starts_with("dot_reduce: slot 8 of 8"), "{m}");
+        match p.solve(&mut Vec::new(), Buf::V, Buf::V) {
+            Err(GpuError::Binding { problem, .. }) => assert!(problem.contains("both V")),
+            other => panic!("expected a binding error, got {other:?}"),
+        }
+        let m0 = p.mode(0);
+        let m = binding(p.dispatch(shaders::TANGENT_COPY, &[Buf::X, Buf::TanZ], m0, 2));
+        assert!(
+            m.starts_with("tangent_copy: buffer TanZ does not exist"),
+            "{m}"
+        );
+        // A launch that fits is recorded.
+        assert!(matches!(p.rhs(), Ok(Op::Dispatch(_))));
     }
 }
