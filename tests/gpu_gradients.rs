@@ -1,4 +1,4 @@
-//! GPU forward sensitivities (`msc::gpu::GpuTangents`, `GradBackend::Gpu`) against the f64
+//! GPU forward sensitivities (`msc::grad::GpuTangents`, `GradBackend::Gpu`) against the f64
 //! CPU reference tangents (`msc::grad`). Runs on whatever adapter wgpu finds, lavapipe
 //! included; skips with a message when there is none, and fails instead when
 //! `MSC_REQUIRE_GPU=1`.
@@ -27,10 +27,10 @@ use msc::config::{
     Config, CoulombMethod, ExternalCharge, ExternalField, Integrator, Orbit, SolverConfig,
     SolverMethod,
 };
-use msc::gpu::{GpuError, GpuTangents, HeadlessOptions};
+use msc::gpu::{GpuError, HeadlessOptions};
 use msc::grad::{
-    evaluate, simulate_with_tangents, GradBackend, GradError, GradOptions, Param, ParamSet,
-    TangentRun, Target,
+    evaluate, simulate_with_tangents, GpuTangents, GradBackend, GradError, GradOptions, Param,
+    ParamSet, TangentRun, Target,
 };
 use msc::model::mesh::icosphere;
 use msc::model::{Spring, System, SystemDesc};

@@ -1,14 +1,14 @@
-//! The solver's GPU buffers: what each holds, and their creation from a system (f64 to
-//! f32 with range checks, the CSR adjacency, the constant local-global matrix, `Params`).
+//! The solver's GPU buffers, in one [`Buffers`] table indexed by [`Buf`]: what each
+//! holds, and their creation from a system (f64 to f32 with range checks, the CSR
+//! adjacency, the constant local-global matrix, the `Params` uniform).
 
-use glam::DVec3;
 use wgpu::util::DeviceExt;
 
-use super::layout::{ExtCharge, Params, MAX_EXT_CHARGES};
+use super::layout::Params;
 use super::limits::Sizes;
-use super::solver::GpuSolver;
+use super::params::{to_f32, vec4, TimeStep};
 use super::GpuError;
-use crate::config::{Config, ExternalField, Integrator, SolverMethod};
+use crate::config::{Config, Integrator};
 use crate::model::{Adjacency, System, COULOMB_K};
 
 /// The GPU buffers, indexed by `Buf as usize`.
@@ -40,7 +40,7 @@ pub(super) enum Buf {
     Q,
     Partials,
     Scalars,
-    // Forward sensitivities (src/gpu/tangent.rs), created there, after the buffers above.
+    // Forward sensitivities (`gpu::tangent`), added by it before the step is planned.
     /// Per direction: dx then dv (2 n vec4).
     TanState,
     /// Per direction: dq per particle, (k, L, c, dk) per spring, (dx_e, dq_e) per external.
@@ -56,45 +56,75 @@ pub(super) enum Buf {
     TanZ,
 }
 
-/// Buffers created with the solver (the tangent buffers come after them).
-pub(super) const BUF_COUNT: usize = Buf::Scalars as usize + 1;
+/// Every buffer kind.
+const BUF_KINDS: usize = Buf::TanZ as usize + 1;
 
-pub(super) fn to_f32(value: f64, what: &str, index: usize) -> Result<f32, GpuError> {
-    let v = value as f32;
-    if v.is_finite() || !value.is_finite() {
-        Ok(v)
-    } else {
-        // A backstop: `range::check` has already refused such values with more context.
-        Err(GpuError::F32Range {
-            what: format!("{what} {index}"),
-            value,
-            limit: format!("|value| <= {:e}", f32::MAX),
-        })
-    }
+/// The solver's buffers (those of the forward step always; the tangent banks when added)
+/// and the `Params` uniform every solver kernel binds at 0.
+pub(super) struct Buffers {
+    list: Vec<Option<wgpu::Buffer>>,
+    params: wgpu::Buffer,
 }
 
-pub(super) fn vec4(v: DVec3, w: f32, what: &str, index: usize) -> Result<[f32; 4], GpuError> {
-    Ok([
-        to_f32(v.x, what, index)?,
-        to_f32(v.y, what, index)?,
-        to_f32(v.z, what, index)?,
-        w,
-    ])
+/// Usage of every solver storage buffer (readable back, writable by the host).
+pub(super) const STORAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_DST)
+    .union(wgpu::BufferUsages::COPY_SRC);
+
+/// A zero-filled storage buffer (at least 16 bytes: wgpu refuses empty bindings).
+pub(super) fn zeroed(device: &wgpu::Device, label: &str, size: u64) -> wgpu::Buffer {
+    device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size: size.max(16),
+        usage: STORAGE,
+        mapped_at_creation: false,
+    })
 }
 
-impl GpuSolver {
-    pub(super) fn buf(&self, b: Buf) -> &wgpu::Buffer {
-        &self.buffers[b as usize]
+/// A storage buffer holding `data`, zero-padded to `size` bytes (and to 16 at least).
+pub(super) fn filled(device: &wgpu::Device, label: &str, data: &[u8], size: u64) -> wgpu::Buffer {
+    let mut d = data.to_vec();
+    d.resize((size.max(16) as usize).max(data.len()), 0);
+    device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        label: Some(label),
+        contents: &d,
+        usage: STORAGE,
+    })
+}
+
+impl Buffers {
+    /// The buffer `b`, or a typed error when it was never created (a tangent buffer of a
+    /// solver without tangents).
+    pub(super) fn get(&self, b: Buf) -> Result<&wgpu::Buffer, GpuError> {
+        self.list[b as usize]
+            .as_ref()
+            .ok_or_else(|| GpuError::Binding {
+                kernel: "buffers",
+                problem: format!("buffer {b:?} does not exist on this solver"),
+            })
     }
 
-    pub(super) fn create_buffers(
-        &mut self,
+    pub(super) fn params(&self) -> &wgpu::Buffer {
+        &self.params
+    }
+
+    /// Adds (or replaces) buffer `b`: the tangent banks, before the step is planned.
+    pub(super) fn insert(&mut self, b: Buf, buffer: wgpu::Buffer) {
+        self.list[b as usize] = Some(buffer);
+    }
+
+    /// Creates the forward step's buffers for `system` and the `Params` uniform. `n_wg`:
+    /// workgroups of a per-particle dispatch (two reduction blocks of partial sums each).
+    pub(super) fn create(
+        device: &wgpu::Device,
         system: &System,
         config: &Config,
+        dt: TimeStep,
         sz: &Sizes,
-    ) -> Result<(), GpuError> {
+        n_wg: u32,
+    ) -> Result<Self, GpuError> {
         let n = system.len();
-        let h = config.dt;
+        let h = dt.seconds();
         let sqrt_k = COULOMB_K.sqrt();
         let mut x = Vec::with_capacity(n);
         let mut v = Vec::with_capacity(n);
@@ -158,10 +188,6 @@ impl GpuSolver {
                 bd_init.push([0.0; 4]);
             }
         }
-        let storage = wgpu::BufferUsages::STORAGE
-            | wgpu::BufferUsages::COPY_DST
-            | wgpu::BufferUsages::COPY_SRC;
-        let device = &self.device;
         let size_of = |name: &str| -> u64 {
             sz.storage
                 .iter()
@@ -169,205 +195,90 @@ impl GpuSolver {
                 .map(|(_, b)| *b)
                 .unwrap_or(16)
         };
-        let init = |label: &str, data: &[u8], usage: wgpu::BufferUsages| {
+        let vertex = |label: &str, data: &[u8]| {
             device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
                 label: Some(label),
                 contents: data,
-                usage,
+                usage: STORAGE | wgpu::BufferUsages::VERTEX,
             })
         };
-        let zeroed = |label: &str, size: u64| {
-            device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(label),
-                size: size.max(16),
-                usage: storage,
-                mapped_at_creation: false,
-            })
-        };
-        let padded = |data: &[u8], size: u64| -> Vec<u8> {
-            let mut d = data.to_vec();
-            d.resize((size.max(16) as usize).max(data.len()), 0);
-            d
-        };
-        let mut bufs: Vec<Option<wgpu::Buffer>> = (0..BUF_COUNT).map(|_| None).collect();
-        let mut put = |b: Buf, buffer: wgpu::Buffer| bufs[b as usize] = Some(buffer);
-        put(
-            Buf::X,
-            init(
-                "msc positions",
-                bytemuck::cast_slice(&x),
-                storage | wgpu::BufferUsages::VERTEX,
-            ),
-        );
-        put(
-            Buf::V,
-            init(
-                "msc velocities",
-                bytemuck::cast_slice(&v),
-                storage | wgpu::BufferUsages::VERTEX,
-            ),
-        );
+        let zero = |label: &str, what: &str| zeroed(device, label, size_of(what));
+        let fill =
+            |label: &str, data: &[u8], what: &str| filled(device, label, data, size_of(what));
+        let mut list: Vec<Option<wgpu::Buffer>> = (0..BUF_KINDS).map(|_| None).collect();
+        let mut put = |b: Buf, buffer: wgpu::Buffer| list[b as usize] = Some(buffer);
+        put(Buf::X, vertex("msc positions", bytemuck::cast_slice(&x)));
+        put(Buf::V, vertex("msc velocities", bytemuck::cast_slice(&v)));
         put(
             Buf::Props,
-            init(
+            fill(
                 "msc particle properties",
                 bytemuck::cast_slice(&props),
-                storage,
+                "particle properties",
             ),
         );
-        put(Buf::Force, zeroed("msc forces", size_of("forces")));
-        put(
-            Buf::Sources,
-            zeroed("msc coulomb sources", size_of("Coulomb sources")),
-        );
+        put(Buf::Force, zero("msc forces", "forces"));
+        put(Buf::Sources, zero("msc coulomb sources", "Coulomb sources"));
         put(
             Buf::Charged,
-            init(
+            fill(
                 "msc charged indices",
-                &padded(bytemuck::cast_slice(&charged), size_of("charged indices")),
-                storage,
+                bytemuck::cast_slice(&charged),
+                "charged indices",
             ),
         );
-        put(Buf::Clock, zeroed("msc clock", 16));
+        put(Buf::Clock, zeroed(device, "msc clock", 16));
         put(
             Buf::Springs,
-            init(
-                "msc springs",
-                &padded(bytemuck::cast_slice(&springs), size_of("springs")),
-                storage,
-            ),
+            fill("msc springs", bytemuck::cast_slice(&springs), "springs"),
         );
         put(
             Buf::SParams,
-            init(
+            fill(
                 "msc spring parameters",
-                &padded(bytemuck::cast_slice(&sparams), size_of("spring parameters")),
-                storage,
+                bytemuck::cast_slice(&sparams),
+                "spring parameters",
             ),
         );
         put(
             Buf::Sf,
-            init(
+            fill(
                 "msc spring blocks",
-                &padded(bytemuck::cast_slice(&sf_init), size_of("spring blocks")),
-                storage,
+                bytemuck::cast_slice(&sf_init),
+                "spring blocks",
             ),
         );
         put(
             Buf::Adj,
-            init("msc adjacency", bytemuck::cast_slice(&adj), storage),
+            fill("msc adjacency", bytemuck::cast_slice(&adj), "adjacency"),
         );
         put(
             Buf::Bd,
-            init(
+            fill(
                 "msc rhs and diagonal",
-                &padded(
-                    bytemuck::cast_slice(&bd_init),
-                    size_of("right-hand side and diagonal"),
-                ),
-                storage,
+                bytemuck::cast_slice(&bd_init),
+                "right-hand side and diagonal",
             ),
         );
-        put(
-            Buf::S,
-            zeroed("msc solver scratch", size_of("solver scratch")),
-        );
-        put(Buf::Xt, zeroed("msc x_t", size_of("x_t")));
-        put(Buf::B0, zeroed("msc b0", size_of("b0")));
-        put(Buf::R, zeroed("msc cg r", size_of("cg r")));
-        put(Buf::P, zeroed("msc cg p", size_of("cg p")));
-        put(Buf::Q, zeroed("msc cg q", size_of("cg q")));
+        put(Buf::S, zero("msc solver scratch", "solver scratch"));
+        put(Buf::Xt, zero("msc x_t", "x_t"));
+        put(Buf::B0, zero("msc b0", "b0"));
+        put(Buf::R, zero("msc cg r", "cg r"));
+        put(Buf::P, zero("msc cg p", "cg p"));
+        put(Buf::Q, zero("msc cg q", "cg q"));
         // Two blocks of one vec4 per workgroup of a per-particle dispatch.
-        let grid = self.grid(self.n);
-        let partials = 32 * u64::from(grid[0]) * u64::from(grid[1]);
-        put(Buf::Partials, zeroed("msc partial sums", partials));
-        put(Buf::Scalars, zeroed("msc scalars", size_of("scalars")));
-        self.buffers = bufs
-            .into_iter()
-            .map(|b| b.expect("every buffer is created"))
-            .collect();
+        put(
+            Buf::Partials,
+            zeroed(device, "msc partial sums", 32 * u64::from(n_wg)),
+        );
+        put(Buf::Scalars, zero("msc scalars", "scalars"));
 
-        // Params
-        let mut params = Params {
-            n: n as u32,
-            n_springs: system.springs().len() as u32,
-            n_charged: charged.len() as u32,
-            n_ext: config.external_charges.len() as u32,
-            dt: h as f32,
-            dt2: (h * h) as f32,
-            omega: config.solver.omega as f32,
-            eps2: to_f32(config.coulomb.softening.powi(2), "softening", 0)?,
-            gravity: vec4(config.gravity, 0.0, "gravity", 0)?,
-            field: [0.0; 4],
-            field_kind: 0,
-            n_wg: {
-                let g = self.grid(self.n);
-                g[0] * g[1]
-            },
-            block_diag: u32::from(matches!(
-                config.solver.method,
-                SolverMethod::BlockJacobi | SolverMethod::Chebyshev
-            )),
-            _pad0: 0,
-            ext: [ExtCharge::default(); MAX_EXT_CHARGES],
-        };
-        match config.external_field {
-            None => {}
-            Some(ExternalField::Uniform(e)) => {
-                params.field_kind = 1;
-                params.field = vec4(e, 0.0, "external field", 0)?;
-            }
-            Some(ExternalField::Swirl { scale, min_z }) => {
-                params.field_kind = 2;
-                params.field = [
-                    to_f32(scale, "field scale", 0)?,
-                    to_f32(min_z, "field min_z", 0)?,
-                    0.0,
-                    0.0,
-                ];
-            }
-            Some(ExternalField::Vortex { scale, min_z }) => {
-                params.field_kind = 3;
-                params.field = [
-                    to_f32(scale, "field scale", 0)?,
-                    to_f32(min_z, "field min_z", 0)?,
-                    0.0,
-                    0.0,
-                ];
-            }
-        }
-        for (k, c) in config.external_charges.iter().enumerate() {
-            let orbit = c.orbit;
-            params.ext[k] = ExtCharge {
-                pos0: vec4(
-                    c.position,
-                    to_f32(c.charge * sqrt_k, "external charge", k)?,
-                    "external charge position",
-                    k,
-                )?,
-                center: match orbit {
-                    Some(o) => vec4(
-                        o.center,
-                        to_f32(o.angular_velocity, "orbit angular velocity", k)?,
-                        "orbit center",
-                        k,
-                    )?,
-                    None => [0.0; 4],
-                },
-                axis: match orbit {
-                    Some(o) => vec4(o.axis, 1.0, "orbit axis", k)?,
-                    None => [0.0; 4],
-                },
-            };
-        }
-        let params_buf = self
-            .device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("msc params"),
-                contents: bytemuck::bytes_of(&params),
-                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-            });
-        self.params = Some(params_buf);
-        Ok(())
+        let params: Params = super::params::params(system, config, dt, n_wg)?;
+        let params = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("msc params"),
+            contents: bytemuck::bytes_of(&params),
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        });
+        Ok(Self { list, params })
     }
 }

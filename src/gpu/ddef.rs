@@ -11,12 +11,9 @@
 //!    the interpolated far field.
 //!
 //! [`GpuDdef`] works on its own (benchmarks, tests: fields per source come back) or
-//! inside [`GpuSolver`] (`coulomb.method = "ddef"`), where the sources are the solver's
-//! compacted charges and the gather adds q_i E to its force buffer. Each solver force
-//! evaluation then reads the charged positions back, runs the host stage with the grid
-//! policy of the CPU reference ([`DdefSolver::prepare`]: reuse for `rebuild_every`
-//! evaluations, rebuild when a charge leaves the box) and uploads the lists before the
-//! step's kernels continue: one host round trip per evaluation.
+//! inside [`GpuSolver`](super::GpuSolver) (`coulomb.method = "ddef"`), where the sources
+//! are the solver's compacted charges and the gather adds q_i E to its force buffer; the
+//! solver's host stage before each evaluation is `gpu::ddef_stage`.
 //!
 //! All device quantities are in units scaled by sqrt(k_c) (charges q sqrt(k_c), fields
 //! E / sqrt(k_c)), as in the tiled all-pairs kernel, so products stay in f32 range.
@@ -24,23 +21,16 @@
 use glam::DVec3;
 use wgpu::util::DeviceExt;
 
-use super::buffers::{to_f32, vec4, Buf};
 use super::error::{poll_error, scoped};
 use super::layout::DdefCounts;
 use super::limits::grid;
-use super::plan::Op;
+use super::params::{to_f32, vec4};
 use super::readback::read_buffers;
 use super::shaders;
-use super::solver::GpuSolver;
 use super::GpuError;
-use crate::config::{DdefConfig, DdefVariant, Integrator};
-use crate::ddef::{Ddef, DdefSolver};
+use crate::config::DdefVariant;
+use crate::ddef::Ddef;
 use crate::model::COULOMB_K;
-use std::sync::atomic::Ordering;
-
-/// `Op::pipeline` of the placeholder where a step runs the three DDEF kernels; its
-/// `group` is 1 when the positions moved since the step began (Verlet's second force).
-pub(super) const DDEF_MARK: usize = usize::MAX;
 
 /// A storage buffer that grows (never shrinks) as evaluations need more room.
 struct Grown {
@@ -554,174 +544,4 @@ fn read_buffer(
             "msc ddef readback",
         )
     })
-}
-
-/// The solver's DDEF state: the CPU reference's grid policy and the device kernels.
-pub(super) struct SolverDdef {
-    policy: DdefSolver,
-    variant: DdefVariant,
-    gpu: GpuDdef,
-    /// Charges of the charged particles, in source order (the host stage's q).
-    charges: Vec<f64>,
-    /// The uploaded lists were built on the current device positions.
-    current: bool,
-    /// Seconds spent in the host stage proper (grid, location, lists, upload), after the
-    /// positions came back.
-    host_seconds: f64,
-}
-
-impl SolverDdef {
-    pub(super) fn new(
-        solver: &GpuSolver,
-        config: DdefConfig,
-        softening: f64,
-        charges: Vec<f64>,
-    ) -> Result<Self, GpuError> {
-        Ok(Self {
-            policy: DdefSolver::new(config, softening),
-            variant: config.variant,
-            gpu: GpuDdef::attached(
-                &solver.device,
-                &solver.queue,
-                softening,
-                solver.buf(Buf::Sources),
-                solver.buf(Buf::Charged),
-                solver.buf(Buf::Force),
-            )?,
-            charges,
-            current: false,
-            host_seconds: 0.0,
-        })
-    }
-
-    pub(super) fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
-        self.gpu.record(pass);
-    }
-}
-
-impl GpuSolver {
-    /// Grids built so far by the DDEF force evaluations (`None` unless `coulomb.method =
-    /// "ddef"`), as the CPU reference's [`DdefSolver::rebuilds`].
-    pub fn ddef_rebuilds(&self) -> Option<u64> {
-        self.ddef.as_ref().map(|d| d.policy.rebuilds())
-    }
-
-    /// DDEF force evaluations so far (host stages run; `None` unless DDEF).
-    pub fn ddef_evaluations(&self) -> Option<u64> {
-        self.ddef.as_ref().map(|d| d.policy.evaluations())
-    }
-
-    /// Seconds the DDEF host stages have spent so far once the charged positions were
-    /// back (grid builds, point location, lists, upload; `None` unless DDEF): the part of
-    /// a DDEF step that runs on the CPU.
-    pub fn ddef_host_seconds(&self) -> Option<f64> {
-        self.ddef.as_ref().map(|d| d.host_seconds)
-    }
-
-    /// Whether [`Self::record_steps`] can record steps into a caller's encoder: not with
-    /// `coulomb.method = "ddef"`, whose every force evaluation needs a host stage (point
-    /// location, lists) on the current positions.
-    pub fn supports_recording(&self) -> bool {
-        self.ddef.is_none()
-    }
-
-    /// The host stage before a DDEF evaluation: reads the compacted sources (run `ops`
-    /// first, which end with `coulomb_sources`), builds the lists under the grid policy
-    /// and uploads them.
-    fn ddef_stage(&mut self, ops: &[Op]) -> Result<(), GpuError> {
-        let nc = self.ddef.as_ref().map_or(0, |d| d.charges.len());
-        let data = self.run_and_read(ops, &[(Buf::Sources, 0, 16 * nc as u64)])?;
-        let f: &[[f32; 4]] = bytemuck::cast_slice(&data);
-        let x: Vec<DVec3> = f
-            .iter()
-            .map(|a| DVec3::new(a[0] as f64, a[1] as f64, a[2] as f64))
-            .collect();
-        let Some(d) = self.ddef.as_mut() else {
-            return Ok(());
-        };
-        let start = std::time::Instant::now();
-        let ddef = d.policy.prepare(&x, &d.charges)?;
-        if let Some(ddef) = ddef {
-            d.gpu.upload_lists(&ddef, d.variant)?;
-        }
-        d.host_seconds += start.elapsed().as_secs_f64();
-        d.current = true;
-        Ok(())
-    }
-
-    /// Runs `ops` (a step list, or a diagnostic's), pausing at every DDEF placeholder
-    /// whose lists are not current for the host stage. Leaves `current` as the positions
-    /// after `ops` allow: a step that moves them (every integrator's step but Verlet's,
-    /// whose second force already saw x') clears it.
-    pub(super) fn run_ddef_ops(&mut self, ops: &[Op], step: bool) -> Result<(), GpuError> {
-        let mut start = 0;
-        for (k, op) in ops.iter().enumerate() {
-            if op.pipeline != DDEF_MARK {
-                continue;
-            }
-            let d = self
-                .ddef
-                .as_mut()
-                .expect("placeholders only exist with DDEF");
-            if op.group == 1 {
-                d.current = false;
-            }
-            if !d.current {
-                self.ddef_stage(&ops[start..k])?;
-                start = k;
-            }
-        }
-        if start < ops.len() {
-            self.submit_ops(&ops[start..])?;
-        }
-        if step && self.integrator != Integrator::Verlet {
-            if let Some(d) = self.ddef.as_mut() {
-                d.current = false;
-            }
-        }
-        Ok(())
-    }
-
-    /// `n` steps with DDEF forces, one at a time (each needs its host stage).
-    pub(super) fn ddef_steps(&mut self, n: u64) -> Result<(), GpuError> {
-        self.check_lost()?;
-        if n == 0 {
-            return Ok(());
-        }
-        if !self.field_fresh.load(Ordering::Relaxed) {
-            let prologue = self.prologue_ops.clone();
-            self.run_ddef_ops(&prologue, false)?;
-        }
-        let ops = self.step_ops.clone();
-        for _ in 0..n {
-            self.run_ddef_ops(&ops, true)?;
-            self.steps_done += 1;
-        }
-        // The host stages read back through `run_and_read`, which marks the forces stale;
-        // the last step left a' in the buffer.
-        self.field_fresh.store(true, Ordering::Relaxed);
-        self.check_lost()
-    }
-
-    /// Submits `ops` in one compute pass without waiting.
-    fn submit_ops(&self, ops: &[Op]) -> Result<(), GpuError> {
-        scoped(&self.device, || {
-            let mut encoder = self
-                .device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                    label: Some("msc ddef step"),
-                });
-            self.compute_passes.fetch_add(1, Ordering::Relaxed);
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("msc ddef step"),
-                    timestamp_writes: None,
-                });
-                self.replay(&mut pass, ops);
-            }
-            self.queue.submit([encoder.finish()]);
-            self.submissions.fetch_add(1, Ordering::Relaxed);
-            Ok(())
-        })
-    }
 }

@@ -19,6 +19,13 @@ pub enum GpuError {
     DeviceLost(String),
     #[error("GPU readback failed: {0}")]
     Readback(String),
+    /// A kernel launch whose buffers do not fit the kernel's bindings (a host bug caught
+    /// when the step is planned, before anything runs).
+    #[error("kernel {kernel}: {problem}")]
+    Binding {
+        kernel: &'static str,
+        problem: String,
+    },
     #[error("unsupported on the GPU backend: {0}")]
     Unsupported(String),
     /// An input (or a product the kernels form from inputs) that f32 cannot hold, found
@@ -80,4 +87,46 @@ pub(super) fn scoped<T>(
     f: impl FnOnce() -> Result<T, GpuError>,
 ) -> Result<T, GpuError> {
     super::device::error_scope(device, f, scope_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::adapter::{instance, pick_adapter};
+
+    #[test]
+    fn validation_errors_are_captured_as_typed_errors() {
+        let Ok(adapter) = pick_adapter(&instance(), true) else {
+            assert!(
+                std::env::var("MSC_REQUIRE_GPU").as_deref() != Ok("1"),
+                "MSC_REQUIRE_GPU=1 but no adapter"
+            );
+            return;
+        };
+        let (device, _queue) =
+            pollster::block_on(adapter.request_device(&Default::default())).expect("device");
+        let result: Result<(), GpuError> = scoped(&device, || {
+            // MAP_READ combines only with COPY_DST: creating this buffer is invalid.
+            let _ = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("invalid on purpose"),
+                size: 16,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::STORAGE,
+                mapped_at_creation: false,
+            });
+            Ok(())
+        });
+        match result {
+            Err(GpuError::Validation(m)) => assert!(m.contains("invalid on purpose"), "{m}"),
+            other => panic!("expected a validation error, got {other:?}"),
+        }
+        // A kernel that does not compile is caught the same way.
+        let result: Result<(), GpuError> = scoped(&device, || {
+            let _ = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some("broken"),
+                source: wgpu::ShaderSource::Wgsl("fn main( {".into()),
+            });
+            Ok(())
+        });
+        assert!(matches!(result, Err(GpuError::Validation(_))), "{result:?}");
+    }
 }

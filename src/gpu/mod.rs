@@ -11,27 +11,50 @@
 //!   a cheaper product W_k d = s d + t n (n . d).
 //! - Per-particle kernels gather over the adjacency (no float atomics); reductions are
 //!   two-stage workgroup trees in a fixed order: two identical runs are bit-identical.
-//! - A step is a fixed list of dispatches recorded once at setup and replayed; what
-//!   changes between dispatches (solver iteration, Chebyshev weight, reduction slot,
-//!   kernel mode) comes from a table of `Dispatch` records picked by dynamic uniform
-//!   offsets, and the step counter (time) lives on the GPU. So `step(n)` and
+//! - A step is a recording (a typed list of ops: kernel dispatches and, with DDEF, host
+//!   stages) built once at setup by one linear function and replayed; what changes
+//!   between dispatches (solver iteration, Chebyshev weight, reduction slot, kernel mode)
+//!   comes from a table of `Dispatch` records picked by dynamic uniform offsets, and the
+//!   step counter (time) lives on the GPU. So `step(n)` and
 //!   [`GpuSolver::record_steps`] record n steps without any buffer write or readback.
 //! - The GPU runs a fixed number of solver iterations; the final residual, energies and
 //!   the state are computed or copied only when asked for.
+//!
+//! The host, by layer (a module imports only from the layers above its own):
+//! 1. `error`, `device`, `adapter`, `layout`, `limits`, `range`, `shaders`: errors, wgpu
+//!    plumbing, adapter choice, the WGSL struct mirrors, size limits, f32 range checks
+//!    and the kernel table;
+//! 2. `params` (f32 conversions, the time step's one host copy, the `Params` uniform),
+//!    `recording` (the typed ops a step replays), `readback` (staging reads, decoding);
+//! 3. `buffers` (every solver buffer, by `Buf`), `ddef` (the DDEF kernels, [`GpuDdef`]);
+//! 4. `engine`: pipelines, bind groups and dispatch records; replays a recording;
+//! 5. `submit` (device, queue, counters; runs recordings), `profile`, `launch` (what the
+//!    program records into, and the forward kernels' typed launchers);
+//! 6. `program`: every recording built once, linearly, with hooks for extra kernels;
+//! 7. `tangent` (the forward tangents' banks and kernels, recorded through the hooks),
+//!    `ddef_stage` (the solver's DDEF host stage);
+//! 8. `assemble` (a solver's parts, in order), then `solver` ([`GpuSolver`]).
 
 mod adapter;
+mod assemble;
 mod buffers;
 pub mod ddef;
+mod ddef_stage;
 pub mod device;
+mod engine;
 pub mod error;
+mod launch;
 pub mod layout;
 pub mod limits;
-mod plan;
+mod params;
 mod profile;
+mod program;
 mod range;
 mod readback;
+mod recording;
 pub mod shaders;
 pub mod solver;
+mod submit;
 pub mod tangent;
 
 pub use adapter::{
@@ -42,4 +65,4 @@ pub use ddef::GpuDdef;
 pub use error::GpuError;
 pub use profile::KernelTime;
 pub use solver::{GpuSolver, HostCounts};
-pub use tangent::GpuTangents;
+pub use tangent::{TangentDirection, TangentVectors};

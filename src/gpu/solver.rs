@@ -1,23 +1,32 @@
-//! The GPU solver's host side: owns the buffers, builds the pipelines and records the
-//! kernels of `shaders/` (DESIGN section 6). A whole step is a fixed list of dispatches,
-//! recorded once and replayed `n` times into one compute pass; per-dispatch values
-//! (solver iteration, Chebyshev weight, reduction slot, kernel mode) come from a table of
-//! `Dispatch` records selected by dynamic uniform offsets, and the simulation clock lives
-//! on the GPU, so nothing is written or read between the steps of a batch.
+//! The GPU solver ([`GpuSolver`]): composes the device half (`Submitter`), the buffers
+//! (`Buffers`), the engine of pipelines and records (`Engine`) and the recordings the
+//! step program built once (`Program`), and runs them (DESIGN section 6). A whole step is a
+//! fixed recording replayed `n` times into one compute pass; per-dispatch values (solver
+//! iteration, Chebyshev weight, reduction slot, kernel mode) come from `Dispatch` records
+//! selected by dynamic uniform offsets, and the simulation clock lives on the GPU, so
+//! nothing is written or read between the steps of a batch.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use glam::{DMat3, DVec3};
+
 use super::adapter::{open_headless_device, AdapterSummary, HeadlessDevice, HeadlessOptions};
-use super::buffers::Buf;
-use super::ddef::{SolverDdef, DDEF_MARK};
-use super::error::{poll_error, scoped};
-use super::layout::{Dispatch, MAX_EXT_CHARGES};
-use super::limits::{check_limits, sizes};
-use super::plan::{chebyshev_rho, Op, Pipeline};
+use super::assemble::{assemble, Tangents};
+use super::buffers::{Buf, Buffers};
+use super::ddef_stage::SolverDdef;
+use super::engine::Engine;
+use super::error::scoped;
+use super::layout::{SLOT_ENERGY, SLOT_RESIDUAL};
+use super::params::TimeStep;
+use super::profile::{profile, KernelTime};
+use super::program::Program;
+use super::readback;
+use super::recording::{dispatch_count, Op};
+use super::submit::{Replay, Submitter};
+use super::tangent::{self, TangentDirection, TangentVectors};
 use super::GpuError;
-use crate::config::{Config, CoulombMethod, Integrator, SolverMethod};
+use crate::config::{Config, Integrator};
 use crate::model::{State, System};
 use crate::sim::{Energies, SimError, Simulator, SolveStats};
 
@@ -37,44 +46,27 @@ const DISPATCHES_PER_SUBMIT: u64 = 8192;
 
 /// The GPU solver for one system.
 pub struct GpuSolver {
-    pub(super) device: wgpu::Device,
-    pub(super) queue: wgpu::Queue,
-    pub(super) summary: AdapterSummary,
-    pub(super) lost: Arc<Mutex<Option<String>>>,
-    pub(super) integrator: Integrator,
+    host: Submitter,
+    summary: AdapterSummary,
+    integrator: Integrator,
     /// Solver iterations per step (summed over local-global's alternations).
-    pub(super) iterations: u32,
-    pub(super) n: u32,
-    pub(super) spring_count: u32,
-    pub(super) dt: f64,
-    pub(super) steps_done: u64,
-    pub(super) buffers: Vec<wgpu::Buffer>,
-    pub(super) pipelines: Vec<Pipeline>,
-    pub(super) pipeline_index: HashMap<&'static str, usize>,
-    pub(super) groups: Vec<wgpu::BindGroup>,
-    pub(super) group_index: HashMap<(&'static str, Vec<Buf>), usize>,
-    pub(super) params: Option<wgpu::Buffer>,
-    pub(super) dispatch_layout: wgpu::BindGroupLayout,
-    pub(super) dispatch_group: Option<wgpu::BindGroup>,
-    pub(super) records: Vec<Dispatch>,
-    pub(super) record_index: HashMap<[u32; 8], usize>,
-    pub(super) record_stride: u32,
-    pub(super) step_ops: Vec<Op>,
-    /// Verlet: the field forces at (x_t, t) that start a step. A step ends with them at
-    /// (x', t + h) in the force buffer (its a'), so they run only when `field_fresh` is
-    /// false: before the first step and after a diagnostic rewrote that buffer.
-    pub(super) prologue_ops: Vec<Op>,
-    pub(super) field_fresh: AtomicBool,
-    pub(super) energy_ops: Vec<Op>,
-    pub(super) residual_ops: Vec<Op>,
-    pub(super) spring_ops: Vec<Op>,
-    pub(super) field_ops: Vec<Op>,
+    iterations: u32,
+    n: u32,
+    spring_count: u32,
+    /// The time step's one host copy.
+    dt: TimeStep,
+    steps_done: u64,
+    buffers: Buffers,
+    engine: Engine,
+    program: Program,
+    /// Verlet: the force buffer holds the field forces at the current state (see
+    /// `Program::prologue`).
+    field_fresh: AtomicBool,
     /// Stats of the last solve, saved before a diagnostic overwrites the spring blocks.
-    pub(super) saved_stats: Option<(u64, SolveStats)>,
-    pub(super) submissions: AtomicU64,
-    pub(super) compute_passes: AtomicU64,
+    saved_stats: Option<(u64, SolveStats)>,
     /// `coulomb.method = "ddef"`: the host stage's state and the DDEF kernels.
-    pub(super) ddef: Option<SolverDdef>,
+    ddef: Option<SolverDdef>,
+    tangents: Option<Tangents>,
 }
 
 impl GpuSolver {
@@ -87,16 +79,7 @@ impl GpuSolver {
         system: &System,
         config: &Config,
     ) -> Result<Self, GpuError> {
-        let summary =
-            AdapterSummary::new(&device.adapter_info(), &device.limits(), device.features());
-        Self::build(
-            device.clone(),
-            queue.clone(),
-            summary,
-            Arc::new(Mutex::new(None)),
-            system,
-            config,
-        )
+        Self::embedded(device, queue, system, config, None)
     }
 
     /// Picks an adapter itself (honouring WGPU_BACKEND and WGPU_ADAPTER_NAME) and opens a
@@ -105,6 +88,54 @@ impl GpuSolver {
     pub fn headless(
         system: &System,
         config: &Config,
+        options: &HeadlessOptions,
+    ) -> Result<Self, GpuError> {
+        Self::opened(system, config, None, options)
+    }
+
+    /// As [`Self::new`], with one forward tangent (dx, dv) per direction carried by every
+    /// step, all starting at zero (see `gpu::tangent`). The step then overwrites the
+    /// forward right-hand side: read with [`Self::read_tangents`], not `solve_stats`.
+    pub fn with_tangents(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        system: &System,
+        config: &Config,
+        directions: &[TangentDirection],
+    ) -> Result<Self, GpuError> {
+        tangent::check(system, config, directions)?;
+        Self::embedded(device, queue, system, config, Some(directions))
+    }
+
+    /// As [`Self::headless`], with tangents as [`Self::with_tangents`].
+    pub fn headless_with_tangents(
+        system: &System,
+        config: &Config,
+        directions: &[TangentDirection],
+        options: &HeadlessOptions,
+    ) -> Result<Self, GpuError> {
+        // Refuse before opening a device.
+        tangent::check(system, config, directions)?;
+        Self::opened(system, config, Some(directions), options)
+    }
+
+    fn embedded(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        system: &System,
+        config: &Config,
+        directions: Option<&[TangentDirection]>,
+    ) -> Result<Self, GpuError> {
+        let summary =
+            AdapterSummary::new(&device.adapter_info(), &device.limits(), device.features());
+        let host = Submitter::new(device.clone(), queue.clone(), Arc::new(Mutex::new(None)));
+        Self::build(host, summary, system, config, directions)
+    }
+
+    fn opened(
+        system: &System,
+        config: &Config,
+        directions: Option<&[TangentDirection]>,
         options: &HeadlessOptions,
     ) -> Result<Self, GpuError> {
         // Input checks first, so a bad input fails before an adapter is opened.
@@ -122,27 +153,71 @@ impl GpuSolver {
                 *l = Some(format!("{reason:?}: {message}"));
             }
         });
-        Self::build(device, queue, adapter, lost, system, config)
+        Self::build(
+            Submitter::new(device, queue, lost),
+            adapter,
+            system,
+            config,
+            directions,
+        )
+    }
+
+    fn build(
+        host: Submitter,
+        summary: AdapterSummary,
+        system: &System,
+        config: &Config,
+        directions: Option<&[TangentDirection]>,
+    ) -> Result<Self, GpuError> {
+        let parts = assemble(&host, system, config, directions)?;
+        Ok(Self {
+            host,
+            summary,
+            integrator: config.integrator,
+            // Per step, as the CPU reports it: local-global sums its alternations' solves.
+            iterations: match config.integrator {
+                Integrator::LocalGlobal => {
+                    config.solver.iterations * config.local_global_iterations
+                }
+                _ => config.solver.iterations,
+            },
+            n: system.len() as u32,
+            spring_count: system.springs().len() as u32,
+            dt: parts.dt,
+            steps_done: 0,
+            buffers: parts.buffers,
+            engine: parts.engine,
+            program: parts.program,
+            field_fresh: AtomicBool::new(false),
+            saved_stats: None,
+            ddef: parts.ddef,
+            tangents: parts.tangents,
+        })
     }
 
     pub fn adapter(&self) -> Option<&AdapterSummary> {
         Some(&self.summary)
     }
     pub fn device(&self) -> &wgpu::Device {
-        &self.device
+        &self.host.device
     }
     pub fn queue(&self) -> &wgpu::Queue {
-        &self.queue
+        &self.host.queue
+    }
+    fn buffer(&self, b: Buf) -> &wgpu::Buffer {
+        self.buffers
+            .get(b)
+            .expect("the positions and velocities exist on every solver")
     }
     /// Positions as `vec4<f32>` (xyz, 1): usable as a vertex buffer (Float32x4, stride 16),
     /// a storage buffer and a copy source.
     pub fn positions_buffer(&self) -> &wgpu::Buffer {
-        self.buf(Buf::X)
+        self.buffer(Buf::X)
     }
     /// Velocities as `vec4<f32>` (xyz, w unused): like the positions, usable as a vertex
     /// buffer (Float32x4, stride 16), e.g. to colour particles by speed.
     pub fn velocities_buffer(&self) -> &wgpu::Buffer {
-        self.buf(Buf::V)
+        self.buffer(Buf::V)
     }
     /// Steps done (recorded, for [`Self::record_steps`]).
     pub fn steps_done(&self) -> u64 {
@@ -151,17 +226,24 @@ impl GpuSolver {
 
     /// Dispatches recorded per step (a DDEF evaluation counts its three kernels).
     pub fn dispatches_per_step(&self) -> usize {
-        self.step_ops
-            .iter()
-            .map(|op| if op.pipeline == DDEF_MARK { 3 } else { 1 })
-            .sum()
+        dispatch_count(&self.program.step)
     }
 
     /// Queue submissions and compute passes made so far (see [`HostCounts`]).
     pub fn host_counts(&self) -> HostCounts {
+        let (submissions, compute_passes) = self.host.counts();
         HostCounts {
-            submissions: self.submissions.load(Ordering::Relaxed),
-            compute_passes: self.compute_passes.load(Ordering::Relaxed),
+            submissions,
+            compute_passes,
+        }
+    }
+
+    fn replay(&self) -> Replay<'_> {
+        Replay {
+            host: &self.host,
+            engine: &self.engine,
+            buffers: &self.buffers,
+            field_fresh: &self.field_fresh,
         }
     }
 
@@ -192,163 +274,286 @@ impl GpuSolver {
         if n == 0 {
             return;
         }
-        self.compute_passes.fetch_add(1, Ordering::Relaxed);
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("msc steps"),
-            timestamp_writes: None,
+        let prologue = !self.field_fresh.swap(true, Ordering::Relaxed);
+        let (engine, program) = (&self.engine, &self.program);
+        self.host.pass(encoder, "msc steps", None, |pass| {
+            if prologue {
+                engine.replay(pass, &program.prologue, None);
+            }
+            for _ in 0..n {
+                engine.replay(pass, &program.step, None);
+            }
         });
-        if !self.field_fresh.swap(true, Ordering::Relaxed) {
-            self.replay(&mut pass, &self.prologue_ops);
-        }
-        for _ in 0..n {
-            self.replay(&mut pass, &self.step_ops);
-        }
-        drop(pass);
         self.steps_done += u64::from(n);
     }
 
-    fn build(
-        device: wgpu::Device,
-        queue: wgpu::Queue,
-        summary: AdapterSummary,
-        lost: Arc<Mutex<Option<String>>>,
-        system: &System,
-        config: &Config,
-    ) -> Result<Self, GpuError> {
-        config.validate_for(system)?;
-        super::range::check(system, config)?;
-        let limits = device.limits();
-        let sz = sizes(system, config);
-        check_limits(&limits, &sz)?;
-        if config.external_charges.len() > MAX_EXT_CHARGES {
-            return Err(GpuError::Unsupported(format!(
-                "{} external charges; the kernels support at most {MAX_EXT_CHARGES}",
-                config.external_charges.len()
-            )));
-        }
-        let rho =
-            if config.integrator.is_implicit() && config.solver.method == SolverMethod::Chebyshev {
-                chebyshev_rho(system, config)
-            } else {
-                0.0
-            };
-        let dispatch_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("msc dispatch records"),
-            entries: &[wgpu::BindGroupLayoutEntry {
-                binding: 0,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Uniform,
-                    has_dynamic_offset: true,
-                    min_binding_size: wgpu::BufferSize::new(std::mem::size_of::<Dispatch>() as u64),
-                },
-                count: None,
-            }],
-        });
-        let align = limits.min_uniform_buffer_offset_alignment.max(1);
-        let record_stride = (std::mem::size_of::<Dispatch>() as u32).div_ceil(align) * align;
-        let mut solver = Self {
-            device: device.clone(),
-            queue,
-            summary,
-            lost,
-            integrator: config.integrator,
-            // Per step, as the CPU reports it: local-global sums its alternations' solves.
-            iterations: match config.integrator {
-                Integrator::LocalGlobal => {
-                    config.solver.iterations * config.local_global_iterations
-                }
-                _ => config.solver.iterations,
-            },
-            n: system.len() as u32,
-            spring_count: system.springs().len() as u32,
-            dt: config.dt,
-            steps_done: 0,
-            buffers: Vec::new(),
-            pipelines: Vec::new(),
-            pipeline_index: HashMap::new(),
-            groups: Vec::new(),
-            group_index: HashMap::new(),
-            params: None,
-            dispatch_layout,
-            dispatch_group: None,
-            records: Vec::new(),
-            record_index: HashMap::new(),
-            record_stride,
-            step_ops: Vec::new(),
-            prologue_ops: Vec::new(),
-            field_fresh: AtomicBool::new(false),
-            energy_ops: Vec::new(),
-            residual_ops: Vec::new(),
-            spring_ops: Vec::new(),
-            field_ops: Vec::new(),
-            saved_stats: None,
-            submissions: AtomicU64::new(0),
-            compute_passes: AtomicU64::new(0),
-            ddef: None,
-        };
-        scoped(&device, || {
-            solver.create_buffers(system, config, &sz)?;
-            if let CoulombMethod::Ddef(d) = config.coulomb.method {
-                let charges = system
-                    .charged_indices()
-                    .iter()
-                    .map(|&i| system.charges()[i as usize])
-                    .collect();
-                solver.ddef = Some(SolverDdef::new(
-                    &solver,
-                    d,
-                    config.coulomb.softening,
-                    charges,
-                )?);
-            }
-            solver.plan(system, config, rho)?;
-            solver.create_dispatch_records();
-            Ok(())
-        })?;
-        Ok(solver)
-    }
-
-    pub(super) fn submit_steps(&mut self, n: u64) -> Result<(), GpuError> {
+    /// Advances the state (and the tangents, if any) by `n` steps: batches of steps per
+    /// submission, or with DDEF one step at a time (each evaluation needs its host stage).
+    pub fn advance(&mut self, n: u64) -> Result<(), GpuError> {
         if self.ddef.is_some() {
             return self.ddef_steps(n);
         }
-        self.check_lost()?;
-        let device = self.device.clone();
+        self.host.check_lost()?;
+        let device = self.host.device.clone();
         scoped(&device, || {
             let mut remaining = n;
             let mut previous: Option<wgpu::SubmissionIndex> = None;
-            let per_submit = (DISPATCHES_PER_SUBMIT / self.step_ops.len().max(1) as u64)
+            let per_submit = (DISPATCHES_PER_SUBMIT / self.program.step.len().max(1) as u64)
                 .clamp(1, u64::from(u32::MAX));
             while remaining > 0 {
                 let batch = remaining.min(per_submit);
-                let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                    label: Some("msc step batch"),
-                });
+                let mut encoder = self.host.encoder("msc step batch");
                 self.record_unchecked(&mut encoder, batch as u32);
-                let index = self.queue.submit([encoder.finish()]);
-                self.submissions.fetch_add(1, Ordering::Relaxed);
+                let index = self.host.submit(encoder);
                 // Keep at most two batches in flight.
                 if let Some(p) = previous.take() {
-                    device
-                        .poll(wgpu::PollType::Wait {
-                            submission_index: Some(p),
-                            timeout: None,
-                        })
-                        .map_err(poll_error)?;
+                    self.host.wait(p)?;
                 }
                 previous = Some(index);
                 remaining -= batch;
             }
             Ok(())
         })?;
-        self.check_lost()
+        self.host.check_lost()
+    }
+
+    /// `n` steps with DDEF forces, one at a time (each needs its host stage).
+    fn ddef_steps(&mut self, n: u64) -> Result<(), GpuError> {
+        self.host.check_lost()?;
+        let replay = Replay {
+            host: &self.host,
+            engine: &self.engine,
+            buffers: &self.buffers,
+            field_fresh: &self.field_fresh,
+        };
+        if let Some(ddef) = self.ddef.as_mut() {
+            let moves = self.integrator != Integrator::Verlet;
+            ddef.steps(&replay, &self.program, n, moves, &mut self.steps_done)?;
+        }
+        self.host.check_lost()
+    }
+
+    /// Grids built so far by the DDEF force evaluations (`None` unless `coulomb.method =
+    /// "ddef"`), as the CPU reference's [`crate::ddef::DdefSolver::rebuilds`].
+    pub fn ddef_rebuilds(&self) -> Option<u64> {
+        self.ddef.as_ref().map(SolverDdef::rebuilds)
+    }
+
+    /// DDEF force evaluations so far (host stages run; `None` unless DDEF).
+    pub fn ddef_evaluations(&self) -> Option<u64> {
+        self.ddef.as_ref().map(SolverDdef::evaluations)
+    }
+
+    /// Seconds the DDEF host stages have spent so far once the charged positions were
+    /// back (grid builds, point location, lists, upload; `None` unless DDEF): the part of
+    /// a DDEF step that runs on the CPU.
+    pub fn ddef_host_seconds(&self) -> Option<f64> {
+        self.ddef.as_ref().map(SolverDdef::host_seconds)
+    }
+
+    /// Whether [`Self::record_steps`] can record steps into a caller's encoder: not with
+    /// `coulomb.method = "ddef"`, whose every force evaluation needs a host stage (point
+    /// location, lists) on the current positions.
+    pub fn supports_recording(&self) -> bool {
+        self.ddef.is_none()
+    }
+
+    /// Advances `steps` steps with a timestamp query around every dispatch and returns
+    /// the GPU time per kernel, in the order the kernels first run. Each dispatch gets its
+    /// own compute pass (timestamps inside passes need an extra feature), so the total is
+    /// a little above an unprofiled run's. Needs the adapter's TIMESTAMP_QUERY feature
+    /// (requested by [`Self::headless`] when available).
+    pub fn profile(&mut self, steps: u32) -> Result<Vec<KernelTime>, GpuError> {
+        if !self
+            .host
+            .device
+            .features()
+            .contains(wgpu::Features::TIMESTAMP_QUERY)
+        {
+            return Err(GpuError::Unsupported(format!(
+                "profiling needs timestamp queries, which {} does not offer",
+                self.summary.name
+            )));
+        }
+        if self.ddef.is_some() {
+            return Err(GpuError::Unsupported(
+                "profiling with coulomb.method = \"ddef\" (its steps pause for a host stage)"
+                    .into(),
+            ));
+        }
+        self.host.check_lost()?;
+        let mut first = self.program.step.clone();
+        if !self.field_fresh.swap(true, Ordering::Relaxed) {
+            // Verlet's first field evaluation, profiled with the first step.
+            first.splice(0..0, self.program.prologue.iter().copied());
+        }
+        let times = profile(
+            &self.host,
+            &self.engine,
+            &first,
+            &self.program.step,
+            steps,
+            &mut self.steps_done,
+        )?;
+        self.host.check_lost()?;
+        Ok(times)
+    }
+
+    /// Runs `ops` (if any), then reads the byte ranges `copies` back (one submission).
+    fn run_and_read(&self, ops: &[Op], copies: &[(Buf, u64, u64)]) -> Result<Vec<u8>, GpuError> {
+        let ddef = self.ddef.as_ref().map(SolverDdef::kernels);
+        self.replay().read(ops, ddef, copies)
+    }
+
+    /// Diagnostics: per spring at the current state, the force on particle i (elastic and
+    /// damping, as the explicit integrators use it) and the block W_k of A. It overwrites
+    /// the step's blocks, so the last solve's stats are saved first for `solve_stats`.
+    /// Refused for `local_global`, whose constant matrix lives in the same buffer.
+    pub fn spring_blocks(&mut self) -> Result<Vec<(DVec3, DMat3)>, GpuError> {
+        if self.integrator == Integrator::LocalGlobal {
+            return Err(GpuError::Unsupported(
+                "spring_blocks would overwrite local_global's constant matrix".into(),
+            ));
+        }
+        let ns = self.spring_count;
+        if ns == 0 {
+            return Ok(Vec::new());
+        }
+        if self.integrator.is_implicit() && self.steps_done > 0 {
+            if let Some(stats) = self.read_solve_stats()? {
+                self.saved_stats = Some((self.steps_done, stats));
+            }
+        }
+        let data = self.run_and_read(&self.program.springs, &[(Buf::Sf, 0, 32 * u64::from(ns))])?;
+        Ok(readback::spring_blocks(&data))
+    }
+
+    /// Diagnostics: Coulomb + external + gravity force on every particle at the current
+    /// state and time, and each particle's Coulomb potential sum_j k_c q_i q_j / r_soft.
+    /// With DDEF the Coulomb part is the DDEF force (w is then 0: no potential).
+    pub fn field_forces(&mut self) -> Result<(Vec<DVec3>, Vec<f64>), GpuError> {
+        let mut ops = self.program.field.as_slice();
+        if self.ddef.is_some() {
+            // Runs the host stage first when the lists are not current.
+            let replay = Replay {
+                host: &self.host,
+                engine: &self.engine,
+                buffers: &self.buffers,
+                field_fresh: &self.field_fresh,
+            };
+            if let Some(d) = self.ddef.as_mut() {
+                d.run(&replay, &self.program.field, false)?;
+            }
+            ops = &[];
+        }
+        let data = self.run_and_read(ops, &[(Buf::Force, 0, 16 * u64::from(self.n))])?;
+        Ok((readback::vectors(&data), readback::w_components(&data)))
+    }
+
+    /// The state after the steps done (one submission).
+    pub fn read_state(&self) -> Result<State, GpuError> {
+        let bytes = 16 * u64::from(self.n);
+        let data = self.run_and_read(&[], &[(Buf::X, 0, bytes), (Buf::V, 0, bytes)])?;
+        let mut x = readback::vectors(&data);
+        let v = x.split_off(self.n as usize);
+        Ok(State {
+            x,
+            v,
+            t: self.dt.time_at(self.steps_done),
+            step: self.steps_done,
+        })
+    }
+
+    fn read_energies(&self) -> Result<Energies, GpuError> {
+        let data = self.run_and_read(
+            &self.program.energy,
+            &[(Buf::Scalars, 16 * u64::from(SLOT_ENERGY), 32)],
+        )?;
+        Ok(readback::energies(&data))
+    }
+
+    fn read_solve_stats(&self) -> Result<Option<SolveStats>, GpuError> {
+        if !self.integrator.is_implicit() || self.steps_done == 0 {
+            return Ok(None);
+        }
+        if let Some((step, stats)) = self.saved_stats {
+            if step == self.steps_done {
+                return Ok(Some(stats));
+            }
+        }
+        let residual = self.read_residual(&self.program.residual)?;
+        Ok(Some(SolveStats {
+            iterations: self.iterations,
+            residual,
+        }))
+    }
+
+    fn read_residual(&self, ops: &[Op]) -> Result<f64, GpuError> {
+        let data = self.run_and_read(ops, &[(Buf::Scalars, 16 * u64::from(SLOT_RESIDUAL), 16)])?;
+        Ok(readback::relative_residual(&data))
+    }
+
+    /// Tangent directions the step carries (0 without tangents).
+    pub fn tangent_directions(&self) -> usize {
+        self.tangents.as_ref().map_or(0, |t| t.directions)
+    }
+
+    /// Solver iterations per step of each direction's tangent solves (`None` without
+    /// tangents or when they solve nothing: the explicit integrators).
+    pub fn tangent_solve_iterations(&self) -> Option<u32> {
+        match &self.tangents {
+            Some(t) if !t.residual.is_empty() => Some(self.iterations),
+            _ => None,
+        }
+    }
+
+    /// The state and one tangent (dx, dv) per direction (one submission).
+    pub fn read_tangents(&self) -> Result<(State, Vec<TangentVectors>), GpuError> {
+        let nd = self.tangent_directions();
+        let n = self.n as usize;
+        let bytes = 16 * n as u64;
+        let data = self.run_and_read(
+            &[],
+            &[
+                (Buf::X, 0, bytes),
+                (Buf::V, 0, bytes),
+                (Buf::TanState, 0, 2 * bytes * nd as u64),
+            ],
+        )?;
+        let all = readback::vectors(&data);
+        let range = |a: usize| all[a..a + n].to_vec();
+        let state = State {
+            x: range(0),
+            v: range(n),
+            t: self.dt.time_at(self.steps_done),
+            step: self.steps_done,
+        };
+        let tangents = (0..nd)
+            .map(|d| TangentVectors {
+                dx: range(2 * n + 2 * n * d),
+                dv: range(3 * n + 2 * n * d),
+            })
+            .collect();
+        Ok((state, tangents))
+    }
+
+    /// The relative residual |b - A dv'| / |b| (free rows) of the last direction's tangent
+    /// solve in the last step, with the solver's fixed iteration count (`None` without
+    /// tangents or when they solve nothing).
+    pub fn last_tangent_solve(&self) -> Result<Option<SolveStats>, GpuError> {
+        let Some(t) = self.tangents.as_ref().filter(|t| !t.residual.is_empty()) else {
+            return Ok(None);
+        };
+        Ok(Some(SolveStats {
+            iterations: self.iterations,
+            residual: self.read_residual(&t.residual)?,
+        }))
     }
 }
 
 impl Simulator for GpuSolver {
     fn step(&mut self, n: u64) -> Result<(), SimError> {
-        Ok(self.submit_steps(n)?)
+        Ok(self.advance(n)?)
     }
     fn state(&mut self) -> Result<State, SimError> {
         Ok(self.read_state()?)
@@ -367,48 +572,5 @@ impl Simulator for GpuSolver {
             rebuilds: self.ddef_rebuilds()?,
             evaluations: self.ddef_evaluations()?,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::gpu::adapter::{instance, pick_adapter};
-    use crate::gpu::error::scoped;
-
-    #[test]
-    fn validation_errors_are_captured_as_typed_errors() {
-        let Ok(adapter) = pick_adapter(&instance(), true) else {
-            assert!(
-                std::env::var("MSC_REQUIRE_GPU").as_deref() != Ok("1"),
-                "MSC_REQUIRE_GPU=1 but no adapter"
-            );
-            return;
-        };
-        let (device, _queue) =
-            pollster::block_on(adapter.request_device(&Default::default())).expect("device");
-        let result: Result<(), GpuError> = scoped(&device, || {
-            // MAP_READ combines only with COPY_DST: creating this buffer is invalid.
-            let _ = device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("invalid on purpose"),
-                size: 16,
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::STORAGE,
-                mapped_at_creation: false,
-            });
-            Ok(())
-        });
-        match result {
-            Err(GpuError::Validation(m)) => assert!(m.contains("invalid on purpose"), "{m}"),
-            other => panic!("expected a validation error, got {other:?}"),
-        }
-        // A kernel that does not compile is caught the same way.
-        let result: Result<(), GpuError> = scoped(&device, || {
-            let _ = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some("broken"),
-                source: wgpu::ShaderSource::Wgsl("fn main( {".into()),
-            });
-            Ok(())
-        });
-        assert!(matches!(result, Err(GpuError::Validation(_))), "{result:?}");
     }
 }

@@ -1,7 +1,9 @@
-//! Forward sensitivities on the GPU (DESIGN section 5): the tangents (dx, dv) of a
-//! trajectory with respect to parameter directions ([`Direction`]), propagated step by
-//! step with the forward step's own kernels (and, implicit, its matrix), mirroring the CPU
-//! reference `grad::step::tangent_step` term by term.
+//! Forward sensitivities on the GPU (DESIGN section 5): the tangent banks and kernels
+//! that propagate (dx, dv) along parameter directions ([`TangentDirection`]) step by step
+//! with the forward step's own kernels (and, implicit, its matrix), recorded through the
+//! step program's hooks (`TangentHooks`), mirroring the CPU reference's
+//! `grad::step::tangent_step` term by term. The driver over parameter sets is
+//! `grad::gpu_tangent`.
 //!
 //! IMEX: differentiating A(x_t, k) v' = b(x_t, v_t, theta), x' = x_t + h v' gives per
 //! direction A dv' = M dv + h (d f_elastic + d f_field) - dA v', dx' = dx + h dv'. Each
@@ -12,7 +14,7 @@
 //! - `tangent_forces`: per particle the spring-force JVP and dA v' gathered through the CSR
 //!   adjacency, the right-hand side into the forward's `Bd` (whose inverse diagonal is
 //!   the forward's: same matrix) and dv into the solve's warm start;
-//! - the forward's own solve (`plan_solve`: same method, same fixed iteration count, same
+//! - the forward's own solve (`Planner::solve`: same method, same fixed iteration count, same
 //!   W_k) on that right-hand side;
 //! - `tangent_integrate`: dv_{t+1} = dv', dx_{t+1} = dx + h dv'.
 //!
@@ -46,106 +48,122 @@
 //! What differs from the CPU reference: all in f32, and the implicit integrators' tangent
 //! solves run the scene's solver for its fixed iteration count (the CPU's run CG to
 //! 1e-12). When the scene's solver converges in that count the two agree to f32 roundoff;
-//! when it does not, the GPU tangent is the derivative of neither map exactly. The explicit tangents solve
-//! nothing and agree to f32 roundoff.
+//! when it does not, the GPU tangent is the derivative of neither map exactly. The
+//! explicit tangents solve nothing and agree to f32 roundoff.
 
 use glam::DVec3;
 
-use super::buffers::{to_f32, vec4, Buf};
-use super::error::scoped;
+use super::buffers::{filled, zeroed, Buf, Buffers};
+use super::launch::Planner;
 use super::layout::{Dispatch, SLOT_RESIDUAL};
-use super::plan::{chebyshev_rho, Op};
+use super::params::{to_f32, vec4};
+use super::program::{Kick, SolveEnd, StepHooks};
+use super::recording::Op;
 use super::shaders;
-use super::{GpuError, GpuSolver, HeadlessOptions};
-use crate::config::{Config, CoulombMethod, Integrator, SolverMethod};
-use crate::grad::sensitivity::{check_frames, GradOptions, GradStats, Tangent};
-use crate::grad::{Direction, GradError, ParamSet};
-use crate::model::{State, System, COULOMB_K};
-use crate::sim::SolveStats;
+use super::GpuError;
+use crate::config::{Config, CoulombMethod, Integrator};
+use crate::model::{System, COULOMB_K};
 
-/// The GPU solver of one system with tangents along fixed parameter directions.
-pub struct GpuTangents {
-    solver: GpuSolver,
-    directions: usize,
-    /// Relative residual of the last direction's tangent solve (run on demand; empty for
-    /// the explicit integrators, whose tangents solve nothing).
-    residual_ops: Vec<Op>,
+/// One parameter direction as the tangent kernels read it: d(parameter)/dtheta per
+/// particle charge, spring stiffness and external charge (charge and position at t = 0);
+/// an absent or short list is zero.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TangentDirection<'a> {
+    pub dq: Option<&'a [f64]>,
+    pub dk: Option<&'a [f64]>,
+    pub dqe: &'a [f64],
+    pub dxe: &'a [DVec3],
 }
 
-impl GpuTangents {
-    /// Picks an adapter as [`GpuSolver::headless`] does and builds the solver with one
-    /// tangent per direction, all starting at zero.
-    pub fn headless(
-        system: &System,
-        config: &Config,
-        directions: &[Direction],
-        options: &HeadlessOptions,
-    ) -> Result<Self, GpuError> {
-        // Refuse before opening a device.
-        Self::check(system, config, directions)?;
-        let solver = GpuSolver::headless(system, config, options)?;
-        Self::attach(solver, system, config, directions)
+impl TangentDirection<'_> {
+    fn dq(&self, i: usize) -> f64 {
+        self.dq.map_or(0.0, |v| v[i])
     }
+    fn dk(&self, k: usize) -> f64 {
+        self.dk.map_or(0.0, |v| v[k])
+    }
+    fn dqe(&self, e: usize) -> f64 {
+        self.dqe.get(e).copied().unwrap_or(0.0)
+    }
+    fn dxe(&self, e: usize) -> DVec3 {
+        self.dxe.get(e).copied().unwrap_or(DVec3::ZERO)
+    }
+}
 
-    /// As [`Self::headless`] on the caller's device and queue.
-    pub fn new(
+/// One direction's tangent of the state as read back: dx/dtheta and dv/dtheta per
+/// particle.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TangentVectors {
+    pub dx: Vec<DVec3>,
+    pub dv: Vec<DVec3>,
+}
+
+/// Refuses what the tangents cannot propagate (before a device is opened).
+pub(super) fn check(
+    system: &System,
+    config: &Config,
+    directions: &[TangentDirection],
+) -> Result<(), GpuError> {
+    if config.coulomb.method.ddef().is_some() {
+        // DDEF's grid and lists change discontinuously with the positions; there is no
+        // tangent of it (the CPU reference refuses it too).
+        return Err(GpuError::Unsupported(
+            "tangents through coulomb.method = \"ddef\" are not defined; use \"all_pairs\"".into(),
+        ));
+    }
+    if directions.is_empty() {
+        return Err(GpuError::Unsupported("tangents: no direction given".into()));
+    }
+    let (n, ns, ne) = (
+        system.len(),
+        system.springs().len(),
+        config.external_charges.len(),
+    );
+    for (d, dir) in directions.iter().enumerate() {
+        let bad = |what: &str, got: usize, want: usize| {
+            GpuError::Unsupported(format!(
+                "tangent direction {d}: {what} has {got} entries, the system {want}"
+            ))
+        };
+        if let Some(dq) = dir.dq.filter(|v| v.len() != n) {
+            return Err(bad("dq", dq.len(), n));
+        }
+        if let Some(dk) = dir.dk.filter(|v| v.len() != ns) {
+            return Err(bad("dk", dk.len(), ns));
+        }
+        if dir.dqe.len() > ne {
+            return Err(bad("dqe", dir.dqe.len(), ne));
+        }
+        if dir.dxe.len() > ne {
+            return Err(bad("dxe", dir.dxe.len(), ne));
+        }
+    }
+    Ok(())
+}
+
+/// The tangents' part of a solver: how many directions, and the kernels each step adds
+/// at the step program's hooks.
+pub(super) struct TangentHooks {
+    n: u32,
+    /// Active particles per direction (0: the field JVP is skipped).
+    counts: Vec<u32>,
+    all_pairs: bool,
+    lg: bool,
+    /// The buffer the last tangent solve left its solution in (None: no solve).
+    last: Option<Buf>,
+}
+
+impl TangentHooks {
+    /// Checks the sizes, creates the tangent banks (all tangents start at zero) and adds
+    /// them to `buffers`, before the step is planned.
+    pub(super) fn new(
         device: &wgpu::Device,
-        queue: &wgpu::Queue,
+        buffers: &mut Buffers,
         system: &System,
         config: &Config,
-        directions: &[Direction],
+        directions: &[TangentDirection],
     ) -> Result<Self, GpuError> {
-        Self::check(system, config, directions)?;
-        let solver = GpuSolver::new(device, queue, system, config)?;
-        Self::attach(solver, system, config, directions)
-    }
-
-    fn check(system: &System, config: &Config, directions: &[Direction]) -> Result<(), GpuError> {
-        if config.coulomb.method.ddef().is_some() {
-            // DDEF's grid and lists change discontinuously with the positions; there is no
-            // tangent of it (the CPU reference refuses it too).
-            return Err(GpuError::Unsupported(
-                "tangents through coulomb.method = \"ddef\" are not defined; use \"all_pairs\""
-                    .into(),
-            ));
-        }
-        if directions.is_empty() {
-            return Err(GpuError::Unsupported("tangents: no direction given".into()));
-        }
-        let (n, ns, ne) = (
-            system.len(),
-            system.springs().len(),
-            config.external_charges.len(),
-        );
-        for (d, dir) in directions.iter().enumerate() {
-            let bad = |what: &str, got: usize, want: usize| {
-                GpuError::Unsupported(format!(
-                    "tangent direction {d}: {what} has {got} entries, the system {want}"
-                ))
-            };
-            if let Some(dq) = dir.dq.as_ref().filter(|v| v.len() != n) {
-                return Err(bad("dq", dq.len(), n));
-            }
-            if let Some(dk) = dir.dk.as_ref().filter(|v| v.len() != ns) {
-                return Err(bad("dk", dk.len(), ns));
-            }
-            if dir.dqe.len() > ne {
-                return Err(bad("dqe", dir.dqe.len(), ne));
-            }
-            if dir.dxe.len() > ne {
-                return Err(bad("dxe", dir.dxe.len(), ne));
-            }
-        }
-        Ok(())
-    }
-
-    /// Adds the tangent buffers and kernels to a freshly built IMEX solver.
-    fn attach(
-        mut solver: GpuSolver,
-        system: &System,
-        config: &Config,
-        directions: &[Direction],
-    ) -> Result<Self, GpuError> {
+        check(system, config, directions)?;
         let n = system.len();
         let springs = system.springs();
         let ne = config.external_charges.len();
@@ -192,7 +210,7 @@ impl GpuTangents {
             }
         }
         let state_bytes = (nd * n * 32) as u64;
-        let limits = solver.device.limits();
+        let limits = device.limits();
         for (what, bytes) in [
             ("tangent state (2 n vec4 per direction)", state_bytes),
             (
@@ -214,534 +232,290 @@ impl GpuTangents {
                 });
             }
         }
-        let rho =
-            if config.integrator.is_implicit() && config.solver.method == SolverMethod::Chebyshev {
-                chebyshev_rho(system, config)
-            } else {
-                0.0
-            };
-        let all_pairs = config.coulomb.method == CoulombMethod::AllPairs;
         let lg = config.integrator == Integrator::LocalGlobal;
-        let device = solver.device.clone();
-        let residual_ops = scoped(&device, || {
-            use wgpu::util::DeviceExt;
-            let storage = wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_DST
-                | wgpu::BufferUsages::COPY_SRC;
-            let padded = |mut bytes: Vec<u8>| {
-                bytes.resize(bytes.len().max(16), 0);
-                bytes
-            };
-            let init = |label: &str, bytes: Vec<u8>| {
-                device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: Some(label),
-                    contents: &padded(bytes),
-                    usage: storage,
-                })
-            };
-            let zeroed = |label: &str, size: u64| {
-                // Buffers are zero-initialized: tangents start at 0.
-                device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some(label),
-                    size: size.max(16),
-                    usage: storage,
-                    mapped_at_creation: false,
-                })
-            };
-            let mut new = vec![
-                (Buf::TanState, zeroed("msc tangent state", state_bytes)),
-                (
-                    Buf::TanDir,
-                    init(
-                        "msc tangent directions",
-                        bytemuck::cast_slice(&tdir).to_vec(),
-                    ),
+        let vec4s = (n * 16) as u64;
+        // Buffers are zero-initialized: tangents start at 0.
+        for (b, buffer) in [
+            (
+                Buf::TanState,
+                zeroed(device, "msc tangent state", state_bytes),
+            ),
+            (
+                Buf::TanDir,
+                filled(
+                    device,
+                    "msc tangent directions",
+                    bytemuck::cast_slice(&tdir),
+                    16,
                 ),
-                (
-                    Buf::TanActive,
-                    init(
-                        "msc tangent active particles",
-                        bytemuck::cast_slice(&active).to_vec(),
-                    ),
+            ),
+            (
+                Buf::TanActive,
+                filled(
+                    device,
+                    "msc tangent active particles",
+                    bytemuck::cast_slice(&active),
+                    16,
                 ),
-                (Buf::TanU, zeroed("msc tangent solve", (n * 16) as u64)),
-                (
-                    Buf::TanS,
-                    zeroed("msc tangent solve scratch", (n * 16) as u64),
+            ),
+            (Buf::TanU, zeroed(device, "msc tangent solve", vec4s)),
+            (
+                Buf::TanS,
+                zeroed(device, "msc tangent solve scratch", vec4s),
+            ),
+            (
+                Buf::TanA,
+                zeroed(
+                    device,
+                    "msc tangent local-global rhs",
+                    if lg { state_bytes / 2 } else { 16 },
                 ),
-                (
-                    Buf::TanA,
-                    zeroed(
-                        "msc tangent local-global rhs",
-                        if lg { state_bytes / 2 } else { 16 },
-                    ),
+            ),
+            (
+                Buf::TanZ,
+                zeroed(
+                    device,
+                    "msc tangent local-global iterate",
+                    if lg { vec4s } else { 16 },
                 ),
-                (
-                    Buf::TanZ,
-                    zeroed(
-                        "msc tangent local-global iterate",
-                        if lg { (n * 16) as u64 } else { 16 },
-                    ),
-                ),
-            ];
-            let bd_bytes = (n * 48) as u64;
-            if solver.buf(Buf::Bd).size() < bd_bytes {
-                // Explicit integrators have no right-hand side; the field JVP goes there.
-                new.push((Buf::Bd, zeroed("msc tangent field forces", bd_bytes)));
-            }
-            for (b, buffer) in new {
-                // Indexed by `Buf as usize`, after the solver's own buffers.
-                let index = b as usize;
-                while solver.buffers.len() < index {
-                    solver.buffers.push(zeroed("msc unused buffer slot", 16));
-                }
-                if index < solver.buffers.len() {
-                    solver.buffers[index] = buffer;
-                } else {
-                    solver.buffers.push(buffer);
-                }
-            }
-
-            let nn = n as u32;
-            let residual_ops = if lg {
-                // The forward's iterate after each alternation (replanning its solves
-                // returns the same buffers): curs[0] = y in x, curs[a + 1] = z^{a+1}.
-                let alternations = config.local_global_iterations as usize;
-                let mut curs = vec![Buf::X];
-                for a in 0..alternations {
-                    let other = if curs[a] == Buf::X { Buf::S } else { Buf::X };
-                    let next = solver.plan_solve(&mut Vec::new(), config, rho, curs[a], other);
-                    curs.push(next);
-                }
-                let mut last = Buf::TanU;
-                // Alternation a of every direction, after the forward's solve a: z^a is in
-                // TanZ, z^{a+1} in curs[a + 1].
-                let mut alternation = |solver: &mut GpuSolver, a: usize| {
-                    let mut ops = Vec::new();
-                    for d in 0..nd as u32 {
-                        let record = solver.rec(Dispatch {
-                            iter: d,
-                            ..Default::default()
-                        });
-                        let op = solver.op(
-                            shaders::TANGENT_LG_RHS,
-                            &[
-                                Buf::Adj,
-                                Buf::TanDir,
-                                Buf::TanZ,
-                                curs[a + 1],
-                                Buf::TanA,
-                                Buf::TanState,
-                                Buf::TanU,
-                                Buf::Bd,
-                            ],
-                            record,
-                            nn,
-                        );
-                        ops.push(op);
-                        last = solver.plan_solve(&mut ops, config, rho, Buf::TanU, Buf::TanS);
-                        let mode = if a + 1 == alternations { 2 } else { 1 };
-                        ops.push(integrate_op(solver, last, d, mode));
-                    }
-                    ops
-                };
-                let copy = |solver: &mut GpuSolver, from: Buf| {
-                    let m0 = solver.mode(0);
-                    solver.op(shaders::TANGENT_COPY, &[from, Buf::TanZ], m0, nn)
-                };
-                let old = std::mem::take(&mut solver.step_ops);
-                let mut seen = 0;
-                for op in old {
-                    let name = solver.pipelines[op.pipeline].kernel.name;
-                    if name == shaders::LG_PREPARE.name {
-                        // The step start, while x is still x_t.
-                        let mut ops = Vec::new();
-                        for (d, &na) in counts.iter().enumerate() {
-                            let d = d as u32;
-                            field_jvp_op(&mut solver, &mut ops, d, na, all_pairs, false);
-                            let record = solver.rec(Dispatch {
-                                iter: d,
-                                mode: u32::from(na > 0),
-                                ..Default::default()
-                            });
-                            let op = solver.op(
-                                shaders::TANGENT_LG_PREPARE,
-                                &[
-                                    Buf::Props,
-                                    Buf::Adj,
-                                    Buf::TanDir,
-                                    Buf::Bd,
-                                    Buf::TanState,
-                                    Buf::TanA,
-                                ],
-                                record,
-                                nn,
-                            );
-                            ops.push(op);
-                        }
-                        solver.step_ops.extend(ops);
-                    } else if name == shaders::LG_RHS.name {
-                        if seen > 0 {
-                            let ops = alternation(&mut solver, seen - 1);
-                            solver.step_ops.extend(ops);
-                        }
-                        let op = copy(&mut solver, curs[seen.min(alternations)]);
-                        solver.step_ops.push(op);
-                        seen += 1;
-                    } else if name == shaders::INTEGRATE.name {
-                        if seen != alternations {
-                            return Err(GpuError::Unsupported(format!(
-                                "tangents: the local-global step has {seen} alternations, \
-                                 expected {alternations}"
-                            )));
-                        }
-                        let ops = alternation(&mut solver, seen - 1);
-                        solver.step_ops.extend(ops);
-                    }
-                    solver.step_ops.push(op);
-                }
-                residual_ops(&mut solver, last, nn)
-            } else if config.integrator == Integrator::Imex {
-                // Where the forward solve leaves v': replanning it records the same
-                // dispatches (pipelines, groups and records are shared) and returns the
-                // same buffer.
-                let vnew = solver.plan_solve(&mut Vec::new(), config, rho, Buf::V, Buf::S);
-                let mut ops = Vec::new();
-                let mut last = Buf::TanU;
-                for (d, &na) in counts.iter().enumerate() {
-                    let d = d as u32;
-                    field_jvp_op(&mut solver, &mut ops, d, na, all_pairs, false);
-                    let record = solver.rec(Dispatch {
-                        iter: d,
-                        mode: u32::from(na > 0),
-                        ..Default::default()
-                    });
-                    ops.push(forces_op(&mut solver, vnew, record));
-                    last = solver.plan_solve(&mut ops, config, rho, Buf::TanU, Buf::TanS);
-                    ops.push(integrate_op(&mut solver, last, d, 0));
-                }
-                // Before the step's final `integrate`, which moves x and the clock.
-                let integrate = solver
-                    .step_ops
-                    .pop()
-                    .filter(|op| {
-                        solver.pipelines[op.pipeline].kernel.name == shaders::INTEGRATE.name
-                    })
-                    .ok_or_else(|| {
-                        GpuError::Unsupported(
-                            "tangents: the IMEX step does not end in integrate".into(),
-                        )
-                    })?;
-                solver.step_ops.extend(ops);
-                solver.step_ops.push(integrate);
-                // The residual of the last tangent solve: its right-hand side is still in Bd.
-                residual_ops(&mut solver, last, nn)
-            } else {
-                // Explicit integrators: each `explicit_step` kick reads the forces at the
-                // state it finds in (x, v) and then moves it, so the tangent's force JVP
-                // runs just before each kick, at the same (x, v, t) (grad::step's
-                // total_force_jvp): symplectic Euler's one kick of h at (x_t, v_t, t);
-                // Verlet's half kicks at (x_t, v_t, t), then after its drift at
-                // (x', v_half, t + h). The step clock advances only in the last kick.
-                let verlet = config.integrator == Integrator::Verlet;
-                let kicks: &[(f64, u32)] = if verlet {
-                    // (kick, 1 on the second half kick)
-                    &[(0.5, 0), (0.5, 1)]
-                } else {
-                    &[(1.0, 0)]
-                };
-                let h = config.dt;
-                let old = std::mem::take(&mut solver.step_ops);
-                let mut kick = 0;
-                for op in old {
-                    let name = solver.pipelines[op.pipeline].kernel.name;
-                    if name == shaders::EXPLICIT_STEP.name {
-                        let &(fraction, second) = kicks.get(kick).ok_or_else(|| {
-                            GpuError::Unsupported(
-                                "tangents: the explicit step has more kicks than planned".into(),
-                            )
-                        })?;
-                        kick += 1;
-                        let mut ops = Vec::new();
-                        for (d, &na) in counts.iter().enumerate() {
-                            let d = d as u32;
-                            field_jvp_op(&mut solver, &mut ops, d, na, all_pairs, second == 1);
-                            let record = solver.rec(Dispatch {
-                                iter: d,
-                                mode: 2 | u32::from(na > 0),
-                                weight: (fraction * h) as f32,
-                                ..Default::default()
-                            });
-                            // The forward's v is the velocity the kick's damping uses.
-                            ops.push(forces_op(&mut solver, Buf::V, record));
-                            // The first kick also drifts dx with the kicked dv.
-                            ops.push(integrate_op(&mut solver, Buf::TanU, d, second));
-                        }
-                        solver.step_ops.extend(ops);
-                    }
-                    solver.step_ops.push(op);
-                }
-                if kick != kicks.len() {
-                    return Err(GpuError::Unsupported(format!(
-                        "tangents: the explicit step has {kick} kicks, expected {}",
-                        kicks.len()
-                    )));
-                }
-                Vec::new()
-            };
-            solver.create_dispatch_records();
-            Ok(residual_ops)
-        })?;
+            ),
+        ] {
+            buffers.insert(b, buffer);
+        }
+        let bd_bytes = (n * 48) as u64;
+        if buffers.get(Buf::Bd)?.size() < bd_bytes {
+            // Explicit integrators have no right-hand side; the field JVP goes there.
+            buffers.insert(
+                Buf::Bd,
+                zeroed(device, "msc tangent field forces", bd_bytes),
+            );
+        }
         Ok(Self {
-            solver,
-            directions: nd,
-            residual_ops,
+            n: n as u32,
+            counts,
+            all_pairs: config.coulomb.method == CoulombMethod::AllPairs,
+            lg,
+            last: None,
         })
     }
 
-    /// The underlying solver (device, queue, position buffer). Its step carries the
-    /// tangents, which overwrite the forward right-hand side: use [`Self::step`] and
-    /// [`Self::read`] rather than its `Simulator` methods.
-    pub fn solver(&self) -> &GpuSolver {
-        &self.solver
+    pub(super) fn directions(&self) -> usize {
+        self.counts.len()
     }
 
-    pub fn directions(&self) -> usize {
-        self.directions
+    /// After the step is planned: the residual of the last tangent solve of a step (its
+    /// right-hand side is still in `Bd`), reduced into `SLOT_RESIDUAL`; empty when the
+    /// tangents solve nothing (explicit integrators).
+    pub(super) fn residual(&self, p: &mut Planner) -> Result<Vec<Op>, GpuError> {
+        match self.last {
+            Some(last) => Ok(vec![p.residual(last)?, p.reduce(SLOT_RESIDUAL, 0)?]),
+            None => Ok(Vec::new()),
+        }
     }
 
-    pub fn steps_done(&self) -> u64 {
-        self.solver.steps_done()
+    fn check_direction(&self, kernel: &'static str, d: u32) -> Result<(), GpuError> {
+        if d as usize >= self.counts.len() {
+            return Err(GpuError::Binding {
+                kernel,
+                problem: format!("direction {d} of {}", self.counts.len()),
+            });
+        }
+        Ok(())
     }
 
-    /// Advances the state and every tangent by `n` steps.
-    pub fn step(&mut self, n: u64) -> Result<(), GpuError> {
-        self.solver.submit_steps(n)
-    }
-
-    /// The state and one tangent per direction (one submission).
-    pub fn read(&self) -> Result<(State, Vec<Tangent>), GpuError> {
-        let n = self.solver.n as usize;
-        let bytes = 16 * n as u64;
-        let data = self.solver.run_and_read(
-            &[],
+    /// `tangent_coulomb` for direction `d` (nothing when it has no active particle), at
+    /// the step clock's time or, with `later`, at t + h: the field-force JVP into `Bd`.
+    fn field_jvp(
+        &self,
+        p: &mut Planner,
+        ops: &mut Vec<Op>,
+        d: u32,
+        later: bool,
+    ) -> Result<(), GpuError> {
+        self.check_direction(shaders::TANGENT_COULOMB.name, d)?;
+        let na = self.counts[d as usize];
+        if na == 0 {
+            return Ok(());
+        }
+        let record = p.record(Dispatch {
+            iter: d,
+            mode: u32::from(self.all_pairs) | (u32::from(later) << 1),
+            block: na,
+            ..Default::default()
+        });
+        ops.push(p.dispatch(
+            shaders::TANGENT_COULOMB,
             &[
-                (Buf::X, 0, bytes),
-                (Buf::V, 0, bytes),
-                (Buf::TanState, 0, 2 * bytes * self.directions as u64),
+                Buf::X,
+                Buf::Props,
+                Buf::TanState,
+                Buf::TanDir,
+                Buf::TanActive,
+                Buf::Clock,
+                Buf::Bd,
             ],
-        )?;
-        let f: &[[f32; 4]] = bytemuck::cast_slice(&data);
-        let vec = |k: usize| DVec3::new(f[k][0] as f64, f[k][1] as f64, f[k][2] as f64);
-        let range = |a: usize| (a..a + n).map(vec).collect::<Vec<_>>();
-        let steps = self.solver.steps_done();
-        let state = State {
-            x: range(0),
-            v: range(n),
-            t: steps as f64 * self.solver.dt,
-            step: steps,
-        };
-        let tangents = (0..self.directions)
-            .map(|d| Tangent {
-                dx: range(2 * n + 2 * n * d),
-                dv: range(3 * n + 2 * n * d),
-            })
-            .collect();
-        Ok((state, tangents))
+            record,
+            na,
+        )?);
+        Ok(())
     }
 
-    /// The relative residual |b - A dv'| / |b| (free rows) of the last direction's tangent
-    /// solve in the last step, with the solver's fixed iteration count.
-    pub fn last_tangent_solve(&self) -> Result<SolveStats, GpuError> {
-        if self.residual_ops.is_empty() {
-            // Explicit integrators: no solve (the CPU reference reports 0 too).
-            return Ok(SolveStats::default());
-        }
-        let data = self.solver.run_and_read(
-            &self.residual_ops,
-            &[(Buf::Scalars, 16 * u64::from(SLOT_RESIDUAL), 16)],
-        )?;
-        let s: &[f32] = bytemuck::cast_slice(&data);
-        let (rr, bb) = (s[0] as f64, s[1] as f64);
-        Ok(SolveStats {
-            iterations: self.solver.iterations,
-            residual: if bb > 0.0 {
-                (rr / bb).sqrt()
-            } else {
-                rr.sqrt()
-            },
+    /// `tangent_forces` with the forward velocity `vel` (IMEX: v'; explicit: the kick's
+    /// v), `record` carrying the direction and mode.
+    fn forces(&self, p: &mut Planner, vel: Buf, record: u32) -> Result<Op, GpuError> {
+        p.dispatch(
+            shaders::TANGENT_FORCES,
+            &[
+                Buf::Props,
+                Buf::X,
+                vel,
+                Buf::Adj,
+                Buf::TanDir,
+                Buf::TanState,
+                Buf::TanU,
+                Buf::Bd,
+            ],
+            record,
+            self.n,
+        )
+    }
+
+    /// `tangent_integrate` of direction `d` from `sol` (mode 1: dv only; 2: the end of a
+    /// local-global step).
+    fn integrate(&self, p: &mut Planner, sol: Buf, d: u32, mode: u32) -> Result<Op, GpuError> {
+        self.check_direction(shaders::TANGENT_INTEGRATE.name, d)?;
+        let record = p.record(Dispatch {
+            iter: d,
+            mode,
+            ..Default::default()
+        });
+        p.dispatch(
+            shaders::TANGENT_INTEGRATE,
+            &[sol, Buf::TanState],
+            record,
+            self.n,
+        )
+    }
+
+    /// The record of direction `d` whose mode bit 0 says it has active particles.
+    fn direction_record(&self, p: &mut Planner, d: u32, mode: u32, weight: f32) -> u32 {
+        p.record(Dispatch {
+            iter: d,
+            mode: mode | u32::from(self.counts[d as usize] > 0),
+            weight,
+            ..Default::default()
         })
     }
 }
 
-/// `tangent_coulomb` for direction `d` (nothing when it has no active particle), at the
-/// step clock's time or, with `later`, at t + h.
-fn field_jvp_op(
-    solver: &mut GpuSolver,
-    ops: &mut Vec<Op>,
-    d: u32,
-    na: u32,
-    all_pairs: bool,
-    later: bool,
-) {
-    if na == 0 {
-        return;
+impl StepHooks for TangentHooks {
+    /// Local-global, x still x_t: the field JVP and dc into `TanA`, dz = dy.
+    fn lg_start(&mut self, p: &mut Planner, ops: &mut Vec<Op>) -> Result<(), GpuError> {
+        for d in 0..self.directions() as u32 {
+            self.field_jvp(p, ops, d, false)?;
+            let record = self.direction_record(p, d, 0, 0.0);
+            ops.push(p.dispatch(
+                shaders::TANGENT_LG_PREPARE,
+                &[
+                    Buf::Props,
+                    Buf::Adj,
+                    Buf::TanDir,
+                    Buf::Bd,
+                    Buf::TanState,
+                    Buf::TanA,
+                ],
+                record,
+                self.n,
+            )?);
+        }
+        Ok(())
     }
-    let record = solver.rec(Dispatch {
-        iter: d,
-        mode: u32::from(all_pairs) | (u32::from(later) << 1),
-        block: na,
-        ..Default::default()
-    });
-    let op = solver.op(
-        shaders::TANGENT_COULOMB,
-        &[
-            Buf::X,
-            Buf::Props,
-            Buf::TanState,
-            Buf::TanDir,
-            Buf::TanActive,
-            Buf::Clock,
-            Buf::Bd,
-        ],
-        record,
-        na,
-    );
-    ops.push(op);
-}
 
-/// `tangent_forces` with the forward velocity `vel` (IMEX: v'; explicit: the kick's v).
-fn forces_op(solver: &mut GpuSolver, vel: Buf, record: u32) -> Op {
-    let n = solver.n;
-    solver.op(
-        shaders::TANGENT_FORCES,
-        &[
-            Buf::Props,
-            Buf::X,
-            vel,
-            Buf::Adj,
-            Buf::TanDir,
-            Buf::TanState,
-            Buf::TanU,
-            Buf::Bd,
-        ],
-        record,
-        n,
-    )
-}
-
-/// The residual of the last tangent solve of a step (its right-hand side is still in
-/// `Bd`), reduced into `SLOT_RESIDUAL`.
-fn residual_ops(solver: &mut GpuSolver, last: Buf, n: u32) -> Vec<Op> {
-    let m0 = solver.mode(0);
-    let op = solver.op(
-        shaders::RESIDUAL,
-        &[Buf::Props, Buf::Sf, Buf::Adj, Buf::Bd, last, Buf::Partials],
-        m0,
-        n,
-    );
-    vec![op, solver.reduce(SLOT_RESIDUAL, 0)]
-}
-
-/// `tangent_integrate` of direction `d` from `sol` (mode 1: dv only).
-fn integrate_op(solver: &mut GpuSolver, sol: Buf, d: u32, mode: u32) -> Op {
-    let record = solver.rec(Dispatch {
-        iter: d,
-        mode,
-        ..Default::default()
-    });
-    let n = solver.n;
-    solver.op(shaders::TANGENT_INTEGRATE, &[sol, Buf::TanState], record, n)
-}
-
-/// `grad::sensitivity::drive` on the GPU: the forward run (a plain [`GpuSolver`] without
-/// tangents) or the run with tangents, read back at each frame.
-pub(crate) fn drive(
-    set: &ParamSet,
-    theta: &[f64],
-    frames: &[u64],
-    options: &GradOptions,
-    with_tangents: bool,
-    allow_software: bool,
-    mut on_frame: impl FnMut(usize, &State, &[Tangent]) -> Result<(), GradError>,
-) -> Result<GradStats, GradError> {
-    check_frames(frames)?;
-    if options.window.is_some() {
-        return Err(GradError::Param(
-            "a truncation window is not supported by the GPU tangents (use --backend cpu)".into(),
-        ));
+    /// Local-global: keep the iterate z the local step reads (the forward solve
+    /// overwrites it) in `TanZ`.
+    fn before_local(
+        &mut self,
+        p: &mut Planner,
+        ops: &mut Vec<Op>,
+        _alternation: u32,
+        iterate: Buf,
+    ) -> Result<(), GpuError> {
+        let m0 = p.mode(0);
+        ops.push(p.dispatch(shaders::TANGENT_COPY, &[iterate, Buf::TanZ], m0, self.n)?);
+        Ok(())
     }
-    if options.exact_forward {
-        return Err(GradError::Param(
-            "exact forward solves (CG to a tolerance) are not supported by the GPU, which runs \
-             a fixed iteration count (use --backend cpu)"
-                .into(),
-        ));
-    }
-    let (system, config) = set.instantiate(theta)?;
-    let hopts = HeadlessOptions { allow_software };
-    let names = set.component_names();
-    let n = system.len();
-    let mut stats = GradStats::default();
-    enum Run {
-        Forward(GpuSolver),
-        Tangents(GpuTangents),
-    }
-    let mut run = if with_tangents {
-        let dirs = set.directions();
-        stats.tangents = dirs.len();
-        Run::Tangents(GpuTangents::headless(&system, &config, &dirs, &hopts)?)
-    } else {
-        Run::Forward(GpuSolver::headless(&system, &config, &hopts)?)
-    };
-    let zero = Tangent {
-        dx: vec![DVec3::ZERO; n],
-        dv: vec![DVec3::ZERO; n],
-    };
-    let mut done = 0;
-    for (k, &frame) in frames.iter().enumerate() {
-        let (state, tangents) = match &mut run {
-            Run::Forward(s) => {
-                s.submit_steps(frame - done)?;
-                (s.read_state()?, Vec::new())
-            }
-            Run::Tangents(t) => {
-                t.step(frame - done)?;
-                let (state, tangents) = t.read()?;
-                if frame > 0 {
-                    let s = t.last_tangent_solve()?;
-                    stats.worst_tangent_residual = stats.worst_tangent_residual.max(s.residual);
-                }
-                if frame == 0 {
-                    (state, vec![zero.clone(); tangents.len()])
+
+    /// IMEX: per direction the field JVP, `tangent_forces` (right-hand side into `Bd`,
+    /// dv as warm start), the forward's own solve and `tangent_integrate`, before the
+    /// forward `integrate` moves x and the clock. Local-global, alternation a (z^a in
+    /// `TanZ`, z^{a+1} in the solution): `tangent_lg_rhs`, the solve on P and the new dz
+    /// (after the last alternation, the end of the step).
+    fn after_solve(
+        &mut self,
+        p: &mut Planner,
+        ops: &mut Vec<Op>,
+        end: SolveEnd,
+    ) -> Result<(), GpuError> {
+        let imex = !self.lg;
+        for d in 0..self.directions() as u32 {
+            let last = if imex {
+                self.field_jvp(p, ops, d, false)?;
+                let record = self.direction_record(p, d, 0, 0.0);
+                ops.push(self.forces(p, end.solution, record)?);
+                let last = p.solve(ops, Buf::TanU, Buf::TanS)?;
+                ops.push(self.integrate(p, last, d, 0)?);
+                last
+            } else {
+                let record = p.record(Dispatch {
+                    iter: d,
+                    ..Default::default()
+                });
+                ops.push(p.dispatch(
+                    shaders::TANGENT_LG_RHS,
+                    &[
+                        Buf::Adj,
+                        Buf::TanDir,
+                        Buf::TanZ,
+                        end.solution,
+                        Buf::TanA,
+                        Buf::TanState,
+                        Buf::TanU,
+                        Buf::Bd,
+                    ],
+                    record,
+                    self.n,
+                )?);
+                let last = p.solve(ops, Buf::TanU, Buf::TanS)?;
+                let mode = if end.alternation + 1 == end.alternations {
+                    2
                 } else {
-                    (state, tangents)
-                }
-            }
-        };
-        done = frame;
-        if !state.is_finite() {
-            return Err(GradError::NonFiniteState {
-                step: state.step,
-                time: state.t,
-            });
+                    1
+                };
+                ops.push(self.integrate(p, last, d, mode)?);
+                last
+            };
+            self.last = Some(last);
         }
-        if let Some(p) = tangents
-            .iter()
-            .position(|t| !t.dx.iter().chain(&t.dv).all(|v| v.is_finite()))
-        {
-            return Err(GradError::NonFiniteTangent {
-                step: state.step,
-                param: names[p].clone(),
-            });
-        }
-        on_frame(k, &state, &tangents)?;
+        Ok(())
     }
-    stats.steps = done;
-    if let Run::Tangents(t) = &run {
-        if !t.residual_ops.is_empty() {
-            stats.tangent_iterations = u64::from(t.solver.iterations) * done * t.directions as u64;
+
+    /// Explicit: each kick reads the forces at the state it finds in (x, v) and then
+    /// moves it, so the force JVP runs just before it at the same (x, v, t) (grad::step's
+    /// total_force_jvp); the kicked dv goes to `TanU`, and the first kick also drifts dx.
+    fn before_kick(
+        &mut self,
+        p: &mut Planner,
+        ops: &mut Vec<Op>,
+        kick: Kick,
+    ) -> Result<(), GpuError> {
+        let weight = p.dt.kick(kick.fraction);
+        for d in 0..self.directions() as u32 {
+            self.field_jvp(p, ops, d, kick.second)?;
+            let record = self.direction_record(p, d, 2, weight);
+            // The forward's v is the velocity the kick's damping uses.
+            ops.push(self.forces(p, Buf::V, record)?);
+            ops.push(self.integrate(p, Buf::TanU, d, u32::from(kick.second))?);
         }
+        Ok(())
     }
-    Ok(stats)
 }

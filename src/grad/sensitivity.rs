@@ -15,7 +15,7 @@ pub enum GradBackend {
     /// The f64 CPU reference (tangent solves by CG to `tangent_solve`'s tolerance).
     #[default]
     Cpu,
-    /// The GPU solver ([`crate::gpu::GpuTangents`], f32): every integrator, tangent solves
+    /// The GPU solver ([`super::GpuTangents`], f32): every integrator, tangent solves
     /// with the scene's solver and fixed iteration count, no `window`, no `exact_forward`.
     /// `allow_software` accepts software adapters (lavapipe). States and tangents are
     /// read back, and checked for non-finite values, at the frames only; the forward
@@ -118,7 +118,7 @@ pub(crate) fn drive(
     mut on_frame: impl FnMut(usize, &State, &[Tangent]) -> Result<(), GradError>,
 ) -> Result<GradStats, GradError> {
     if let GradBackend::Gpu { allow_software } = options.backend {
-        return crate::gpu::tangent::drive(
+        return super::gpu_tangent::drive(
             set,
             theta,
             frames,

@@ -1,0 +1,170 @@
+//! Host values in the kernels' f32: the checked conversions ([`to_f32`], [`vec4`]), the
+//! time step's one host copy ([`TimeStep`]) and the `Params` uniform derived from a
+//! system and configuration: every f32 copy of h the kernels read (`Params.dt`,
+//! `Params.dt2`, a kick's `Dispatch.weight`) and the host's time of a step come from
+//! [`TimeStep`], so none can drift from another.
+
+use glam::DVec3;
+
+use super::layout::{ExtCharge, Params, MAX_EXT_CHARGES};
+use super::GpuError;
+use crate::config::{Config, ExternalField, SolverMethod};
+use crate::model::{System, COULOMB_K};
+
+/// `value` in f32, or a typed error naming `what` and `index` when f32 cannot hold it.
+pub(super) fn to_f32(value: f64, what: &str, index: usize) -> Result<f32, GpuError> {
+    let v = value as f32;
+    if v.is_finite() || !value.is_finite() {
+        Ok(v)
+    } else {
+        // A backstop: `range::check` has already refused such values with more context.
+        Err(GpuError::F32Range {
+            what: format!("{what} {index}"),
+            value,
+            limit: format!("|value| <= {:e}", f32::MAX),
+        })
+    }
+}
+
+pub(super) fn vec4(v: DVec3, w: f32, what: &str, index: usize) -> Result<[f32; 4], GpuError> {
+    Ok([
+        to_f32(v.x, what, index)?,
+        to_f32(v.y, what, index)?,
+        to_f32(v.z, what, index)?,
+        w,
+    ])
+}
+
+/// The time step h (s): taken once from the configuration; the kernels' f32 copies are
+/// derived here.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct TimeStep(f64);
+
+impl TimeStep {
+    pub(super) fn new(config: &Config) -> Self {
+        Self(config.dt)
+    }
+
+    /// h in seconds (f64, the host's copy).
+    pub(super) fn seconds(self) -> f64 {
+        self.0
+    }
+
+    /// Simulated time after `steps` steps.
+    pub(super) fn time_at(self, steps: u64) -> f64 {
+        steps as f64 * self.0
+    }
+
+    /// `Params.dt` and `Params.dt2`: h and h^2 rounded to f32 (h^2 formed in f64).
+    pub(super) fn uniform(self) -> (f32, f32) {
+        (self.0 as f32, (self.0 * self.0) as f32)
+    }
+
+    /// The `Dispatch.weight` of an explicit kick of `fraction` h (Verlet's halves: 0.5).
+    pub(super) fn kick(self, fraction: f64) -> f32 {
+        (fraction * self.0) as f32
+    }
+}
+
+/// The `Params` uniform of `system` under `config`; `n_wg` is the workgroup count of a
+/// per-particle dispatch (partial sums per reduction block).
+pub(super) fn params(
+    system: &System,
+    config: &Config,
+    dt: TimeStep,
+    n_wg: u32,
+) -> Result<Params, GpuError> {
+    let sqrt_k = COULOMB_K.sqrt();
+    let (dt, dt2) = dt.uniform();
+    let mut params = Params {
+        n: system.len() as u32,
+        n_springs: system.springs().len() as u32,
+        n_charged: system.charged_indices().len() as u32,
+        n_ext: config.external_charges.len() as u32,
+        dt,
+        dt2,
+        omega: config.solver.omega as f32,
+        eps2: to_f32(config.coulomb.softening.powi(2), "softening", 0)?,
+        gravity: vec4(config.gravity, 0.0, "gravity", 0)?,
+        field: [0.0; 4],
+        field_kind: 0,
+        n_wg,
+        block_diag: u32::from(matches!(
+            config.solver.method,
+            SolverMethod::BlockJacobi | SolverMethod::Chebyshev
+        )),
+        _pad0: 0,
+        ext: [ExtCharge::default(); MAX_EXT_CHARGES],
+    };
+    match config.external_field {
+        None => {}
+        Some(ExternalField::Uniform(e)) => {
+            params.field_kind = 1;
+            params.field = vec4(e, 0.0, "external field", 0)?;
+        }
+        Some(ExternalField::Swirl { scale, min_z }) => {
+            params.field_kind = 2;
+            params.field = [
+                to_f32(scale, "field scale", 0)?,
+                to_f32(min_z, "field min_z", 0)?,
+                0.0,
+                0.0,
+            ];
+        }
+        Some(ExternalField::Vortex { scale, min_z }) => {
+            params.field_kind = 3;
+            params.field = [
+                to_f32(scale, "field scale", 0)?,
+                to_f32(min_z, "field min_z", 0)?,
+                0.0,
+                0.0,
+            ];
+        }
+    }
+    if config.external_charges.len() > MAX_EXT_CHARGES {
+        return Err(GpuError::Unsupported(format!(
+            "{} external charges; the kernels support at most {MAX_EXT_CHARGES}",
+            config.external_charges.len()
+        )));
+    }
+    for (k, c) in config.external_charges.iter().enumerate() {
+        let orbit = c.orbit;
+        params.ext[k] = ExtCharge {
+            pos0: vec4(
+                c.position,
+                to_f32(c.charge * sqrt_k, "external charge", k)?,
+                "external charge position",
+                k,
+            )?,
+            center: match orbit {
+                Some(o) => vec4(
+                    o.center,
+                    to_f32(o.angular_velocity, "orbit angular velocity", k)?,
+                    "orbit center",
+                    k,
+                )?,
+                None => [0.0; 4],
+            },
+            axis: match orbit {
+                Some(o) => vec4(o.axis, 1.0, "orbit axis", k)?,
+                None => [0.0; 4],
+            },
+        };
+    }
+    Ok(params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_f32_copy_of_the_step_comes_from_the_host_value() {
+        let h = 1.0 / 3.0;
+        let t = TimeStep(h);
+        assert_eq!(t.uniform(), (h as f32, (h * h) as f32));
+        assert_eq!(t.kick(0.5), (0.5 * h) as f32);
+        assert_eq!(t.kick(1.0), t.uniform().0);
+        assert_eq!(t.time_at(3), 3.0 * h);
+    }
+}

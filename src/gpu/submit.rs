@@ -1,0 +1,183 @@
+//! The device half a solver submits through: device, queue, the device-lost flag and
+//! the counts of submissions and compute passes; one-pass submissions and one-submission
+//! readbacks ([`Submitter`]), and the replay of a solver's recordings on them
+//! ([`Replay`]).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::buffers::{Buf, Buffers};
+use super::ddef::GpuDdef;
+use super::engine::Engine;
+use super::error::{poll_error, scoped};
+use super::readback::read_buffers;
+use super::recording::Op;
+use super::GpuError;
+
+/// Device, queue and what has been submitted on them.
+pub(super) struct Submitter {
+    pub(super) device: wgpu::Device,
+    pub(super) queue: wgpu::Queue,
+    /// Set by the device-lost callback (headless solvers only).
+    lost: Arc<Mutex<Option<String>>>,
+    submissions: AtomicU64,
+    compute_passes: AtomicU64,
+}
+
+impl Submitter {
+    pub(super) fn new(
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        lost: Arc<Mutex<Option<String>>>,
+    ) -> Self {
+        Self {
+            device,
+            queue,
+            lost,
+            submissions: AtomicU64::new(0),
+            compute_passes: AtomicU64::new(0),
+        }
+    }
+
+    /// (queue submissions, compute passes) so far.
+    pub(super) fn counts(&self) -> (u64, u64) {
+        (
+            self.submissions.load(Ordering::Relaxed),
+            self.compute_passes.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Counts a queue submission made for the solver.
+    pub(super) fn count_submission(&self) {
+        self.submissions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records one compute pass labelled `label` into `encoder` through `record`.
+    pub(super) fn pass(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        label: &str,
+        timestamp_writes: Option<wgpu::ComputePassTimestampWrites<'_>>,
+        record: impl FnOnce(&mut wgpu::ComputePass<'_>),
+    ) {
+        self.compute_passes.fetch_add(1, Ordering::Relaxed);
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some(label),
+            timestamp_writes,
+        });
+        record(&mut pass);
+    }
+
+    pub(super) fn encoder(&self, label: &str) -> wgpu::CommandEncoder {
+        self.device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) })
+    }
+
+    /// Submits `encoder` (counted) without waiting.
+    pub(super) fn submit(&self, encoder: wgpu::CommandEncoder) -> wgpu::SubmissionIndex {
+        self.count_submission();
+        self.queue.submit([encoder.finish()])
+    }
+
+    /// Waits for submission `index`.
+    pub(super) fn wait(&self, index: wgpu::SubmissionIndex) -> Result<(), GpuError> {
+        self.device
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(index),
+                timeout: None,
+            })
+            .map_err(poll_error)?;
+        Ok(())
+    }
+
+    /// Device loss is reported through the device-lost callback, which wgpu runs while
+    /// polling. Only headless solvers install one: an embedding caller owns its device's
+    /// callback (on a lost device, readbacks then fail with `Readback`).
+    pub(super) fn check_lost(&self) -> Result<(), GpuError> {
+        let _ = self.device.poll(wgpu::PollType::Poll);
+        match self.lost.lock() {
+            Ok(l) => match l.as_ref() {
+                Some(m) => Err(GpuError::DeviceLost(m.clone())),
+                None => Ok(()),
+            },
+            Err(_) => Err(GpuError::DeviceLost("device-lost flag poisoned".into())),
+        }
+    }
+
+    /// Runs one pass through `record` (when given), then copies the byte ranges `copies`
+    /// (buffer, offset, size) to the host: one submission, ranges concatenated in order.
+    pub(super) fn run_and_read(
+        &self,
+        record: Option<&dyn Fn(&mut wgpu::ComputePass<'_>)>,
+        copies: &[(&wgpu::Buffer, u64, u64)],
+    ) -> Result<Vec<u8>, GpuError> {
+        self.check_lost()?;
+        let bytes = scoped(&self.device, || {
+            let mut encoder = self.encoder("msc readback");
+            if let Some(record) = record {
+                self.pass(&mut encoder, "msc reductions", None, record);
+            }
+            self.count_submission();
+            read_buffers(&self.device, &self.queue, encoder, copies, "msc readback")
+        })?;
+        self.check_lost()?;
+        Ok(bytes)
+    }
+
+    /// Submits one pass through `record` without waiting.
+    pub(super) fn submit_pass(
+        &self,
+        label: &str,
+        record: impl FnOnce(&mut wgpu::ComputePass<'_>),
+    ) -> Result<(), GpuError> {
+        scoped(&self.device, || {
+            let mut encoder = self.encoder(label);
+            self.pass(&mut encoder, label, None, record);
+            self.submit(encoder);
+            Ok(())
+        })
+    }
+}
+
+/// A solver's recordings on its device: what [`Replay::read`] and [`Replay::submit`] run.
+pub(super) struct Replay<'a> {
+    pub(super) host: &'a Submitter,
+    pub(super) engine: &'a Engine,
+    pub(super) buffers: &'a Buffers,
+    /// Cleared when a diagnostic's ops rewrite the force buffer (see `Program::prologue`).
+    pub(super) field_fresh: &'a AtomicBool,
+}
+
+impl Replay<'_> {
+    /// Runs `ops` (if any; DDEF evaluations record `ddef`'s kernels), then copies the
+    /// byte ranges `copies` of the given buffers to the host in one submission.
+    pub(super) fn read(
+        &self,
+        ops: &[Op],
+        ddef: Option<&GpuDdef>,
+        copies: &[(Buf, u64, u64)],
+    ) -> Result<Vec<u8>, GpuError> {
+        let copies = copies
+            .iter()
+            .map(|&(b, src, size)| Ok((self.buffers.get(b)?, src, size)))
+            .collect::<Result<Vec<_>, GpuError>>()?;
+        if ops.is_empty() {
+            return self.host.run_and_read(None, &copies);
+        }
+        // Diagnostics rewrite the force buffer.
+        self.field_fresh.store(false, Ordering::Relaxed);
+        let record = |pass: &mut wgpu::ComputePass<'_>| self.engine.replay(pass, ops, ddef);
+        self.host.run_and_read(Some(&record), &copies)
+    }
+
+    /// Submits `ops` in one compute pass labelled `label` without waiting.
+    pub(super) fn submit(
+        &self,
+        ops: &[Op],
+        ddef: Option<&GpuDdef>,
+        label: &str,
+    ) -> Result<(), GpuError> {
+        self.host
+            .submit_pass(label, |pass| self.engine.replay(pass, ops, ddef))
+    }
+}
