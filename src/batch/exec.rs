@@ -375,4 +375,3 @@ fn run_fresh(spec: &RunSpec, scene: &LoadedScene, dir: &Path, gpu: &mut SharedGp
         }
     }
 }
-

@@ -85,7 +85,10 @@ pub fn merge(dir: &Path) -> Result<MergeReport, BatchError> {
             Err(e) => crate::batch::RunRecord {
                 name: spec.name.clone(),
                 columns: spec.columns.clone(),
-                status: RunStatus::Missing(format!("its scene does not load now: {}", one_line(&e))),
+                status: RunStatus::Missing(format!(
+                    "its scene does not load now: {}",
+                    one_line(&e)
+                )),
                 summary: None,
                 skipped: false,
             },

@@ -91,4 +91,3 @@ pub(super) fn clear(dir: &Path) -> Result<(), OutputError> {
         }),
     }
 }
-

@@ -2,8 +2,8 @@
 //! the kernels and (DDEF) the force error, on the GPU solver or the CPU reference.
 
 use super::record::{kernel_records, Record, Status};
-use super::{bytes, workload, Backend, BenchError, BenchOptions, Event, Workload};
 use super::DDEF_ERROR_TARGETS;
+use super::{bytes, workload, Backend, BenchError, BenchOptions, Event, Workload};
 use crate::cpu::CpuSimulation;
 use crate::gpu::{GpuDdef, GpuError, GpuSolver, HeadlessOptions};
 use crate::output::OutputError;

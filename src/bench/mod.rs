@@ -193,4 +193,3 @@ pub fn run(
     }
     Ok(records)
 }
-

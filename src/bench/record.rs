@@ -1,7 +1,7 @@
 //! One JSON line of `msc bench`: what was measured on one size of one workload, and the
 //! per-kernel shares of a profiled step.
 
-use super::{BenchOptions, Backend, Workload, FLOPS_PER_INTERACTION};
+use super::{Backend, BenchOptions, Workload, FLOPS_PER_INTERACTION};
 use crate::gpu::{AdapterSummary, KernelTime};
 
 /// Whether a size was measured.
@@ -108,7 +108,12 @@ pub struct Record {
 }
 
 impl Record {
-    pub(super) fn new(workload: Workload, n: usize, samples: Option<usize>, opts: &BenchOptions) -> Self {
+    pub(super) fn new(
+        workload: Workload,
+        n: usize,
+        samples: Option<usize>,
+        opts: &BenchOptions,
+    ) -> Self {
         Self {
             workload,
             backend: opts.backend,

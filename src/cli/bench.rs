@@ -2,10 +2,10 @@
 //! (and in `--out FILE`), a readable table on stderr. See `BENCHMARKS.md`.
 
 use super::CliError;
-use crate::run::RunError;
 use crate::bench::{self, Backend, BenchError, BenchOptions, Event, Record, Status, Workload};
 use crate::model::System;
 use crate::output::{AtomicFile, OutputError};
+use crate::run::RunError;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 

@@ -6,9 +6,9 @@
 //! Halton + Delaunay grid, the regular lattice grid, or both (`--grid`).
 
 use super::CliError;
-use crate::run::RunError;
 use crate::ddef::error_study::{charge_bounds, random_points, study_on, StudyRow, Targets};
 use crate::ddef::DdefGrid;
+use crate::run::RunError;
 use crate::scene;
 use glam::DVec3;
 use std::io::Write;
@@ -98,13 +98,15 @@ pub fn execute(args: &DdefErrorArgs) -> Result<Vec<StudyRow>, CliError> {
             let (x, q) = (sc.system.positions().to_vec(), sc.system.charges().to_vec());
             let n = q.iter().filter(|&&c| c != 0.0).count();
             if n == 0 {
-                return Err(CliError::from(RunError::Config(crate::config::ConfigError::new(
-                    "material.charge",
-                    format!(
-                        "scene '{}' has no charged particle to test DDEF on",
-                        sc.name
+                return Err(CliError::from(RunError::Config(
+                    crate::config::ConfigError::new(
+                        "material.charge",
+                        format!(
+                            "scene '{}' has no charged particle to test DDEF on",
+                            sc.name
+                        ),
                     ),
-                ))));
+                )));
             }
             cases.push(Case {
                 label: sc.name.clone(),

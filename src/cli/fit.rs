@@ -9,13 +9,13 @@
 
 use super::scene_args::SceneArgs;
 use super::CliError;
-use crate::run::{BackendArg, RunError};
 use crate::config::ConfigError;
 use crate::grad::{
     self, FitHistoryEntry, FitOptions, FitOutcome, GradBackend, GradError, GradOptions, Optimizer,
     Param, ParamSet, StopReason, TangentSolve,
 };
 use crate::output::write_atomic;
+use crate::run::{BackendArg, RunError};
 use crate::scene::LoadedScene;
 use std::path::PathBuf;
 use std::time::Instant;

@@ -23,9 +23,9 @@ pub mod scenes;
 pub mod sweep;
 pub mod validate;
 
+pub use crate::run::BackendArg;
 pub use batch::BatchArgs;
 pub use bench::BenchArgs;
-pub use crate::run::BackendArg;
 pub use error::CliError;
 pub use fit::FitArgs;
 pub use plot::PlotArgs;

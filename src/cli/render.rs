@@ -2,7 +2,6 @@
 //! [`LiveRender`], which draws while `msc run --render` runs.
 
 use super::CliError;
-use crate::run::{GpuHandles, RunError};
 use crate::model::{State, System};
 use crate::output::OutputError;
 use crate::render::frames::{run_springs, SpringSource};
@@ -10,6 +9,7 @@ use crate::render::{
     headless_device, Bounds, ColorBy, GifWriter, Image, ParticleSize, RenderError, RenderOptions,
     Renderer, Rgb, RunFrames, SceneGeometry, Size, View,
 };
+use crate::run::{GpuHandles, RunError};
 use crate::sim::Simulator;
 use std::path::{Path, PathBuf};
 
@@ -203,7 +203,8 @@ pub fn execute(args: &RenderArgs) -> Result<RenderOutcome, CliError> {
             return Err(render_err(RenderError::Malformed {
                 path,
                 message: "--color speed needs velocities (vx vy vz) in the frames".into(),
-            }).into());
+            })
+            .into());
         }
         if let Some(b) = f.bounds() {
             bounds = Some(bounds.map_or(b, |a| a.union(b)));
@@ -223,7 +224,8 @@ pub fn execute(args: &RenderArgs) -> Result<RenderOutcome, CliError> {
         return Err(render_err(RenderError::NoneDrawable {
             dir: frames.root.join(crate::output::run_dir::FRAMES_DIR),
             count: chosen.len(),
-        }).into());
+        })
+        .into());
     };
     let n = first.len();
     if n == 0 {

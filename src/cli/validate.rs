@@ -24,11 +24,11 @@
 
 use super::scene_args::SceneArgs;
 use super::CliError;
-use crate::run::RunError;
 use crate::cpu::CpuSimulation;
 use crate::gpu::{GpuSolver, HeadlessOptions};
 use crate::model::State;
 use crate::output::energy::output_steps;
+use crate::run::RunError;
 use crate::sim::{Energies, Simulator};
 use glam::DVec3;
 

@@ -176,9 +176,9 @@ pub fn drive_with(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scene::FrameFormat;
     use crate::config::Config;
     use crate::model::{State, System, SystemDesc};
+    use crate::scene::FrameFormat;
     use crate::scene::OutputConfig;
     use crate::sim::SimError;
     use glam::DVec3;

@@ -167,4 +167,3 @@ pub fn run_scene_with<W: Watch>(
     };
     Ok((outcome, watcher))
 }
-

@@ -20,11 +20,10 @@ pub fn load_checked(
     steps: Option<u64>,
     device: impl FnOnce(&scene::SceneSize, &crate::Config) -> Result<(), scene::Shortfall>,
 ) -> Result<LoadedScene, RunError> {
-    let mut scene =
-        scene::load_checked(name, set, device).map_err(|source| RunError::Scene {
-            scene: name.to_string(),
-            source: Box::new(source),
-        })?;
+    let mut scene = scene::load_checked(name, set, device).map_err(|source| RunError::Scene {
+        scene: name.to_string(),
+        source: Box::new(source),
+    })?;
     if let Some(n) = steps {
         scene.config.steps = n;
         scene.config.validate().map_err(|source| RunError::Option {

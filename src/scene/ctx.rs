@@ -97,7 +97,13 @@ pub(super) fn finite3(ctx: &Ctx, key: &str, v: [f64; 3]) -> Result<DVec3, SceneE
     }
 }
 
-pub(super) fn check(ctx: &Ctx, key: &str, v: f64, ok: bool, range: &str) -> Result<f64, SceneError> {
+pub(super) fn check(
+    ctx: &Ctx,
+    key: &str,
+    v: f64,
+    ok: bool,
+    range: &str,
+) -> Result<f64, SceneError> {
     if ok && v.is_finite() {
         Ok(v)
     } else {
@@ -117,7 +123,11 @@ pub(super) fn non_negative(ctx: &Ctx, key: &str, v: f64) -> Result<f64, SceneErr
 }
 
 /// At most one of two alternative keys.
-pub(super) fn one_of<T>(ctx: &Ctx, a: (&str, Option<T>), b: (&str, Option<T>)) -> Result<(), SceneError> {
+pub(super) fn one_of<T>(
+    ctx: &Ctx,
+    a: (&str, Option<T>),
+    b: (&str, Option<T>),
+) -> Result<(), SceneError> {
     if a.1.is_some() && b.1.is_some() {
         return Err(ctx.invalid(b.0, format!("give {} or {}, not both", a.0, b.0)));
     }

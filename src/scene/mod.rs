@@ -298,4 +298,3 @@ fn build(
     })?;
     Ok((system, config, output))
 }
-

@@ -5,7 +5,9 @@
 //! solver, Coulomb method, ...) deserialize into the configuration's own enums.
 
 use super::FrameFormat;
-use crate::config::{CoulombMethod, DdefGrid, DdefVariant, ExternalField, Integrator, SolverMethod};
+use crate::config::{
+    CoulombMethod, DdefGrid, DdefVariant, ExternalField, Integrator, SolverMethod,
+};
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]

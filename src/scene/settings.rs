@@ -230,7 +230,9 @@ mod tests {
                     [integrator]\nsteps = 5\n";
         let path = std::env::temp_dir().join(format!("msc-defaults-{}.toml", std::process::id()));
         std::fs::write(&path, text).unwrap();
-        let c = crate::scene::load(path.to_str().unwrap(), &[]).unwrap().config;
+        let c = crate::scene::load(path.to_str().unwrap(), &[])
+            .unwrap()
+            .config;
         std::fs::remove_file(&path).unwrap();
         let d = Config::default();
         assert_eq!(
