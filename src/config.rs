@@ -6,9 +6,11 @@
 
 use crate::model::{ModelError, System};
 use glam::DVec3;
+use serde::Deserialize;
 
 /// Time integrator (DESIGN section 2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Integrator {
     /// Linearized backward Euler for springs, explicit Coulomb (the paper's eq. 10 in
     /// velocity form, seeds 000/004).
@@ -48,7 +50,8 @@ impl Integrator {
 }
 
 /// Matrix-free linear solver (DESIGN section 3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SolverMethod {
     /// Weighted Jacobi, seed 000 eqs. 41-49.
     #[default]
@@ -100,7 +103,7 @@ pub struct SolverConfig {
 impl Default for SolverConfig {
     fn default() -> Self {
         Self {
-            method: SolverMethod::Jacobi,
+            method: SolverMethod::default(),
             iterations: 50,
             omega: 0.5,
             tolerance: 1e-6,
@@ -133,6 +136,15 @@ impl CoulombMethod {
             Self::Ddef(_) => "ddef",
         }
     }
+    /// The method named `s` in a scene file; DDEF with the default parameters.
+    pub fn from_name(s: &str) -> Option<Self> {
+        Some(match s {
+            "all_pairs" => Self::AllPairs,
+            "none" => Self::None,
+            "ddef" => Self::Ddef(DdefConfig::default()),
+            _ => return None,
+        })
+    }
     /// The DDEF parameters when the method is DDEF.
     pub fn ddef(self) -> Option<DdefConfig> {
         match self {
@@ -142,8 +154,17 @@ impl CoulombMethod {
     }
 }
 
+/// A scene file names the method (`coulomb.method = "ddef"`); the DDEF parameters are
+/// keys of their own, so this reads a name as [`CoulombMethod::from_name`] does.
+impl<'de> Deserialize<'de> for CoulombMethod {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        deserialize_name(d, "CoulombMethod", &Self::NAMES, Self::from_name)
+    }
+}
+
 /// How the DDEF near and far fields split the sources (see `crate::ddef`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum DdefVariant {
     /// Algorithm 1 as printed: the near set is the union of M_k over k in N_i while each
     /// vertex's far field excludes only its own M_k, so a source can be counted twice.
@@ -172,7 +193,8 @@ impl DdefVariant {
 }
 
 /// Which tetrahedral grid DDEF interpolates on (see `crate::ddef`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum DdefGrid {
     /// The paper's grid: m Halton samples plus the box corners, Delaunay tetrahedralized.
     Delaunay,
@@ -225,9 +247,9 @@ impl Default for DdefConfig {
     fn default() -> Self {
         Self {
             samples: 2000,
-            variant: DdefVariant::Corrected,
+            variant: DdefVariant::default(),
             rebuild_every: 1,
-            grid: DdefGrid::Lattice,
+            grid: DdefGrid::default(),
         }
     }
 }
@@ -296,10 +318,12 @@ pub struct Config {
     pub external_field: Option<ExternalField>,
 }
 
+/// The defaults of every setting a scene file may leave out (the scene loader starts
+/// from these).
 impl Default for Config {
     fn default() -> Self {
         Self {
-            integrator: Integrator::Imex,
+            integrator: Integrator::default(),
             dt: 0.015,
             steps: 1000,
             solver: SolverConfig::default(),
@@ -491,4 +515,78 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// The scene file's names of the external field kinds (`external_field.kind`).
+impl ExternalField {
+    pub const NAMES: [&'static str; 3] = ["uniform", "swirl", "vortex"];
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Uniform(_) => "uniform",
+            Self::Swirl { .. } => "swirl",
+            Self::Vortex { .. } => "vortex",
+        }
+    }
+    /// The kind named `s`, with the defaults of the keys a scene may leave out: value 0,
+    /// scale 1 V, `min_z` [`ExternalField::DEFAULT_MIN_Z`].
+    pub fn from_name(s: &str) -> Option<Self> {
+        let (scale, min_z) = (1.0, Self::DEFAULT_MIN_Z);
+        Some(match s {
+            "uniform" => Self::Uniform(DVec3::ZERO),
+            "swirl" => Self::Swirl { scale, min_z },
+            "vortex" => Self::Vortex { scale, min_z },
+            _ => return None,
+        })
+    }
+    /// The `[external_field]` keys this kind reads besides `kind`.
+    pub fn keys(&self) -> &'static [&'static str] {
+        match self {
+            Self::Uniform(_) => &["value"],
+            Self::Swirl { .. } | Self::Vortex { .. } => &["scale", "min_z"],
+        }
+    }
+}
+
+/// A scene file names the kind (`external_field.kind = "vortex"`); its parameters are keys
+/// of their own, so this reads a name as [`ExternalField::from_name`] does.
+impl<'de> Deserialize<'de> for ExternalField {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        deserialize_name(d, "ExternalField", &Self::NAMES, Self::from_name)
+    }
+}
+
+/// Reads the name of an enum's variant as a derived `Deserialize` reads a unit variant
+/// (the same accepted forms and errors: an unknown name lists `names`), then maps it with
+/// `from_name`: for the enums whose variants carry parameters set by keys of their own.
+fn deserialize_name<'de, D: serde::Deserializer<'de>, T>(
+    d: D,
+    what: &'static str,
+    names: &'static [&'static str],
+    from_name: fn(&str) -> Option<T>,
+) -> Result<T, D::Error> {
+    use serde::de::{EnumAccess, Error, VariantAccess, Visitor};
+    struct Name<T> {
+        what: &'static str,
+        names: &'static [&'static str],
+        from_name: fn(&str) -> Option<T>,
+    }
+    impl<'de, T> Visitor<'de> for Name<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "enum {}", self.what)
+        }
+        fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<T, A::Error> {
+            let (name, variant): (String, _) = data.variant()?;
+            let value = (self.from_name)(&name)
+                .ok_or_else(|| A::Error::unknown_variant(&name, self.names))?;
+            variant.unit_variant()?;
+            Ok(value)
+        }
+    }
+    let visitor = Name {
+        what,
+        names,
+        from_name,
+    };
+    d.deserialize_enum(what, names, visitor)
 }

@@ -18,6 +18,7 @@
 //! - [`output`]: run outputs (energy CSV, PLY frames, summary JSON);
 //! - [`render`]: offscreen drawing of particles and springs (PNG frames, GIFs, embedding);
 //! - [`bench`]: the standard performance workloads and their measurement;
+//! - [`run`]: driving one run into its folder (backend choice, stepping loop, summary);
 //! - [`batch`]: sweeps and manifest batches of runs sharing one GPU device;
 //! - [`plot`]: PNG plots of energy logs;
 //! - [`progress`]: progress bars on a terminal;
@@ -41,6 +42,7 @@ pub mod physics;
 pub mod plot;
 pub mod progress;
 pub mod render;
+pub mod run;
 pub mod scene;
 pub mod sim;
 

@@ -2,6 +2,13 @@
 
 use crate::model::State;
 
+/// The simulated time after `step` steps of `dt`: `step * dt`, rounded once. Every host
+/// site that rebuilds a time from a step count calls this, so a time written to
+/// `energy.csv`, `summary.json` or a fit is the same number everywhere.
+pub fn time_at(step: u64, dt: f64) -> f64 {
+    step as f64 * dt
+}
+
 /// Energy terms in J (DESIGN section 1). `external` covers external point charges and a
 /// uniform field; a swirl field has no potential and contributes nothing here (see
 /// [`crate::config::ExternalField::is_conservative`]).

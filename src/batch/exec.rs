@@ -3,25 +3,17 @@
 //! after each, one GPU device shared by all GPU runs of a worker, and resumption of an
 //! interrupted batch.
 
+use super::gpu::{worker_devices, SharedGpu};
 use super::plan::{Plan, RunSpec};
 use super::planfile::PlanFile;
 use super::record::{write_runs_csv, RunRecord, RunStatus, SummaryRecord};
+use super::resume::{clear, completed};
 use super::shard::Shard;
 use super::{BatchError, RUNS_CSV};
-use crate::cli::backend::{self, Backend, BackendArg};
-use crate::cli::error::render;
-use crate::cli::run::run_scene;
-use crate::cli::scene_args::{self, SceneArgs};
-use crate::cli::CliError;
-use crate::config::Config;
-use crate::digest::sha256_hex;
-use crate::gpu::{device_adapters, open_headless_device_on, HeadlessDevice};
-use crate::gpu::{GpuError, GpuSolver, HeadlessOptions};
-use crate::model::System;
-use crate::output::run_dir::{check_outputs, ENERGY_FILE, FRAMES_DIR, SCENE_FILE, SUMMARY_FILE};
 use crate::output::OutputError;
+use crate::run::error::one_line;
+use crate::run::{self, run_scene, BackendArg, RunError};
 use crate::scene::LoadedScene;
-use crate::sim::SimError;
 use std::path::{Path, PathBuf};
 
 /// How to run a plan.
@@ -267,29 +259,6 @@ enum Message {
     Opened(usize),
 }
 
-/// The device index of each worker: one worker on device 0 unless `--devices` asks for
-/// more. The CPU backend has one worker; `auto` without a hardware adapter too (it runs
-/// every run on the CPU).
-fn worker_devices(options: &BatchOptions) -> Result<Vec<usize>, BatchError> {
-    if options.devices == Devices::One || options.backend == BackendArg::Cpu {
-        return Ok(vec![0]);
-    }
-    let auto = options.backend == BackendArg::Auto;
-    let found = match device_adapters(&HeadlessOptions {
-        allow_software: !auto,
-    }) {
-        Ok(found) => found.len(),
-        Err(GpuError::NoAdapter(_)) if auto => return Ok(vec![0]),
-        Err(e) => return Err(BatchError::Devices(e.to_string())),
-    };
-    let workers = match options.devices {
-        Devices::All => found,
-        Devices::Count(n) => n,
-        Devices::One => 1,
-    };
-    Ok((0..workers.max(1)).map(|w| w % found.max(1)).collect())
-}
-
 /// One line for the run's outcome.
 fn describe(r: &RunRecord) -> String {
     let earlier = if r.skipped {
@@ -309,13 +278,6 @@ fn describe(r: &RunRecord) -> String {
         ),
         (status, None) => format!("{}{earlier}", status.label()),
     }
-}
-
-/// An error as one line: its message and causes, joined by `: `.
-pub(super) fn reason(e: &(dyn std::error::Error + 'static)) -> String {
-    render(e)
-        .trim_start_matches("error: ")
-        .replace("\n  caused by: ", ": ")
 }
 
 fn failed(spec: &RunSpec, why: String) -> RunRecord {
@@ -347,7 +309,7 @@ pub(super) fn from_summary(spec: &RunSpec, summary: SummaryRecord, skipped: bool
 /// Loads every run's scene as [`run_one`] will, before anything runs.
 pub fn check_plan(plan: &Plan, steps: Option<u64>) -> Result<(), BatchError> {
     for spec in &plan.runs {
-        scene_args::load(&scene_args_of(spec), steps).map_err(|e| BatchError::Plan {
+        load(spec, steps).map_err(|e| BatchError::Plan {
             run: spec.name.clone(),
             source: Box::new(e),
         })?;
@@ -355,11 +317,9 @@ pub fn check_plan(plan: &Plan, steps: Option<u64>) -> Result<(), BatchError> {
     Ok(())
 }
 
-pub(super) fn scene_args_of(spec: &RunSpec) -> SceneArgs {
-    SceneArgs {
-        scene: spec.scene.clone(),
-        set: spec.set.clone(),
-    }
+/// A planned run's scene, loaded as `msc run` loads it.
+pub(super) fn load(spec: &RunSpec, steps: Option<u64>) -> Result<LoadedScene, RunError> {
+    run::load::load(&spec.scene, &spec.set, steps)
 }
 
 /// Runs one planned run, or reads it back when an earlier batch completed it. Also
@@ -371,16 +331,16 @@ fn run_one(
 ) -> (RunRecord, Option<String>) {
     let dir = options.out.join(&spec.name);
     // Checked before the batch started; a file may have changed since.
-    let scene = match scene_args::load(&scene_args_of(spec), options.steps) {
+    let scene = match load(spec, options.steps) {
         Ok(s) => s,
-        Err(e) => return (failed(spec, reason(&e)), None),
+        Err(e) => return (failed(spec, one_line(&e)), None),
     };
     let redo = match completed(&dir, &scene, options.backend) {
         Ok(done) => return (from_summary(spec, done, true), None),
         Err(why) => why,
     };
     if let Err(e) = clear(&dir) {
-        return (failed(spec, reason(&e)), redo);
+        return (failed(spec, one_line(&e)), redo);
     }
     (run_fresh(spec, &scene, &dir, gpu), redo)
 }
@@ -399,10 +359,10 @@ fn run_fresh(spec: &RunSpec, scene: &LoadedScene, dir: &Path, gpu: &mut SharedGp
             None => failed(spec, "the run's summary could not be read back".into()),
         },
         Ok(Err(e)) => {
-            if is_device_loss(&e) {
+            if e.is_device_loss() {
                 gpu.device = None;
             }
-            failed(spec, reason(&e))
+            failed(spec, one_line(&e))
         }
         Err(panic) => {
             gpu.device = None;
@@ -412,171 +372,6 @@ fn run_fresh(spec: &RunSpec, scene: &LoadedScene, dir: &Path, gpu: &mut SharedGp
                 .or_else(|| panic.downcast_ref::<&str>().copied())
                 .unwrap_or("unknown panic");
             failed(spec, format!("internal error (panic): {what}"))
-        }
-    }
-}
-
-/// The earlier run in `dir`, when its `summary.json` vouches that it is complete and ran
-/// exactly this scene:
-/// - the summary parses (one from before sizes and hashes were recorded does not), and
-///   the run finished: not interrupted, and all its steps done unless it diverged (a
-///   diverged run is complete: rerunning it would diverge again);
-/// - with `--backend cpu` or `gpu`, it ran on that backend;
-/// - the scene name, the resolved scene's hash and every input file's size and hash are
-///   those of `scene` now;
-/// - it lists `energy.csv`, `scene.toml` and as many frames as it wrote, and each listed
-///   file exists with its recorded size and hash.
-///
-/// Otherwise `Err` says why, or is `None` when there was no earlier run in `dir`.
-pub(super) fn completed(
-    dir: &Path,
-    scene: &LoadedScene,
-    backend: BackendArg,
-) -> Result<SummaryRecord, Option<String>> {
-    if !dir.exists() {
-        return Err(None);
-    }
-    let why = |s: &str| Err(Some(s.to_string()));
-    let summary_path = dir.join(SUMMARY_FILE);
-    if !summary_path.is_file() {
-        return why("no summary.json (the earlier run did not finish)");
-    }
-    let Some(s) = SummaryRecord::read(&summary_path) else {
-        return why("summary.json is unreadable or from an older msc");
-    };
-    if s.interrupted {
-        return why("the earlier run was interrupted");
-    }
-    if s.finite && s.steps != s.steps_requested {
-        return why("the earlier run did not do all its steps");
-    }
-    let same_backend = match backend {
-        BackendArg::Cpu => s.backend == "cpu",
-        BackendArg::Gpu => s.backend != "cpu",
-        BackendArg::Auto => true,
-    };
-    if !same_backend {
-        return Err(Some(format!(
-            "the earlier run used the backend {}",
-            s.backend
-        )));
-    }
-    if s.scene != scene.name || s.scene_sha256 != sha256_hex(scene.resolved_toml.as_bytes()) {
-        return why("the resolved scene changed");
-    }
-    if s.inputs != scene.inputs {
-        let changed = scene
-            .inputs
-            .iter()
-            .find(|d| !s.inputs.contains(d))
-            .or_else(|| s.inputs.iter().find(|d| !scene.inputs.contains(d)))
-            .map_or("an input", |d| d.path.as_str());
-        return Err(Some(format!("{changed} changed since the earlier run")));
-    }
-    let listed = |name: &str| s.outputs.iter().find(|d| d.path == name);
-    let frames = s
-        .outputs
-        .iter()
-        .filter(|d| d.path.starts_with(&format!("{FRAMES_DIR}/")))
-        .count();
-    let scene_copy_ok = listed(SCENE_FILE).is_some_and(|d| d.sha256 == s.scene_sha256);
-    if listed(ENERGY_FILE).is_none() || !scene_copy_ok || frames as u64 != s.frames {
-        return why("summary.json does not vouch for every output");
-    }
-    check_outputs(dir, &s.outputs).map_err(Some)?;
-    Ok(s)
-}
-
-/// Removes an incomplete run's folder, so nothing of it is mistaken for the new run's.
-fn clear(dir: &Path) -> Result<(), OutputError> {
-    match std::fs::remove_dir_all(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(OutputError::Write {
-            path: dir.to_path_buf(),
-            source,
-        }),
-    }
-}
-
-fn is_device_loss(e: &CliError) -> bool {
-    matches!(
-        e,
-        CliError::Gpu(GpuError::DeviceLost(_))
-            | CliError::Sim {
-                source: SimError::Gpu(GpuError::DeviceLost(_)),
-                ..
-            }
-    )
-}
-
-/// The backend of a batch's runs: one GPU device, opened at the first GPU run and shared by
-/// every later one; `auto` falls back to the CPU as `msc run` does.
-struct SharedGpu {
-    choice: BackendArg,
-    /// Which of [`device_adapters`] to open.
-    adapter: usize,
-    device: Option<HeadlessDevice>,
-    opened: usize,
-    /// `auto` found no hardware adapter: every run uses the CPU.
-    cpu_only: bool,
-    /// A note to print once.
-    note: Option<String>,
-}
-
-impl SharedGpu {
-    fn new(choice: BackendArg, adapter: usize) -> Self {
-        Self {
-            choice,
-            adapter,
-            device: None,
-            opened: 0,
-            cpu_only: choice == BackendArg::Cpu,
-            note: None,
-        }
-    }
-
-    fn start(&mut self, system: &System, config: &Config) -> Result<Backend, CliError> {
-        let auto = self.choice == BackendArg::Auto;
-        if self.cpu_only {
-            return backend::start(BackendArg::Cpu, system, config);
-        }
-        if self.device.is_none() {
-            let options = HeadlessOptions {
-                allow_software: !auto,
-            };
-            match open_headless_device_on(&options, self.adapter) {
-                Ok(d) => {
-                    self.device = Some(d);
-                    self.opened += 1;
-                }
-                Err(e @ GpuError::NoAdapter(_)) if auto => {
-                    self.cpu_only = true;
-                    self.note = Some(format!(
-                        "note: {e}; running the CPU reference for every run \
-                         (--backend gpu also accepts software adapters)"
-                    ));
-                    return backend::start(BackendArg::Cpu, system, config);
-                }
-                Err(e) => return Err(CliError::Gpu(e)),
-            }
-        }
-        let d = self.device.as_ref().expect("opened above");
-        match GpuSolver::new(&d.device, &d.queue, system, config) {
-            Ok(solver) => {
-                let adapter = solver.adapter().cloned();
-                Ok(Backend {
-                    sim: Box::new(solver),
-                    adapter,
-                    fallback_note: None,
-                })
-            }
-            // As `msc run --backend auto`: what the GPU solver lacks, the CPU can do.
-            Err(e @ GpuError::Unsupported(_)) if auto => {
-                self.note = Some(format!("note: {e}; running this one on the CPU reference"));
-                backend::start(BackendArg::Cpu, system, config)
-            }
-            Err(e) => Err(CliError::Gpu(e)),
         }
     }
 }

@@ -2,13 +2,14 @@
 //! folder's `summary.json` (trusted only as a resumed batch trusts it) and the shards'
 //! tables (for the reason a run failed), and the list of runs still to do.
 
-use super::exec::{completed, from_summary, reason, scene_args_of};
+use super::exec::{from_summary, load};
 use super::planfile::PlanFile;
 use super::record::{header, parse_csv_line, write_runs_csv, RunRecord, RunStatus};
+use super::resume::completed;
 use super::shard::Shard;
 use super::{BatchError, RUNS_CSV};
-use crate::cli::backend::BackendArg;
-use crate::cli::scene_args;
+use crate::run::error::one_line;
+use crate::run::BackendArg;
 use clap::ValueEnum;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -79,12 +80,15 @@ pub fn merge(dir: &Path) -> Result<MergeReport, BatchError> {
     let mut todo: Vec<Vec<String>> = vec![Vec::new(); plan_file.shards];
     for (i, spec) in plan.runs.iter().enumerate() {
         let row = tables.get(&spec.name);
-        let scene = scene_args::load(&scene_args_of(spec), plan_file.steps);
+        let scene = load(spec, plan_file.steps);
         let record = match scene {
             Err(e) => crate::batch::RunRecord {
                 name: spec.name.clone(),
                 columns: spec.columns.clone(),
-                status: RunStatus::Missing(format!("its scene does not load now: {}", reason(&e))),
+                status: RunStatus::Missing(format!(
+                    "its scene does not load now: {}",
+                    one_line(&e)
+                )),
                 summary: None,
                 skipped: false,
             },

@@ -11,10 +11,12 @@
 //! `summary.json` vouches for (every input and output unchanged) are not redone.
 
 pub mod exec;
+mod gpu;
 pub mod merge;
 pub mod plan;
 pub mod planfile;
 pub mod record;
+mod resume;
 pub mod shard;
 pub mod slurm;
 
@@ -51,7 +53,7 @@ pub enum BatchError {
     Plan {
         run: String,
         #[source]
-        source: Box<crate::cli::CliError>,
+        source: Box<crate::run::RunError>,
     },
     #[error(transparent)]
     Output(#[from] OutputError),

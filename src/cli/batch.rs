@@ -1,9 +1,9 @@
 //! `msc batch`: the runs listed in a manifest file.
 
-use super::backend::BackendArg;
 use super::scale::{self, ScaleArgs};
 use super::CliError;
 use crate::batch::{plan, BatchReport};
+use crate::run::BackendArg;
 use std::path::PathBuf;
 
 #[derive(Clone, Debug, clap::Args)]

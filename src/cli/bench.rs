@@ -5,6 +5,7 @@ use super::CliError;
 use crate::bench::{self, Backend, BenchError, BenchOptions, Event, Record, Status, Workload};
 use crate::model::System;
 use crate::output::{AtomicFile, OutputError};
+use crate::run::RunError;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
@@ -261,8 +262,8 @@ pub fn execute(args: &BenchArgs) -> Result<Vec<Record>, CliError> {
         b.finish_and_clear();
     }
     let records = result.map_err(|e| match e {
-        BenchError::Gpu(g) => CliError::Gpu(g),
-        BenchError::Output(o) => CliError::Output(o),
+        BenchError::Gpu(g) => CliError::from(RunError::Gpu(g)),
+        BenchError::Output(o) => CliError::from(o),
     })?;
     if let Some(f) = file {
         f.commit()?;

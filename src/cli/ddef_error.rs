@@ -8,6 +8,7 @@
 use super::CliError;
 use crate::ddef::error_study::{charge_bounds, random_points, study_on, StudyRow, Targets};
 use crate::ddef::DdefGrid;
+use crate::run::RunError;
 use crate::scene;
 use glam::DVec3;
 use std::io::Write;
@@ -90,18 +91,20 @@ pub fn execute(args: &DdefErrorArgs) -> Result<Vec<StudyRow>, CliError> {
     let mut cases: Vec<Case> = Vec::new();
     let n_random = match (&args.scene, args.random) {
         (Some(name), _) => {
-            let sc = scene::load(name, &args.set).map_err(|source| CliError::Scene {
+            let sc = scene::load(name, &args.set).map_err(|source| RunError::Scene {
                 scene: name.clone(),
                 source: Box::new(source),
             })?;
             let (x, q) = (sc.system.positions().to_vec(), sc.system.charges().to_vec());
             let n = q.iter().filter(|&&c| c != 0.0).count();
             if n == 0 {
-                return Err(CliError::Config(crate::config::ConfigError::new(
-                    "material.charge",
-                    format!(
-                        "scene '{}' has no charged particle to test DDEF on",
-                        sc.name
+                return Err(CliError::from(RunError::Config(
+                    crate::config::ConfigError::new(
+                        "material.charge",
+                        format!(
+                            "scene '{}' has no charged particle to test DDEF on",
+                            sc.name
+                        ),
                     ),
                 )));
             }
@@ -209,7 +212,7 @@ pub fn execute(args: &DdefErrorArgs) -> Result<Vec<StudyRow>, CliError> {
                         let line = serde_json::to_string(&r).unwrap_or_default();
                         let path = args.json.clone().unwrap_or_default();
                         writeln!(w, "{line}").map_err(|source| {
-                            CliError::Output(crate::output::OutputError::Write { path, source })
+                            CliError::from(crate::output::OutputError::Write { path, source })
                         })?;
                     }
                     all.push(r);

@@ -1,45 +1,18 @@
 //! What a command can fail with, and the exit code each maps to:
 //! 2 for usage and input errors (bad scene, bad `--set`, bad option), 1 for run failures.
+//! What a single run can fail with is the run layer's [`RunError`].
 
-use crate::config::ConfigError;
-use crate::gpu::GpuError;
 use crate::output::OutputError;
-use crate::render::RenderError;
-use crate::scene::SceneError;
-use crate::sim::SimError;
+pub use crate::run::error::render;
+use crate::run::RunError;
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CliError {
-    /// The scene file, built-in name or a `--set` override is wrong.
-    #[error("cannot load scene '{scene}'")]
-    Scene {
-        scene: String,
-        /// Boxed to keep `CliError` small.
-        #[source]
-        source: Box<SceneError>,
-    },
-    /// A command-line value the scene loader does not see (e.g. `--steps`).
-    #[error("invalid {option}")]
-    Option {
-        option: &'static str,
-        #[source]
-        source: ConfigError,
-    },
-    /// The configuration was rejected by a backend.
-    #[error("invalid configuration")]
-    Config(#[source] ConfigError),
-    #[error("cannot start the GPU solver")]
-    Gpu(#[source] GpuError),
-    #[error("the simulation failed at step {step}")]
-    Sim {
-        step: u64,
-        #[source]
-        source: SimError,
-    },
+    /// Loading the scene, starting a backend, stepping, writing or drawing failed.
     #[error(transparent)]
-    Output(#[from] OutputError),
+    Run(#[from] RunError),
     /// The run stopped because energies or the state became non-finite.
     #[error(
         "the simulation diverged at step {step} (t = {} s): {why}; \
@@ -61,9 +34,6 @@ pub enum CliError {
         out.display()
     )]
     Interrupted { step: u64, out: PathBuf },
-    /// Drawing images failed (`msc render`, `msc run --render`).
-    #[error("cannot render")]
-    Render(#[source] RenderError),
     /// The DDEF approximation could not be built (`msc ddef-error`).
     #[error("DDEF failed")]
     Ddef(#[source] crate::ddef::DdefError),
@@ -94,26 +64,17 @@ pub enum CliError {
     Mismatch { tolerance: f64, worst: String },
 }
 
+impl From<OutputError> for CliError {
+    fn from(e: OutputError) -> Self {
+        Self::Run(e.into())
+    }
+}
+
 impl CliError {
     /// The process exit code for this error.
     pub fn exit_code(&self) -> i32 {
         match self {
-            Self::Scene { .. } | Self::Option { .. } | Self::Config(_) => 2,
-            // A missing or unreadable run folder is an input error.
-            Self::Render(
-                RenderError::NotFound { .. }
-                | RenderError::NoFrames { .. }
-                | RenderError::NoneDrawable { .. }
-                | RenderError::Malformed { .. }
-                | RenderError::ParticleCount { .. }
-                | RenderError::Size { .. }
-                | RenderError::Empty,
-            ) => 2,
-            Self::Render(_) => 1,
-            // Inputs the GPU cannot take (f32 range, singular charges): input errors.
-            Self::Gpu(
-                GpuError::F32Range { .. } | GpuError::F32Pair { .. } | GpuError::Config(_),
-            ) => 2,
+            Self::Run(e) => e.exit_code(),
             Self::Fit(e) => match **e {
                 crate::grad::GradError::NonFiniteState { .. }
                 | crate::grad::GradError::NonFiniteTangent { .. }
@@ -122,11 +83,7 @@ impl CliError {
             },
             Self::FitStalled { .. } => 1,
             Self::Interrupted { .. } => crate::interrupt::EXIT_CODE,
-            Self::Output(crate::output::OutputError::WouldOverwriteInput { .. }) => 2,
-            Self::Gpu(_)
-            | Self::Sim { .. }
-            | Self::Output(_)
-            | Self::Diverged { .. }
+            Self::Diverged { .. }
             | Self::ValidateDiverged { .. }
             | Self::Mismatch { .. }
             | Self::Ddef(_) => 1,
@@ -136,31 +93,15 @@ impl CliError {
     }
 }
 
-/// `error: <message>` followed by one `  caused by: <cause>` line per source in the
-/// chain, skipping a cause whose text the line above already contains.
-pub fn render(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = format!("error: {err}");
-    let mut last = err.to_string();
-    let mut cause = err.source();
-    while let Some(c) = cause {
-        let msg = c.to_string();
-        if !last.contains(&msg) {
-            text.push_str(&format!("\n  caused by: {msg}"));
-        }
-        last = msg;
-        cause = c.source();
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ConfigError;
 
     #[test]
-    fn render_prints_the_chain_once() {
+    fn a_run_error_reads_and_exits_as_it_does_alone() {
         let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
-        let err = CliError::Output(OutputError::Write {
+        let err = CliError::from(OutputError::Write {
             path: PathBuf::from("out/x/energy.csv"),
             source: io,
         });
@@ -169,10 +110,10 @@ mod tests {
             "error: cannot write out/x/energy.csv\n  caused by: denied"
         );
         assert_eq!(err.exit_code(), 1);
-        let opt = CliError::Option {
+        let opt = CliError::from(RunError::Option {
             option: "--steps",
             source: ConfigError::new("integrator.steps", "must be at least 1"),
-        };
+        });
         assert_eq!(
             render(&opt),
             "error: invalid --steps\n  caused by: integrator.steps: must be at least 1"

@@ -7,8 +7,7 @@
 //! Levenberg-Marquardt for few parameters, Adam for many. Progress goes to stderr; the
 //! history and the result go to `fit.json`, written atomically.
 
-use super::backend::BackendArg;
-use super::scene_args::{self, SceneArgs};
+use super::scene_args::SceneArgs;
 use super::CliError;
 use crate::config::ConfigError;
 use crate::grad::{
@@ -16,6 +15,7 @@ use crate::grad::{
     Param, ParamSet, StopReason, TangentSolve,
 };
 use crate::output::write_atomic;
+use crate::run::{BackendArg, RunError};
 use crate::scene::LoadedScene;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -110,10 +110,10 @@ struct ParamSpec {
 }
 
 fn option_error(option: &'static str, message: impl Into<String>) -> CliError {
-    CliError::Option {
+    CliError::from(RunError::Option {
         option,
         source: ConfigError::new(option, message),
-    }
+    })
 }
 
 /// The common value of the non-zero entries, if they all agree.
@@ -224,7 +224,7 @@ fn grad_error(e: GradError) -> CliError {
 }
 
 pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
-    let scene = scene_args::load(&args.scene, None)?;
+    let scene = args.scene.load(None)?;
     let specs: Vec<ParamSpec> = args
         .params
         .iter()
@@ -280,7 +280,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     }
     let frames =
         grad::target::read_target(&args.target).map_err(|e| grad_error(GradError::Target(e)))?;
-    let end_time = scene.config.steps as f64 * scene.config.dt;
+    let end_time = crate::sim::time_at(scene.config.steps, scene.config.dt);
     let mut targets = grad::target::to_targets(&frames, scene.config.dt, end_time)
         .map_err(|e| grad_error(GradError::Target(e)))?;
     if args.frames == FramesArg::Last {
@@ -398,7 +398,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         .clone()
         .unwrap_or_else(|| PathBuf::from("out").join(format!("{}-fit", scene.name)));
     std::fs::create_dir_all(&out).map_err(|source| {
-        CliError::Output(crate::output::OutputError::CreateDir {
+        CliError::from(crate::output::OutputError::CreateDir {
             path: out.clone(),
             source,
         })
@@ -457,7 +457,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     });
     let path = out.join("fit.json");
     let mut text = serde_json::to_string_pretty(&json).map_err(|source| {
-        CliError::Output(crate::output::OutputError::Json {
+        CliError::from(crate::output::OutputError::Json {
             path: path.clone(),
             source,
         })

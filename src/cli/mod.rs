@@ -6,7 +6,6 @@
 //! SIGINT/SIGTERM (see [`CliError::exit_code`]).
 //! Each command's `execute` is public so it can be driven in-process.
 
-pub mod backend;
 pub mod batch;
 pub mod bench;
 pub mod ddef_error;
@@ -24,7 +23,7 @@ pub mod scenes;
 pub mod sweep;
 pub mod validate;
 
-pub use backend::BackendArg;
+pub use crate::run::BackendArg;
 pub use batch::BatchArgs;
 pub use bench::BenchArgs;
 pub use error::CliError;

@@ -1,7 +1,6 @@
 //! `msc render`: draw a run folder's frames to PNG images (and an animated GIF); and
 //! [`LiveRender`], which draws while `msc run --render` runs.
 
-use super::backend::GpuHandles;
 use super::CliError;
 use crate::model::{State, System};
 use crate::output::OutputError;
@@ -10,6 +9,7 @@ use crate::render::{
     headless_device, Bounds, ColorBy, GifWriter, Image, ParticleSize, RenderError, RenderOptions,
     Renderer, Rgb, RunFrames, SceneGeometry, Size, View,
 };
+use crate::run::{GpuHandles, RunError};
 use crate::sim::Simulator;
 use std::path::{Path, PathBuf};
 
@@ -131,14 +131,14 @@ pub struct RenderOutcome {
     pub adapter: String,
 }
 
-fn render_err(e: RenderError) -> CliError {
-    CliError::Render(e)
+fn render_err(e: RenderError) -> RunError {
+    RunError::Render(e)
 }
 
 /// Creates `dir` and removes the `frame_NNNNNN.png` files an earlier render left there.
-fn prepare_image_dir(dir: &Path) -> Result<(), CliError> {
+fn prepare_image_dir(dir: &Path) -> Result<(), RunError> {
     std::fs::create_dir_all(dir).map_err(|source| {
-        CliError::Output(OutputError::CreateDir {
+        RunError::Output(OutputError::CreateDir {
             path: dir.to_path_buf(),
             source,
         })
@@ -189,7 +189,7 @@ pub fn execute(args: &RenderArgs) -> Result<RenderOutcome, CliError> {
                 skipped.push((path, message));
                 continue;
             }
-            Err(e) => return Err(render_err(e)),
+            Err(e) => return Err(render_err(e).into()),
         };
         let n = first.as_ref().map_or(f.len(), |f0| f0.len());
         if f.len() != n {
@@ -203,7 +203,8 @@ pub fn execute(args: &RenderArgs) -> Result<RenderOutcome, CliError> {
             return Err(render_err(RenderError::Malformed {
                 path,
                 message: "--color speed needs velocities (vx vy vz) in the frames".into(),
-            }));
+            })
+            .into());
         }
         if let Some(b) = f.bounds() {
             bounds = Some(bounds.map_or(b, |a| a.union(b)));
@@ -223,11 +224,12 @@ pub fn execute(args: &RenderArgs) -> Result<RenderOutcome, CliError> {
         return Err(render_err(RenderError::NoneDrawable {
             dir: frames.root.join(crate::output::run_dir::FRAMES_DIR),
             count: chosen.len(),
-        }));
+        })
+        .into());
     };
     let n = first.len();
     if n == 0 {
-        return Err(render_err(RenderError::Empty));
+        return Err(render_err(RenderError::Empty).into());
     }
 
     let (springs, source) = run_springs(&frames.root, n, &first.faces);
@@ -374,7 +376,7 @@ impl LiveRender {
         system: &System,
         gpu: Option<GpuHandles>,
         out: &Path,
-    ) -> Result<Self, CliError> {
+    ) -> Result<Self, RunError> {
         let positions: Vec<[f32; 4]> = system
             .positions()
             .iter()
@@ -434,7 +436,7 @@ impl LiveRender {
         sim: &mut dyn Simulator,
         step: u64,
         state: Option<&State>,
-    ) -> Result<(), CliError> {
+    ) -> Result<(), RunError> {
         let needs_state =
             matches!(self.source, Source::Upload { .. }) || self.color == ColorBy::Speed;
         let read;
@@ -443,7 +445,7 @@ impl LiveRender {
             (None, true) => {
                 read = sim
                     .state()
-                    .map_err(|source| CliError::Sim { step, source })?;
+                    .map_err(|source| RunError::Sim { step, source })?;
                 Some(&read)
             }
             (None, false) => None,

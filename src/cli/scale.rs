@@ -1,13 +1,13 @@
 //! The options `msc sweep` and `msc batch` share for going beyond one process and one
 //! device: `--shard`, `--devices`, `--slurm`/`--submit` and the array job's settings.
 
-use super::backend::BackendArg;
 use super::CliError;
 use crate::batch::slurm::{self, SlurmJob};
 use crate::batch::{
     run_batch, BatchError, BatchOptions, BatchReport, Devices, Plan, PlanFile, Rerun, Shard,
     ShardRun,
 };
+use crate::run::BackendArg;
 use clap::ValueEnum;
 use std::path::{Path, PathBuf};
 

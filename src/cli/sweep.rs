@@ -1,10 +1,10 @@
 //! `msc sweep`: one scene run for every combination of `--vary` values.
 
-use super::backend::BackendArg;
 use super::scale::{self, ScaleArgs};
-use super::scene_args::{self, SceneArgs};
+use super::scene_args::SceneArgs;
 use super::CliError;
 use crate::batch::{plan, BatchReport, Vary};
+use crate::run::BackendArg;
 use clap::ValueEnum;
 use std::path::PathBuf;
 
@@ -79,7 +79,7 @@ pub fn execute(args: &SweepArgs) -> Result<Option<BatchReport>, CliError> {
         .map(|a| Vary::parse(a))
         .collect::<Result<Vec<_>, _>>()?;
     // The base scene must load: a typo here is a usage error, not N failed runs.
-    scene_args::load(&args.scene, args.steps)?;
+    args.scene.load(args.steps)?;
     let plan = plan::sweep(&args.scene.scene, &args.scene.set, &varies)?;
     let job = scale::Job {
         command: "sweep",

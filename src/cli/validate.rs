@@ -22,12 +22,13 @@
 //! The steps compared are the output steps (every `output.every` steps, and the last); the
 //! largest value over them is reported.
 
-use super::scene_args::{self, SceneArgs};
+use super::scene_args::SceneArgs;
 use super::CliError;
 use crate::cpu::CpuSimulation;
 use crate::gpu::{GpuSolver, HeadlessOptions};
 use crate::model::State;
 use crate::output::energy::output_steps;
+use crate::run::RunError;
 use crate::sim::{Energies, Simulator};
 use glam::DVec3;
 
@@ -211,7 +212,7 @@ pub fn compare(
 
 /// Runs both backends and prints the table; [`CliError::Mismatch`] beyond the tolerance.
 pub fn execute(args: &ValidateArgs) -> Result<Comparison, CliError> {
-    let mut scene = scene_args::load(&args.scene, Some(args.steps))?;
+    let mut scene = args.scene.load(Some(args.steps))?;
     // The GPU runs a fixed number of sweeps per solve; make the CPU do the same so both
     // compute the same iterates rather than stopping at different points.
     scene.config.solver.tolerance = 0.0;
@@ -223,12 +224,12 @@ pub fn execute(args: &ValidateArgs) -> Result<Comparison, CliError> {
             allow_software: true,
         },
     )
-    .map_err(CliError::Gpu)?;
+    .map_err(RunError::Gpu)?;
     let adapter = gpu
         .adapter()
         .map(|a| format!("{} ({}, {})", a.name, a.backend, a.device_type))
         .unwrap_or_else(|| gpu.backend_name());
-    let mut cpu = CpuSimulation::new(system, config).map_err(CliError::Config)?;
+    let mut cpu = CpuSimulation::new(system, config).map_err(RunError::Config)?;
 
     println!(
         "validate {}: {} steps of {} ({}, {} iterations per solve on both backends), dt = {} s",
@@ -244,7 +245,7 @@ pub fn execute(args: &ValidateArgs) -> Result<Comparison, CliError> {
     let mass: f64 = system.masses().iter().sum();
     let mut tracker = Tracker::default();
     let mut step = 0;
-    let sim_err = |step: u64| move |source| CliError::Sim { step, source };
+    let sim_err = |step: u64| move |source| RunError::Sim { step, source };
     for target in output_steps(config.steps, scene.output.every) {
         if target > step {
             gpu.step(target - step).map_err(sim_err(step))?;

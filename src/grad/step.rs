@@ -150,7 +150,7 @@ pub(crate) fn tangent_step(
     let cfg = fwd.config();
     let h = cfg.dt;
     // The record belongs to the step that just ended.
-    let t = (fwd.state().step - 1) as f64 * h;
+    let t = crate::sim::time_at(fwd.state().step - 1, h);
     let (n, springs) = (sys.len(), sys.springs());
     ws.size(n, springs.len());
     let (m, pinned, q) = (sys.masses(), sys.pinned(), sys.charges());

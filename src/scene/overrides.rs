@@ -2,8 +2,9 @@
 //! override goes through exactly the same checks as the file itself.
 
 use super::keys::{format_path, parse_path, Seg};
-use super::schema::{FieldKind, MeshKind};
+use super::schema::MeshKind;
 use super::SceneError;
+use crate::config::ExternalField;
 use toml::{Table, Value};
 
 /// One parsed `--set` argument.
@@ -71,7 +72,7 @@ pub(super) fn apply(table: &mut Table, overrides: &[Override]) -> Result<(), Sce
     }
     let new_field_kind = kind_of(table, "external_field");
     if new_field_kind != original_field_kind {
-        if let Some(kind) = new_field_kind.as_deref().and_then(FieldKind::from_name) {
+        if let Some(kind) = new_field_kind.as_deref().and_then(ExternalField::from_name) {
             prune(table, "external_field", kind.keys(), &["kind"], &set_keys);
         }
     }

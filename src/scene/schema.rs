@@ -1,7 +1,13 @@
 //! The scene file's TOML schema. Every table denies unknown keys, so a typo is an error
 //! naming the key instead of a silently ignored setting. Optional keys are `Option` so the
-//! defaults live in one place (`super::build`).
+//! defaults live in one place: `Config::default()` and the types' own defaults for the
+//! simulation settings, the builders for the mesh and material. Names (integrator,
+//! solver, Coulomb method, ...) deserialize into the configuration's own enums.
 
+use super::FrameFormat;
+use crate::config::{
+    CoulombMethod, DdefGrid, DdefVariant, ExternalField, Integrator, SolverMethod,
+};
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -135,19 +141,10 @@ pub(super) struct PinSpec {
     pub velocity: Option<[f64; 3]>,
 }
 
-#[derive(Clone, Copy, Debug, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(super) enum IntegratorName {
-    Imex,
-    LocalGlobal,
-    SymplecticEuler,
-    Verlet,
-}
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct IntegratorSpec {
-    pub method: Option<IntegratorName>,
+    pub method: Option<Integrator>,
     pub dt: Option<f64>,
     pub duration: Option<f64>,
     pub steps: Option<u64>,
@@ -155,57 +152,27 @@ pub(super) struct IntegratorSpec {
     pub local_global_iterations: Option<u32>,
 }
 
-#[derive(Clone, Copy, Debug, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(super) enum SolverName {
-    Jacobi,
-    BlockJacobi,
-    Chebyshev,
-    Cg,
-}
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct SolverSpec {
-    pub method: Option<SolverName>,
+    pub method: Option<SolverMethod>,
     pub iterations: Option<u32>,
     pub omega: Option<f64>,
     pub tolerance: Option<f64>,
     pub rho: Option<f64>,
 }
 
-#[derive(Clone, Copy, Debug, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(super) enum CoulombName {
-    AllPairs,
-    None,
-    Ddef,
-}
-
-#[derive(Clone, Copy, Debug, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(super) enum DdefVariantName {
-    Paper,
-    Corrected,
-}
-
-#[derive(Clone, Copy, Debug, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(super) enum DdefGridName {
-    Delaunay,
-    Lattice,
-}
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct CoulombSpec {
-    pub method: Option<CoulombName>,
+    /// DDEF: its parameters are the keys below.
+    pub method: Option<CoulombMethod>,
     pub softening: Option<f64>,
     /// DDEF only.
     pub samples: Option<u32>,
-    pub ddef_variant: Option<DdefVariantName>,
+    pub ddef_variant: Option<DdefVariant>,
     pub rebuild_every: Option<u32>,
-    pub ddef_grid: Option<DdefGridName>,
+    pub ddef_grid: Option<DdefGrid>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -224,43 +191,11 @@ pub(super) struct OrbitSpec {
     pub angular_velocity: f64,
 }
 
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub(super) enum FieldKind {
-    Uniform,
-    Swirl,
-    Vortex,
-}
-
-impl FieldKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Uniform => "uniform",
-            Self::Swirl => "swirl",
-            Self::Vortex => "vortex",
-        }
-    }
-    pub fn from_name(s: &str) -> Option<Self> {
-        Some(match s {
-            "uniform" => Self::Uniform,
-            "swirl" => Self::Swirl,
-            "vortex" => Self::Vortex,
-            _ => return None,
-        })
-    }
-    /// The `[external_field]` keys this kind reads besides `kind`.
-    pub fn keys(self) -> &'static [&'static str] {
-        match self {
-            Self::Uniform => &["value"],
-            Self::Swirl | Self::Vortex => &["scale", "min_z"],
-        }
-    }
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ExternalFieldSpec {
-    pub kind: FieldKind,
+    /// The kind, with the defaults of its parameters (the keys below).
+    pub kind: ExternalField,
     /// V/m (uniform).
     pub value: Option<[f64; 3]>,
     /// V (swirl: E = scale [y/z, x/z, 0]).
@@ -269,16 +204,9 @@ pub(super) struct ExternalFieldSpec {
     pub min_z: Option<f64>,
 }
 
-#[derive(Clone, Copy, Debug, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(super) enum FramesName {
-    Ply,
-    None,
-}
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct OutputSpec {
     pub every: Option<u64>,
-    pub frames: Option<FramesName>,
+    pub frames: Option<FrameFormat>,
 }

@@ -1,10 +1,12 @@
-//! Picking the backend a run uses.
+//! Picking the backend a run uses: the `--backend` rule (`auto` falls back to the CPU
+//! reference where the GPU cannot run the scene), and the size check of `--backend gpu`.
 
-use super::CliError;
+use super::RunError;
 use crate::config::Config;
 use crate::cpu::CpuSimulation;
 use crate::gpu::{AdapterSummary, GpuError, GpuSolver, HeadlessOptions};
 use crate::model::System;
+use crate::scene::{SceneSize, Shortfall};
 use crate::sim::Simulator;
 
 /// `--backend`.
@@ -28,9 +30,9 @@ pub struct Backend {
     pub fallback_note: Option<String>,
 }
 
-fn cpu(system: &System, config: &Config) -> Result<Box<dyn Simulator>, CliError> {
+fn cpu(system: &System, config: &Config) -> Result<Box<dyn Simulator>, RunError> {
     Ok(Box::new(
-        CpuSimulation::new(system, config).map_err(CliError::Config)?,
+        CpuSimulation::new(system, config).map_err(RunError::Config)?,
     ))
 }
 
@@ -70,7 +72,7 @@ fn gpu(
 }
 
 /// Starts the chosen backend.
-pub fn start(choice: BackendArg, system: &System, config: &Config) -> Result<Backend, CliError> {
+pub fn start(choice: BackendArg, system: &System, config: &Config) -> Result<Backend, RunError> {
     start_with_handles(choice, system, config).map(|(b, _)| b)
 }
 
@@ -79,7 +81,7 @@ pub fn start_with_handles(
     choice: BackendArg,
     system: &System,
     config: &Config,
-) -> Result<(Backend, Option<GpuHandles>), CliError> {
+) -> Result<(Backend, Option<GpuHandles>), RunError> {
     let with = |(b, h): (Backend, GpuHandles)| (b, Some(h));
     match choice {
         BackendArg::Cpu => Ok((
@@ -90,7 +92,7 @@ pub fn start_with_handles(
             },
             None,
         )),
-        BackendArg::Gpu => gpu(system, config, true).map(with).map_err(CliError::Gpu),
+        BackendArg::Gpu => gpu(system, config, true).map(with).map_err(RunError::Gpu),
         BackendArg::Auto => match gpu(system, config, false) {
             Ok(b) => Ok(with(b)),
             // No hardware adapter, a feature the GPU solver lacks, or values f32 cannot
@@ -114,7 +116,36 @@ pub fn start_with_handles(
                 },
                 None,
             )),
-            Err(e) => Err(CliError::Gpu(e)),
+            Err(e) => Err(RunError::Gpu(e)),
         },
+    }
+}
+
+/// The size check of `--backend gpu`: the scene's solver buffers, from its counts,
+/// against the limits of the adapter the run will open. Without an adapter nothing is
+/// checked here (starting the backend reports that).
+pub fn gpu_size_check() -> impl FnOnce(&SceneSize, &Config) -> Result<(), Shortfall> {
+    let adapter = crate::gpu::headless_adapter_limits(&HeadlessOptions {
+        allow_software: true,
+    });
+    move |size, config| {
+        let Ok((name, limits)) = adapter else {
+            return Ok(());
+        };
+        // Every particle charged: an upper bound on the Coulomb buffers.
+        match crate::gpu::limits::oversized_buffer(
+            &limits,
+            size.particles,
+            size.springs,
+            size.particles,
+            config,
+        ) {
+            None => Ok(()),
+            Some(b) => Err(Shortfall {
+                what: format!("GPU adapter '{name}': {b}"),
+                needed: b.bytes,
+                available: b.limit,
+            }),
+        }
     }
 }

@@ -1,0 +1,104 @@
+//! The GPU side of a batch: how many workers run on which devices (`--devices`), and
+//! each worker's backend, one device opened at its first GPU run and shared by the rest.
+
+use super::exec::{BatchOptions, Devices};
+use super::BatchError;
+use crate::config::Config;
+use crate::gpu::{device_adapters, open_headless_device_on, HeadlessDevice};
+use crate::gpu::{GpuError, GpuSolver, HeadlessOptions};
+use crate::model::System;
+use crate::run::{backend, Backend, BackendArg, RunError};
+
+/// The device index of each worker: one worker on device 0 unless `--devices` asks for
+/// more. The CPU backend has one worker; `auto` without a hardware adapter too (it runs
+/// every run on the CPU).
+pub(super) fn worker_devices(options: &BatchOptions) -> Result<Vec<usize>, BatchError> {
+    if options.devices == Devices::One || options.backend == BackendArg::Cpu {
+        return Ok(vec![0]);
+    }
+    let auto = options.backend == BackendArg::Auto;
+    let found = match device_adapters(&HeadlessOptions {
+        allow_software: !auto,
+    }) {
+        Ok(found) => found.len(),
+        Err(GpuError::NoAdapter(_)) if auto => return Ok(vec![0]),
+        Err(e) => return Err(BatchError::Devices(e.to_string())),
+    };
+    let workers = match options.devices {
+        Devices::All => found,
+        Devices::Count(n) => n,
+        Devices::One => 1,
+    };
+    Ok((0..workers.max(1)).map(|w| w % found.max(1)).collect())
+}
+
+/// The backend of a batch's runs: one GPU device, opened at the first GPU run and shared by
+/// every later one; `auto` falls back to the CPU as `msc run` does.
+pub(super) struct SharedGpu {
+    choice: BackendArg,
+    /// Which of [`device_adapters`] to open.
+    adapter: usize,
+    pub(super) device: Option<HeadlessDevice>,
+    pub(super) opened: usize,
+    /// `auto` found no hardware adapter: every run uses the CPU.
+    cpu_only: bool,
+    /// A note to print once.
+    pub(super) note: Option<String>,
+}
+
+impl SharedGpu {
+    pub(super) fn new(choice: BackendArg, adapter: usize) -> Self {
+        Self {
+            choice,
+            adapter,
+            device: None,
+            opened: 0,
+            cpu_only: choice == BackendArg::Cpu,
+            note: None,
+        }
+    }
+
+    pub(super) fn start(&mut self, system: &System, config: &Config) -> Result<Backend, RunError> {
+        let auto = self.choice == BackendArg::Auto;
+        if self.cpu_only {
+            return backend::start(BackendArg::Cpu, system, config);
+        }
+        if self.device.is_none() {
+            let options = HeadlessOptions {
+                allow_software: !auto,
+            };
+            match open_headless_device_on(&options, self.adapter) {
+                Ok(d) => {
+                    self.device = Some(d);
+                    self.opened += 1;
+                }
+                Err(e @ GpuError::NoAdapter(_)) if auto => {
+                    self.cpu_only = true;
+                    self.note = Some(format!(
+                        "note: {e}; running the CPU reference for every run \
+                         (--backend gpu also accepts software adapters)"
+                    ));
+                    return backend::start(BackendArg::Cpu, system, config);
+                }
+                Err(e) => return Err(RunError::Gpu(e)),
+            }
+        }
+        let d = self.device.as_ref().expect("opened above");
+        match GpuSolver::new(&d.device, &d.queue, system, config) {
+            Ok(solver) => {
+                let adapter = solver.adapter().cloned();
+                Ok(Backend {
+                    sim: Box::new(solver),
+                    adapter,
+                    fallback_note: None,
+                })
+            }
+            // As `msc run --backend auto`: what the GPU solver lacks, the CPU can do.
+            Err(e @ GpuError::Unsupported(_)) if auto => {
+                self.note = Some(format!("note: {e}; running this one on the CPU reference"));
+                backend::start(BackendArg::Cpu, system, config)
+            }
+            Err(e) => Err(RunError::Gpu(e)),
+        }
+    }
+}

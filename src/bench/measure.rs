@@ -1,0 +1,298 @@
+//! Measuring one size: building the workload, warming up, timing the steps, profiling
+//! the kernels and (DDEF) the force error, on the GPU solver or the CPU reference.
+
+use super::record::{kernel_records, Record, Status};
+use super::DDEF_ERROR_TARGETS;
+use super::{bytes, workload, Backend, BenchError, BenchOptions, Event, Workload};
+use crate::cpu::CpuSimulation;
+use crate::gpu::{GpuDdef, GpuError, GpuSolver, HeadlessOptions};
+use crate::output::OutputError;
+use crate::sim::{SimError, Simulator};
+use std::time::Instant;
+
+fn sim_gpu_error(e: SimError) -> GpuError {
+    match e {
+        SimError::Gpu(g) => g,
+        SimError::Config(c) => GpuError::Config(c),
+        SimError::Ddef(d) => GpuError::Ddef(d),
+    }
+}
+
+/// Waits until the GPU has finished everything submitted.
+fn wait(solver: &GpuSolver) -> Result<(), GpuError> {
+    solver
+        .device()
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map(|_| ())
+        .map_err(|e| GpuError::DeviceLost(format!("waiting for the GPU failed: {e}")))
+}
+
+/// Builds and measures one size into `rec`; only a missing adapter is an error.
+pub(super) fn measure(
+    rec: &mut Record,
+    opts: &BenchOptions,
+    on: &mut dyn FnMut(Event<'_>) -> Result<(), OutputError>,
+) -> Result<(), BenchError> {
+    let (workload, n) = (rec.workload, rec.n_requested);
+    let mut stage = |s: &'static str| {
+        on(Event::Stage {
+            workload,
+            n,
+            stage: s,
+        })
+    };
+    stage("building")?;
+    let built = match (workload, rec.ddef_samples) {
+        (Workload::Cloth, _) => workload::cloth(n, opts.sweeps, opts.charged_fraction),
+        (Workload::Ddef, Some(m)) => workload::ddef(n, m, opts.ddef_rebuild_every),
+        _ => workload::coulomb(n),
+    };
+    let built = match built {
+        Ok(b) => b,
+        Err(e) => {
+            rec.status = Status::Failed;
+            rec.reason = Some(e.to_string());
+            return Ok(());
+        }
+    };
+    let system = &built.system;
+    rec.n = system.len();
+    rec.grid = built.grid;
+    rec.springs = system.springs().len();
+    rec.charged = system.charged_count();
+    // DDEF's work is not a count of pair interactions; its rows report time per evaluation.
+    if workload != Workload::Ddef {
+        rec.coulomb_interactions_per_eval = (rec.charged as u64).pow(2);
+    }
+    if workload == Workload::Cloth && opts.backend == Backend::Gpu {
+        let b = bytes::jacobi_sweep_bytes(system.len(), system.springs(), system.pinned());
+        rec.jacobi_sweep_bytes = Some(b.compulsory);
+        rec.jacobi_sweep_bytes_issued = Some(b.issued);
+    }
+    let result = match opts.backend {
+        Backend::Gpu => measure_gpu(rec, &built, opts, &mut stage),
+        Backend::Cpu => measure_cpu(rec, &built, opts, &mut stage),
+    };
+    // The GPU path measures its error on the solver's own device (in `measure_gpu`).
+    let result = result.and_then(|()| match (workload, opts.backend) {
+        (Workload::Ddef, Backend::Cpu) => ddef_error(rec, &built, None, &mut stage),
+        _ => Ok(()),
+    });
+    match result {
+        Ok(()) => Ok(()),
+        Err(Stop::Output(e)) => Err(BenchError::Output(e)),
+        Err(Stop::Gpu(e @ GpuError::NoAdapter(_))) => Err(BenchError::Gpu(e)),
+        Err(Stop::Gpu(e)) => {
+            rec.status = match e {
+                GpuError::LimitExceeded { .. } | GpuError::OutOfMemory(_) => Status::Skipped,
+                _ => Status::Failed,
+            };
+            rec.reason = Some(e.to_string());
+            Ok(())
+        }
+    }
+}
+
+/// Why a measurement stopped.
+enum Stop {
+    Gpu(GpuError),
+    Output(OutputError),
+}
+
+impl From<GpuError> for Stop {
+    fn from(e: GpuError) -> Self {
+        Self::Gpu(e)
+    }
+}
+impl From<OutputError> for Stop {
+    fn from(e: OutputError) -> Self {
+        Self::Output(e)
+    }
+}
+impl From<SimError> for Stop {
+    fn from(e: SimError) -> Self {
+        Self::Gpu(sim_gpu_error(e))
+    }
+}
+
+type StageFn<'a> = dyn FnMut(&'static str) -> Result<(), OutputError> + 'a;
+
+fn measure_gpu(
+    rec: &mut Record,
+    built: &workload::Built,
+    opts: &BenchOptions,
+    stage: &mut StageFn<'_>,
+) -> Result<(), Stop> {
+    stage("setup")?;
+    let t = Instant::now();
+    let mut solver = GpuSolver::headless(
+        &built.system,
+        &built.config,
+        &HeadlessOptions {
+            allow_software: true,
+        },
+    )?;
+    rec.setup_seconds = Some(t.elapsed().as_secs_f64());
+    rec.adapter = solver.adapter().cloned();
+    rec.dispatches_per_step = Some(solver.dispatches_per_step());
+
+    stage("warm-up")?;
+    solver.step(opts.warmup)?;
+    wait(&solver)?;
+
+    stage("timing")?;
+    let before = solver.host_counts();
+    let host_before = (solver.ddef_host_seconds(), solver.ddef_evaluations());
+    let t = Instant::now();
+    solver.step(opts.steps)?;
+    wait(&solver)?;
+    let wall = t.elapsed().as_secs_f64();
+    if let ((Some(h0), Some(e0)), Some(h1), Some(e1)) = (
+        host_before,
+        solver.ddef_host_seconds(),
+        solver.ddef_evaluations(),
+    ) {
+        if e1 > e0 {
+            rec.ddef_host_ms_per_eval = Some((h1 - h0) * 1e3 / (e1 - e0) as f64);
+        }
+    }
+    let after = solver.host_counts();
+    let k = opts.steps as f64;
+    rec.timed_seconds = Some(wall);
+    rec.ms_per_step = Some(wall * 1e3 / k);
+    rec.submissions_per_step = Some((after.submissions - before.submissions) as f64 / k);
+    rec.compute_passes_per_step = Some((after.compute_passes - before.compute_passes) as f64 / k);
+
+    let timestamps = rec.adapter.as_ref().is_some_and(|a| a.timestamp_queries);
+    if opts.profile_steps == 0 {
+        rec.note("kernel_times", "--profile-steps 0");
+    } else if !solver.supports_recording() {
+        rec.note(
+            "kernel_times",
+            "DDEF steps pause for a host stage, so they cannot be profiled per kernel",
+        );
+    } else if !timestamps {
+        rec.note(
+            "kernel_times",
+            "the adapter does not offer timestamp queries",
+        );
+    } else {
+        stage("profiling")?;
+        let times = solver.profile(opts.profile_steps)?;
+        rec.profile_steps = opts.profile_steps;
+        rec.kernel_times = Some(kernel_records(&times, opts.profile_steps));
+    }
+
+    rec.ddef_rebuilds = solver.ddef_rebuilds();
+    stage("energies")?;
+    rec.finite = Some(solver.energies()?.is_finite());
+    if rec.workload == Workload::Ddef {
+        ddef_error(rec, built, Some((solver.device(), solver.queue())), stage)?;
+    }
+    Ok(())
+}
+
+fn measure_cpu(
+    rec: &mut Record,
+    built: &workload::Built,
+    opts: &BenchOptions,
+    stage: &mut StageFn<'_>,
+) -> Result<(), Stop> {
+    stage("setup")?;
+    let t = Instant::now();
+    let mut sim = CpuSimulation::new(&built.system, &built.config).map_err(GpuError::Config)?;
+    rec.setup_seconds = Some(t.elapsed().as_secs_f64());
+    stage("warm-up")?;
+    sim.step(opts.warmup)?;
+    stage("timing")?;
+    let t = Instant::now();
+    sim.step(opts.steps)?;
+    let wall = t.elapsed().as_secs_f64();
+    rec.timed_seconds = Some(wall);
+    rec.ms_per_step = Some(wall * 1e3 / opts.steps as f64);
+    rec.threads = Some(rayon::current_num_threads());
+    if rec.workload == Workload::Cloth {
+        stage("sweeps")?;
+        rec.jacobi_sweep_ms = Some(cpu_sweep_seconds(&sim, opts.sweeps) * 1e3);
+    }
+    rec.note("kernel_times", "the CPU reference has no kernels");
+    rec.note("dispatches_per_step", "the CPU reference has no kernels");
+    rec.note("submissions_per_step", "the CPU reference submits nothing");
+    rec.ddef_rebuilds = sim.ddef().map(|d| d.rebuilds());
+    stage("energies")?;
+    rec.finite = Some(sim.energies()?.is_finite());
+    Ok(())
+}
+
+/// Seconds per weighted Jacobi sweep of the CPU reference on the last step's operator,
+/// over `sweeps` sweeps (as many as a step runs), right-hand side A v.
+fn cpu_sweep_seconds(sim: &CpuSimulation, sweeps: u32) -> f64 {
+    use crate::cpu::solvers::{diagonal_inverse, jacobi_sweep};
+    let op = sim.operator();
+    let v = &sim.current().v;
+    let mut b = vec![glam::DVec3::ZERO; v.len()];
+    op.apply(v, &mut b);
+    let mut diag_inv = Vec::new();
+    diagonal_inverse(op, &mut diag_inv);
+    let (mut cur, mut next) = (v.clone(), v.clone());
+    let t = Instant::now();
+    for _ in 0..sweeps {
+        std::hint::black_box(jacobi_sweep(op, &b, &diag_inv, 0.5, &cur, &mut next));
+        std::mem::swap(&mut cur, &mut next);
+    }
+    t.elapsed().as_secs_f64() / f64::from(sweeps)
+}
+
+/// A DDEF row's force error at the workload's initial positions: the first evaluation of
+/// the timed backend (the GPU kernels on `gpu`'s device, else the CPU reference) against
+/// the exact f64 all-pairs sum, over up to [`DDEF_ERROR_TARGETS`] evenly strided charges.
+fn ddef_error(
+    rec: &mut Record,
+    built: &workload::Built,
+    gpu: Option<(&wgpu::Device, &wgpu::Queue)>,
+    stage: &mut StageFn<'_>,
+) -> Result<(), Stop> {
+    let Some(ddef_config) = built.config.coulomb.method.ddef() else {
+        return Ok(());
+    };
+    stage("error")?;
+    let system = &built.system;
+    let (x, q) = (system.positions(), system.charges());
+    let softening = built.config.coulomb.softening;
+    let forces = match gpu {
+        None => {
+            let mut out = vec![glam::DVec3::ZERO; x.len()];
+            crate::ddef::DdefSolver::new(ddef_config, softening)
+                .forces_into(x, q, &mut out)
+                .map_err(GpuError::from)?;
+            out
+        }
+        Some((device, queue)) => {
+            // Same first-evaluation grid as the solver's (DdefSolver's policy), evaluated
+            // by the GPU kernels.
+            let mut policy = crate::ddef::DdefSolver::new(ddef_config, softening);
+            let ddef = policy
+                .prepare(x, q)
+                .map_err(GpuError::from)?
+                .ok_or_else(|| GpuError::Unsupported("no charged particle".into()))?;
+            let mut gpu = GpuDdef::new(device, queue, softening)?;
+            gpu.forces(&ddef, x, q, ddef_config.variant)?
+        }
+    };
+    let charged: Vec<usize> = (0..x.len()).filter(|&i| q[i] != 0.0).collect();
+    let stride = charged.len().div_ceil(DDEF_ERROR_TARGETS).max(1);
+    let targets: Vec<usize> = charged.iter().copied().step_by(stride).collect();
+    let points: Vec<glam::DVec3> = targets.iter().map(|&i| x[i]).collect();
+    let exact = crate::ddef::exact_fields_at(&points, Some(&targets), x, q, softening);
+    let exact: Vec<glam::DVec3> = exact
+        .iter()
+        .zip(&targets)
+        .map(|(e, &i)| *e * q[i])
+        .collect();
+    let approx: Vec<glam::DVec3> = targets.iter().map(|&i| forces[i]).collect();
+    let stats = crate::ddef::error_study::ErrorStats::of(&approx, &exact);
+    rec.force_error_mean = Some(stats.mean);
+    rec.force_error_max = Some(stats.max);
+    rec.force_error_targets = Some(stats.count);
+    Ok(())
+}

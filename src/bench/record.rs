@@ -1,0 +1,201 @@
+//! One JSON line of `msc bench`: what was measured on one size of one workload, and the
+//! per-kernel shares of a profiled step.
+
+use super::{Backend, BenchOptions, Workload, FLOPS_PER_INTERACTION};
+use crate::gpu::{AdapterSummary, KernelTime};
+
+/// Whether a size was measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    /// Not run: beyond the adapter's limits or memory, or past `--max-seconds`.
+    Skipped,
+    /// Started but a GPU or configuration error stopped it.
+    Failed,
+}
+
+/// One kernel's share of a profiled step.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct KernelRecord {
+    pub kernel: &'static str,
+    pub dispatches_per_step: f64,
+    pub ms_per_step: f64,
+    pub us_per_dispatch: f64,
+}
+
+/// One size of one workload: a JSON line of `msc bench`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Record {
+    pub workload: Workload,
+    pub backend: Backend,
+    pub status: Status,
+    /// Why the size was skipped or failed.
+    pub reason: Option<String>,
+    /// The size asked for; `n` is the particle count built (a cloth grid may round).
+    pub n_requested: usize,
+    pub n: usize,
+    /// Cloth: vertices along x and y.
+    pub grid: Option<[u32; 2]>,
+    pub springs: usize,
+    pub charged: usize,
+    pub integrator: &'static str,
+    /// Linear solver (cloth) or null (explicit Coulomb workload).
+    pub solver: Option<&'static str>,
+    /// Jacobi sweeps per step (cloth).
+    pub sweeps: Option<u32>,
+    pub steps: u64,
+    pub warmup_steps: u64,
+    /// Building the solver (buffers, pipelines).
+    pub setup_seconds: Option<f64>,
+    /// Wall time of the timed steps, GPU completion included.
+    pub timed_seconds: Option<f64>,
+    pub ms_per_step: Option<f64>,
+    /// Energies finite after the run.
+    pub finite: Option<bool>,
+    /// Everything this size took, setup to last readback.
+    pub total_seconds: f64,
+    /// n_targets x n_charged (n_targets = n_charged: only charged particles are targets).
+    pub coulomb_interactions_per_eval: u64,
+    pub coulomb_ms_per_eval: Option<f64>,
+    /// "timestamps" (coulomb_sources + coulomb_tiled) or "whole_step".
+    pub coulomb_time_source: Option<&'static str>,
+    pub interactions_per_second: Option<f64>,
+    pub flops_per_interaction: f64,
+    /// Achieved TFLOP/s at `flops_per_interaction`.
+    pub tflops: Option<f64>,
+    pub peak_tflops: Option<f64>,
+    /// "--peak-tflops" or the known device's name.
+    pub peak_source: Option<String>,
+    pub percent_of_fp32_peak: Option<f64>,
+    /// Bytes one Jacobi sweep must move (see [`bytes`]).
+    pub jacobi_sweep_bytes: Option<u64>,
+    /// Bytes its loads and stores add up to without any cache reuse.
+    pub jacobi_sweep_bytes_issued: Option<u64>,
+    pub jacobi_sweep_ms: Option<f64>,
+    /// `jacobi_sweep_bytes` / `jacobi_sweep_ms`, in GB/s (1e9 B/s).
+    pub jacobi_sweep_gb_per_s: Option<f64>,
+    pub bandwidth_gbs: Option<f64>,
+    pub bandwidth_source: Option<String>,
+    pub percent_of_bandwidth: Option<f64>,
+    /// Steps profiled for `kernel_times`.
+    pub profile_steps: u32,
+    pub kernel_times: Option<Vec<KernelRecord>>,
+    pub dispatches_per_step: Option<usize>,
+    /// Queue submissions of the timed steps per step (the host batches whole steps).
+    pub submissions_per_step: Option<f64>,
+    /// Compute passes of the timed steps per step.
+    pub compute_passes_per_step: Option<f64>,
+    /// DDEF: the sample count m, the grid's rebuild interval and the rebuilds made over
+    /// the warm-up and timed steps.
+    pub ddef_samples: Option<usize>,
+    pub ddef_rebuild_every: Option<u32>,
+    pub ddef_rebuilds: Option<u64>,
+    /// DDEF on the GPU: the host stage's share of an evaluation (grid, location, lists,
+    /// upload, after the positions are back), averaged over the timed steps.
+    pub ddef_host_ms_per_eval: Option<f64>,
+    /// DDEF: relative force error |F - F_exact| / |F_exact| at the first evaluation,
+    /// over `force_error_targets` charges, against the exact f64 all-pairs sum.
+    pub force_error_mean: Option<f64>,
+    pub force_error_max: Option<f64>,
+    pub force_error_targets: Option<usize>,
+    pub adapter: Option<AdapterSummary>,
+    /// CPU backend: the rayon worker threads (RAYON_NUM_THREADS, else one per core).
+    pub threads: Option<usize>,
+    /// Why a field is null, one "field: reason" each.
+    pub notes: Vec<String>,
+    pub msc_version: &'static str,
+}
+
+impl Record {
+    pub(super) fn new(
+        workload: Workload,
+        n: usize,
+        samples: Option<usize>,
+        opts: &BenchOptions,
+    ) -> Self {
+        Self {
+            workload,
+            backend: opts.backend,
+            status: Status::Ok,
+            reason: None,
+            n_requested: n,
+            n,
+            grid: None,
+            springs: 0,
+            charged: 0,
+            integrator: match workload {
+                Workload::Cloth => "imex",
+                Workload::Coulomb | Workload::Ddef => "symplectic_euler",
+            },
+            solver: match workload {
+                Workload::Cloth => Some("jacobi"),
+                Workload::Coulomb | Workload::Ddef => None,
+            },
+            sweeps: match workload {
+                Workload::Cloth => Some(opts.sweeps),
+                Workload::Coulomb | Workload::Ddef => None,
+            },
+            steps: opts.steps,
+            warmup_steps: opts.warmup,
+            setup_seconds: None,
+            timed_seconds: None,
+            ms_per_step: None,
+            finite: None,
+            total_seconds: 0.0,
+            coulomb_interactions_per_eval: 0,
+            coulomb_ms_per_eval: None,
+            coulomb_time_source: None,
+            interactions_per_second: None,
+            flops_per_interaction: FLOPS_PER_INTERACTION,
+            tflops: None,
+            peak_tflops: None,
+            peak_source: None,
+            percent_of_fp32_peak: None,
+            jacobi_sweep_bytes: None,
+            jacobi_sweep_bytes_issued: None,
+            jacobi_sweep_ms: None,
+            jacobi_sweep_gb_per_s: None,
+            bandwidth_gbs: None,
+            bandwidth_source: None,
+            percent_of_bandwidth: None,
+            profile_steps: 0,
+            kernel_times: None,
+            dispatches_per_step: None,
+            submissions_per_step: None,
+            compute_passes_per_step: None,
+            ddef_samples: samples,
+            ddef_rebuild_every: samples.map(|_| opts.ddef_rebuild_every),
+            ddef_rebuilds: None,
+            ddef_host_ms_per_eval: None,
+            force_error_mean: None,
+            force_error_max: None,
+            force_error_targets: None,
+            adapter: None,
+            threads: None,
+            notes: Vec::new(),
+            msc_version: env!("CARGO_PKG_VERSION"),
+        }
+    }
+
+    pub(super) fn note(&mut self, field: &str, reason: impl std::fmt::Display) {
+        self.notes.push(format!("{field}: {reason}"));
+    }
+}
+
+pub(super) fn kernel_records(times: &[KernelTime], steps: u32) -> Vec<KernelRecord> {
+    let s = f64::from(steps.max(1));
+    times
+        .iter()
+        .map(|t| KernelRecord {
+            kernel: t.kernel,
+            dispatches_per_step: t.dispatches as f64 / s,
+            ms_per_step: t.seconds * 1e3 / s,
+            us_per_dispatch: if t.dispatches > 0 {
+                t.seconds * 1e6 / t.dispatches as f64
+            } else {
+                0.0
+            },
+        })
+        .collect()
+}
