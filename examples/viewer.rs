@@ -17,7 +17,7 @@
 use msc::gpu::GpuSolver;
 use msc::render::{Camera, ColorBy, RenderOptions, Renderer, SceneGeometry, Size};
 use msc::scene::LoadedScene;
-use msc::sim::Simulator;
+use msc::Simulator;
 use std::sync::Arc;
 use winit::application::ApplicationHandler;
 use winit::dpi::PhysicalPosition;

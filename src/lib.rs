@@ -45,7 +45,9 @@ pub mod render;
 pub mod run;
 pub mod scene;
 pub mod sim;
+pub mod simulator;
 
 pub use config::Config;
 pub use model::{State, System};
-pub use sim::{Energies, SimError, Simulator, SolveStats};
+pub use sim::{Energies, SolveStats};
+pub use simulator::{SimError, Simulator};

@@ -1,6 +1,5 @@
-//! What every backend reports, and the trait the CLI drives them through.
-
-use crate::model::State;
+//! What every backend reports (energy terms, the last solve, DDEF counts) and the
+//! step-to-time rule. The trait that drives a backend is [`crate::simulator::Simulator`].
 
 /// The simulated time after `step` steps of `dt`: `step * dt`, rounded once. Every host
 /// site that rebuilds a time from a step count calls this, so a time written to
@@ -59,44 +58,6 @@ pub struct SolveStats {
     pub iterations: u32,
     /// Final relative residual |b - A v| / |b| (0 when b = 0 and v solves it).
     pub residual: f64,
-}
-
-/// Errors a backend can raise while stepping or reading back.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum SimError {
-    #[error(transparent)]
-    Gpu(#[from] crate::gpu::GpuError),
-    #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
-    #[error(transparent)]
-    Ddef(#[from] crate::ddef::DdefError),
-}
-
-/// A time stepper over one system: the CPU reference or the GPU solver.
-pub trait Simulator {
-    /// Advances `n` steps.
-    fn step(&mut self, n: u64) -> Result<(), SimError>;
-    /// Current positions and velocities (a readback on the GPU).
-    fn state(&mut self) -> Result<State, SimError>;
-    /// Current energy terms (reduced on the GPU; only six numbers come back).
-    fn energies(&mut self) -> Result<Energies, SimError>;
-    /// The last step's linear solve, for implicit integrators.
-    fn solve_stats(&mut self) -> Result<Option<SolveStats>, SimError>;
-    /// "cpu", or the GPU adapter's name.
-    fn backend_name(&self) -> String;
-    /// The first particle whose position or velocity f32 cannot hold (see
-    /// [`State::first_outside_f32`]); such a state is a divergence on every backend, since
-    /// the GPU and the PLY frames hold f32. Backends that hold f32 state cannot exceed it
-    /// (values become inf and show in the energies): the default says `None`.
-    fn first_outside_f32(&mut self) -> Result<Option<usize>, SimError> {
-        Ok(None)
-    }
-    /// DDEF grid builds and force evaluations so far; `None` unless `coulomb.method` is
-    /// DDEF.
-    fn ddef_counts(&self) -> Option<DdefCounts> {
-        None
-    }
 }
 
 /// How often a DDEF run rebuilt its grid (`coulomb.rebuild_every`, or a charge leaving the

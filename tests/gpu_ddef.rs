@@ -27,7 +27,7 @@ use msc::ddef::error_study::random_points;
 use msc::ddef::{exact_fields_at, Ddef, DdefSolver, Evaluation, Grid};
 use msc::gpu::{GpuDdef, GpuError, GpuSolver};
 use msc::model::{mesh, Spring, System, SystemDesc};
-use msc::sim::Simulator;
+use msc::Simulator;
 use std::sync::Arc;
 
 /// f32 sums against f64 ones, relative to the largest force (see the module docs).

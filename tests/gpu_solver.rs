@@ -22,7 +22,7 @@ use msc::config::{
 use msc::cpu::{self, CpuSimulation};
 use msc::gpu::{GpuError, GpuSolver, HeadlessOptions};
 use msc::model::{mesh, Spring, State, System, SystemDesc};
-use msc::sim::Simulator;
+use msc::Simulator;
 
 struct Random {
     seed: u64,

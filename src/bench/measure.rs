@@ -7,7 +7,7 @@ use super::{bytes, workload, Backend, BenchError, BenchOptions, Event, Workload}
 use crate::cpu::CpuSimulation;
 use crate::gpu::{GpuDdef, GpuError, GpuSolver, HeadlessOptions};
 use crate::output::OutputError;
-use crate::sim::{SimError, Simulator};
+use crate::simulator::{SimError, Simulator};
 use std::time::Instant;
 
 fn sim_gpu_error(e: SimError) -> GpuError {

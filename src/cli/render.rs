@@ -10,7 +10,7 @@ use crate::render::{
     Renderer, Rgb, RunFrames, SceneGeometry, Size, View,
 };
 use crate::run::{GpuHandles, RunError};
-use crate::sim::Simulator;
+use crate::simulator::Simulator;
 use std::path::{Path, PathBuf};
 
 pub use crate::output::run_dir::RENDER_DIR;

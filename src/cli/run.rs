@@ -5,7 +5,7 @@ use super::scene_args::SceneArgs;
 use super::CliError;
 use crate::output::Summary;
 use crate::run::{self, backend, BackendArg, RunError, RunOutcome, Watch};
-use crate::sim::Simulator;
+use crate::simulator::Simulator;
 use std::path::PathBuf;
 
 #[derive(Clone, Debug, Default, clap::Args)]

@@ -29,7 +29,8 @@ use crate::gpu::{GpuSolver, HeadlessOptions};
 use crate::model::State;
 use crate::output::energy::output_steps;
 use crate::run::RunError;
-use crate::sim::{Energies, Simulator};
+use crate::sim::Energies;
+use crate::simulator::Simulator;
 use glam::DVec3;
 
 /// The default `--tolerance`.

@@ -16,7 +16,7 @@ use super::solvers::{
 use crate::config::{Config, ConfigError, Integrator, SolverMethod};
 use crate::ddef::{DdefError, DdefSolver};
 use crate::model::{Adjacency, Spring, State, System};
-use crate::sim::{Energies, SimError, Simulator, SolveStats};
+use crate::sim::{DdefCounts, Energies, SolveStats};
 use glam::DVec3;
 
 /// The intermediate values of one step that the forward sensitivities (`crate::grad`)
@@ -449,37 +449,32 @@ pub fn local_global_rhs(
     }
 }
 
-impl Simulator for CpuSimulation {
-    fn step(&mut self, n: u64) -> Result<(), SimError> {
+impl CpuSimulation {
+    /// Advances `n` steps; stops at the first DDEF stage error.
+    pub fn advance(&mut self, n: u64) -> Result<(), DdefError> {
         for _ in 0..n {
             self.last_solve = self.step_once();
             if let Some(e) = self.ddef_error.take() {
-                return Err(e.into());
+                return Err(e);
             }
         }
         Ok(())
     }
-    fn state(&mut self) -> Result<State, SimError> {
-        Ok(self.state.clone())
+
+    /// The last step's linear solve (`None` before the first step and for explicit
+    /// integrators).
+    pub fn last_solve(&self) -> Option<SolveStats> {
+        self.last_solve
     }
-    fn energies(&mut self) -> Result<Energies, SimError> {
-        Ok(super::energy::energies(
-            &self.system,
-            &self.config,
-            &self.state,
-        ))
+
+    /// The energy terms of the current state.
+    pub fn energy_terms(&self) -> Energies {
+        super::energy::energies(&self.system, &self.config, &self.state)
     }
-    fn solve_stats(&mut self) -> Result<Option<SolveStats>, SimError> {
-        Ok(self.last_solve)
-    }
-    fn backend_name(&self) -> String {
-        "cpu".into()
-    }
-    fn first_outside_f32(&mut self) -> Result<Option<usize>, SimError> {
-        Ok(self.state.first_outside_f32())
-    }
-    fn ddef_counts(&self) -> Option<crate::sim::DdefCounts> {
-        self.ddef.as_ref().map(|d| crate::sim::DdefCounts {
+
+    /// DDEF grid builds and force evaluations so far (`None` without DDEF).
+    pub fn ddef_totals(&self) -> Option<DdefCounts> {
+        self.ddef.as_ref().map(|d| DdefCounts {
             rebuilds: d.rebuilds(),
             evaluations: d.evaluations(),
         })

@@ -28,7 +28,7 @@ use super::tangent::{self, TangentDirection, TangentVectors};
 use super::GpuError;
 use crate::config::{Config, Integrator};
 use crate::model::{State, System};
-use crate::sim::{Energies, SimError, Simulator, SolveStats};
+use crate::sim::{Energies, SolveStats};
 
 /// Queue submissions and compute passes a solver has made so far, over all its work
 /// (steps, readbacks, profiling; passes recorded into a caller's encoder are counted, the
@@ -464,7 +464,8 @@ impl GpuSolver {
         })
     }
 
-    fn read_energies(&self) -> Result<Energies, GpuError> {
+    /// The energy terms of the current state (reduced on the GPU; six numbers come back).
+    pub fn read_energies(&self) -> Result<Energies, GpuError> {
         let data = self.run_and_read(
             &self.program.energy,
             &[(Buf::Scalars, 16 * u64::from(SLOT_ENERGY), 32)],
@@ -472,7 +473,9 @@ impl GpuSolver {
         Ok(readback::energies(&data))
     }
 
-    fn read_solve_stats(&self) -> Result<Option<SolveStats>, GpuError> {
+    /// The last step's linear solve: its iterations and final residual (`None` for
+    /// explicit integrators and before the first step).
+    pub fn read_solve_stats(&self) -> Result<Option<SolveStats>, GpuError> {
         if !self.integrator.is_implicit() || self.steps_done == 0 {
             return Ok(None);
         }
@@ -548,29 +551,5 @@ impl GpuSolver {
             iterations: self.iterations,
             residual: self.read_residual(&t.residual)?,
         }))
-    }
-}
-
-impl Simulator for GpuSolver {
-    fn step(&mut self, n: u64) -> Result<(), SimError> {
-        Ok(self.advance(n)?)
-    }
-    fn state(&mut self) -> Result<State, SimError> {
-        Ok(self.read_state()?)
-    }
-    fn energies(&mut self) -> Result<Energies, SimError> {
-        Ok(self.read_energies()?)
-    }
-    fn solve_stats(&mut self) -> Result<Option<SolveStats>, SimError> {
-        Ok(self.read_solve_stats()?)
-    }
-    fn backend_name(&self) -> String {
-        self.summary.name.clone()
-    }
-    fn ddef_counts(&self) -> Option<crate::sim::DdefCounts> {
-        Some(crate::sim::DdefCounts {
-            rebuilds: self.ddef_rebuilds()?,
-            evaluations: self.ddef_evaluations()?,
-        })
     }
 }

@@ -7,7 +7,7 @@ use crate::cpu::CpuSimulation;
 use crate::gpu::{AdapterSummary, GpuError, GpuSolver, HeadlessOptions};
 use crate::model::System;
 use crate::scene::{SceneSize, Shortfall};
-use crate::sim::Simulator;
+use crate::simulator::Simulator;
 
 /// `--backend`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]

@@ -7,7 +7,8 @@ use crate::model::State;
 use crate::output::energy::output_steps;
 use crate::output::RunDir;
 use crate::scene::LoadedScene;
-use crate::sim::{Energies, Simulator, SolveStats};
+use crate::sim::{Energies, SolveStats};
+use crate::simulator::Simulator;
 use std::time::Instant;
 
 /// What [`drive`] did.
@@ -180,7 +181,7 @@ mod tests {
     use crate::model::{State, System, SystemDesc};
     use crate::scene::FrameFormat;
     use crate::scene::OutputConfig;
-    use crate::sim::SimError;
+    use crate::simulator::SimError;
     use glam::DVec3;
 
     /// Two particles drifting at 1 m/s; energies turn NaN from `nan_from` steps on.

@@ -7,7 +7,7 @@ use crate::gpu::GpuError;
 use crate::output::OutputError;
 use crate::render::RenderError;
 use crate::scene::SceneError;
-use crate::sim::SimError;
+use crate::simulator::SimError;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -10,7 +10,7 @@ use crate::digest::sha256_hex;
 use crate::model::{State, System};
 use crate::output::{RunDir, Summary};
 use crate::scene::{FrameFormat, LoadedScene};
-use crate::sim::Simulator;
+use crate::simulator::Simulator;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
