@@ -1,28 +1,25 @@
 //! `msc`: a solver for charged mass-spring systems.
 //!
 //! Springs are integrated implicitly and Coulomb forces explicitly (IMEX, arXiv 2403.03005).
-//! The crate is layered as the architecture is:
-//! - [`digest`]: sizes and SHA-256 hashes of files, for resumable batches;
-//! - [`display`]: numbers in messages (no 301-digit integers, no -0);
-//! - [`model`]: particles, springs, meshes and the CSR adjacency;
-//! - [`config`]: integrator, solver, Coulomb and external-world settings (data only);
-//! - [`physics`]: the f64 formulas (spring factor, point-charge field, external field,
-//!   orbit) with their derivatives;
-//! - [`scene`]: TOML scene files and `--set` overrides;
-//! - [`coulomb`]: the vectorized f64 all-pairs Coulomb sum that [`cpu`] and [`ddef`] share;
-//! - [`cpu`]: the f64 CPU reference;
-//! - [`ddef`]: the paper's DDEF far-field approximation of the Coulomb forces (CPU);
-//! - [`grad`]: gradients through the simulation and parameter fitting;
-//! - [`gpu`]: WGSL kernels and the wgpu host;
-//! - [`interrupt`]: SIGINT/SIGTERM as a request to stop after the current step;
-//! - [`output`]: run outputs (energy CSV, PLY frames, summary JSON);
-//! - [`render`]: offscreen drawing of particles and springs (PNG frames, GIFs, embedding);
-//! - [`bench`]: the standard performance workloads and their measurement;
-//! - [`run`]: driving one run into its folder (backend choice, stepping loop, summary);
-//! - [`batch`]: sweeps and manifest batches of runs sharing one GPU device;
-//! - [`plot`]: PNG plots of energy logs;
-//! - [`progress`]: progress bars on a terminal;
-//! - [`cli`]: the `msc` command.
+//! The crate is layered (docs/architecture.md; `tests/layers.rs` checks it): a module
+//! imports only from the layers listed before its own.
+//! 1. [`display`] (numbers in messages), [`digest`] (SHA-256 of files), [`interrupt`]
+//!    (SIGINT/SIGTERM as a stop request), [`progress`] (progress bars), [`sim`] (what a
+//!    backend reports: energies, solve stats, the step-to-time rule);
+//! 2. [`model`]: particles, springs, meshes and the CSR adjacency;
+//! 3. [`config`]: integrator, solver, Coulomb and external-world settings (data only);
+//! 4. [`physics`] (the f64 formulas with their derivatives), [`coulomb`] (the vectorized
+//!    f64 all-pairs sum), [`scene`] (TOML scene files and `--set` overrides);
+//! 5. [`ddef`]: the paper's DDEF far-field approximation (CPU);
+//! 6. [`cpu`]: the f64 CPU reference;
+//! 7. [`gpu`]: WGSL kernels and the wgpu host;
+//! 8. [`simulator`] (the trait both backends are driven through), [`output`] (energy CSV,
+//!    PLY frames, summary JSON);
+//! 9. [`grad`] (gradients and fits), [`render`] (offscreen drawing), [`plot`] (PNG plots),
+//!    [`bench`] (the standard workloads and their measurement);
+//! 10. [`run`]: driving one run into its folder (backend choice, stepping loop, summary);
+//! 11. [`batch`]: sweeps and manifest batches, shards and Slurm;
+//! 12. [`cli`]: the `msc` command.
 
 pub mod batch;
 pub mod bench;
