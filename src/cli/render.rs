@@ -324,7 +324,7 @@ pub fn execute(args: &RenderArgs) -> Result<RenderOutcome, CliError> {
             args.style.size,
             n,
             springs.len(),
-            gpu.adapter_name,
+            gpu.adapter.name,
             out.display(),
             args.gif
                 .as_ref()
@@ -337,7 +337,7 @@ pub fn execute(args: &RenderArgs) -> Result<RenderOutcome, CliError> {
         images,
         skipped,
         gif: args.gif.clone(),
-        adapter: gpu.adapter_name,
+        adapter: gpu.adapter.name,
     })
 }
 

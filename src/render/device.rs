@@ -2,13 +2,7 @@
 //! --render` on the CPU backend).
 
 use super::RenderError;
-
-/// A device and queue opened for rendering, and the adapter's name.
-pub struct HeadlessDevice {
-    pub device: wgpu::Device,
-    pub queue: wgpu::Queue,
-    pub adapter_name: String,
-}
+pub use crate::gpu::HeadlessDevice;
 
 /// Opens a device on the adapter the solver would pick with software adapters allowed
 /// (lavapipe, llvmpipe: drawing a few thousand particles needs no fast GPU), through the
@@ -18,13 +12,8 @@ pub fn headless_device() -> Result<HeadlessDevice, RenderError> {
     let options = crate::gpu::HeadlessOptions {
         allow_software: true,
     };
-    let opened = crate::gpu::open_headless_device(&options).map_err(|e| match e {
+    crate::gpu::open_headless_device(&options).map_err(|e| match e {
         crate::gpu::GpuError::NoAdapter(why) => RenderError::NoAdapter(why),
         other => RenderError::Device(other.to_string()),
-    })?;
-    Ok(HeadlessDevice {
-        device: opened.device,
-        queue: opened.queue,
-        adapter_name: opened.adapter.name,
     })
 }
