@@ -10,10 +10,13 @@
 //! whatever the vector width, so [`inv_r3`] takes an f32 estimate of r^-1 (exact IEEE f32
 //! `sqrt` and `/`, several per cycle) and refines it with two f64 Newton steps (error
 //! 2^-24 -> 2^-47 -> rounding): within a few f64 ulp of the exact value (tested). Chunks
-//! with an r^2 outside the f32 range use the exact f64 expression. No fused multiply-add
-//! is used, so the SSE2, AVX2 and AVX-512 builds (chosen at run time) give the same bits.
-//! The result differs from the straightforward sequential sum ([`reference`]) only by the
-//! reassociation and those few ulp per term.
+//! with an r^2 outside the f32 range use the exact f64 expression. r^2, the Newton steps
+//! and the accumulation are fused multiply-adds (`f64::mul_add`, one IEEE rounding each):
+//! the AVX2+FMA and AVX-512+FMA builds (chosen at run time) issue `vfmadd`, and the
+//! portable build computes the very same fused operations (in software where the processor
+//! has no FMA, slowly), so every build on every machine gives the same bits. The result
+//! differs from the straightforward sequential sum ([`reference`]) only by the
+//! reassociation, the fusing and those few ulp per term.
 //!
 //! Self pair: excluded by index. The chunk that holds the target itself (and the ragged
 //! last chunk) runs on a local copy whose excluded lanes carry charge 0 at the target
@@ -83,11 +86,15 @@ impl Sources {
     pub fn field_excluding(&self, p: DVec3, excluded: &[u32], eps2: f64) -> DVec3 {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: the feature was just detected on this processor.
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                // SAFETY: the features were just detected on this processor.
                 return unsafe { self.field_avx512(p, excluded, eps2) };
             }
-            if std::arch::is_x86_feature_detected!("avx2") {
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
                 // SAFETY: as above.
                 return unsafe { self.field_avx2(p, excluded, eps2) };
             }
@@ -96,13 +103,13 @@ impl Sources {
     }
 
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,fma")]
     fn field_avx512(&self, p: DVec3, excluded: &[u32], eps2: f64) -> DVec3 {
         self.field_portable(p, excluded, eps2)
     }
 
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma")]
     fn field_avx2(&self, p: DVec3, excluded: &[u32], eps2: f64) -> DVec3 {
         self.field_portable(p, excluded, eps2)
     }
@@ -157,7 +164,7 @@ impl Sources {
             }
             self.masked_chunk::<EXACT>(p, b, &mask, eps2, &mut acc);
         }
-        (acc.total(), acc.in_range.iter().all(|&r| r))
+        (acc.total(), acc.in_range())
     }
 
     /// The chunk starting at `b` with the masked lanes (excluded, or past the end) given
@@ -203,8 +210,8 @@ const R2_MAX: f64 = 1e30;
 pub fn inv_r3(r2: f64) -> f64 {
     let y0 = f64::from(1.0 / (r2 as f32).sqrt());
     let h = 0.5 * r2;
-    let y1 = y0 * (1.5 - h * y0 * y0);
-    let y2 = y1 * (1.5 - h * y1 * y1);
+    let y1 = y0 * (-(h * y0)).mul_add(y0, 1.5);
+    let y2 = y1 * (-(h * y1)).mul_add(y1, 1.5);
     y2 * y2 * y2
 }
 
@@ -213,7 +220,10 @@ struct Acc {
     x: [f64; LANES],
     y: [f64; LANES],
     z: [f64; LANES],
-    in_range: [bool; LANES],
+    /// Per-lane smallest and largest r^2 seen (a NaN r^2 is never taken: its term is NaN
+    /// on either path).
+    lo: [f64; LANES],
+    hi: [f64; LANES],
 }
 
 impl Default for Acc {
@@ -222,7 +232,8 @@ impl Default for Acc {
             x: [0.0; LANES],
             y: [0.0; LANES],
             z: [0.0; LANES],
-            in_range: [true; LANES],
+            lo: [R2_MIN; LANES],
+            hi: [R2_MAX; LANES],
         }
     }
 }
@@ -261,23 +272,27 @@ impl Acc {
             let dx = p.x - xs[l];
             let dy = p.y - ys[l];
             let dz = p.z - zs[l];
-            let mut r2 = dx * dx + dy * dy + dz * dz + eps2;
+            let mut r2 = dz.mul_add(dz, dy.mul_add(dy, dx.mul_add(dx, eps2)));
             if PAD {
                 r2 += pad[l];
             }
             let s = if EXACT {
                 qs[l] / (r2 * r2.sqrt())
             } else {
-                // `&`, not a short-circuiting `contains`: a mask, no branch per lane.
-                #[allow(clippy::manual_range_contains)]
-                let ok = (r2 >= R2_MIN) & (r2 <= R2_MAX);
-                self.in_range[l] &= ok;
+                // Selects, not `f64::min`: one vminpd / vmaxpd each, no NaN fix-up.
+                self.lo[l] = if r2 < self.lo[l] { r2 } else { self.lo[l] };
+                self.hi[l] = if r2 > self.hi[l] { r2 } else { self.hi[l] };
                 qs[l] * inv_r3(r2)
             };
-            self.x[l] += dx * s;
-            self.y[l] += dy * s;
-            self.z[l] += dz * s;
+            self.x[l] = dx.mul_add(s, self.x[l]);
+            self.y[l] = dy.mul_add(s, self.y[l]);
+            self.z[l] = dz.mul_add(s, self.z[l]);
         }
+    }
+
+    /// Whether every r^2 was in [`inv_r3`]'s range.
+    fn in_range(&self) -> bool {
+        self.lo.iter().all(|&r| r >= R2_MIN) && self.hi.iter().all(|&r| r <= R2_MAX)
     }
 
     /// Lanes combined in a fixed pairwise tree.

@@ -237,7 +237,7 @@ fn dense(op: &BlockLaplacian) -> Vec<Vec<f64>> {
         }
     }
     for (k, &[i, j]) in op.ends.iter().enumerate() {
-        let w = op.blocks[k];
+        let w = op.block(k);
         let (i, j) = (i as usize, j as usize);
         for r in 0..3 {
             for c in 0..3 {

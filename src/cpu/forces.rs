@@ -89,21 +89,21 @@ pub fn spring_w_block(xi: DVec3, xj: DVec3, s: &Spring, h: f64) -> DMat3 {
 }
 
 /// Per-spring kernel of the IMEX step (`spring_assemble`): the elastic force on i and the
-/// block W_k, both at the positions `x` (seed 000 eq. 46, DESIGN section 2).
+/// block W_k (packed), both at the positions `x` (seed 000 eq. 46, DESIGN section 2).
 pub fn spring_assemble(
     x: &[DVec3],
     springs: &[Spring],
     h: f64,
     force_out: &mut [DVec3],
-    block_out: &mut [DMat3],
+    block_out: &mut [super::operator::PackedBlock],
 ) {
     assert_eq!(force_out.len(), springs.len(), "spring_assemble: force_out");
     assert_eq!(block_out.len(), springs.len(), "spring_assemble: block_out");
-    let kernel = |(k, (f, w)): (usize, (&mut DVec3, &mut DMat3))| {
+    let kernel = |(k, (f, w)): (usize, (&mut DVec3, &mut super::operator::PackedBlock))| {
         let s = &springs[k];
         let (xi, xj) = (x[s.i as usize], x[s.j as usize]);
         *f = spring_elastic_force(xi, xj, s);
-        *w = spring_w_block(xi, xj, s, h);
+        *w = super::operator::pack(&spring_w_block(xi, xj, s, h));
     };
     if springs.len() <= PAR_CHUNK {
         force_out

@@ -8,7 +8,8 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::forces::{
-    field_forces_into, gather_spring_forces, spring_assemble, spring_axis, spring_forces,
+    field_forces_into, for_each_indexed, gather_spring_forces, spring_assemble, spring_axis,
+    spring_forces,
 };
 use super::solvers::{
     estimate_block_jacobi_rho, solve, BlockLaplacian, SolverScratch, RHO_ESTIMATE_ITERATIONS,
@@ -211,7 +212,7 @@ impl CpuSimulation {
             self.system.springs(),
             h,
             &mut self.spring_buf,
-            &mut self.op.blocks,
+            self.op.blocks_mut(),
         );
         // 2. explicit field forces at (x_t, t).
         self.eval_field(false, t);
@@ -372,35 +373,34 @@ pub fn imex_rhs(
     h: f64,
     out: &mut [DVec3],
 ) {
-    for i in 0..out.len() {
-        out[i] = v[i] * m[i] + (spring_force[i] + field[i] + gravity * m[i]) * h;
-    }
+    for_each_indexed(out, |(i, o)| {
+        *o = v[i] * m[i] + (spring_force[i] + field[i] + gravity * m[i]) * h;
+    });
 }
 
 /// x += h v (`position_update`).
 pub fn position_update(x: &mut [DVec3], v: &[DVec3], h: f64) {
-    for (x, v) in x.iter_mut().zip(v) {
-        *x += *v * h;
-    }
+    for_each_indexed(x, |(i, x)| *x += v[i] * h);
 }
 
 /// v_i += h f_i / m_i on free rows (explicit kick); pinned rows keep their velocity.
 pub(crate) fn kick(v: &mut [DVec3], f: &[DVec3], m: &[f64], pinned: &[bool], h: f64) {
-    for i in 0..v.len() {
+    for_each_indexed(v, |(i, v)| {
         if !pinned[i] {
-            v[i] += f[i] * (h / m[i]);
+            *v += f[i] * (h / m[i]);
         }
-    }
+    });
 }
 
 /// Local step (`local_projection`, paper eq. 4): d_k = L_k (x_i - x_j) / |x_i - x_j|, or 0
 /// for coincident endpoints.
 pub fn local_projection(x: &[DVec3], springs: &[Spring], d_out: &mut [DVec3]) {
-    for (d, s) in d_out.iter_mut().zip(springs) {
+    for_each_indexed(d_out, |(k, d)| {
+        let s = &springs[k];
         // spring_axis gives n = (x_j - x_i) / l, so x_i - x_j = -l n.
         let (n, _) = spring_axis(x[s.i as usize], x[s.j as usize]);
         *d = -n * s.rest_length;
-    }
+    });
 }
 
 /// The part of the local-global right-hand side that is constant over the alternations:
@@ -418,14 +418,14 @@ pub fn local_global_rhs_const(
     out: &mut [DVec3],
 ) {
     let (m, springs) = (system.masses(), system.springs());
-    for i in 0..out.len() {
+    for_each_indexed(out, |(i, o)| {
         let mut cl = DVec3::ZERO;
         for e in adjacency.row(i) {
             cl += (x[i] - x[e.other as usize]) * springs[e.spring as usize].damping;
         }
         let y = x[i] + v[i] * h;
-        out[i] = y * m[i] + cl * h + (field[i] + gravity * m[i]) * (h * h);
-    }
+        *o = y * m[i] + cl * h + (field[i] + gravity * m[i]) * (h * h);
+    });
 }
 
 /// Global-step right-hand side (paper eq. 11): rhs_i = c_i + h^2 (J d)_i,
@@ -438,15 +438,15 @@ pub fn local_global_rhs(
     h: f64,
     out: &mut [DVec3],
 ) {
-    for i in 0..out.len() {
+    for_each_indexed(out, |(i, o)| {
         let mut jd = DVec3::ZERO;
         for e in adjacency.row(i) {
             let k = e.spring as usize;
             let t = d[k] * springs[k].stiffness;
             jd += if e.sign > 0 { t } else { -t };
         }
-        out[i] = constant[i] + jd * (h * h);
-    }
+        *o = constant[i] + jd * (h * h);
+    });
 }
 
 impl CpuSimulation {

@@ -4,6 +4,8 @@
 pub mod energy;
 pub mod forces;
 pub mod integrators;
+pub mod operator;
+mod rows;
 pub mod solvers;
 
 pub use integrators::CpuSimulation;

@@ -1,11 +1,6 @@
-//! Matrix-free linear solvers for A v = b with A = M + sum_k W_k (graph-Laplacian blocks)
-//! (DESIGN section 3). Mirrors `shaders/jacobi_sweep.wgsl`, `shaders/cg_*.wgsl`.
-//!
-//! The operator is a [`BlockLaplacian`]: (A v)_i = m_i v_i + sum_{k at i} W_k (v_i - v_j),
-//! gathered per particle over the CSR adjacency. IMEX fills the blocks with W_k each step;
-//! local-global fills them once with (h c_k + h^2 k_k) I. Pinned particles are Dirichlet
-//! rows: never updated, they enter their neighbours' rows with their known values, and
-//! residuals and norms run over the free rows only.
+//! Matrix-free linear solvers for A v = b on a [`BlockLaplacian`] (DESIGN section 3):
+//! Jacobi, block Jacobi, Chebyshev and CG. Mirrors `shaders/jacobi_sweep.wgsl`,
+//! `shaders/cg_*.wgsl`. Pinned rows are Dirichlet rows, never updated.
 //!
 //! Every solver warm-starts from the `v` it is given, stops once
 //! |b - A v| / |b| <= tolerance (checked before each sweep; tolerance 0 runs all the
@@ -14,182 +9,17 @@
 // Per-particle loops index several arrays by particle, as the kernels do.
 #![allow(clippy::needless_range_loop)]
 
-use super::forces::{spring_w_block, PAR_CHUNK};
+use super::rows::map_rows_sum;
 use crate::config::{SolverConfig, SolverMethod};
-use crate::model::{Adjacency, Spring, System};
 use crate::sim::SolveStats;
 use glam::{DMat3, DVec3};
-use rayon::prelude::*;
+
+pub use super::operator::{relative_residual, BlockLaplacian};
 
 /// Power-iteration steps used by [`estimate_block_jacobi_rho`] when the run estimates rho.
 pub const RHO_ESTIMATE_ITERATIONS: u32 = 100;
 /// Upper bound on an estimated rho, keeping the Chebyshev weights finite.
 pub const RHO_MAX: f64 = 0.9999;
-
-/// A = M + block graph Laplacian, matrix-free.
-#[derive(Clone, Debug)]
-pub struct BlockLaplacian {
-    /// m_i per particle.
-    pub mass: Vec<f64>,
-    /// Dirichlet rows.
-    pub pinned: Vec<bool>,
-    /// Spring endpoints [i, j], in spring order.
-    pub ends: Vec<[u32; 2]>,
-    /// Symmetric 3x3 block per spring (W_k for IMEX, (h c + h^2 k) I for local-global).
-    pub blocks: Vec<DMat3>,
-    /// Particle-to-spring CSR rows for the gathers.
-    pub adjacency: Adjacency,
-}
-
-impl BlockLaplacian {
-    /// The operator M (every block zero) over `springs`' graph.
-    pub fn new(mass: &[f64], pinned: &[bool], springs: &[Spring]) -> Self {
-        assert_eq!(mass.len(), pinned.len(), "BlockLaplacian: pinned");
-        Self {
-            mass: mass.to_vec(),
-            pinned: pinned.to_vec(),
-            ends: springs.iter().map(|s| [s.i, s.j]).collect(),
-            blocks: vec![DMat3::ZERO; springs.len()],
-            adjacency: Adjacency::build(mass.len(), springs),
-        }
-    }
-
-    /// The operator M over the system's springs and pinned flags.
-    pub fn from_system(system: &System) -> Self {
-        Self::new(system.masses(), system.pinned(), system.springs())
-    }
-
-    /// The IMEX matrix A = M + sum_k W_k at positions `x` (DESIGN section 2).
-    pub fn imex(system: &System, x: &[DVec3], h: f64) -> Self {
-        let mut op = Self::from_system(system);
-        op.assemble_imex(x, system.springs(), h);
-        op
-    }
-
-    /// The local-global matrix P = M + h C_L + h^2 L (paper eq. 7 with isotropic damping).
-    pub fn local_global(system: &System, h: f64) -> Self {
-        let mut op = Self::from_system(system);
-        op.assemble_local_global(system.springs(), h);
-        op
-    }
-
-    /// Blocks W_k at positions `x` (seed 000 eq. 45 with the damping of seed 003).
-    pub fn assemble_imex(&mut self, x: &[DVec3], springs: &[Spring], h: f64) {
-        for (w, s) in self.blocks.iter_mut().zip(springs) {
-            *w = spring_w_block(x[s.i as usize], x[s.j as usize], s, h);
-        }
-    }
-
-    /// Isotropic blocks (h c_k + h^2 k_k) I, constant over a run (paper eq. 5).
-    pub fn assemble_local_global(&mut self, springs: &[Spring], h: f64) {
-        for (w, s) in self.blocks.iter_mut().zip(springs) {
-            *w = DMat3::from_diagonal(DVec3::splat(h * s.damping + h * h * s.stiffness));
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.mass.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.mass.is_empty()
-    }
-    /// Number of free (not pinned) rows.
-    pub fn free_count(&self) -> usize {
-        self.pinned.iter().filter(|&&p| !p).count()
-    }
-
-    /// (A v)_i = m_i v_i + sum_{k at i} W_k (v_i - v_j) (seed 000 eq. 47), for any row.
-    #[inline]
-    pub fn apply_row(&self, i: usize, v: &[DVec3]) -> DVec3 {
-        let vi = v[i];
-        let mut acc = vi * self.mass[i];
-        for e in self.adjacency.row(i) {
-            acc += self.blocks[e.spring as usize] * (vi - v[e.other as usize]);
-        }
-        acc
-    }
-
-    /// out = A v over every row (pinned rows included).
-    pub fn apply(&self, v: &[DVec3], out: &mut [DVec3]) {
-        map_rows(out, |i| self.apply_row(i, v));
-    }
-
-    /// A_ii = m_i I + sum_{k at i} W_k.
-    #[inline]
-    pub fn diagonal_block(&self, i: usize) -> DMat3 {
-        let mut d = DMat3::from_diagonal(DVec3::splat(self.mass[i]));
-        for e in self.adjacency.row(i) {
-            d += self.blocks[e.spring as usize];
-        }
-        d
-    }
-
-    /// The scalar diagonal of A: three entries per particle (seed 000 eq. 49).
-    pub fn diagonal(&self) -> Vec<DVec3> {
-        (0..self.len())
-            .map(|i| {
-                let d = self.diagonal_block(i);
-                DVec3::new(d.x_axis.x, d.y_axis.y, d.z_axis.z)
-            })
-            .collect()
-    }
-
-    /// The 3x3 diagonal blocks A_ii.
-    pub fn block_diagonal(&self) -> Vec<DMat3> {
-        (0..self.len()).map(|i| self.diagonal_block(i)).collect()
-    }
-
-    /// |x| over the free rows.
-    pub fn free_norm(&self, x: &[DVec3]) -> f64 {
-        self.free_dot(x, x).sqrt()
-    }
-
-    /// x . y over the free rows (fixed order).
-    pub fn free_dot(&self, x: &[DVec3], y: &[DVec3]) -> f64 {
-        let mut s = 0.0;
-        for i in 0..self.len() {
-            if !self.pinned[i] {
-                s += x[i].dot(y[i]);
-            }
-        }
-        s
-    }
-
-    /// |b - A v| / |b| over the free rows ([`relative_residual`]).
-    pub fn relative_residual(&self, b: &[DVec3], v: &[DVec3]) -> f64 {
-        let mut rr = 0.0;
-        for i in 0..self.len() {
-            if !self.pinned[i] {
-                rr += (b[i] - self.apply_row(i, v)).length_squared();
-            }
-        }
-        relative_residual(rr.sqrt(), self.free_norm(b))
-    }
-
-    /// [`Self::relative_residual`] in parallel over rows, with `scratch` for the
-    /// residual vector; summed per chunk of rows then over chunks in order (the
-    /// thread count does not change the result).
-    pub fn relative_residual_par(&self, b: &[DVec3], v: &[DVec3], scratch: &mut Vec<DVec3>) -> f64 {
-        scratch.resize(v.len(), DVec3::ZERO);
-        let rr = map_rows_sum(scratch, |i| {
-            if self.pinned[i] {
-                return (DVec3::ZERO, 0.0);
-            }
-            let r = b[i] - self.apply_row(i, v);
-            (r, r.length_squared())
-        });
-        relative_residual(rr.sqrt(), self.free_norm(b))
-    }
-}
-
-/// |r| / |b|; when |b| = 0 the absolute |r| (0 for an exact solve).
-pub fn relative_residual(r_norm: f64, b_norm: f64) -> f64 {
-    if b_norm > 0.0 {
-        r_norm / b_norm
-    } else {
-        r_norm
-    }
-}
 
 /// Work buffers reused across solves (no allocation once sized).
 #[derive(Clone, Debug, Default)]
@@ -232,7 +62,7 @@ pub fn solve(
 /// 1 / (scalar diagonal of A), per particle (parallel over rows, no allocation once sized).
 pub fn diagonal_inverse(op: &BlockLaplacian, out: &mut Vec<DVec3>) {
     out.resize(op.len(), DVec3::ZERO);
-    map_rows(out, |i| {
+    super::rows::map_rows(out, |i| {
         let d = op.diagonal_block(i);
         DVec3::new(d.x_axis.x, d.y_axis.y, d.z_axis.z).recip()
     });
@@ -580,48 +410,10 @@ pub fn estimate_block_jacobi_rho(op: &BlockLaplacian, omega: f64, iterations: u3
     rho.clamp(0.0, RHO_MAX)
 }
 
-/// out[i] = f(i) for every row, in parallel chunks for large inputs.
-pub(crate) fn map_rows(out: &mut [DVec3], f: impl Fn(usize) -> DVec3 + Sync) {
-    if out.len() <= PAR_CHUNK {
-        out.iter_mut().enumerate().for_each(|(i, o)| *o = f(i));
-    } else {
-        out.par_chunks_mut(PAR_CHUNK)
-            .enumerate()
-            .for_each(|(c, chunk)| {
-                for (k, o) in chunk.iter_mut().enumerate() {
-                    *o = f(c * PAR_CHUNK + k);
-                }
-            });
-    }
-}
-
-/// out[i] = f(i).0 and the sum of f(i).1, summed per chunk then over chunks in order, so
-/// the result does not depend on the thread count.
-pub(crate) fn map_rows_sum(out: &mut [DVec3], f: impl Fn(usize) -> (DVec3, f64) + Sync) -> f64 {
-    let chunk_sum = |c: usize, chunk: &mut [DVec3]| {
-        let mut s = 0.0;
-        for (k, o) in chunk.iter_mut().enumerate() {
-            let (val, r2) = f(c * PAR_CHUNK + k);
-            *o = val;
-            s += r2;
-        }
-        s
-    };
-    if out.len() <= PAR_CHUNK {
-        chunk_sum(0, out)
-    } else {
-        let partial: Vec<f64> = out
-            .par_chunks_mut(PAR_CHUNK)
-            .enumerate()
-            .map(|(c, chunk)| chunk_sum(c, chunk))
-            .collect();
-        partial.iter().sum()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Spring;
 
     /// A 3000-particle chain with IMEX blocks, large enough for the parallel paths.
     fn chain() -> (BlockLaplacian, Vec<DVec3>) {

@@ -34,6 +34,7 @@
 pub mod delaunay;
 pub mod error_study;
 pub mod field;
+pub mod grid;
 pub mod halton;
 pub mod lattice;
 pub mod solver;
