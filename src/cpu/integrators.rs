@@ -168,7 +168,7 @@ impl CpuSimulation {
             }
         };
         self.state.step += 1;
-        self.state.t = self.state.step as f64 * self.config.dt;
+        self.state.t = crate::sim::time_at(self.state.step, self.config.dt);
         stats
     }
 
@@ -353,7 +353,7 @@ impl CpuSimulation {
         }
         self.work.copy_from_slice(&self.state.x);
         position_update(&mut self.work, &self.rhs, h);
-        let t_new = (self.state.step + 1) as f64 * h;
+        let t_new = crate::sim::time_at(self.state.step + 1, h);
         self.total_force(true, true, t_new);
         let (m, pinned) = (self.system.masses(), self.system.pinned());
         kick(&mut self.rhs, &self.gathered, m, pinned, 0.5 * h);
