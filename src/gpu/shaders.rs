@@ -182,13 +182,34 @@ pub(super) fn kernel_pipeline(
         bind_group_layouts: &groups[..if dispatch.is_some() { 2 } else { 1 }],
         immediate_size: 0,
     });
+    let constants = pipeline_constants(device, k);
     let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some(k.name),
         layout: Some(&pipeline_layout),
         module: &module,
         entry_point: Some("main"),
-        compilation_options: Default::default(),
+        compilation_options: wgpu::PipelineCompilationOptions {
+            constants: &constants,
+            ..Default::default()
+        },
         cache: None,
     });
     (pipeline, layout)
+}
+
+/// Coulomb targets per invocation on a CPU (software) adapter: its compiler runs a
+/// workgroup's invocations in a few SIMD batches, so one source load serving 16 targets
+/// gave 4x over one target per invocation on lavapipe (BENCHMARKS.md). Hardware GPUs keep
+/// one target per invocation (256-invocation workgroups) until measured there.
+pub const COULOMB_TARGETS_CPU: u32 = 16;
+const _: () = assert!(super::layout::TILE % COULOMB_TARGETS_CPU == 0 && COULOMB_TARGETS_CPU <= 16);
+
+/// The pipeline-overridable constants of kernel `k` on `device` (WGSL `override`).
+fn pipeline_constants(device: &wgpu::Device, k: Kernel) -> Vec<(&'static str, f64)> {
+    if k.name == COULOMB_TILED.name && device.adapter_info().device_type == wgpu::DeviceType::Cpu
+    {
+        vec![("TARGETS", f64::from(COULOMB_TARGETS_CPU))]
+    } else {
+        Vec::new()
+    }
 }
