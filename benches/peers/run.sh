@@ -8,7 +8,7 @@
 # Without network the packages already in the venv are used; a peer whose package or
 # device is missing is skipped with the reason in the table.
 # Threads: RAYON_NUM_THREADS for msc, PEER_THREADS for the peers (Taichi's
-# cpu_max_num_threads; Warp's CPU backend runs a launch on one thread).
+# cpu_max_num_threads; Warp's CPU launches have no thread setting).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 target="${CARGO_TARGET_DIR:-$root/target}"
