@@ -206,8 +206,7 @@ const _: () = assert!(super::layout::TILE % COULOMB_TARGETS_CPU == 0 && COULOMB_
 
 /// The pipeline-overridable constants of kernel `k` on `device` (WGSL `override`).
 fn pipeline_constants(device: &wgpu::Device, k: Kernel) -> Vec<(&'static str, f64)> {
-    if k.name == COULOMB_TILED.name && device.adapter_info().device_type == wgpu::DeviceType::Cpu
-    {
+    if k.name == COULOMB_TILED.name && device.adapter_info().device_type == wgpu::DeviceType::Cpu {
         vec![("TARGETS", f64::from(COULOMB_TARGETS_CPU))]
     } else {
         Vec::new()
