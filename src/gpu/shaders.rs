@@ -203,11 +203,24 @@ pub(super) fn kernel_pipeline(
 /// one target per invocation (256-invocation workgroups) until measured there.
 pub const COULOMB_TARGETS_CPU: u32 = 16;
 const _: () = assert!(super::layout::TILE % COULOMB_TARGETS_CPU == 0 && COULOMB_TARGETS_CPU <= 16);
+/// The same for `tangent_coulomb`, whose targets carry four vectors each (fewer fit in
+/// registers).
+pub const TANGENT_COULOMB_TARGETS_CPU: u32 = 8;
+const _: () = assert!(
+    super::layout::WORKGROUP_SIZE % TANGENT_COULOMB_TARGETS_CPU == 0
+        && TANGENT_COULOMB_TARGETS_CPU <= 8
+);
 
 /// The pipeline-overridable constants of kernel `k` on `device` (WGSL `override`).
 fn pipeline_constants(device: &wgpu::Device, k: Kernel) -> Vec<(&'static str, f64)> {
-    if k.name == COULOMB_TILED.name && device.adapter_info().device_type == wgpu::DeviceType::Cpu {
-        vec![("TARGETS", f64::from(COULOMB_TARGETS_CPU))]
+    let cpu = device.adapter_info().device_type == wgpu::DeviceType::Cpu;
+    let targets = match k.name {
+        n if n == COULOMB_TILED.name => COULOMB_TARGETS_CPU,
+        n if n == TANGENT_COULOMB.name => TANGENT_COULOMB_TARGETS_CPU,
+        _ => return Vec::new(),
+    };
+    if cpu {
+        vec![("TARGETS", f64::from(targets))]
     } else {
         Vec::new()
     }
