@@ -24,6 +24,11 @@
 
 const HALF: u32 = TILE / 2u;
 var<workgroup> tile: array<vec4<f32>, TILE>;
+// Targets per invocation (register blocking), set by the host at pipeline creation
+// (gpu::shaders): a divisor of WG, at most MAX_TARGETS; the workgroup has WG / TARGETS
+// invocations and still owns WG targets.
+override TARGETS: u32 = 1u;
+const MAX_TARGETS: u32 = 8u;
 
 // (phi, G delta) of one pair; zero for a coincident pair without softening (r2 = 0): the
 // self pair is then masked by index, and a coincident pair of charges has already made
@@ -73,72 +78,107 @@ fn field_tangent(xi: vec3<f32>, dxi: vec3<f32>) -> vec3<f32> {
     return vec3<f32>(dy, dxz, 0.0);
 }
 
-@compute @workgroup_size(WG)
+@compute @workgroup_size(WG / TARGETS)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let c = flat_index(wid, nwg, lid);
+    let lanes = WG / TARGETS;
     let na = disp.block;
     let n = params.n;
     let sbase = disp.iter * 2u * n;
     let dbase = disp.iter * (n + params.n_springs + params.n_ext);
     let abase = disp.iter * n;
-    let valid = c < na;
-    var i = 0u;
-    if (valid) {
-        i = actives[abase + c];
-    }
-    let xi = x[i].xyz;
-    let dxi = tstate[sbase + i].xyz;
+    // Target r of this invocation: active index first + lid + r lanes. Each target sums its
+    // sources in index order, whatever TARGETS is.
+    let first = group_index(wid, nwg) * WG;
+    var ti: array<u32, MAX_TARGETS>;
+    var xs: array<vec3<f32>, MAX_TARGETS>;
+    var dxs: array<vec3<f32>, MAX_TARGETS>;
     // a1 = sum_j qs_j phi_j, a2 = sum_j (dqs_j phi_j + qs_j G_j delta_j).
-    var a1 = vec3<f32>(0.0);
-    var a2 = vec3<f32>(0.0);
+    var a1: array<vec3<f32>, MAX_TARGETS>;
+    var a2: array<vec3<f32>, MAX_TARGETS>;
+    for (var r = 0u; r < TARGETS; r = r + 1u) {
+        let c = first + lid + r * lanes;
+        var i = 0u;
+        if (c < na) {
+            i = actives[abase + c];
+        }
+        ti[r] = i;
+        xs[r] = x[i].xyz;
+        dxs[r] = tstate[sbase + i].xyz;
+        a1[r] = vec3<f32>(0.0);
+        a2[r] = vec3<f32>(0.0);
+    }
     if ((disp.mode & 1u) != 0u) {
         // Every invocation loads and syncs, valid or not (uniform control flow).
         for (var base = 0u; base < na; base = base + HALF) {
-            let s = base + (lid % HALF);
-            var entry = vec4<f32>(0.0);
-            if (s < na) {
-                let j = actives[abase + s];
-                if (lid < HALF) {
-                    entry = vec4<f32>(x[j].xyz, props[j].y);
-                } else {
-                    entry = vec4<f32>(tstate[sbase + j].xyz, tdir[dbase + j].x);
+            for (var r = 0u; r < TARGETS; r = r + 1u) {
+                let e = lid + r * lanes;
+                let s = base + (e % HALF);
+                var entry = vec4<f32>(0.0);
+                if (s < na) {
+                    let j = actives[abase + s];
+                    if (e < HALF) {
+                        entry = vec4<f32>(x[j].xyz, props[j].y);
+                    } else {
+                        entry = vec4<f32>(tstate[sbase + j].xyz, tdir[dbase + j].x);
+                    }
                 }
+                tile[e] = entry;
             }
-            tile[lid] = entry;
             workgroupBarrier();
-            let count = min(HALF, na - base);
-            for (var k = 0u; k < count; k = k + 1u) {
-                let src = tile[k];
-                let tan = tile[HALF + k];
-                let p = pair(xi - src.xyz, dxi - tan.xyz);
-                // The self pair is skipped.
-                let on = select(1.0, 0.0, base + k == c);
-                a1 = a1 + (on * src.w) * p.phi;
-                a2 = a2 + on * (tan.w * p.phi + src.w * p.gd);
+            if ((base >= first && base < first + WG) || base + HALF > na) {
+                // The tiles holding this workgroup's own targets and the last, partial
+                // one: the self pair is skipped by index, the loop stops at the last source.
+                let count = min(HALF, na - base);
+                for (var k = 0u; k < count; k = k + 1u) {
+                    let src = tile[k];
+                    let tan = tile[HALF + k];
+                    for (var r = 0u; r < TARGETS; r = r + 1u) {
+                        let p = pair(xs[r] - src.xyz, dxs[r] - tan.xyz);
+                        let on = select(1.0, 0.0, base + k == first + lid + r * lanes);
+                        a1[r] = a1[r] + (on * src.w) * p.phi;
+                        a2[r] = a2[r] + on * (tan.w * p.phi + src.w * p.gd);
+                    }
+                }
+            } else {
+                // A full tile of other targets' sources: a constant trip count, no test.
+                for (var k = 0u; k < HALF; k = k + 1u) {
+                    let src = tile[k];
+                    let tan = tile[HALF + k];
+                    for (var r = 0u; r < TARGETS; r = r + 1u) {
+                        let p = pair(xs[r] - src.xyz, dxs[r] - tan.xyz);
+                        a1[r] = a1[r] + src.w * p.phi;
+                        a2[r] = a2[r] + (tan.w * p.phi + src.w * p.gd);
+                    }
+                }
             }
             workgroupBarrier();
         }
     }
-    if (!valid) {
-        return;
-    }
-    let pr = props[i];
-    let td = tdir[dbase + i];
-    let qs = pr.y;
-    let dqs = td.x;
-    var f = dqs * a1 + qs * a2;
     let t = f32(clock[0] + (disp.mode >> 1u)) * params.dt;
     let ebase = dbase + n + params.n_springs;
-    for (var k = 0u; k < params.n_ext; k = k + 1u) {
-        let e = params.ext[k];
-        let te = tdir[ebase + k];
-        let p = pair(xi - ext_position(e, t), dxi - ext_tangent(e, t, te.xyz));
-        f = f + (dqs * e.pos0.w + qs * te.w) * p.phi + (qs * e.pos0.w) * p.gd;
+    for (var r = 0u; r < TARGETS; r = r + 1u) {
+        if (first + lid + r * lanes >= na) {
+            continue;
+        }
+        let i = ti[r];
+        let xi = xs[r];
+        let dxi = dxs[r];
+        let pr = props[i];
+        let td = tdir[dbase + i];
+        let qs = pr.y;
+        let dqs = td.x;
+        var f = dqs * a1[r] + qs * a2[r];
+        for (var k = 0u; k < params.n_ext; k = k + 1u) {
+            let e = params.ext[k];
+            let te = tdir[ebase + k];
+            let p = pair(xi - ext_position(e, t), dxi - ext_tangent(e, t, te.xyz));
+            f = f + (dqs * e.pos0.w + qs * te.w) * p.phi + (qs * e.pos0.w) * p.gd;
+        }
+        f = f + td.y * field_at(xi) + pr.z * field_tangent(xi, dxi);
+        bd[3u * i] = vec4<f32>(f, 0.0);
     }
-    f = f + td.y * field_at(xi) + pr.z * field_tangent(xi, dxi);
-    bd[3u * i] = vec4<f32>(f, 0.0);
 }

@@ -188,3 +188,45 @@ fn wgsl_constants_match_the_host() {
     assert_eq!(constant("SLOT_RESIDUAL"), layout::SLOT_RESIDUAL);
     assert_eq!(constant("SLOT_ENERGY"), layout::SLOT_ENERGY);
 }
+
+/// `coulomb_tiled` and `tangent_coulomb` size their workgroups by the `TARGETS` override:
+/// with each value the host sets (gpu::shaders), the specialized module must validate with
+/// one workgroup per 256 targets (256 / TARGETS invocations, within the default limit).
+#[test]
+fn coulomb_targets_override_gives_one_tile_per_workgroup() {
+    use msc::gpu::shaders::{
+        COULOMB_TARGETS_CPU, COULOMB_TILED, TANGENT_COULOMB, TANGENT_COULOMB_TARGETS_CPU,
+    };
+    for (k, targets, per_group) in [
+        (COULOMB_TILED, COULOMB_TARGETS_CPU, layout::TILE),
+        (
+            TANGENT_COULOMB,
+            TANGENT_COULOMB_TARGETS_CPU,
+            layout::WORKGROUP_SIZE,
+        ),
+    ] {
+        let module = parse(&k);
+        let info = Validator::new(ValidationFlags::all(), Capabilities::empty())
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{}: {e}", k.name));
+        for targets in [1, targets] {
+            let constants: naga::back::PipelineConstants =
+                [("TARGETS".to_string(), f64::from(targets))]
+                    .into_iter()
+                    .collect();
+            let (m, _) = naga::back::pipeline_constants::process_overrides(
+                &module,
+                &info,
+                Some((naga::ShaderStage::Compute, "main")),
+                &constants,
+            )
+            .unwrap_or_else(|e| panic!("{}, TARGETS = {targets}: {e}", k.name));
+            assert_eq!(
+                m.entry_points[0].workgroup_size,
+                [per_group / targets, 1, 1],
+                "{}, TARGETS = {targets}",
+                k.name
+            );
+        }
+    }
+}

@@ -260,13 +260,46 @@ pub(super) fn kernel_pipeline(
         bind_group_layouts: &groups[..if dispatch.is_some() { 2 } else { 1 }],
         immediate_size: 0,
     });
+    let constants = pipeline_constants(device, k);
     let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some(k.name),
         layout: Some(&pipeline_layout),
         module: &module,
         entry_point: Some("main"),
-        compilation_options: Default::default(),
+        compilation_options: wgpu::PipelineCompilationOptions {
+            constants: &constants,
+            ..Default::default()
+        },
         cache: None,
     });
     (pipeline, layout)
+}
+
+/// Coulomb targets per invocation on a CPU (software) adapter: its compiler runs a
+/// workgroup's invocations in a few SIMD batches, so one source load serving 16 targets
+/// gave 4x over one target per invocation on lavapipe (BENCHMARKS.md). Hardware GPUs keep
+/// one target per invocation (256-invocation workgroups) until measured there.
+pub const COULOMB_TARGETS_CPU: u32 = 16;
+const _: () = assert!(super::layout::TILE % COULOMB_TARGETS_CPU == 0 && COULOMB_TARGETS_CPU <= 16);
+/// The same for `tangent_coulomb`, whose targets carry four vectors each (fewer fit in
+/// registers).
+pub const TANGENT_COULOMB_TARGETS_CPU: u32 = 8;
+const _: () = assert!(
+    super::layout::WORKGROUP_SIZE % TANGENT_COULOMB_TARGETS_CPU == 0
+        && TANGENT_COULOMB_TARGETS_CPU <= 8
+);
+
+/// The pipeline-overridable constants of kernel `k` on `device` (WGSL `override`).
+fn pipeline_constants(device: &wgpu::Device, k: Kernel) -> Vec<(&'static str, f64)> {
+    let cpu = device.adapter_info().device_type == wgpu::DeviceType::Cpu;
+    let targets = match k.name {
+        n if n == COULOMB_TILED.name => COULOMB_TARGETS_CPU,
+        n if n == TANGENT_COULOMB.name => TANGENT_COULOMB_TARGETS_CPU,
+        _ => return Vec::new(),
+    };
+    if cpu {
+        vec![("TARGETS", f64::from(targets))]
+    } else {
+        Vec::new()
+    }
 }
