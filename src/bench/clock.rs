@@ -2,6 +2,7 @@
 //! (when installed) is asked for the current and maximum SM clock of the adapter's GPU,
 //! so a record can show whether the timed steps ran at full clock.
 
+use super::record::Record;
 use std::process::Command;
 
 /// NVIDIA's PCI vendor id.
@@ -9,13 +10,13 @@ const NVIDIA: u32 = 0x10de;
 
 /// One GPU's clocks as `nvidia-smi` reports them, in MHz.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) struct SmClock {
+struct SmClock {
     pub current_mhz: f64,
     pub max_mhz: f64,
 }
 
 /// The SM clock of the GPU behind `info`, or why it cannot be had.
-pub(super) fn sm_clock(info: &wgpu::AdapterInfo) -> Result<SmClock, String> {
+fn sm_clock(info: &wgpu::AdapterInfo) -> Result<SmClock, String> {
     if info.vendor != NVIDIA {
         return Err(format!(
             "the adapter is not an NVIDIA GPU (vendor 0x{:04x}); only nvidia-smi is asked",
@@ -43,6 +44,18 @@ pub(super) fn sm_clock(info: &wgpu::AdapterInfo) -> Result<SmClock, String> {
         &String::from_utf8_lossy(&out.stdout),
         &info.device_pci_bus_id,
     )
+}
+
+/// Reads the SM clock of the GPU behind `info` into the record through `set`, or adds a
+/// `sm_clock_mhz:` note saying why there is none (once).
+pub(super) fn read(rec: &mut Record, info: &wgpu::AdapterInfo, set: fn(&mut Record, f64, f64)) {
+    match sm_clock(info) {
+        Ok(c) => set(rec, c.current_mhz, c.max_mhz),
+        Err(why) if !rec.notes.iter().any(|n| n.starts_with("sm_clock_mhz:")) => {
+            rec.note("sm_clock_mhz", why)
+        }
+        Err(_) => {}
+    }
 }
 
 /// The clock of the GPU at PCI address `bus_id` (wgpu's `dddd:bb:dd.f`, empty when the

@@ -1,9 +1,9 @@
 //! Measuring one size: building the workload, warming up, timing the steps, profiling
 //! the kernels and (DDEF) the force error, on the GPU solver or the CPU reference.
 
-use super::clock::sm_clock;
-use super::record::{kernel_records, Record, Status};
-use super::timing::{self, Sample, Spread};
+use super::clock;
+use super::record::{Record, Status};
+use super::timing;
 use super::DDEF_ERROR_TARGETS;
 use super::{bytes, workload, Backend, BenchError, BenchOptions, Event, Workload};
 use crate::cpu::CpuSimulation;
@@ -17,44 +17,6 @@ fn sim_gpu_error(e: SimError) -> GpuError {
         SimError::Gpu(g) => g,
         SimError::Config(c) => GpuError::Config(c),
         SimError::Ddef(d) => GpuError::Ddef(d),
-    }
-}
-
-/// Fills the record's timing fields from the repeats' samples of `steps` steps each.
-fn fill_timing(rec: &mut Record, samples: &[Sample], steps: u64) {
-    let k = steps as f64;
-    let ms: Vec<f64> = samples.iter().map(|s| s.total * 1e3 / k).collect();
-    rec.timed_seconds = Some(samples.iter().map(|s| s.total).sum());
-    if let Some(t) = Spread::of(&ms) {
-        rec.ms_per_step = Some(t.median);
-        rec.ms_per_step_min = Some(t.min);
-        rec.ms_per_step_max = Some(t.max);
-    }
-    rec.ms_per_step_samples = ms;
-    let host: Option<Vec<f64>> = samples.iter().map(|s| s.host).collect();
-    let wait: Option<Vec<f64>> = samples
-        .iter()
-        .map(|s| s.host.map(|h| (s.total - h) * 1e3 / k))
-        .collect();
-    if let (Some(h), Some(w)) = (
-        host.and_then(|h| Spread::of(&h)),
-        wait.and_then(|w| Spread::of(&w)),
-    ) {
-        rec.host_ms_per_step = Some(h.median * 1e3 / k);
-        rec.host_ms_per_step_min = Some(h.min * 1e3 / k);
-        rec.host_ms_per_step_max = Some(h.max * 1e3 / k);
-        rec.wait_ms_per_step = Some(w.median);
-    }
-}
-
-/// The SM clock of the solver's GPU into `set`, or a note saying why there is none.
-fn read_clock(rec: &mut Record, solver: &GpuSolver, set: fn(&mut Record, f64, f64)) {
-    match sm_clock(&solver.device().adapter_info()) {
-        Ok(c) => set(rec, c.current_mhz, c.max_mhz),
-        Err(why) if !rec.notes.iter().any(|n| n.starts_with("sm_clock_mhz:")) => {
-            rec.note("sm_clock_mhz", why)
-        }
-        Err(_) => {}
     }
 }
 
@@ -181,14 +143,15 @@ fn measure_gpu(
     rec.warmup_seconds = Some(warm.seconds);
 
     stage("timing")?;
-    read_clock(rec, &solver, |r, mhz, max| {
+    let info = solver.device().adapter_info();
+    clock::read(rec, &info, |r, mhz, max| {
         r.sm_clock_mhz_before = Some(mhz);
         r.sm_clock_max_mhz = Some(max);
     });
     let before = solver.host_counts();
     let host_before = (solver.ddef_host_seconds(), solver.ddef_evaluations());
     let samples = timing::time_gpu(&mut solver, opts.steps, opts.repeats)?;
-    read_clock(rec, &solver, |r, mhz, _| r.sm_clock_mhz_after = Some(mhz));
+    clock::read(rec, &info, |r, mhz, _| r.sm_clock_mhz_after = Some(mhz));
     if let ((Some(h0), Some(e0)), Some(h1), Some(e1)) = (
         host_before,
         solver.ddef_host_seconds(),
@@ -199,7 +162,7 @@ fn measure_gpu(
         }
     }
     let after = solver.host_counts();
-    fill_timing(rec, &samples, opts.steps);
+    timing::fill(rec, &samples, opts.steps);
     if rec.host_ms_per_step.is_none() {
         rec.note(
             "host_ms_per_step",
@@ -226,21 +189,7 @@ fn measure_gpu(
         );
     } else {
         stage("profiling")?;
-        // One step per profile: each step's kernel times are a sample.
-        let steps = (0..opts.profile_steps)
-            .map(|_| solver.profile(1))
-            .collect::<Result<Vec<_>, _>>()?;
-        let sums: Vec<f64> = steps
-            .iter()
-            .map(|s| s.iter().map(|t| t.seconds * 1e3).sum())
-            .collect();
-        if let Some(t) = Spread::of(&sums) {
-            rec.kernel_ms_per_step = Some(t.median);
-            rec.kernel_ms_per_step_min = Some(t.min);
-            rec.kernel_ms_per_step_max = Some(t.max);
-        }
-        rec.profile_steps = opts.profile_steps;
-        rec.kernel_times = Some(kernel_records(&steps));
+        timing::profile(rec, &mut solver, opts.profile_steps)?;
     }
 
     rec.ddef_rebuilds = solver.ddef_rebuilds();
@@ -268,7 +217,7 @@ fn measure_cpu(
     rec.warmup_seconds = Some(warm.seconds);
     stage("timing")?;
     let samples = timing::time_blocking(&mut sim, opts.steps, opts.repeats)?;
-    fill_timing(rec, &samples, opts.steps);
+    timing::fill(rec, &samples, opts.steps);
     rec.threads = Some(rayon::current_num_threads());
     if rec.workload == Workload::Cloth {
         stage("sweeps")?;

@@ -1,8 +1,9 @@
 //! Timing one size honestly: a warm-up that lasts a minimum wall time (clocks and caches
 //! settle by time, not by step count), the timed steps repeated as several samples with
-//! the host's recording and submission time told apart from the wait for the GPU, and the
-//! median and spread of a set of samples.
+//! the host's recording and submission time told apart from the wait for the GPU, kernels
+//! profiled one step per sample, and the median and spread of each set of samples.
 
+use super::record::{kernel_records, Record};
 use crate::gpu::{GpuError, GpuSolver};
 use crate::sim::{SimError, Simulator};
 use std::time::Instant;
@@ -139,6 +140,57 @@ pub(super) fn time_blocking(
         });
     }
     Ok(samples)
+}
+
+/// Fills the record's timing fields from the repeats' samples of `steps` steps each.
+pub(super) fn fill(rec: &mut Record, samples: &[Sample], steps: u64) {
+    let k = steps as f64;
+    let ms: Vec<f64> = samples.iter().map(|s| s.total * 1e3 / k).collect();
+    rec.timed_seconds = Some(samples.iter().map(|s| s.total).sum());
+    if let Some(t) = Spread::of(&ms) {
+        rec.ms_per_step = Some(t.median);
+        rec.ms_per_step_min = Some(t.min);
+        rec.ms_per_step_max = Some(t.max);
+    }
+    rec.ms_per_step_samples = ms;
+    let host: Option<Vec<f64>> = samples.iter().map(|s| s.host).collect();
+    let wait: Option<Vec<f64>> = samples
+        .iter()
+        .map(|s| s.host.map(|h| (s.total - h) * 1e3 / k))
+        .collect();
+    if let (Some(h), Some(w)) = (
+        host.and_then(|h| Spread::of(&h)),
+        wait.and_then(|w| Spread::of(&w)),
+    ) {
+        rec.host_ms_per_step = Some(h.median * 1e3 / k);
+        rec.host_ms_per_step_min = Some(h.min * 1e3 / k);
+        rec.host_ms_per_step_max = Some(h.max * 1e3 / k);
+        rec.wait_ms_per_step = Some(w.median);
+    }
+}
+
+/// Profiles `steps` steps one at a time (each step's kernel times are a sample) into the
+/// record's `kernel_times` and `kernel_ms_per_step`.
+pub(super) fn profile(
+    rec: &mut Record,
+    solver: &mut GpuSolver,
+    steps: u32,
+) -> Result<(), GpuError> {
+    let times = (0..steps)
+        .map(|_| solver.profile(1))
+        .collect::<Result<Vec<_>, _>>()?;
+    let sums: Vec<f64> = times
+        .iter()
+        .map(|s| s.iter().map(|t| t.seconds * 1e3).sum())
+        .collect();
+    if let Some(t) = Spread::of(&sums) {
+        rec.kernel_ms_per_step = Some(t.median);
+        rec.kernel_ms_per_step_min = Some(t.min);
+        rec.kernel_ms_per_step_max = Some(t.max);
+    }
+    rec.profile_steps = steps;
+    rec.kernel_times = Some(kernel_records(&times));
+    Ok(())
 }
 
 #[cfg(test)]
