@@ -254,7 +254,9 @@ def parse_size(s):
 
 def msc_run(msc, kind, n, steps, warmup, sweeps):
     cmd = [msc, "bench", "--backend", "cpu", "--workload", kind, "--sizes", str(n),
-           "--steps", str(steps), "--warmup", str(warmup), "--sweeps", str(sweeps), "--quiet"]
+           "--steps", str(steps), "--warmup", str(warmup), "--sweeps", str(sweeps), "--quiet",
+           # The peers' protocol: `warmup` steps, then one timed block.
+           "--warmup-ms", "0", "--repeats", "1"]
     line = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[0]
     rec = json.loads(line)
     if rec["status"] != "ok":
