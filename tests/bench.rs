@@ -1,5 +1,6 @@
-//! `msc bench` end to end: JSON lines, their keys and values, the CPU backend, option
-//! errors, the --max-seconds cut-off and the adapter-limit skip. GPU tests run on any
+//! `msc bench` end to end: JSON lines, their keys and values, the warm-up by time, the
+//! spread of repeated timings and profiled steps, the host/GPU split, the CPU backend,
+//! option errors, the --max-seconds cut-off and the adapter-limit skip. GPU tests run on any
 //! adapter (lavapipe included); they skip without one unless `MSC_REQUIRE_GPU=1`.
 
 mod common;
@@ -31,14 +32,31 @@ fn no_adapter(o: &Output, test: &str) -> bool {
     false
 }
 
-const REQUIRED: [&str; 16] = [
+const REQUIRED: [&str; 33] = [
     "workload",
     "n",
     "springs",
     "charged",
     "steps",
+    "repeats",
+    "warmup_steps",
+    "warmup_ms",
+    "warmup_seconds",
     "sweeps",
     "ms_per_step",
+    "ms_per_step_min",
+    "ms_per_step_max",
+    "ms_per_step_samples",
+    "host_ms_per_step",
+    "host_ms_per_step_min",
+    "host_ms_per_step_max",
+    "wait_ms_per_step",
+    "kernel_ms_per_step",
+    "kernel_ms_per_step_min",
+    "kernel_ms_per_step_max",
+    "sm_clock_mhz_before",
+    "sm_clock_mhz_after",
+    "sm_clock_max_mhz",
     "interactions_per_second",
     "percent_of_fp32_peak",
     "jacobi_sweep_gb_per_s",
@@ -60,6 +78,43 @@ fn u(v: &Value, key: &str) -> u64 {
     v[key]
         .as_u64()
         .unwrap_or_else(|| panic!("{key} is not an integer: {v}"))
+}
+
+/// `min <= median <= max` of the spread `key`, `key_min`, `key_max` (all numbers).
+fn ordered(v: &Value, key: &str) -> (f64, f64, f64) {
+    let (lo, mid, hi) = (
+        f(v, &format!("{key}_min")),
+        f(v, key),
+        f(v, &format!("{key}_max")),
+    );
+    assert!(
+        0.0 <= lo && lo <= mid && mid <= hi,
+        "{key}: {lo} {mid} {hi}: {v}"
+    );
+    (lo, mid, hi)
+}
+
+/// The timing fields every measured record has, whatever the backend.
+fn check_timing(r: &Value) {
+    let repeats = u(r, "repeats") as usize;
+    let samples: Vec<f64> = r["ms_per_step_samples"]
+        .as_array()
+        .unwrap_or_else(|| panic!("ms_per_step_samples: {r}"))
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    assert_eq!(samples.len(), repeats, "one sample per repeat: {r}");
+    let (lo, median, hi) = ordered(r, "ms_per_step");
+    let mut sorted = samples.clone();
+    sorted.sort_by(f64::total_cmp);
+    assert_eq!((sorted[0], sorted[repeats - 1]), (lo, hi));
+    assert!(sorted.contains(&median) || repeats % 2 == 0, "{r}");
+    // Every repeat's steps are in timed_seconds.
+    let timed = f(r, "timed_seconds");
+    let sum: f64 = samples.iter().sum::<f64>() * u(r, "steps") as f64 * 1e-3;
+    assert!((timed - sum).abs() <= 1e-9 * timed, "{timed} vs {sum}");
+    // The warm-up ran at least the asked steps and lasted at least the asked time.
+    assert!(f(r, "warmup_seconds") >= f(r, "warmup_ms") * 1e-3, "{r}");
 }
 
 /// A null field must be explained by a note naming it or the field it derives from.
@@ -87,6 +142,8 @@ fn gpu_bench_emits_one_parseable_line_per_workload_with_sane_values() {
         "all",
         "--steps",
         "2",
+        "--warmup-ms",
+        "50",
         "--out",
         "records.jsonl",
     ];
@@ -114,11 +171,14 @@ fn gpu_bench_emits_one_parseable_line_per_workload_with_sane_values() {
         assert_eq!(r["backend"], "gpu");
         assert_eq!(u(r, "n"), 256);
         assert_eq!(u(r, "steps"), 2);
+        assert_eq!(u(r, "repeats"), 5, "the default repeats");
+        assert_eq!(f(r, "warmup_ms"), 50.0);
+        assert!(u(r, "warmup_steps") >= 1, "at least the default one step");
         assert!(f(r, "ms_per_step") > 0.0);
         assert_eq!(r["finite"], true, "{r}");
         assert!(r["adapter"]["name"].is_string(), "{r}");
         // The host records whole steps into one pass and one submission per batch: at
-        // most one submission per step (2 steps here fit one batch: 0.5 each).
+        // most one submission per step (each repeat's 2 steps fit one batch: 0.5 each).
         let subm = f(r, "submissions_per_step");
         assert!(subm > 0.0 && subm <= 1.0, "{subm}");
         assert_eq!(
@@ -126,9 +186,35 @@ fn gpu_bench_emits_one_parseable_line_per_workload_with_sane_values() {
             subm,
             "one pass per submission"
         );
+        check_timing(r);
+        // GPU: the host's recording and submission are part of each block's wall time.
+        let (_, host, host_max) = ordered(r, "host_ms_per_step");
+        assert!(host <= f(r, "ms_per_step") && host_max <= f(r, "ms_per_step_max"));
+        assert!(f(r, "wait_ms_per_step") >= 0.0);
         let timestamps = r["adapter"]["timestamp_queries"] == true;
         assert_eq!(r["kernel_times"].is_array(), timestamps, "{r}");
         null_is_explained(r, "kernel_times", &[]);
+        null_is_explained(r, "kernel_ms_per_step", &["kernel_times"]);
+        if timestamps {
+            assert_eq!(u(r, "profile_steps"), 5, "the default profiled steps");
+            ordered(r, "kernel_ms_per_step");
+            for k in r["kernel_times"].as_array().unwrap() {
+                ordered(k, "ms_per_step");
+            }
+        }
+        // The SM clock: numbers up to the maximum, or null with the reason.
+        null_is_explained(r, "sm_clock_mhz_before", &["sm_clock_mhz"]);
+        if !r["sm_clock_mhz_before"].is_null() {
+            let max = f(r, "sm_clock_max_mhz");
+            for key in ["sm_clock_mhz_before", "sm_clock_mhz_after"] {
+                assert!(f(r, key) > 0.0 && f(r, key) <= max, "{r}");
+            }
+        } else if r["adapter"]["name"]
+            .as_str()
+            .is_some_and(|n| !n.to_lowercase().contains("nvidia"))
+        {
+            assert!(r["sm_clock_mhz_after"].is_null() && r["sm_clock_max_mhz"].is_null());
+        }
         null_is_explained(r, "interactions_per_second", &[]);
         null_is_explained(r, "percent_of_fp32_peak", &["interactions_per_second"]);
         null_is_explained(r, "jacobi_sweep_gb_per_s", &[]);
@@ -252,6 +338,12 @@ fn cpu_backend_runs_the_reference_and_stops_growing_past_max_seconds() {
             "1024,256",
             "--steps",
             "2",
+            "--repeats",
+            "3",
+            "--warmup",
+            "3",
+            "--warmup-ms",
+            "0",
             "--max-seconds",
             "1e-9",
         ],
@@ -276,6 +368,20 @@ fn cpu_backend_runs_the_reference_and_stops_growing_past_max_seconds() {
     for (first, second) in [(&recs[0], &recs[1]), (&recs[2], &recs[3])] {
         assert_eq!(first["status"], "ok", "{first}");
         assert!(f(first, "ms_per_step") > 0.0);
+        check_timing(first);
+        assert_eq!(u(first, "repeats"), 3);
+        // No minimum time: exactly the asked warm-up steps.
+        assert_eq!(u(first, "warmup_steps"), 3);
+        // The CPU reference computes inside step: no host/GPU split, no GPU clock.
+        for key in [
+            "host_ms_per_step",
+            "wait_ms_per_step",
+            "sm_clock_mhz_before",
+        ] {
+            assert!(first[key].is_null(), "{key}: {first}");
+        }
+        null_is_explained(first, "host_ms_per_step", &[]);
+        null_is_explained(first, "sm_clock_mhz_before", &["sm_clock_mhz"]);
         assert_eq!(first["finite"], true);
         assert_eq!(second["status"], "skipped");
         let why = second["reason"].as_str().unwrap();
@@ -284,6 +390,7 @@ fn cpu_backend_runs_the_reference_and_stops_growing_past_max_seconds() {
             "{why}"
         );
         assert!(second["ms_per_step"].is_null());
+        assert_eq!(second["ms_per_step_samples"], serde_json::json!([]));
     }
     assert!(
         stderr(&o).contains("stopping at size 256"),
@@ -315,6 +422,10 @@ fn ddef_rows_report_time_error_and_rebuilds_per_size_and_sample_count() {
             "--steps",
             "2",
             "--warmup",
+            "1",
+            "--warmup-ms",
+            "0",
+            "--repeats",
             "1",
             "--rebuild-every",
             "2",
@@ -368,6 +479,10 @@ fn gpu_ddef_rows_measure_the_same_error_as_the_cpu_reference() {
             "2",
             "--warmup",
             "0",
+            "--warmup-ms",
+            "0",
+            "--repeats",
+            "1",
         ]
     };
     let gpu = msc(&args("gpu"), dir.path());
@@ -384,6 +499,9 @@ fn gpu_ddef_rows_measure_the_same_error_as_the_cpu_reference() {
     assert_eq!(u(g, "ddef_rebuilds"), 2);
     assert_eq!(u(c, "ddef_rebuilds"), 2);
     null_is_explained(g, "kernel_times", &[]);
+    // DDEF steps wait for read-backs inside step: no host/GPU split, and a note says so.
+    assert!(g["host_ms_per_step"].is_null(), "{g}");
+    null_is_explained(g, "host_ms_per_step", &[]);
     // The host stage is part of the step it is timed in.
     let host = f(g, "ddef_host_ms_per_eval");
     assert!(host > 0.0 && host < f(g, "ms_per_step"), "{g}");
@@ -397,6 +515,81 @@ fn gpu_ddef_rows_measure_the_same_error_as_the_cpu_reference() {
     let (eg, ec) = (f(g, "force_error_mean"), f(c, "force_error_mean"));
     assert!(ec > 1e-3, "{ec}");
     assert!((eg - ec).abs() <= 1e-3 * ec, "gpu {eg} cpu {ec}");
+}
+
+#[test]
+fn gpu_warm_up_lasts_the_asked_time_and_repeats_and_profiles_give_ordered_spreads() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = msc(
+        &[
+            "bench",
+            "--workload",
+            "coulomb",
+            "--sizes",
+            "256",
+            "--steps",
+            "3",
+            "--repeats",
+            "4",
+            "--warmup",
+            "2",
+            "--warmup-ms",
+            "300",
+            "--profile-steps",
+            "3",
+            "--quiet",
+        ],
+        dir.path(),
+    );
+    if no_adapter(&o, "gpu_warm_up") {
+        return;
+    }
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = &lines(&o)[0];
+    assert_eq!(r["status"], "ok", "{r}");
+    assert_eq!((u(r, "steps"), u(r, "repeats")), (3, 4));
+    check_timing(r);
+    assert!(f(r, "warmup_seconds") >= 0.3, "{r}");
+    assert!(u(r, "warmup_steps") >= 2, "{r}");
+    // 4 repeats of 3 steps, one submission each.
+    assert_eq!(f(r, "submissions_per_step"), 1.0 / 3.0);
+    // Per repeat, host time <= wall time, so the order statistics keep that order.
+    let (hlo, hmid, hhi) = ordered(r, "host_ms_per_step");
+    assert!(hlo <= f(r, "ms_per_step_min") + 1e-12, "{r}");
+    assert!(
+        hmid <= f(r, "ms_per_step") && hhi <= f(r, "ms_per_step_max"),
+        "{r}"
+    );
+    if r["adapter"]["timestamp_queries"] == true {
+        assert_eq!(u(r, "profile_steps"), 3);
+        let kernels = r["kernel_times"].as_array().unwrap();
+        let names: Vec<&str> = kernels
+            .iter()
+            .map(|k| k["kernel"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "external_forces",
+                "coulomb_sources",
+                "coulomb_tiled",
+                "explicit_step"
+            ]
+        );
+        let mut median_sum = 0.0;
+        for k in kernels {
+            assert_eq!(f(k, "dispatches_per_step"), 1.0, "{k}");
+            let (_, mid, _) = ordered(k, "ms_per_step");
+            assert!((f(k, "us_per_dispatch") - mid * 1e3).abs() <= 1e-9 * mid * 1e3);
+            median_sum += mid;
+        }
+        // A step's kernel total lies within the sums of the kernels' extremes.
+        let (lo, _, hi) = ordered(r, "kernel_ms_per_step");
+        let sum = |key: &str| kernels.iter().map(|k| f(k, key)).sum::<f64>();
+        assert!(lo >= sum("ms_per_step_min") * (1.0 - 1e-12), "{r}");
+        assert!(hi <= sum("ms_per_step_max") * (1.0 + 1e-12), "{r}");
+        assert!(median_sum > 0.0);
+    }
 }
 
 #[test]
@@ -417,6 +610,9 @@ fn bad_option_values_exit_2_naming_the_option() {
         (&["--samples", "0"][..], "--samples"),
         (&["--samples", "1000,many"][..], "--samples"),
         (&["--rebuild-every", "0"][..], "--rebuild-every"),
+        (&["--repeats", "0"][..], "--repeats"),
+        (&["--warmup-ms", "-1"][..], "--warmup-ms"),
+        (&["--warmup-ms", "nan"][..], "--warmup-ms"),
     ] {
         let mut all = vec!["bench"];
         all.extend_from_slice(args);

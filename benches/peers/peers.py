@@ -490,7 +490,9 @@ def parse_size(s):
 def msc_run(msc, backend, kind, n, steps, warmup, sweeps):
     cmd = [msc, "bench", "--backend", backend, "--workload", kind, "--sizes", str(n),
            "--steps", str(steps), "--warmup", str(warmup), "--sweeps", str(sweeps),
-           "--profile-steps", "0", "--max-seconds", "1000", "--quiet"]
+           "--profile-steps", "0", "--max-seconds", "1000", "--quiet",
+           # The peers' protocol: `warmup` steps, then one timed block.
+           "--warmup-ms", "0", "--repeats", "1"]
     line = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[0]
     rec = json.loads(line)
     if rec["status"] != "ok":

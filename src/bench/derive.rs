@@ -187,24 +187,26 @@ mod tests {
         });
         r.jacobi_sweep_bytes = Some(2_000_000);
         // 2 steps: Coulomb 1.5 ms + 0.5 ms per evaluation, 20 sweeps of 0.1 ms each.
-        let times = [
-            KernelTime {
-                kernel: "coulomb_sources",
-                dispatches: 2,
-                seconds: 1e-3,
-            },
-            KernelTime {
-                kernel: "coulomb_tiled",
-                dispatches: 2,
-                seconds: 3e-3,
-            },
-            KernelTime {
-                kernel: "jacobi_sweep",
-                dispatches: 40,
-                seconds: 4e-3,
-            },
-        ];
-        r.kernel_times = Some(kernel_records(&times, 2));
+        let step = |sweep_ms: f64| {
+            vec![
+                KernelTime {
+                    kernel: "coulomb_sources",
+                    dispatches: 1,
+                    seconds: 0.5e-3,
+                },
+                KernelTime {
+                    kernel: "coulomb_tiled",
+                    dispatches: 1,
+                    seconds: 1.5e-3,
+                },
+                KernelTime {
+                    kernel: "jacobi_sweep",
+                    dispatches: 20,
+                    seconds: sweep_ms * 1e-3,
+                },
+            ]
+        };
+        r.kernel_times = Some(kernel_records(&[step(1.5), step(2.5)]));
         derive(&mut r, &BenchOptions::default());
         // 1e6 interactions in 2 ms.
         let ips = r.interactions_per_second.unwrap();

@@ -1,7 +1,9 @@
 //! Measuring one size: building the workload, warming up, timing the steps, profiling
 //! the kernels and (DDEF) the force error, on the GPU solver or the CPU reference.
 
-use super::record::{kernel_records, Record, Status};
+use super::clock;
+use super::record::{Record, Status};
+use super::timing;
 use super::DDEF_ERROR_TARGETS;
 use super::{bytes, workload, Backend, BenchError, BenchOptions, Event, Workload};
 use crate::cpu::CpuSimulation;
@@ -16,15 +18,6 @@ fn sim_gpu_error(e: SimError) -> GpuError {
         SimError::Config(c) => GpuError::Config(c),
         SimError::Ddef(d) => GpuError::Ddef(d),
     }
-}
-
-/// Waits until the GPU has finished everything submitted.
-fn wait(solver: &GpuSolver) -> Result<(), GpuError> {
-    solver
-        .device()
-        .poll(wgpu::PollType::wait_indefinitely())
-        .map(|_| ())
-        .map_err(|e| GpuError::DeviceLost(format!("waiting for the GPU failed: {e}")))
 }
 
 /// Builds and measures one size into `rec`; only a missing adapter is an error.
@@ -137,16 +130,28 @@ fn measure_gpu(
     rec.dispatches_per_step = Some(solver.dispatches_per_step());
 
     stage("warm-up")?;
-    solver.step(opts.warmup)?;
-    wait(&solver)?;
+    let warm = timing::warm_up(
+        opts.warmup,
+        opts.warmup_ms * 1e-3,
+        |k| -> Result<(), Stop> {
+            solver.step(k)?;
+            timing::wait(&solver)?;
+            Ok(())
+        },
+    )?;
+    rec.warmup_steps = warm.steps;
+    rec.warmup_seconds = Some(warm.seconds);
 
     stage("timing")?;
+    let info = solver.device().adapter_info();
+    clock::read(rec, &info, |r, mhz, max| {
+        r.sm_clock_mhz_before = Some(mhz);
+        r.sm_clock_max_mhz = Some(max);
+    });
     let before = solver.host_counts();
     let host_before = (solver.ddef_host_seconds(), solver.ddef_evaluations());
-    let t = Instant::now();
-    solver.step(opts.steps)?;
-    wait(&solver)?;
-    let wall = t.elapsed().as_secs_f64();
+    let samples = timing::time_gpu(&mut solver, opts.steps, opts.repeats)?;
+    clock::read(rec, &info, |r, mhz, _| r.sm_clock_mhz_after = Some(mhz));
     if let ((Some(h0), Some(e0)), Some(h1), Some(e1)) = (
         host_before,
         solver.ddef_host_seconds(),
@@ -157,9 +162,15 @@ fn measure_gpu(
         }
     }
     let after = solver.host_counts();
-    let k = opts.steps as f64;
-    rec.timed_seconds = Some(wall);
-    rec.ms_per_step = Some(wall * 1e3 / k);
+    timing::fill(rec, &samples, opts.steps);
+    if rec.host_ms_per_step.is_none() {
+        rec.note(
+            "host_ms_per_step",
+            "a DDEF step waits for the positions of every evaluation inside step, so its \
+             recording cannot be told apart from the GPU's time",
+        );
+    }
+    let k = (opts.steps * u64::from(opts.repeats)) as f64;
     rec.submissions_per_step = Some((after.submissions - before.submissions) as f64 / k);
     rec.compute_passes_per_step = Some((after.compute_passes - before.compute_passes) as f64 / k);
 
@@ -178,9 +189,7 @@ fn measure_gpu(
         );
     } else {
         stage("profiling")?;
-        let times = solver.profile(opts.profile_steps)?;
-        rec.profile_steps = opts.profile_steps;
-        rec.kernel_times = Some(kernel_records(&times, opts.profile_steps));
+        timing::profile(rec, &mut solver, opts.profile_steps)?;
     }
 
     rec.ddef_rebuilds = solver.ddef_rebuilds();
@@ -203,13 +212,12 @@ fn measure_cpu(
     let mut sim = CpuSimulation::new(&built.system, &built.config).map_err(GpuError::Config)?;
     rec.setup_seconds = Some(t.elapsed().as_secs_f64());
     stage("warm-up")?;
-    sim.step(opts.warmup)?;
+    let warm = timing::warm_up(opts.warmup, opts.warmup_ms * 1e-3, |k| sim.step(k))?;
+    rec.warmup_steps = warm.steps;
+    rec.warmup_seconds = Some(warm.seconds);
     stage("timing")?;
-    let t = Instant::now();
-    sim.step(opts.steps)?;
-    let wall = t.elapsed().as_secs_f64();
-    rec.timed_seconds = Some(wall);
-    rec.ms_per_step = Some(wall * 1e3 / opts.steps as f64);
+    let samples = timing::time_blocking(&mut sim, opts.steps, opts.repeats)?;
+    timing::fill(rec, &samples, opts.steps);
     rec.threads = Some(rayon::current_num_threads());
     if rec.workload == Workload::Cloth {
         stage("sweeps")?;
@@ -218,6 +226,11 @@ fn measure_cpu(
     rec.note("kernel_times", "the CPU reference has no kernels");
     rec.note("dispatches_per_step", "the CPU reference has no kernels");
     rec.note("submissions_per_step", "the CPU reference submits nothing");
+    rec.note(
+        "host_ms_per_step",
+        "the CPU reference computes while step runs (ms_per_step is all host time)",
+    );
+    rec.note("sm_clock_mhz", "the CPU backend has no GPU clock");
     rec.ddef_rebuilds = sim.ddef().map(|d| d.rebuilds());
     stage("energies")?;
     rec.finite = Some(sim.energies()?.is_finite());

@@ -4,9 +4,11 @@
 //! of Jacobi sweeps, optionally a fraction of charged particles) and a pure all-pairs
 //! Coulomb cloud (random charges in a cube, no springs, symplectic Euler: a step is the
 //! Coulomb evaluation plus two O(n) kernels). Per size, [`run`] builds the workload,
-//! warms up, times `steps` steps (wall time of `step(k)` plus a wait for the GPU to finish,
-//! divided by k), profiles a few more steps per kernel with timestamp queries when the
-//! adapter has them, and derives:
+//! warms up for a minimum wall time ([`timing`]), times `repeats` blocks of `steps` steps
+//! (wall time of `step(k)` plus a wait for the GPU to finish, divided by k; the host's
+//! recording and submission apart from the wait), reads the SM clock around them where
+//! the platform reports it ([`clock`]), profiles a few more steps one at a time per kernel
+//! with timestamp queries when the adapter has them, and derives:
 //! - Coulomb interactions per second: n_targets x n_charged per evaluation (the kernel
 //!   runs over the charged particles only, so n_targets = n_charged, self pair included
 //!   as the n-body convention counts it) over the time of `coulomb_sources` +
@@ -19,10 +21,12 @@
 //! ([`device`]); a value that cannot be had is `null` with the reason in `notes`.
 
 pub mod bytes;
+mod clock;
 mod derive;
 pub mod device;
 mod measure;
 mod record;
+mod timing;
 pub mod workload;
 
 use crate::gpu::{AdapterSummary, GpuError};
@@ -38,6 +42,12 @@ pub const FLOPS_PER_INTERACTION: f64 = 20.0;
 /// The default sizes: 1K to 1M on the GPU, 1K and 4K on the CPU reference.
 pub const GPU_SIZES: [usize; 6] = [1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20];
 pub const CPU_SIZES: [usize; 2] = [1 << 10, 1 << 12];
+/// The default warm-up: 0.5 s of wall time, long enough for a GPU's clock to leave idle
+/// and for many steps of a small size, while a large size's single step exceeds it.
+pub const DEFAULT_WARMUP_MS: f64 = 500.0;
+/// The default number of timed blocks and of steps profiled per kernel.
+pub const DEFAULT_REPEATS: u32 = 5;
+pub const DEFAULT_PROFILE_STEPS: u32 = 5;
 /// The default DDEF sample counts m.
 pub const DDEF_SAMPLES: [usize; 2] = [1000, 10_000];
 /// Charges at which a DDEF row's force error is measured (evenly strided): the exact
@@ -62,11 +72,16 @@ pub struct BenchOptions {
     pub sizes: Vec<usize>,
     /// Jacobi sweeps per cloth step.
     pub sweeps: u32,
-    /// Timed steps per size.
+    /// Timed steps per repeat.
     pub steps: u64,
-    /// Untimed steps before timing (pipelines, caches, clocks).
+    /// Timed blocks of `steps` steps per size: the samples of the time per step.
+    pub repeats: u32,
+    /// Untimed steps before timing, at least (pipelines, first dispatches).
     pub warmup: u64,
-    /// Steps profiled per kernel after timing (GPU with timestamp queries; 0: none).
+    /// The warm-up goes on until this much wall time has passed (clocks, caches).
+    pub warmup_ms: f64,
+    /// Steps profiled one at a time per kernel after timing (GPU with timestamp queries;
+    /// 0: none): the samples of each kernel's time.
     pub profile_steps: u32,
     /// Fraction of the cloth's particles that carry a charge.
     pub charged_fraction: f64,
@@ -91,8 +106,10 @@ impl Default for BenchOptions {
             sizes: GPU_SIZES.to_vec(),
             sweeps: 20,
             steps: 20,
-            warmup: 3,
-            profile_steps: 2,
+            repeats: DEFAULT_REPEATS,
+            warmup: 1,
+            warmup_ms: DEFAULT_WARMUP_MS,
+            profile_steps: DEFAULT_PROFILE_STEPS,
             charged_fraction: 0.0,
             peak_tflops: None,
             bandwidth_gbs: None,

@@ -1,6 +1,7 @@
 //! One JSON line of `msc bench`: what was measured on one size of one workload, and the
 //! per-kernel shares of a profiled step.
 
+use super::timing::Spread;
 use super::{Backend, BenchOptions, Workload, FLOPS_PER_INTERACTION};
 use crate::gpu::{AdapterSummary, KernelTime};
 
@@ -15,12 +16,16 @@ pub enum Status {
     Failed,
 }
 
-/// One kernel's share of a profiled step.
+/// One kernel's share of a profiled step, over the profiled steps.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct KernelRecord {
     pub kernel: &'static str,
     pub dispatches_per_step: f64,
+    /// Median over the profiled steps of this kernel's summed time in a step.
     pub ms_per_step: f64,
+    pub ms_per_step_min: f64,
+    pub ms_per_step_max: f64,
+    /// `ms_per_step` / `dispatches_per_step`, in microseconds.
     pub us_per_dispatch: f64,
 }
 
@@ -44,13 +49,41 @@ pub struct Record {
     pub solver: Option<&'static str>,
     /// Jacobi sweeps per step (cloth).
     pub sweeps: Option<u32>,
+    /// Timed steps per repeat.
     pub steps: u64,
+    /// Timed blocks of `steps` steps (the samples of `ms_per_step`).
+    pub repeats: u32,
+    /// Steps the warm-up ran: at least `--warmup`, and as many as `warmup_ms` took.
     pub warmup_steps: u64,
+    /// The warm-up's asked minimum wall time, and the wall time it took.
+    pub warmup_ms: f64,
+    pub warmup_seconds: Option<f64>,
     /// Building the solver (buffers, pipelines).
     pub setup_seconds: Option<f64>,
-    /// Wall time of the timed steps, GPU completion included.
+    /// Wall time of all timed steps (every repeat), GPU completion included.
     pub timed_seconds: Option<f64>,
+    /// Median over the repeats of a block's wall time / `steps`; its smallest and largest,
+    /// and every repeat's value in order.
     pub ms_per_step: Option<f64>,
+    pub ms_per_step_min: Option<f64>,
+    pub ms_per_step_max: Option<f64>,
+    pub ms_per_step_samples: Vec<f64>,
+    /// GPU: the host's time recording and submitting a block (until `step` returns, less
+    /// its waits for an earlier batch) / `steps`: median, smallest, largest over repeats.
+    pub host_ms_per_step: Option<f64>,
+    pub host_ms_per_step_min: Option<f64>,
+    pub host_ms_per_step_max: Option<f64>,
+    /// Median over repeats of (block wall time - host time) / `steps`: waiting on the GPU.
+    pub wait_ms_per_step: Option<f64>,
+    /// Sum of every kernel's timestamp time in a profiled step: median, min, max.
+    pub kernel_ms_per_step: Option<f64>,
+    pub kernel_ms_per_step_min: Option<f64>,
+    pub kernel_ms_per_step_max: Option<f64>,
+    /// NVIDIA adapters with nvidia-smi: the SM clock just before and just after the timed
+    /// steps, and its maximum (MHz).
+    pub sm_clock_mhz_before: Option<f64>,
+    pub sm_clock_mhz_after: Option<f64>,
+    pub sm_clock_max_mhz: Option<f64>,
     /// Energies finite after the run.
     pub finite: Option<bool>,
     /// Everything this size took, setup to last readback.
@@ -137,10 +170,26 @@ impl Record {
                 Workload::Coulomb | Workload::Ddef => None,
             },
             steps: opts.steps,
-            warmup_steps: opts.warmup,
+            repeats: opts.repeats,
+            warmup_steps: 0,
+            warmup_ms: opts.warmup_ms,
+            warmup_seconds: None,
             setup_seconds: None,
             timed_seconds: None,
             ms_per_step: None,
+            ms_per_step_min: None,
+            ms_per_step_max: None,
+            ms_per_step_samples: Vec::new(),
+            host_ms_per_step: None,
+            host_ms_per_step_min: None,
+            host_ms_per_step_max: None,
+            wait_ms_per_step: None,
+            kernel_ms_per_step: None,
+            kernel_ms_per_step_min: None,
+            kernel_ms_per_step_max: None,
+            sm_clock_mhz_before: None,
+            sm_clock_mhz_after: None,
+            sm_clock_max_mhz: None,
             finite: None,
             total_seconds: 0.0,
             coulomb_interactions_per_eval: 0,
@@ -183,19 +232,83 @@ impl Record {
     }
 }
 
-pub(super) fn kernel_records(times: &[KernelTime], steps: u32) -> Vec<KernelRecord> {
-    let s = f64::from(steps.max(1));
-    times
-        .iter()
-        .map(|t| KernelRecord {
-            kernel: t.kernel,
-            dispatches_per_step: t.dispatches as f64 / s,
-            ms_per_step: t.seconds * 1e3 / s,
-            us_per_dispatch: if t.dispatches > 0 {
-                t.seconds * 1e6 / t.dispatches as f64
-            } else {
-                0.0
-            },
+/// Per kernel, in the order the kernels first run: the spread over `steps` (one list of
+/// kernel times per profiled step) of its time in a step; a kernel absent from a step
+/// counts 0 ms there.
+pub(super) fn kernel_records(steps: &[Vec<KernelTime>]) -> Vec<KernelRecord> {
+    let mut names: Vec<&'static str> = Vec::new();
+    for t in steps.iter().flatten() {
+        if !names.contains(&t.kernel) {
+            names.push(t.kernel);
+        }
+    }
+    let count = steps.len().max(1) as f64;
+    names
+        .into_iter()
+        .map(|kernel| {
+            let of = |step: &Vec<KernelTime>| step.iter().find(|t| t.kernel == kernel).cloned();
+            let ms: Vec<f64> = steps
+                .iter()
+                .map(|s| of(s).map_or(0.0, |t| t.seconds * 1e3))
+                .collect();
+            let dispatches: u64 = steps.iter().filter_map(of).map(|t| t.dispatches).sum();
+            let dispatches_per_step = dispatches as f64 / count;
+            let spread = Spread::of(&ms).unwrap_or(Spread {
+                median: 0.0,
+                min: 0.0,
+                max: 0.0,
+            });
+            KernelRecord {
+                kernel,
+                dispatches_per_step,
+                ms_per_step: spread.median,
+                ms_per_step_min: spread.min,
+                ms_per_step_max: spread.max,
+                us_per_dispatch: if dispatches_per_step > 0.0 {
+                    spread.median * 1e3 / dispatches_per_step
+                } else {
+                    0.0
+                },
+            }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kt(kernel: &'static str, dispatches: u64, ms: f64) -> KernelTime {
+        KernelTime {
+            kernel,
+            dispatches,
+            seconds: ms * 1e-3,
+        }
+    }
+
+    #[test]
+    fn kernel_records_take_the_spread_over_profiled_steps() {
+        // Three steps; `prologue` runs in the first only, so it counts 0 ms in the others.
+        let steps = [
+            vec![kt("prologue", 1, 4.0), kt("sweep", 20, 2.0)],
+            vec![kt("sweep", 20, 6.0)],
+            vec![kt("sweep", 20, 3.0)],
+        ];
+        let r = kernel_records(&steps);
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].kernel, "prologue", "first run first");
+        assert_eq!(
+            (r[0].ms_per_step_min, r[0].ms_per_step, r[0].ms_per_step_max),
+            (0.0, 0.0, 4.0)
+        );
+        assert!((r[0].dispatches_per_step - 1.0 / 3.0).abs() < 1e-15);
+        let s = &r[1];
+        assert_eq!(s.dispatches_per_step, 20.0);
+        assert!((s.ms_per_step - 3.0).abs() < 1e-12, "median, not mean");
+        assert!((s.ms_per_step_min - 2.0).abs() < 1e-12);
+        assert!((s.ms_per_step_max - 6.0).abs() < 1e-12);
+        // 3 ms over 20 dispatches.
+        assert!((s.us_per_dispatch - 150.0).abs() < 1e-9);
+        assert!(kernel_records(&[]).is_empty());
+    }
 }

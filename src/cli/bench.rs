@@ -56,14 +56,23 @@ pub struct BenchArgs {
     /// Jacobi sweeps per cloth step (a fixed count, no convergence test)
     #[arg(long, value_name = "N", default_value_t = 20, value_parser = parse_count)]
     pub sweeps: u32,
-    /// Timed steps per size, after the warm-up
+    /// Timed steps per repeat, after the warm-up
     #[arg(long, value_name = "N", default_value_t = 20, value_parser = parse_steps)]
     pub steps: u64,
-    /// Untimed steps before timing (first dispatches compile and page in)
-    #[arg(long, value_name = "N", default_value_t = 3)]
+    /// Timed blocks of --steps steps per size: ms_per_step is their median, with the
+    /// smallest and largest beside it
+    #[arg(long, value_name = "R", default_value_t = bench::DEFAULT_REPEATS, value_parser = parse_count)]
+    pub repeats: u32,
+    /// Untimed steps before timing, at least (first dispatches compile and page in)
+    #[arg(long, value_name = "N", default_value_t = 1)]
     pub warmup: u64,
-    /// Steps profiled per kernel with timestamp queries after timing (GPU only; 0: none)
-    #[arg(long, value_name = "N", default_value_t = 2)]
+    /// The warm-up goes on until this many milliseconds of wall time have passed (GPU
+    /// clocks and caches settle by time, not by step count); 0: --warmup steps only
+    #[arg(long, value_name = "MS", default_value_t = bench::DEFAULT_WARMUP_MS, value_parser = parse_milliseconds, allow_negative_numbers = true)]
+    pub warmup_ms: f64,
+    /// Steps profiled one at a time per kernel with timestamp queries after timing (GPU
+    /// only; 0: none): each kernel's median, smallest and largest time over them
+    #[arg(long, value_name = "N", default_value_t = bench::DEFAULT_PROFILE_STEPS)]
     pub profile_steps: u32,
     /// Fraction of the cloth's particles that carry a charge (evenly spread), 0 to 1
     #[arg(long, value_name = "F", default_value_t = 0.0, value_parser = parse_fraction, allow_negative_numbers = true)]
@@ -155,6 +164,16 @@ fn parse_fraction(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A wall time in milliseconds: 0 up to a day.
+fn parse_milliseconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if (0.0..=86_400_000.0).contains(&x) => Ok(x),
+        _ => Err(format!(
+            "expected milliseconds from 0 to 86400000, got '{s}'"
+        )),
+    }
+}
+
 fn parse_positive(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
@@ -186,7 +205,9 @@ impl BenchArgs {
             sizes,
             sweeps: self.sweeps,
             steps: self.steps,
+            repeats: self.repeats,
             warmup: self.warmup,
+            warmup_ms: self.warmup_ms,
             profile_steps: self.profile_steps,
             charged_fraction: self.charged_fraction,
             peak_tflops: self.peak_tflops,
@@ -276,12 +297,14 @@ pub fn execute(args: &BenchArgs) -> Result<Vec<Record>, CliError> {
 
 fn table_header() -> String {
     format!(
-        "{:<11} {:>8} {:>8} {:>8} {:>10} {:>9} {:>7} {:>9} {:>6} {:>7} {:>5} {:>6}  {}",
+        "{:<11} {:>8} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9} {:>7} {:>9} {:>6} {:>7} {:>5} {:>6}  {}",
         "workload",
         "n",
         "springs",
         "charged",
         "ms/step",
+        "+-%",
+        "host ms",
         "Gint/s",
         "%peak",
         "sweepGB/s",
@@ -300,6 +323,14 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     }
 }
 
+/// Half the range of the repeats' ms per step, as a percentage of their median.
+fn spread_percent(r: &Record) -> Option<f64> {
+    match (r.ms_per_step, r.ms_per_step_min, r.ms_per_step_max) {
+        (Some(m), Some(lo), Some(hi)) if m > 0.0 => Some(50.0 * (hi - lo) / m),
+        _ => None,
+    }
+}
+
 /// One readable row per record; `-` where the JSON has null.
 pub fn table_row(r: &Record) -> String {
     let status = match r.status {
@@ -311,7 +342,7 @@ pub fn table_row(r: &Record) -> String {
         Status::Failed => format!("failed: {}", r.reason.as_deref().unwrap_or("")),
     };
     format!(
-        "{:<11} {:>8} {:>8} {:>8} {:>10} {:>9} {:>7} {:>9} {:>6} {:>7} {:>5} {:>6}  {}",
+        "{:<11} {:>8} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9} {:>7} {:>9} {:>6} {:>7} {:>5} {:>6}  {}",
         match r.ddef_samples {
             Some(m) => format!("{} m={m}", r.workload.name()),
             None => r.workload.name().to_string(),
@@ -320,6 +351,8 @@ pub fn table_row(r: &Record) -> String {
         r.springs,
         r.charged,
         opt(r.ms_per_step, 3),
+        opt(spread_percent(r), 1),
+        opt(r.host_ms_per_step, 3),
         opt(r.interactions_per_second.map(|x| x * 1e-9), 3),
         opt(r.percent_of_fp32_peak, 1),
         opt(r.jacobi_sweep_gb_per_s, 2),
@@ -366,8 +399,23 @@ fn footer(records: &[Record], out: Option<&Path>) {
             }
         );
     }
+    let clocks: Vec<String> = records
+        .iter()
+        .filter_map(|r| match (r.sm_clock_mhz_before, r.sm_clock_mhz_after) {
+            (Some(b), Some(a)) => Some(format!("n {} {b:.0}->{a:.0}", r.n)),
+            _ => None,
+        })
+        .collect();
+    if let Some(max) = records.iter().find_map(|r| r.sm_clock_max_mhz) {
+        eprintln!(
+            "SM clock (MHz, before -> after timing; max {max:.0}): {}",
+            clocks.join(", ")
+        );
+    }
     eprintln!(
-        "Gint/s: Coulomb interactions per second / 1e9; %peak at 20 flop per interaction; \
+        "ms/step: median of --repeats timed blocks, +-% half their range; host ms: recording \
+         and submission per step (the rest is waiting on the GPU); \
+         Gint/s: Coulomb interactions per second / 1e9; %peak at 20 flop per interaction; \
          sweepGB/s: compulsory bytes of one Jacobi sweep / its kernel time; disp, subm: \
          dispatches and queue submissions per step; err%: DDEF's mean relative force error \
          against exact all-pairs. Null fields are explained in each \
@@ -401,5 +449,10 @@ mod tests {
         assert!(parse_positive("inf").is_err());
         assert!(parse_count("0").is_err());
         assert!(parse_steps("0").is_err());
+        assert_eq!(parse_milliseconds("0"), Ok(0.0));
+        assert_eq!(parse_milliseconds("250.5"), Ok(250.5));
+        for bad in ["-1", "nan", "inf", "1e12", "soon"] {
+            assert!(parse_milliseconds(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -238,6 +238,14 @@ impl GpuSolver {
         }
     }
 
+    /// Seconds the host has spent blocked so far waiting for an earlier batch of steps
+    /// while submitting the next ([`Simulator::step`] keeps at most two in flight): what a
+    /// benchmark subtracts from the time `step` takes to return to get the time spent
+    /// recording and submitting.
+    pub fn batch_wait_seconds(&self) -> f64 {
+        self.host.wait_seconds()
+    }
+
     fn replay(&self) -> Replay<'_> {
         Replay {
             host: &self.host,

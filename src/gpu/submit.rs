@@ -22,6 +22,8 @@ pub(super) struct Submitter {
     lost: Arc<Mutex<Option<String>>>,
     submissions: AtomicU64,
     compute_passes: AtomicU64,
+    /// Nanoseconds spent blocked in [`Self::wait`].
+    wait_nanos: AtomicU64,
 }
 
 impl Submitter {
@@ -36,7 +38,13 @@ impl Submitter {
             lost,
             submissions: AtomicU64::new(0),
             compute_passes: AtomicU64::new(0),
+            wait_nanos: AtomicU64::new(0),
         }
+    }
+
+    /// Seconds spent blocked in [`Self::wait`] so far.
+    pub(super) fn wait_seconds(&self) -> f64 {
+        self.wait_nanos.load(Ordering::Relaxed) as f64 * 1e-9
     }
 
     /// (queue submissions, compute passes) so far.
@@ -79,14 +87,16 @@ impl Submitter {
         self.queue.submit([encoder.finish()])
     }
 
-    /// Waits for submission `index`.
+    /// Waits for submission `index` (the time blocked is counted, see [`Self::wait_seconds`]).
     pub(super) fn wait(&self, index: wgpu::SubmissionIndex) -> Result<(), GpuError> {
-        self.device
-            .poll(wgpu::PollType::Wait {
-                submission_index: Some(index),
-                timeout: None,
-            })
-            .map_err(poll_error)?;
+        let start = std::time::Instant::now();
+        let polled = self.device.poll(wgpu::PollType::Wait {
+            submission_index: Some(index),
+            timeout: None,
+        });
+        let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.wait_nanos.fetch_add(nanos, Ordering::Relaxed);
+        polled.map_err(poll_error)?;
         Ok(())
     }
 
