@@ -5,7 +5,7 @@
 
 use super::record::{kernel_records, Record};
 use crate::gpu::{GpuError, GpuSolver};
-use crate::sim::{SimError, Simulator};
+use crate::simulator::{SimError, Simulator};
 use std::time::Instant;
 
 /// Median, smallest and largest of a set of samples.
