@@ -114,9 +114,9 @@ if [ "$quick" = 1 ]; then
     coulomb_common=("${common[@]}")
 else
     cloth_sizes=1K,4K,16K,64K,256K,1M; coulomb_sizes=4K,16K,64K,256K,1M; k20=20K
-    common=(--steps 20 --warmup 3 --profile-steps 2 --max-seconds 120)
-    # A 1M Coulomb step is ~1e12 interactions: fewer timed steps keep the run in minutes.
-    coulomb_common=(--steps 10 --warmup 2 --profile-steps 2 --max-seconds 120)
+    common=(--steps 20 --warmup 3 --profile-steps 5 --max-seconds 120)
+    # A 1M Coulomb step is ~1e12 interactions: fewer timed steps and blocks keep it in minutes.
+    coulomb_common=(--steps 5 --repeats 3 --warmup 2 --profile-steps 3 --max-seconds 120)
 fi
 bench() {
     local name="$1"; shift
