@@ -32,7 +32,8 @@ fn main(
     if (!is_pinned(pr)) {
         var f = force[i].xyz;
         let entries = params.n + 1u;
-        for (var e = adj[i]; e < adj[i + 1u]; e = e + 1u) {
+        let end = adj[i + 1u];
+        for (var e = adj[i]; e < end; e = e + 1u) {
             let k = adj[entries + 2u * e];
             let word = adj[entries + 2u * e + 1u];
             let s0 = sf[2u * k];

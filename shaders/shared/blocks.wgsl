@@ -8,7 +8,17 @@ fn w_mul(sf0: vec4<f32>, sf1: vec4<f32>, d: vec3<f32>) -> vec3<f32> {
     return sf1.x * d + (sf1.y * dot(sf0.xyz, d)) * sf0.xyz;
 }
 
-// Symmetric 3x3 matrix stored as d0 = (xx, yy, zz, xy), d1 = (xz, yz, 0, 0), times r.
+// The row's mass, kept in the spare slot d1.z of its inverse diagonal (rhs writes it, the
+// host for local-global): the solver kernels read no `props`. 0 on a pinned row.
+fn row_mass(d1: vec4<f32>) -> f32 {
+    return d1.z;
+}
+
+fn row_pinned(d1: vec4<f32>) -> bool {
+    return d1.z == 0.0;
+}
+
+// Symmetric 3x3 matrix stored as d0 = (xx, yy, zz, xy), d1 = (xz, yz, mass, 0), times r.
 fn sym_mul(d0: vec4<f32>, d1: vec4<f32>, r: vec3<f32>) -> vec3<f32> {
     return vec3<f32>(
         d0.x * r.x + d0.w * r.y + d1.x * r.z,

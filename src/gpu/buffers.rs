@@ -29,7 +29,7 @@ pub(super) enum Buf {
     /// Per spring (n, fmag), (s, t, energy, 0).
     Sf,
     Adj,
-    /// Per particle b, inverse diagonal (two vec4).
+    /// Per particle b, inverse diagonal (two vec4); the mass (0: pinned) in the last's z.
     Bd,
     /// Solver ping-pong partner of the unknown.
     S,
@@ -185,7 +185,13 @@ impl Buffers {
                 let inv = to_f32(1.0 / d, "diagonal of particle", i)?;
                 bd_init.push([0.0; 4]);
                 bd_init.push([inv, inv, inv, 0.0]);
-                bd_init.push([0.0; 4]);
+                // The row's mass in the spare slot (0: pinned), as rhs writes it.
+                let mass = if system.pinned()[i] {
+                    0.0
+                } else {
+                    to_f32(system.masses()[i], "mass of particle", i)?
+                };
+                bd_init.push([0.0, 0.0, mass, 0.0]);
             }
         }
         let size_of = |name: &str| -> u64 {

@@ -316,7 +316,7 @@ impl Planner<'_> {
         let (m0, n) = (self.mode(0), self.n);
         self.dispatch(
             shaders::RESIDUAL,
-            &[Buf::Props, Buf::Sf, Buf::Adj, Buf::Bd, u, Buf::Partials],
+            &[Buf::Sf, Buf::Adj, Buf::Bd, u, Buf::Partials],
             m0,
             n,
         )
@@ -382,7 +382,7 @@ impl Planner<'_> {
                     });
                     ops.push(self.dispatch(
                         shaders::JACOBI_SWEEP,
-                        &[Buf::Props, Buf::Sf, Buf::Adj, Buf::Bd, cur, next],
+                        &[Buf::Sf, Buf::Adj, Buf::Bd, cur, next],
                         record,
                         n,
                     )?);
@@ -395,7 +395,6 @@ impl Planner<'_> {
                 ops.push(self.dispatch(
                     shaders::CG_INIT,
                     &[
-                        Buf::Props,
                         Buf::Sf,
                         Buf::Adj,
                         Buf::Bd,
@@ -411,7 +410,7 @@ impl Planner<'_> {
                 for k in 0..iters {
                     ops.push(self.dispatch(
                         shaders::CG_MATVEC,
-                        &[Buf::Props, Buf::Sf, Buf::Adj, Buf::P, Buf::Q, Buf::Partials],
+                        &[Buf::Bd, Buf::Sf, Buf::Adj, Buf::P, Buf::Q, Buf::Partials],
                         m0,
                         n,
                     )?);
@@ -424,7 +423,6 @@ impl Planner<'_> {
                     ops.push(self.dispatch(
                         shaders::CG_UPDATE,
                         &[
-                            Buf::Props,
                             Buf::Bd,
                             Buf::P,
                             Buf::Q,
@@ -440,7 +438,7 @@ impl Planner<'_> {
                     if k + 1 < iters {
                         ops.push(self.dispatch(
                             shaders::CG_DIRECTION,
-                            &[Buf::Props, Buf::Bd, Buf::R, Buf::Scalars, Buf::P],
+                            &[Buf::Bd, Buf::R, Buf::Scalars, Buf::P],
                             record,
                             n,
                         )?);
