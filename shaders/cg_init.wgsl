@@ -29,7 +29,7 @@ fn main(
             for (var e = adj[i]; e < end; e = e + 1u) {
                 let k = adj[entries + 2u * e];
                 let other = entry_other(adj[entries + 2u * e + 1u]);
-                au = au + w_mul(sf[2u * k], sf[2u * k + 1u], ui - u[other].xyz);
+                au = au + w_mul(sf[k], ui - u[other].xyz);
             }
             ri = bd[3u * i].xyz - au;
             zi = sym_mul(bd[3u * i + 1u], d1, ri);

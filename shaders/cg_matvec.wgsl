@@ -26,7 +26,7 @@ fn main(
             for (var e = adj[i]; e < end; e = e + 1u) {
                 let k = adj[entries + 2u * e];
                 let other = entry_other(adj[entries + 2u * e + 1u]);
-                qi = qi + w_mul(sf[2u * k], sf[2u * k + 1u], pi - p[other].xyz);
+                qi = qi + w_mul(sf[k], pi - p[other].xyz);
             }
         }
         q[i] = vec4<f32>(qi, 0.0);

@@ -36,7 +36,7 @@ fn main(
         for (var e = adj[i]; e < end; e = e + 1u) {
             let k = adj[entries + 2u * e];
             let word = adj[entries + 2u * e + 1u];
-            let s0 = sf[2u * k];
+            let s0 = sf[params.n_springs + k];
             f = f + (entry_sign(word) * s0.w) * s0.xyz;
         }
         let kick = select(0.5 * params.dt, params.dt, mode == 0u);
