@@ -1,5 +1,5 @@
 //! Bytes one `jacobi_sweep` dispatch moves (`shaders/jacobi_sweep.wgsl`), from the
-//! buffer layout of the GPU host (`src/gpu/solver.rs`):
+//! buffer layout of the GPU host (`src/gpu/buffers.rs`):
 //!
 //! | buffer | layout | read by row i |
 //! |---|---|---|
