@@ -394,15 +394,7 @@ impl Planner<'_> {
                 let m0 = self.mode(0);
                 ops.push(self.dispatch(
                     shaders::CG_INIT,
-                    &[
-                        Buf::Sf,
-                        Buf::Adj,
-                        Buf::Bd,
-                        a,
-                        Buf::R,
-                        Buf::P,
-                        Buf::Partials,
-                    ],
+                    &[Buf::Sf, Buf::Adj, Buf::Bd, a, Buf::R, Buf::P, Buf::Partials],
                     m0,
                     n,
                 )?);
