@@ -1,10 +1,9 @@
 // CG: beta = (r . z)_new / (r . z)_old; p = z + beta p on free rows.
 
-@group(0) @binding(1) var<storage, read> props: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> bd: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> r: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read> scalars: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read_write> p: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> bd: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> r: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> scalars: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> p: array<vec4<f32>>;
 
 @compute @workgroup_size(WG)
 fn main(
@@ -13,12 +12,16 @@ fn main(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let i = flat_index(wid, nwg, lid);
-    if (i >= params.n || is_pinned(props[i])) {
+    if (i >= params.n) {
+        return;
+    }
+    let d1 = bd[3u * i + 2u];
+    if (row_pinned(d1)) {
         return;
     }
     let rz_old = scalars[SLOT_RZ + disp.iter % 2u].x;
     let rz_new = scalars[SLOT_RZ + (disp.iter + 1u) % 2u].x;
     let beta = select(0.0, rz_new / rz_old, rz_old > 0.0);
-    let zi = sym_mul(bd[3u * i + 1u], bd[3u * i + 2u], r[i].xyz);
+    let zi = sym_mul(bd[3u * i + 1u], d1, r[i].xyz);
     p[i] = vec4<f32>(zi + beta * p[i].xyz, 0.0);
 }

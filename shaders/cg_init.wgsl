@@ -1,14 +1,13 @@
 // Jacobi-preconditioned CG (seed 004), start: r = b - A u, p = z = D^-1 r on free rows
 // (0 on pinned rows: their values are known), partial sums of r . z.
 
-@group(0) @binding(1) var<storage, read> props: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> sf: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> adj: array<u32>;
-@group(0) @binding(4) var<storage, read> bd: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read> u: array<vec4<f32>>;
-@group(0) @binding(6) var<storage, read_write> r: array<vec4<f32>>;
-@group(0) @binding(7) var<storage, read_write> p: array<vec4<f32>>;
-@group(0) @binding(8) var<storage, read_write> partials: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> sf: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> adj: array<u32>;
+@group(0) @binding(3) var<storage, read> bd: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> u: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read_write> r: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read_write> p: array<vec4<f32>>;
+@group(0) @binding(7) var<storage, read_write> partials: array<vec4<f32>>;
 
 @compute @workgroup_size(WG)
 fn main(
@@ -19,20 +18,21 @@ fn main(
     let i = flat_index(wid, nwg, lid);
     var sums = vec4<f32>(0.0);
     if (i < params.n) {
-        let pr = props[i];
+        let d1 = bd[3u * i + 2u];
         var ri = vec3<f32>(0.0);
         var zi = vec3<f32>(0.0);
-        if (!is_pinned(pr)) {
+        if (!row_pinned(d1)) {
             let ui = u[i].xyz;
-            var au = pr.x * ui;
+            var au = row_mass(d1) * ui;
             let entries = params.n + 1u;
-            for (var e = adj[i]; e < adj[i + 1u]; e = e + 1u) {
+            let end = adj[i + 1u];
+            for (var e = adj[i]; e < end; e = e + 1u) {
                 let k = adj[entries + 2u * e];
                 let other = entry_other(adj[entries + 2u * e + 1u]);
-                au = au + w_mul(sf[2u * k], sf[2u * k + 1u], ui - u[other].xyz);
+                au = au + w_mul(sf[k], ui - u[other].xyz);
             }
             ri = bd[3u * i].xyz - au;
-            zi = sym_mul(bd[3u * i + 1u], bd[3u * i + 2u], ri);
+            zi = sym_mul(bd[3u * i + 1u], d1, ri);
         }
         r[i] = vec4<f32>(ri, 0.0);
         p[i] = vec4<f32>(zi, 0.0);

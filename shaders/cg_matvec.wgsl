@@ -1,6 +1,6 @@
 // CG: q = A p on free rows (p is 0 on pinned rows), partial sums of p . q.
 
-@group(0) @binding(1) var<storage, read> props: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> bd: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> sf: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> adj: array<u32>;
 @group(0) @binding(4) var<storage, read> p: array<vec4<f32>>;
@@ -16,16 +16,17 @@ fn main(
     let i = flat_index(wid, nwg, lid);
     var sums = vec4<f32>(0.0);
     if (i < params.n) {
-        let pr = props[i];
+        let d1 = bd[3u * i + 2u];
         var qi = vec3<f32>(0.0);
         let pi = p[i].xyz;
-        if (!is_pinned(pr)) {
-            qi = pr.x * pi;
+        if (!row_pinned(d1)) {
+            qi = row_mass(d1) * pi;
             let entries = params.n + 1u;
-            for (var e = adj[i]; e < adj[i + 1u]; e = e + 1u) {
+            let end = adj[i + 1u];
+            for (var e = adj[i]; e < end; e = e + 1u) {
                 let k = adj[entries + 2u * e];
                 let other = entry_other(adj[entries + 2u * e + 1u]);
-                qi = qi + w_mul(sf[2u * k], sf[2u * k + 1u], pi - p[other].xyz);
+                qi = qi + w_mul(sf[k], pi - p[other].xyz);
             }
         }
         q[i] = vec4<f32>(qi, 0.0);

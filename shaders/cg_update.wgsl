@@ -2,14 +2,13 @@
 // partial sums of the new r . z (z = D^-1 r). r . z of iteration k lives in slot
 // SLOT_RZ + k % 2, p . q in SLOT_PQ.
 
-@group(0) @binding(1) var<storage, read> props: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> bd: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> p: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read> scalars: array<vec4<f32>>;
-@group(0) @binding(6) var<storage, read_write> u: array<vec4<f32>>;
-@group(0) @binding(7) var<storage, read_write> r: array<vec4<f32>>;
-@group(0) @binding(8) var<storage, read_write> partials: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> bd: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> p: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> scalars: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read_write> u: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read_write> r: array<vec4<f32>>;
+@group(0) @binding(7) var<storage, read_write> partials: array<vec4<f32>>;
 
 @compute @workgroup_size(WG)
 fn main(
@@ -24,12 +23,13 @@ fn main(
     let alpha = select(0.0, rz / pq, pq > 0.0);
     var sums = vec4<f32>(0.0);
     if (i < params.n) {
-        if (!is_pinned(props[i])) {
+        let d1 = bd[3u * i + 2u];
+        if (!row_pinned(d1)) {
             let ui = u[i];
             u[i] = vec4<f32>(ui.xyz + alpha * p[i].xyz, ui.w);
             let ri = r[i].xyz - alpha * q[i].xyz;
             r[i] = vec4<f32>(ri, 0.0);
-            let zi = sym_mul(bd[3u * i + 1u], bd[3u * i + 2u], ri);
+            let zi = sym_mul(bd[3u * i + 1u], d1, ri);
             sums = vec4<f32>(dot(ri, zi), 0.0, 0.0, 0.0);
         }
     }

@@ -32,10 +32,11 @@ fn main(
     if (!is_pinned(pr)) {
         var f = force[i].xyz;
         let entries = params.n + 1u;
-        for (var e = adj[i]; e < adj[i + 1u]; e = e + 1u) {
+        let end = adj[i + 1u];
+        for (var e = adj[i]; e < end; e = e + 1u) {
             let k = adj[entries + 2u * e];
             let word = adj[entries + 2u * e + 1u];
-            let s0 = sf[2u * k];
+            let s0 = sf[params.n_springs + k];
             f = f + (entry_sign(word) * s0.w) * s0.xyz;
         }
         let kick = select(0.5 * params.dt, params.dt, mode == 0u);

@@ -5,12 +5,11 @@
 // A u = M u + sum_k W_k (u_i - u_j) matrix-free over the CSR adjacency. Pinned rows keep
 // their value (Dirichlet).
 
-@group(0) @binding(1) var<storage, read> props: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> sf: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> adj: array<u32>;
-@group(0) @binding(4) var<storage, read> bd: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read> u_in: array<vec4<f32>>;
-@group(0) @binding(6) var<storage, read_write> u_out: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> sf: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> adj: array<u32>;
+@group(0) @binding(3) var<storage, read> bd: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> u_in: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read_write> u_out: array<vec4<f32>>;
 
 @compute @workgroup_size(WG)
 fn main(
@@ -22,21 +21,22 @@ fn main(
     if (i >= params.n) {
         return;
     }
-    let pr = props[i];
+    let d1 = bd[3u * i + 2u];
     let ui = u_in[i];
-    if (is_pinned(pr)) {
+    if (row_pinned(d1)) {
         u_out[i] = ui;
         return;
     }
-    var au = pr.x * ui.xyz;
+    var au = row_mass(d1) * ui.xyz;
     let entries = params.n + 1u;
-    for (var e = adj[i]; e < adj[i + 1u]; e = e + 1u) {
+    let end = adj[i + 1u];
+    for (var e = adj[i]; e < end; e = e + 1u) {
         let k = adj[entries + 2u * e];
         let other = entry_other(adj[entries + 2u * e + 1u]);
-        au = au + w_mul(sf[2u * k], sf[2u * k + 1u], ui.xyz - u_in[other].xyz);
+        au = au + w_mul(sf[k], ui.xyz - u_in[other].xyz);
     }
     let r = bd[3u * i].xyz - au;
-    let vhat = ui.xyz + params.omega * sym_mul(bd[3u * i + 1u], bd[3u * i + 2u], r);
+    let vhat = ui.xyz + params.omega * sym_mul(bd[3u * i + 1u], d1, r);
     var out = vhat;
     if (disp.mode == 1u) {
         let prev = u_out[i].xyz;

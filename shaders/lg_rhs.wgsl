@@ -27,7 +27,8 @@ fn main(
     var damp = vec3<f32>(0.0);
     var spring = vec3<f32>(0.0);
     let entries = params.n + 1u;
-    for (var e = adj[i]; e < adj[i + 1u]; e = e + 1u) {
+    let end = adj[i + 1u];
+    for (var e = adj[i]; e < end; e = e + 1u) {
         let k = adj[entries + 2u * e];
         let other = entry_other(adj[entries + 2u * e + 1u]);
         let sp = sparams[k];

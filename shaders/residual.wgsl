@@ -1,12 +1,11 @@
 // Final residual of a solve over the free rows: partial sums of |b - A u|^2 and |b|^2 per
 // workgroup (reduced by dot_reduce). Run only when the stats are asked for.
 
-@group(0) @binding(1) var<storage, read> props: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> sf: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> adj: array<u32>;
-@group(0) @binding(4) var<storage, read> bd: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read> u: array<vec4<f32>>;
-@group(0) @binding(6) var<storage, read_write> partials: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> sf: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> adj: array<u32>;
+@group(0) @binding(3) var<storage, read> bd: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> u: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read_write> partials: array<vec4<f32>>;
 
 @compute @workgroup_size(WG)
 fn main(
@@ -17,15 +16,16 @@ fn main(
     let i = flat_index(wid, nwg, lid);
     var sums = vec4<f32>(0.0);
     if (i < params.n) {
-        let pr = props[i];
-        if (!is_pinned(pr)) {
+        let d1 = bd[3u * i + 2u];
+        if (!row_pinned(d1)) {
             let ui = u[i].xyz;
-            var au = pr.x * ui;
+            var au = row_mass(d1) * ui;
             let entries = params.n + 1u;
-            for (var e = adj[i]; e < adj[i + 1u]; e = e + 1u) {
+            let end = adj[i + 1u];
+            for (var e = adj[i]; e < end; e = e + 1u) {
                 let k = adj[entries + 2u * e];
                 let other = entry_other(adj[entries + 2u * e + 1u]);
-                au = au + w_mul(sf[2u * k], sf[2u * k + 1u], ui - u[other].xyz);
+                au = au + w_mul(sf[k], ui - u[other].xyz);
             }
             let b = bd[3u * i].xyz;
             let r = b - au;

@@ -2,7 +2,8 @@
 // b_i = m_i v_i + h (f_elastic_i + f_other_i) and the inverse of the diagonal of
 // A = M + sum_k W_k: the 3x3 block (block Jacobi, Chebyshev) or its diagonal entries
 // (Jacobi, CG). Gathers the springs through the CSR adjacency: no atomics.
-// bd = [b, inv0, inv1] per particle, inverses stored as sym_mul expects.
+// bd = [b, inv0, inv1] per particle, inverses stored as sym_mul expects, the mass (0 on a
+// pinned row) in inv1.z (row_mass).
 
 @group(0) @binding(1) var<storage, read> v: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> props: array<vec4<f32>>;
@@ -21,24 +22,27 @@ fn main(
     if (i >= params.n) {
         return;
     }
-    let m = props[i].x;
+    let pr = props[i];
+    let mass = pr.x;
     var f = force[i].xyz;
     // A_ii = m I + sum_k (s I + t n n^T): (xx, yy, zz, xy), (xz, yz)
-    var a0 = vec4<f32>(m, m, m, 0.0);
+    var a0 = vec4<f32>(mass, mass, mass, 0.0);
     var a1 = vec4<f32>(0.0);
     let entries = params.n + 1u;
-    for (var e = adj[i]; e < adj[i + 1u]; e = e + 1u) {
+    let end = adj[i + 1u];
+    for (var e = adj[i]; e < end; e = e + 1u) {
         let k = adj[entries + 2u * e];
         let word = adj[entries + 2u * e + 1u];
-        let s0 = sf[2u * k];
-        let s1 = sf[2u * k + 1u];
-        f = f + (entry_sign(word) * s0.w) * s0.xyz;
-        let n = s0.xyz;
-        let t = s1.y;
-        a0 = a0 + vec4<f32>(s1.x + t * n.x * n.x, s1.x + t * n.y * n.y, s1.x + t * n.z * n.z, t * n.x * n.y);
-        a1 = a1 + vec4<f32>(t * n.x * n.z, t * n.y * n.z, 0.0, 0.0);
+        let nf = sf[params.n_springs + k];
+        f = f + (entry_sign(word) * nf.w) * nf.xyz;
+        // W_k = s I + m m^T (see w_mul)
+        let wk = sf[k];
+        let m = wk.xyz;
+        let s = wk.w;
+        a0 = a0 + vec4<f32>(s + m.x * m.x, s + m.y * m.y, s + m.z * m.z, m.x * m.y);
+        a1 = a1 + vec4<f32>(m.x * m.z, m.y * m.z, 0.0, 0.0);
     }
-    let b = m * v[i].xyz + params.dt * f;
+    let b = mass * v[i].xyz + params.dt * f;
     var inv0 = vec4<f32>(1.0 / a0.x, 1.0 / a0.y, 1.0 / a0.z, 0.0);
     var inv1 = vec4<f32>(0.0);
     if (params.block_diag != 0u) {
@@ -55,5 +59,5 @@ fn main(
     }
     bd[3u * i] = vec4<f32>(b, 0.0);
     bd[3u * i + 1u] = inv0;
-    bd[3u * i + 2u] = inv1;
+    bd[3u * i + 2u] = vec4<f32>(inv1.x, inv1.y, select(mass, 0.0, is_pinned(pr)), 0.0);
 }

@@ -1,5 +1,7 @@
 // Per spring, once per step: unit axis n, force magnitude along n (force on i is fmag n,
-// on j -fmag n) and the block W_k = s I + t n n^T of A (DESIGN section 2, seeds 002/003).
+// on j -fmag n) and the block W_k = s I + t n n^T of A (DESIGN section 2, seeds 002/003),
+// stored as (sqrt(t) n, s) in sf[k] (see w_mul) and (n, fmag) in sf[n_springs + k]. t >= 0:
+// k, c >= 0 (the model refuses others) and 1 - max(0, 1 - L/l) is in [0, 1].
 // disp.mode 0 (implicit): fmag = k (l - L), damping goes to W_k only.
 // disp.mode 1 (explicit): fmag = k (l - L) + c ((v_j - v_i) . n).
 
@@ -37,6 +39,6 @@ fn main(
     }
     let s = params.dt2 * sp.x * alpha;
     let t = params.dt2 * sp.x * (1.0 - alpha) + params.dt * sp.z;
-    sf[2u * k] = vec4<f32>(n, fmag);
-    sf[2u * k + 1u] = vec4<f32>(s, t, 0.5 * sp.x * stretch * stretch, 0.0);
+    sf[k] = vec4<f32>(sqrt(t) * n, s);
+    sf[params.n_springs + k] = vec4<f32>(n, fmag);
 }

@@ -50,7 +50,8 @@ fn main(
     var fe = vec3<f32>(0.0);
     var dav = vec3<f32>(0.0);
     let entries = n + 1u;
-    for (var e = adj[i]; e < adj[i + 1u]; e = e + 1u) {
+    let end = adj[i + 1u];
+    for (var e = adj[i]; e < end; e = e + 1u) {
         let k = adj[entries + 2u * e];
         let j = entry_other(adj[entries + 2u * e + 1u]);
         let sp = tdir[dbase + n + k];

@@ -26,10 +26,10 @@ pub(super) enum Buf {
     Clock,
     Springs,
     SParams,
-    /// Per spring (n, fmag), (s, t, energy, 0).
+    /// Per spring its block W_k = s I + m m^T as (m, s), then per spring (n, fmag).
     Sf,
     Adj,
-    /// Per particle b, inverse diagonal (two vec4).
+    /// Per particle b, inverse diagonal (two vec4); the mass (0: pinned) in the last's z.
     Bd,
     /// Solver ping-pong partner of the unknown.
     S,
@@ -164,7 +164,8 @@ impl Buffers {
         }
         let lg = config.integrator == Integrator::LocalGlobal;
         // Local-global: the matrix P = M + h C_L + h^2 L is constant (DESIGN section 2):
-        // upload its edge weights as W_k = (h c + h^2 k) I and its diagonal inverse once.
+        // upload its edge weights as W_k = (h c + h^2 k) I, i.e. (m, s) = (0, w), and its
+        // diagonal inverse once.
         let mut sf_init: Vec<[f32; 4]> = Vec::new();
         let mut bd_init: Vec<[f32; 4]> = Vec::new();
         if lg {
@@ -173,19 +174,26 @@ impl Buffers {
                 let w = h * s.damping + h * h * s.stiffness;
                 diag[s.i as usize] += w;
                 diag[s.j as usize] += w;
-                sf_init.push([0.0; 4]);
                 sf_init.push([
+                    0.0,
+                    0.0,
+                    0.0,
                     to_f32(w, "local-global weight of spring", k)?,
-                    0.0,
-                    0.0,
-                    0.0,
                 ]);
             }
+            // The (n, fmag) half, unused by local-global.
+            sf_init.resize(2 * system.springs().len(), [0.0; 4]);
             for (i, d) in diag.iter().enumerate() {
                 let inv = to_f32(1.0 / d, "diagonal of particle", i)?;
                 bd_init.push([0.0; 4]);
                 bd_init.push([inv, inv, inv, 0.0]);
-                bd_init.push([0.0; 4]);
+                // The row's mass in the spare slot (0: pinned), as rhs writes it.
+                let mass = if system.pinned()[i] {
+                    0.0
+                } else {
+                    to_f32(system.masses()[i], "mass of particle", i)?
+                };
+                bd_init.push([0.0, 0.0, mass, 0.0]);
             }
         }
         let size_of = |name: &str| -> u64 {

@@ -316,7 +316,7 @@ impl Planner<'_> {
         let (m0, n) = (self.mode(0), self.n);
         self.dispatch(
             shaders::RESIDUAL,
-            &[Buf::Props, Buf::Sf, Buf::Adj, Buf::Bd, u, Buf::Partials],
+            &[Buf::Sf, Buf::Adj, Buf::Bd, u, Buf::Partials],
             m0,
             n,
         )
@@ -382,7 +382,7 @@ impl Planner<'_> {
                     });
                     ops.push(self.dispatch(
                         shaders::JACOBI_SWEEP,
-                        &[Buf::Props, Buf::Sf, Buf::Adj, Buf::Bd, cur, next],
+                        &[Buf::Sf, Buf::Adj, Buf::Bd, cur, next],
                         record,
                         n,
                     )?);
@@ -394,16 +394,7 @@ impl Planner<'_> {
                 let m0 = self.mode(0);
                 ops.push(self.dispatch(
                     shaders::CG_INIT,
-                    &[
-                        Buf::Props,
-                        Buf::Sf,
-                        Buf::Adj,
-                        Buf::Bd,
-                        a,
-                        Buf::R,
-                        Buf::P,
-                        Buf::Partials,
-                    ],
+                    &[Buf::Sf, Buf::Adj, Buf::Bd, a, Buf::R, Buf::P, Buf::Partials],
                     m0,
                     n,
                 )?);
@@ -411,7 +402,7 @@ impl Planner<'_> {
                 for k in 0..iters {
                     ops.push(self.dispatch(
                         shaders::CG_MATVEC,
-                        &[Buf::Props, Buf::Sf, Buf::Adj, Buf::P, Buf::Q, Buf::Partials],
+                        &[Buf::Bd, Buf::Sf, Buf::Adj, Buf::P, Buf::Q, Buf::Partials],
                         m0,
                         n,
                     )?);
@@ -424,7 +415,6 @@ impl Planner<'_> {
                     ops.push(self.dispatch(
                         shaders::CG_UPDATE,
                         &[
-                            Buf::Props,
                             Buf::Bd,
                             Buf::P,
                             Buf::Q,
@@ -440,7 +430,7 @@ impl Planner<'_> {
                     if k + 1 < iters {
                         ops.push(self.dispatch(
                             shaders::CG_DIRECTION,
-                            &[Buf::Props, Buf::Bd, Buf::R, Buf::Scalars, Buf::P],
+                            &[Buf::Bd, Buf::R, Buf::Scalars, Buf::P],
                             record,
                             n,
                         )?);

@@ -86,18 +86,19 @@ pub(super) fn relative_residual(bytes: &[u8]) -> f64 {
     }
 }
 
-/// Per spring (n, fmag), (s, t, ..): the force on particle i and W_k = s I + t n n^T.
+/// The spring buffer as spring_assemble writes it, per spring (m, s) then per spring
+/// (n, fmag): the force on particle i, fmag n, and W_k = s I + m m^T.
 pub(super) fn spring_blocks(bytes: &[u8]) -> Vec<(DVec3, DMat3)> {
     let f: &[[f32; 4]] = bytemuck::cast_slice(bytes);
-    f.chunks_exact(2)
-        .map(|c| {
-            let (a, w) = (c[0], c[1]);
-            let n = DVec3::new(a[0] as f64, a[1] as f64, a[2] as f64);
-            let nn = DMat3::from_cols(n * n.x, n * n.y, n * n.z);
-            (
-                n * a[3] as f64,
-                DMat3::IDENTITY * w[0] as f64 + nn * w[1] as f64,
-            )
+    let (blocks, forces) = f.split_at(f.len() / 2);
+    let v = |a: &[f32; 4]| DVec3::new(a[0] as f64, a[1] as f64, a[2] as f64);
+    blocks
+        .iter()
+        .zip(forces)
+        .map(|(w, a)| {
+            let m = v(w);
+            let mm = DMat3::from_cols(m * m.x, m * m.y, m * m.z);
+            (v(a) * a[3] as f64, DMat3::IDENTITY * w[3] as f64 + mm)
         })
         .collect()
 }

@@ -85,18 +85,18 @@ pub const RHS: Kernel = kernel!(
 pub const JACOBI_SWEEP: Kernel = kernel!(
     "jacobi_sweep",
     [layout, adjacency, blocks],
-    [Read, Read, Read, Read, Read, ReadWrite]
+    [Read, Read, Read, Read, ReadWrite]
 );
 pub const RESIDUAL: Kernel = kernel!(
     "residual",
     [layout, reduce, adjacency, blocks],
-    [Read, Read, Read, Read, Read, ReadWrite]
+    [Read, Read, Read, Read, ReadWrite]
 );
 pub const DOT_REDUCE: Kernel = kernel!("dot_reduce", [layout, reduce], [Read, ReadWrite]);
 pub const CG_INIT: Kernel = kernel!(
     "cg_init",
     [layout, reduce, adjacency, blocks],
-    [Read, Read, Read, Read, Read, ReadWrite, ReadWrite, ReadWrite]
+    [Read, Read, Read, Read, ReadWrite, ReadWrite, ReadWrite]
 );
 pub const CG_MATVEC: Kernel = kernel!(
     "cg_matvec",
@@ -106,12 +106,12 @@ pub const CG_MATVEC: Kernel = kernel!(
 pub const CG_UPDATE: Kernel = kernel!(
     "cg_update",
     [layout, reduce, blocks],
-    [Read, Read, Read, Read, Read, ReadWrite, ReadWrite, ReadWrite]
+    [Read, Read, Read, Read, ReadWrite, ReadWrite, ReadWrite]
 );
 pub const CG_DIRECTION: Kernel = kernel!(
     "cg_direction",
     [layout, blocks],
-    [Read, Read, Read, Read, ReadWrite]
+    [Read, Read, Read, ReadWrite]
 );
 pub const INTEGRATE: Kernel = kernel!(
     "integrate",
