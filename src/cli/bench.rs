@@ -420,7 +420,8 @@ fn footer(records: &[Record], out: Option<&Path>) {
         "ms/step: median of --repeats timed blocks, +-% half their range; host ms: recording \
          and submission per step (the rest is waiting on the GPU); \
          Gint/s: Coulomb interactions per second / 1e9; %peak at 20 flop per interaction; \
-         sweepGB/s: compulsory bytes of one Jacobi sweep / its kernel time; disp, subm: \
+         sweep ms: one Jacobi sweep's kernel time; sweepGB/s: compulsory bytes of one Jacobi \
+         sweep / that time; disp, subm: \
          dispatches and queue submissions per step; err%: DDEF's mean relative force error \
          against exact all-pairs. Null fields are explained in each \
          JSON line's notes."
