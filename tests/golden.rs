@@ -233,7 +233,7 @@ fn load_digests(root: &Path) -> BTreeMap<String, String> {
 }
 
 #[test]
-fn outputs_match_the_digests_written_before_the_redesign() {
+fn outputs_match_the_recorded_digests() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let work = tempfile::tempdir().unwrap();
     let driver = gpu_driver();

@@ -165,7 +165,7 @@ fn adapter_rank(info: &wgpu::AdapterInfo) -> (u8, u8) {
 /// Picks an adapter: `WGPU_BACKEND` restricts the backends, `WGPU_ADAPTER_NAME` (a
 /// case-insensitive substring) the names; CPU adapters only when `allow_software`.
 #[cfg(test)]
-pub(super) fn pick_adapter(
+fn pick_adapter(
     instance: &wgpu::Instance,
     allow_software: bool,
 ) -> Result<wgpu::Adapter, GpuError> {
@@ -174,6 +174,21 @@ pub(super) fn pick_adapter(
     let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
     let index = choose_adapter(&infos, wanted.as_deref(), allow_software)?;
     Ok(adapters.swap_remove(index))
+}
+
+/// A device on the adapter [`pick_adapter`] chooses (software ones allowed), for the
+/// module tests that need one; `None` without an adapter, which fails the test under
+/// `MSC_REQUIRE_GPU=1`.
+#[cfg(test)]
+pub(super) fn test_device() -> Option<(wgpu::Device, wgpu::Queue)> {
+    let Ok(adapter) = pick_adapter(&instance(), true) else {
+        assert!(
+            std::env::var("MSC_REQUIRE_GPU").as_deref() != Ok("1"),
+            "MSC_REQUIRE_GPU=1 but no adapter"
+        );
+        return None;
+    };
+    Some(pollster::block_on(adapter.request_device(&Default::default())).expect("device"))
 }
 
 /// Indices in `infos` of the usable devices, best ranked first: for each (name, device

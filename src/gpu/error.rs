@@ -92,19 +92,13 @@ pub(super) fn scoped<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::adapter::{instance, pick_adapter};
+    use crate::gpu::adapter::test_device;
 
     #[test]
     fn validation_errors_are_captured_as_typed_errors() {
-        let Ok(adapter) = pick_adapter(&instance(), true) else {
-            assert!(
-                std::env::var("MSC_REQUIRE_GPU").as_deref() != Ok("1"),
-                "MSC_REQUIRE_GPU=1 but no adapter"
-            );
+        let Some((device, _queue)) = test_device() else {
             return;
         };
-        let (device, _queue) =
-            pollster::block_on(adapter.request_device(&Default::default())).expect("device");
         let result: Result<(), GpuError> = scoped(&device, || {
             // MAP_READ combines only with COPY_DST: creating this buffer is invalid.
             let _ = device.create_buffer(&wgpu::BufferDescriptor {
