@@ -5,8 +5,8 @@
 //!
 //! A restructuring must not move one bit of what a user gets. CPU digests are compared on
 //! x86-64 (one binary, fixed summation order: the same bits on every machine of that
-//! target); GPU digests only on the adapter driver that wrote them, since another driver
-//! may legitimately round differently.
+//! target); GPU digests only on the adapter driver that wrote them (a software driver also
+//! on the same processor features), since another may legitimately round differently.
 
 mod common;
 
@@ -215,10 +215,34 @@ fn fit_digest(backend: &str, work: &Path) -> Result<String, String> {
     ))
 }
 
+/// The adapter and driver; for a software adapter also the host processor and the vector
+/// features its JIT compiler may use, since those can change its rounding too.
 fn gpu_driver() -> Option<String> {
     let a = common::adapter()?;
     let info = a.get_info();
-    Some(format!("{} {}", info.name, info.driver_info))
+    let mut key = format!("{} {}", info.name, info.driver_info);
+    if info.device_type == wgpu::DeviceType::Cpu {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let field = |name: &str| {
+            cpuinfo
+                .lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+                .unwrap_or_default()
+        };
+        let flags = field("flags");
+        let features: Vec<&str> = ["fma", "avx2", "avx512f"]
+            .into_iter()
+            .filter(|f| flags.split_whitespace().any(|x| x == *f))
+            .collect();
+        key.push_str(&format!(
+            " on {} [{}]",
+            field("model name"),
+            features.join(" ")
+        ));
+    }
+    Some(key)
 }
 
 fn load_digests(root: &Path) -> BTreeMap<String, String> {
