@@ -22,7 +22,7 @@
 //! - The GPU runs a fixed number of solver iterations; the final residual, energies and
 //!   the state are computed or copied only when asked for.
 //!
-//! The host, by layer (a module imports only from the layers above its own):
+//! The host, by layer (a module imports only from its own layer and those before it):
 //! 1. `error`, `device`, `adapter`, `layout`, `limits`, `range`, `shaders`: errors, wgpu
 //!    plumbing, adapter choice, the WGSL struct mirrors, size limits, f32 range checks
 //!    and the kernel table;
