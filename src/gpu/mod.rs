@@ -5,11 +5,12 @@
 //!   charge, charge and pinned flag), springs as index pairs and (k, L, c), the CSR
 //!   adjacency packed in one `u32` buffer. Charges are stored multiplied by sqrt(k_c) so
 //!   pair products stay in f32 range.
-//! - Per spring and step, `spring_assemble` stores n, the force magnitude along n and
-//!   W_k = s I + t n n^T (the clamped block of DESIGN section 2, t >= 0) as one vec4
-//!   (m, s), m = sqrt(t) n: W_k d = s d + (m . d) m, the 16 bytes the solver kernels read
-//!   per spring. Each row's mass (0 when pinned) sits in a spare slot of its inverse
-//!   diagonal, so the solver kernels read no particle properties.
+//! - Per spring and step, `spring_assemble` stores W_k = s I + t n n^T (the clamped block
+//!   of DESIGN section 2, t >= 0) as one vec4 (m, s), m = sqrt(t) n: W_k d = s d +
+//!   (m . d) m, the 16 bytes the solver kernels read per spring, in the first half of the
+//!   spring buffer, and (n, force magnitude along n) in its second half. Each row's mass
+//!   (0 when pinned) sits in a spare slot of its inverse diagonal, so the solver kernels
+//!   read no particle properties.
 //! - Per-particle kernels gather over the adjacency (no float atomics); reductions are
 //!   two-stage workgroup trees in a fixed order: two identical runs are bit-identical.
 //! - A step is a recording (a typed list of ops: kernel dispatches and, with DDEF, host
@@ -21,7 +22,7 @@
 //! - The GPU runs a fixed number of solver iterations; the final residual, energies and
 //!   the state are computed or copied only when asked for.
 //!
-//! The host, by layer (a module imports only from the layers above its own):
+//! The host, by layer (a module imports only from its own layer and those before it):
 //! 1. `error`, `device`, `adapter`, `layout`, `limits`, `range`, `shaders`: errors, wgpu
 //!    plumbing, adapter choice, the WGSL struct mirrors, size limits, f32 range checks
 //!    and the kernel table;

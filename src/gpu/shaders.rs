@@ -1,6 +1,7 @@
-//! The WGSL kernels and how each is composed. A kernel's module is the shared files it
-//! declares (`shaders/shared/*.wgsl`, one job each) followed by its own file, so every
-//! module is self-contained and carries only what it uses:
+//! The WGSL kernels, how each is composed and how its compute pipeline is made (the
+//! Coulomb kernels' `TARGETS` override on a CPU adapter). A kernel's module is the shared
+//! files it declares (`shaders/shared/*.wgsl`, one job each) followed by its own file, so
+//! every module is self-contained and carries only what it uses:
 //! - `layout`: constants, the uniform structs and their bindings, dispatch indexing
 //!   (every kernel);
 //! - `reduce`: the workgroup tree sum;

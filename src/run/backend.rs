@@ -1,5 +1,6 @@
-//! Picking the backend a run uses: the `--backend` rule (`auto` falls back to the CPU
-//! reference where the GPU cannot run the scene), and the size check of `--backend gpu`.
+//! Picking and starting the backend a run uses: the `--backend` rule (`auto` falls back to
+//! the CPU reference where the GPU cannot run the scene), the size check of `--backend
+//! gpu`, and the GPU solver's device and buffers that `msc run --render` draws from.
 
 use super::RunError;
 use crate::config::Config;
