@@ -22,8 +22,8 @@
 //! - `issued`: every load and store as the kernel issues them, with no reuse at all (an
 //!   upper bound on traffic).
 //!
-//! For a mesh without pins, compulsory = 16 + 16 + 16 + 32 + 4 = 84 B per particle,
-//! + 4 B (the last offset) + 8 B x 2 entries + 16 B = 32 B per spring.
+//! For a mesh without pins, compulsory = 84 B per particle (16 + 16 + 16 + 32 + 4) plus
+//! 32 B per spring (8 B x 2 entries + 16 B), plus 4 B once (the last row offset).
 
 use crate::model::Spring;
 

@@ -69,8 +69,9 @@ pub enum Command {
     /// Measure the DDEF far-field approximation's error against the exact all-pairs
     /// field (the paper's Table 1 protocol), for random charges and a scene's charges
     DdefError(ddef_error::DdefErrorArgs),
-    /// Measure the GPU solver on the standard workloads (cloth, all-pairs Coulomb) from 1K
-    /// to 1M particles: one JSON line per size on stdout, a table on stderr
+    /// Measure the GPU solver or the CPU reference (--backend) on the standard workloads
+    /// (cloth, all-pairs Coulomb, DDEF) from 1K to 1M particles: one JSON line per size on
+    /// stdout, a table on stderr
     Bench(BenchArgs),
     /// Estimate parameters (charge, stiffness, ...) that make the scene match target frames;
     /// gradients through the simulation, writes fit.json
