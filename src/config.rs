@@ -9,7 +9,7 @@ use glam::DVec3;
 use serde::Deserialize;
 
 /// Time integrator (DESIGN section 2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Integrator {
     /// Linearized backward Euler for springs, explicit Coulomb (the paper's eq. 10 in
@@ -50,7 +50,7 @@ impl Integrator {
 }
 
 /// Matrix-free linear solver (DESIGN section 3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SolverMethod {
     /// Weighted Jacobi, seed 000 eqs. 41-49.

@@ -4,7 +4,7 @@
 //! the other's error type.
 
 use crate::cpu::CpuSimulation;
-use crate::gpu::GpuSolver;
+use crate::gpu::{GpuSolver, GpuWorlds};
 use crate::model::State;
 use crate::sim::{DdefCounts, Energies, SolveStats};
 
@@ -91,5 +91,144 @@ impl Simulator for GpuSolver {
             rebuilds: self.ddef_rebuilds()?,
             evaluations: self.ddef_evaluations()?,
         })
+    }
+}
+
+/// Several worlds stepped together (a batch on one device): every step advances all of
+/// them; each world is read on its own. A driver keeps a world's outputs exactly as it
+/// would for a [`Simulator`] of that world alone.
+pub trait Worlds {
+    /// Number of worlds.
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Advances every world `n` steps.
+    fn step(&mut self, n: u64) -> Result<(), SimError>;
+    /// World `w`'s positions and velocities.
+    fn state(&mut self, w: usize) -> Result<State, SimError>;
+    /// World `w`'s energy terms.
+    fn energies(&mut self, w: usize) -> Result<Energies, SimError>;
+    /// World `w`'s last linear solve, for implicit integrators.
+    fn solve_stats(&mut self, w: usize) -> Result<Option<SolveStats>, SimError>;
+    /// "cpu", or the GPU adapter's name.
+    fn backend_name(&self) -> String;
+    /// World `w`'s first particle that f32 cannot hold (see [`Simulator::first_outside_f32`]).
+    fn first_outside_f32(&mut self, _w: usize) -> Result<Option<usize>, SimError> {
+        Ok(None)
+    }
+}
+
+/// Worlds on the CPU reference: one simulation per world, stepped in turn (the oracle of
+/// a batch, and a test double for the drivers).
+pub struct CpuWorlds(pub Vec<CpuSimulation>);
+
+impl Worlds for CpuWorlds {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn step(&mut self, n: u64) -> Result<(), SimError> {
+        for s in &mut self.0 {
+            s.advance(n)?;
+        }
+        Ok(())
+    }
+    fn state(&mut self, w: usize) -> Result<State, SimError> {
+        Simulator::state(&mut self.0[w])
+    }
+    fn energies(&mut self, w: usize) -> Result<Energies, SimError> {
+        Simulator::energies(&mut self.0[w])
+    }
+    fn solve_stats(&mut self, w: usize) -> Result<Option<SolveStats>, SimError> {
+        Simulator::solve_stats(&mut self.0[w])
+    }
+    fn backend_name(&self) -> String {
+        "cpu".into()
+    }
+    fn first_outside_f32(&mut self, w: usize) -> Result<Option<usize>, SimError> {
+        Simulator::first_outside_f32(&mut self.0[w])
+    }
+}
+
+/// The GPU batch: reads are served from one readback of every world per step (states,
+/// energies and stats each read once, then sliced).
+pub struct GpuBatch {
+    worlds: GpuWorlds,
+    cached: Cache,
+}
+
+#[derive(Default)]
+struct Cache {
+    step: Option<u64>,
+    states: Option<Vec<State>>,
+    energies: Option<Vec<Energies>>,
+    stats: Option<Vec<Option<SolveStats>>>,
+}
+
+impl GpuBatch {
+    pub fn new(worlds: GpuWorlds) -> Self {
+        Self {
+            worlds,
+            cached: Cache::default(),
+        }
+    }
+
+    pub fn worlds(&self) -> &GpuWorlds {
+        &self.worlds
+    }
+
+    fn fresh(&mut self) -> &mut Cache {
+        let step = Some(self.worlds.steps_done());
+        if self.cached.step != step {
+            self.cached = Cache {
+                step,
+                ..Cache::default()
+            };
+        }
+        &mut self.cached
+    }
+}
+
+/// Item `w` of a batch's readback, or a typed error naming the world.
+fn pick<T>(items: Option<&[T]>, w: usize) -> Result<&T, SimError> {
+    let items = items.unwrap_or(&[]);
+    items.get(w).ok_or_else(|| {
+        crate::gpu::GpuError::Worlds(format!("world {w} of {} asked for", items.len())).into()
+    })
+}
+
+impl Worlds for GpuBatch {
+    fn len(&self) -> usize {
+        self.worlds.len()
+    }
+    fn step(&mut self, n: u64) -> Result<(), SimError> {
+        Ok(self.worlds.advance(n)?)
+    }
+    fn state(&mut self, w: usize) -> Result<State, SimError> {
+        if self.fresh().states.is_none() {
+            let s = self.worlds.read_states()?;
+            self.cached.states = Some(s);
+        }
+        pick(self.cached.states.as_deref(), w).cloned()
+    }
+    fn energies(&mut self, w: usize) -> Result<Energies, SimError> {
+        if self.fresh().energies.is_none() {
+            let e = self.worlds.read_energies()?;
+            self.cached.energies = Some(e);
+        }
+        pick(self.cached.energies.as_deref(), w).copied()
+    }
+    fn solve_stats(&mut self, w: usize) -> Result<Option<SolveStats>, SimError> {
+        if self.fresh().stats.is_none() {
+            let s = self.worlds.read_solve_stats()?;
+            self.cached.stats = Some(s);
+        }
+        pick(self.cached.stats.as_deref(), w).copied()
+    }
+    fn backend_name(&self) -> String {
+        self.worlds
+            .adapter()
+            .map(|a| a.name.clone())
+            .unwrap_or_default()
     }
 }

@@ -28,6 +28,10 @@ pub enum GpuError {
     },
     #[error("unsupported on the GPU backend: {0}")]
     Unsupported(String),
+    /// A batch of worlds asked for a world it does not hold, or given worlds that cannot
+    /// share one batch.
+    #[error("batch of worlds: {0}")]
+    Worlds(String),
     /// An input (or a product the kernels form from inputs) that f32 cannot hold, found
     /// before anything is uploaded. `what` names the quantity and its index.
     #[error(

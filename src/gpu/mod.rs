@@ -35,7 +35,8 @@
 //! 6. `program`: every recording built once, linearly, with hooks for extra kernels;
 //! 7. `tangent` (the forward tangents' banks and kernels, recorded through the hooks),
 //!    `ddef_stage` (the solver's DDEF host stage);
-//! 8. `assemble` (a solver's parts, in order), then `solver` ([`GpuSolver`]).
+//! 8. `assemble` (a solver's parts, in order), then `solver` ([`GpuSolver`]) and
+//!    `worlds` ([`GpuWorlds`]: many systems stepped together).
 
 mod adapter;
 mod assemble;
@@ -58,6 +59,7 @@ pub mod shaders;
 pub mod solver;
 mod submit;
 pub mod tangent;
+pub mod worlds;
 
 pub use adapter::{
     device_adapters, headless_adapter_limits, list_adapters, open_headless_device,
@@ -68,3 +70,4 @@ pub use error::GpuError;
 pub use profile::KernelTime;
 pub use solver::{GpuSolver, HostCounts};
 pub use tangent::{TangentDirection, TangentVectors};
+pub use worlds::{BatchKey, GpuWorlds};
