@@ -31,9 +31,9 @@ fn every_kernel_parses_and_validates() {
 }
 
 /// A batch's module of every kernel that reads per-world values (`worlds.wgsl` in place of
-/// `world.wgsl`) validates, binds the world table read-only as group 2 (bindings 0 and
-/// 1) and otherwise the same storage as its one-world module; the others have no batch
-/// module of their own.
+/// `world.wgsl`) validates and binds the world table read-only as group 2, bindings 0
+/// and 1, beside the same storage as its one-world module; the other kernels have no
+/// batch module of their own.
 #[test]
 fn every_batch_module_validates_with_the_world_table_in_group_2() {
     let mut batched = 0;

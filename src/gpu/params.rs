@@ -151,7 +151,6 @@ pub(super) fn world(
     Ok(world)
 }
 
-
 /// The `Params` uniform of one world, `system` under `config`; `n_wg` is the workgroup
 /// count of a per-particle dispatch (partial sums per reduction block).
 pub(super) fn params(

@@ -106,8 +106,11 @@ pub const EXTERNAL_FORCES: Kernel = kernel!(
     [layout, world, physics],
     [Read, Read, Read, ReadWrite]
 );
-pub const COULOMB_TILED: Kernel =
-    kernel!("coulomb_tiled", [layout, world, physics], [Read, Read, ReadWrite]);
+pub const COULOMB_TILED: Kernel = kernel!(
+    "coulomb_tiled",
+    [layout, world, physics],
+    [Read, Read, ReadWrite]
+);
 pub const RHS: Kernel = kernel!(
     "rhs",
     [layout, world, adjacency],
