@@ -227,6 +227,9 @@ fn wgsl_constants_match_the_host() {
     assert_eq!(constant("SLOT_RZ"), layout::SLOT_RZ);
     assert_eq!(constant("SLOT_RESIDUAL"), layout::SLOT_RESIDUAL);
     assert_eq!(constant("SLOT_ENERGY"), layout::SLOT_ENERGY);
+    assert_eq!(constant("SCALAR_SLOTS"), layout::SCALAR_SLOTS);
+    assert_eq!(constant("NO_WORLD"), layout::NO_WORLD);
+    assert_eq!(constant("NO_RANK"), layout::NO_RANK);
 }
 
 /// `coulomb_tiled` and `tangent_coulomb` size their workgroups by the `TARGETS` override:

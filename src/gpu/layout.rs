@@ -22,6 +22,10 @@ pub const SLOT_RZ: u32 = 1;
 pub const SLOT_RESIDUAL: u32 = 3;
 pub const SLOT_ENERGY: u32 = 4;
 pub const SCALAR_SLOTS: u32 = 8;
+/// A padding slot of a batch of worlds: in the world table (`NO_WORLD` in WGSL) and
+/// among the Coulomb source slots (`NO_RANK`).
+pub const NO_WORLD: u32 = u32::MAX;
+pub const NO_RANK: u32 = u32::MAX;
 
 /// WGSL `ExtCharge`: an external point charge.
 #[repr(C)]

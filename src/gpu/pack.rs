@@ -10,16 +10,11 @@ use std::ops::Range;
 
 use glam::DVec3;
 
-use super::layout::{TILE, WORKGROUP_SIZE};
+use super::layout::{NO_RANK, NO_WORLD, TILE, WORKGROUP_SIZE};
 use super::limits::{sizes_for, Sizes};
 use super::GpuError;
 use crate::config::Config;
 use crate::model::{Spring, System, SystemDesc};
-
-/// A padding slot in the world table (`NO_WORLD` in WGSL) and in the Coulomb source
-/// slots (`NO_RANK`).
-pub(super) const NO_WORLD: u32 = u32::MAX;
-pub(super) const NO_RANK: u32 = u32::MAX;
 
 /// Where world w sits in the packed buffers.
 #[derive(Clone, Debug, PartialEq, Eq)]
