@@ -43,10 +43,10 @@ fn main(
     if (first < params.n_charged) {
         w = world_of(charged[first]);
     }
-    let W = world(w);
-    let cb = W.charged_begin;
-    let nc = W.charged_end;
-    let eps2 = W.eps2;
+    let range = world_charged(w);
+    let cb = range.x;
+    let nc = range.y;
+    let eps2 = world_eps2(w);
     var me: array<vec3<f32>, MAX_TARGETS>;
     var acc: array<vec4<f32>, MAX_TARGETS>;
     for (var r = 0u; r < TARGETS; r = r + 1u) {

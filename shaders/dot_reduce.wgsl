@@ -12,9 +12,9 @@ fn main(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let w = group_index(wid, nwg);
-    let W = world(w);
-    let count = W.wg_end - W.wg_begin;
-    let base = disp.block * params.n_wg + W.wg_begin;
+    let groups = world_groups(w);
+    let count = groups.y - groups.x;
+    let base = disp.block * params.n_wg + groups.x;
     var acc = vec4<f32>(0.0);
     for (var k = lid; k < count; k = k + WG) {
         acc = acc + partials[base + k];

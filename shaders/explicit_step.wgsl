@@ -27,7 +27,7 @@ fn main(
     if (!is_row(i)) {
         return;
     }
-    let dt = world(world_of(i)).dt;
+    let dt = world_dt(world_of(i));
     let pr = props[i];
     var vi = v[i].xyz;
     if (!is_pinned(pr)) {

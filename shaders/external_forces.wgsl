@@ -18,10 +18,10 @@ fn main(
     if (!is_row(i)) {
         return;
     }
-    let W = world(world_of(i));
+    let w = world_of(i);
     let pr = props[i];
     let xi = x[i].xyz;
-    let t = f32(clock[0] + disp.mode) * W.dt;
-    let f = external_force(W, xi, pr.y, pr.z, t) + pr.x * W.gravity.xyz;
+    let t = f32(clock[0] + disp.mode) * world_dt(w);
+    let f = external_force(w, xi, pr.y, pr.z, t) + pr.x * world_gravity(w);
     force[i] = vec4<f32>(f, 0.0);
 }

@@ -23,7 +23,7 @@ fn main(
     if (!is_row(i)) {
         return;
     }
-    let dt = world(world_of(i)).dt;
+    let dt = world_dt(world_of(i));
     let pinned = is_pinned(props[i]);
     let mode = disp.mode;
     if (mode <= 1u) {

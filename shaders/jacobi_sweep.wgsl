@@ -28,7 +28,6 @@ fn main(
         return;
     }
     let w = world_of(i);
-    let W = world(w);
     var au = row_mass(d1) * ui.xyz;
     let entries = params.n + 1u;
     let end = adj[i + 1u];
@@ -38,7 +37,7 @@ fn main(
         au = au + w_mul(sf[k], ui.xyz - u_in[other].xyz);
     }
     let r = bd[3u * i].xyz - au;
-    let vhat = ui.xyz + W.omega * sym_mul(bd[3u * i + 1u], d1, r);
+    let vhat = ui.xyz + world_omega(w) * sym_mul(bd[3u * i + 1u], d1, r);
     var out = vhat;
     if (disp.mode == 1u) {
         let prev = u_out[i].xyz;

@@ -20,10 +20,10 @@ fn main(
     if (!is_row(i)) {
         return;
     }
-    let W = world(world_of(i));
+    let w = world_of(i);
     let xi = x[i];
     xt[i] = xi;
-    let y = xi.xyz + W.dt * v[i].xyz;
+    let y = xi.xyz + world_dt(w) * v[i].xyz;
     x[i] = vec4<f32>(y, 1.0);
-    b0[i] = vec4<f32>(props[i].x * y + W.dt2 * force[i].xyz, 0.0);
+    b0[i] = vec4<f32>(props[i].x * y + world_dt2(w) * force[i].xyz, 0.0);
 }

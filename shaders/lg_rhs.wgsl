@@ -22,7 +22,7 @@ fn main(
     if (!is_row(i) || is_pinned(props[i])) {
         return;
     }
-    let W = world(world_of(i));
+    let w = world_of(i);
     let ui = u[i].xyz;
     let xti = xt[i].xyz;
     var damp = vec3<f32>(0.0);
@@ -40,6 +40,6 @@ fn main(
             spring = spring + (sp.x * sp.y / l) * d;
         }
     }
-    let b = b0[i].xyz + W.dt * damp + W.dt2 * spring;
+    let b = b0[i].xyz + world_dt(w) * damp + world_dt2(w) * spring;
     bd[3u * i] = vec4<f32>(b, 0.0);
 }

@@ -178,7 +178,7 @@ fn main(
             let p = pair(xi - ext_position(e, t), dxi - ext_tangent(e, t, te.xyz));
             f = f + (dqs * e.pos0.w + qs * te.w) * p.phi + (qs * e.pos0.w) * p.gd;
         }
-        f = f + td.y * field_at(params.world, xi) + pr.z * field_tangent(xi, dxi);
+        f = f + td.y * field_at(0u, xi) + pr.z * field_tangent(xi, dxi);
         bd[3u * i] = vec4<f32>(f, 0.0);
     }
 }

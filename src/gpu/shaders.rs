@@ -175,27 +175,27 @@ pub const ENERGY_REDUCE: Kernel = kernel!(
 
 pub const DDEF_FAR: Kernel = kernel!(
     "ddef_far",
-    [layout, physics],
+    [layout, world, physics],
     [Read, Read, Read, Read, ReadWrite]
 );
 pub const DDEF_VERTEX_FAR: Kernel = kernel!(
     "ddef_vertex_far",
-    [layout, physics],
+    [layout, world, physics],
     [Read, Read, Read, Read, Read, Read, ReadWrite]
 );
 pub const DDEF_GATHER: Kernel = kernel!(
     "ddef_gather",
-    [layout, physics],
+    [layout, world, physics],
     [Read, Read, Read, Read, Read, Read, Read, ReadWrite]
 );
 pub const TANGENT_COULOMB: Kernel = kernel!(
     "tangent_coulomb",
-    [layout, physics],
+    [layout, world, physics],
     [Read, Read, Read, Read, Read, Read, ReadWrite]
 );
 pub const TANGENT_FORCES: Kernel = kernel!(
     "tangent_forces",
-    [layout, adjacency, physics],
+    [layout, world, adjacency, physics],
     [Read, Read, Read, Read, Read, Read, ReadWrite, ReadWrite]
 );
 pub const TANGENT_INTEGRATE: Kernel = kernel!("tangent_integrate", [layout], [Read, ReadWrite]);

@@ -223,6 +223,12 @@ impl GpuWorlds {
         self.solver.steps_done()
     }
 
+    /// Advances every world `steps` steps with a timestamp around every dispatch: GPU time
+    /// per kernel (see [`GpuSolver::profile`]).
+    pub fn profile(&mut self, steps: u32) -> Result<Vec<super::KernelTime>, GpuError> {
+        self.solver.profile(steps)
+    }
+
     /// Dispatches recorded per step (the same for 1 world or W).
     pub fn dispatches_per_step(&self) -> usize {
         self.solver.dispatches_per_step()
