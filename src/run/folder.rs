@@ -3,7 +3,8 @@
 //! bar, then `summary.json`, which vouches for every output written.
 
 use super::backend::{Backend, GpuHandles};
-use super::drive::{drive, drive_with, Driven};
+use super::drive::{drive, drive_with};
+use super::driver::Driven;
 use super::RunError;
 use crate::config::Config;
 use crate::digest::sha256_hex;
