@@ -10,6 +10,7 @@
 //! a bad key fails the whole plan at once. An interrupted batch resumes: runs that their
 //! `summary.json` vouches for (every input and output unchanged) are not redone.
 
+mod batched;
 pub mod exec;
 mod gpu;
 pub mod merge;

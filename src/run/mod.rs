@@ -17,5 +17,8 @@ pub use backend::{Backend, BackendArg, GpuHandles};
 pub use drive::{drive, drive_with, OnOutput};
 pub use driver::{Driven, Probe, RunDriver, WorldProbe};
 pub use error::{render, RunError};
-pub use folder::{run_scene, run_scene_with, RunOutcome, Unwatched, Watch};
+pub use folder::{
+    check_folder, finish_folder, open_folder, run_scene, run_scene_with, RanOn, RunOutcome,
+    Unwatched, Watch,
+};
 pub use worlds::drive_worlds;
