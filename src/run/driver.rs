@@ -78,6 +78,10 @@ impl Probe for WorldProbe<'_> {
     }
 }
 
+/// Called by [`RunDriver::record`] at each finite output step with the probe, the step
+/// and the state when it was read back for a frame.
+pub type OnRecord<'a, P> = dyn FnMut(&mut P, u64, Option<&State>) -> Result<(), RunError> + 'a;
+
 /// One run's recording: the caller steps the system to [`RunDriver::next_target`]
 /// (telling the driver with [`RunDriver::advanced`]) and calls [`RunDriver::record`]
 /// there, until `next_target` is `None`; then [`RunDriver::finish`].
@@ -172,7 +176,7 @@ impl<'a> RunDriver<'a> {
     pub fn record<P: Probe + ?Sized>(
         &mut self,
         probe: &mut P,
-        on_output: &mut dyn FnMut(&mut P, u64, Option<&State>) -> Result<(), RunError>,
+        on_output: &mut OnRecord<'_, P>,
     ) -> Result<(), RunError> {
         let step = self.step;
         let sim_err = |source| RunError::Sim { step, source };
