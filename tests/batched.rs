@@ -125,6 +125,12 @@ fn a_batched_gpu_sweep_writes_what_one_run_at_a_time_writes() {
     let together = stdout(&batched).matches("3 runs stepped together").count();
     assert_eq!(together, 2, "{}", stdout(&batched));
     assert_same_batch(&tmp.path().join("alone"), &tmp.path().join("batched"));
+    // Two workers on the one device: the two batches dealt one to each, same files.
+    let workers = sweep(tmp.path(), &scene, "workers", &["--devices", "2"]);
+    assert_eq!(workers.status.code(), Some(1), "{}", stderr(&workers));
+    let together = stdout(&workers).matches("3 runs stepped together").count();
+    assert_eq!(together, 2, "{}", stdout(&workers));
+    assert_same_batch(&tmp.path().join("alone"), &tmp.path().join("workers"));
     let diverged = read_json(
         &tmp.path()
             .join("batched/integrator.method=verlet__integrator.dt=0.1/summary.json"),
@@ -227,5 +233,51 @@ fn a_batched_sweep_resumes_without_redoing_complete_runs() {
         let a = std::fs::read(out.join(n).join("energy.csv")).unwrap();
         let b = std::fs::read(alone.join(n).join("energy.csv")).unwrap();
         assert!(a == b, "{n}: energy.csv differs");
+    }
+}
+
+/// DDEF runs (their grid is built per run on the host) run alone; the all-pairs runs of
+/// the same sweep step together; every file is that of the sweep one at a time.
+#[test]
+fn ddef_runs_run_alone_in_a_batched_sweep() {
+    if !gpu_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let scene = tiny(tmp.path());
+    let run = |out: &str, extra: &[&str]| {
+        let out = tmp.path().join(out);
+        let mut args = vec![
+            "sweep",
+            scene.to_str().unwrap(),
+            "--vary",
+            "coulomb.method=\"all_pairs\",\"ddef\"",
+            "--vary",
+            "material.charge=1e-6,2e-6",
+            "--set",
+            "output.frames=\"ply\"",
+            "--steps",
+            "10",
+            "--backend",
+            "gpu",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = msc(&args, tmp.path());
+        assert!(o.status.success(), "{}", stderr(&o));
+        o
+    };
+    let batched = run("batched", &[]);
+    run("alone", &["--no-batch"]);
+    let said = stdout(&batched);
+    assert_eq!(said.matches("runs stepped together").count(), 1, "{said}");
+    assert!(said.contains("2 runs stepped together"), "{said}");
+    assert_same_batch(&tmp.path().join("alone"), &tmp.path().join("batched"));
+    for charge in ["1e-6", "2e-6"] {
+        let dir = format!("batched/coulomb.method=ddef__material.charge={charge}");
+        let s = read_json(&tmp.path().join(dir).join("summary.json"));
+        assert_eq!(s["coulomb"], "ddef");
+        assert!(s["ddef"].is_object(), "{s}");
     }
 }
