@@ -271,6 +271,79 @@ mod tests {
         std::fs::remove_dir_all(&root).unwrap();
     }
 
+    /// CPU worlds whose device is lost at the step call that would pass `lost_at`.
+    struct Lost {
+        worlds: CpuWorlds,
+        done: u64,
+        lost_at: u64,
+    }
+
+    impl Worlds for Lost {
+        fn len(&self) -> usize {
+            self.worlds.len()
+        }
+        fn step(&mut self, n: u64) -> Result<(), SimError> {
+            if self.done + n > self.lost_at {
+                return Err(GpuError::DeviceLost("test".into()).into());
+            }
+            self.done += n;
+            self.worlds.step(n)
+        }
+        fn state(&mut self, w: usize) -> Result<crate::model::State, SimError> {
+            self.worlds.state(w)
+        }
+        fn energies(&mut self, w: usize) -> Result<crate::sim::Energies, SimError> {
+            self.worlds.energies(w)
+        }
+        fn solve_stats(&mut self, w: usize) -> Result<Option<crate::sim::SolveStats>, SimError> {
+            self.worlds.solve_stats(w)
+        }
+        fn backend_name(&self) -> String {
+            "lost".into()
+        }
+    }
+
+    #[test]
+    fn a_lost_device_fails_the_worlds_still_running_only() {
+        // 4 steps (done before the loss), then 20 steps with rows every 5.
+        let scenes = [
+            scene(4, &["output.every=2"]),
+            scene(20, &["output.every=5"]),
+        ];
+        let root = temp("lost");
+        let sims = (scenes.iter())
+            .map(|sc| CpuSimulation::new(&sc.system, &sc.config).unwrap())
+            .collect();
+        let mut worlds = Lost {
+            worlds: CpuWorlds(sims),
+            done: 0,
+            lost_at: 8,
+        };
+        let mut dirs: Vec<RunDir> = (scenes.iter().enumerate())
+            .map(|(k, sc)| open(&root.join(format!("{k}")), sc))
+            .collect();
+        let runs = scenes.iter().zip(dirs.iter_mut()).collect();
+        let out = drive_worlds(&mut worlds, runs, None);
+        let first = out[0].as_ref().unwrap();
+        assert!(first.finite && first.step == 4, "{first:?}");
+        let e = out[1].as_ref().unwrap_err();
+        // The batch opens a new device for its next runs.
+        assert!(e.is_device_loss(), "{e}");
+        // After the row at 5, before the step that would pass 8 (the calls' sizes
+        // depend on their speed).
+        assert!(
+            matches!(e, RunError::Sim { step, .. } if (5..=8).contains(step)),
+            "{e}"
+        );
+        // The rows recorded before the loss stay committed.
+        let csv = std::fs::read_to_string(root.join("1/energy.csv")).unwrap();
+        let steps: Vec<&str> = (csv.lines().skip(1))
+            .map(|l| l.split(',').next().unwrap())
+            .collect();
+        assert_eq!(steps, ["0", "5"]);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
     #[test]
     fn a_batch_of_the_wrong_size_is_an_error_for_every_run() {
         let sc = scene(3, &[]);
