@@ -223,10 +223,7 @@ fn batch(now: &[Ready], plan: &Plan, gpu: &mut SharedGpu) -> Vec<Done> {
         let worlds: Vec<_> = (started.iter())
             .map(|(r, _)| (&r.scene.system, &r.scene.config))
             .collect();
-        let gpu_worlds = match GpuWorlds::new(&device.0, &device.1, &worlds) {
-            Ok(w) => w,
-            Err(e) => return Err(e),
-        };
+        let gpu_worlds = GpuWorlds::new(&device.0, &device.1, &worlds)?;
         let setup_seconds = setup.elapsed().as_secs_f64();
         let mut worlds = GpuBatch::new(gpu_worlds);
         let on = RanOn {
