@@ -234,13 +234,15 @@ fn batch(now: &[Ready], plan: &Plan, gpu: &mut SharedGpu) -> Vec<Done> {
         };
         let runs = (started.iter_mut()).map(|(r, d)| (&r.scene, d)).collect();
         let driven = drive_worlds(&mut worlds, runs, None);
-        Ok(started
-            .iter()
-            .zip(driven)
-            .map(|((r, d), driven)| {
-                driven.and_then(|driven| finish_folder(&r.scene, d, driven, on.clone()))
-            })
-            .collect::<Vec<_>>())
+        Ok::<_, crate::gpu::GpuError>(
+            started
+                .iter()
+                .zip(driven)
+                .map(|((r, d), driven)| {
+                    driven.and_then(|driven| finish_folder(&r.scene, d, driven, on.clone()))
+                })
+                .collect::<Vec<_>>(),
+        )
     }));
     let outcomes = match ran {
         Ok(Ok(outcomes)) => outcomes,
