@@ -884,6 +884,7 @@ fn a_gpu_sweep_opens_one_device_for_all_runs() {
             quiet: true,
             shard: None,
             devices: msc::batch::Devices::One,
+            no_batch: false,
         },
     )
     .unwrap();

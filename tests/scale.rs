@@ -137,6 +137,23 @@ fn a_slurm_array_task_takes_its_shard_from_the_environment() {
     assert!(tmp.path().join("out/runs.shard-0-of-2.csv").exists());
 }
 
+/// A shard job runs the sweep as it was asked for: `--no-batch` goes into the script's
+/// command, and is absent when not asked for.
+#[test]
+fn slurm_scripts_pass_no_batch_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    tiny(tmp.path());
+    for (out, extra, wanted) in [("nb", &["--no-batch"][..], true), ("b", &[][..], false)] {
+        let mut args = sweep(out, &["--slurm", "--gres", "none"]);
+        args.extend_from_slice(extra);
+        let o = msc_env(&args, tmp.path(), &[]);
+        assert!(o.status.success(), "{}", text(&o));
+        let script = std::fs::read_to_string(tmp.path().join(out).join("slurm-array.sh")).unwrap();
+        let exec = script.lines().find(|l| l.starts_with("exec ")).unwrap();
+        assert_eq!(exec.contains(" --no-batch"), wanted, "{script}");
+    }
+}
+
 #[test]
 fn slurm_writes_an_array_script_and_submit_without_sbatch_is_an_error() {
     let tmp = tempfile::tempdir().unwrap();

@@ -1,8 +1,10 @@
-//! Running a plan: one run after another into `OUT/<run name>/` (or one worker per device,
-//! runs dealt round-robin), with `runs.csv` (or the shard's table) rewritten atomically
-//! after each, one GPU device shared by all GPU runs of a worker, and resumption of an
+//! Running a plan: one run after another into `OUT/<run name>/`, or on the GPU chunks of
+//! runs stepped together as batches of worlds (or one worker per device, runs or chunks
+//! dealt round-robin), with `runs.csv` (or the shard's table) rewritten atomically after
+//! each run, one GPU device shared by all GPU runs of a worker, and resumption of an
 //! interrupted batch.
 
+use super::batched::{run_chunk, units, Done, Unit};
 use super::gpu::{worker_devices, SharedGpu};
 use super::plan::{Plan, RunSpec};
 use super::planfile::PlanFile;
@@ -31,6 +33,9 @@ pub struct BatchOptions {
     pub shard: Option<ShardRun>,
     /// How many GPU devices run the batch at once.
     pub devices: Devices,
+    /// `--no-batch`: on the GPU too, one run at a time (else runs that can share a batch
+    /// of worlds step together).
+    pub no_batch: bool,
 }
 
 /// A sharded batch: the shard, and the plan file every shard writes.
@@ -125,6 +130,7 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
         None => (plan.clone(), options.out.join(RUNS_CSV)),
     };
     let total = plan.runs.len();
+    let units = units(&plan, options);
     let bar = crate::progress::bar(total as u64, "runs", options.quiet);
     let say = |line: String, failure: bool| match &bar {
         Some(b) => b.println(line),
@@ -156,24 +162,35 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
         let count = workers.len();
         for (w, &device) in workers.iter().enumerate() {
             let tx = tx.clone();
-            let plan = &plan;
+            let (plan, units) = (&plan, &units);
             scope.spawn(move || {
                 let mut gpu = SharedGpu::new(options.backend, device);
-                // Round-robin: worker w runs the plan's runs w, w + W, w + 2W, ...
-                for i in (w..plan.runs.len()).step_by(count) {
+                // Round-robin: worker w runs the units w, w + W, w + 2W, ...
+                for u in (w..units.len()).step_by(count) {
                     if crate::interrupt::requested() {
                         break;
                     }
-                    let (record, redo) = run_one(&plan.runs[i], options, &mut gpu);
-                    let note = gpu.note.take();
-                    let stop = tx
-                        .send(Message::Run {
-                            i,
-                            record: Box::new(record),
-                            redo,
-                            note,
+                    let done = match &units[u] {
+                        Unit::One(i) => {
+                            let (record, redo) = run_one(&plan.runs[*i], options, &mut gpu);
+                            vec![Done {
+                                i: *i,
+                                record,
+                                redo,
+                                note: gpu.note.take(),
+                            }]
+                        }
+                        Unit::Batch(ids) => run_chunk(ids, plan, options, &mut gpu),
+                    };
+                    let stop = done.into_iter().any(|d| {
+                        tx.send(Message::Run {
+                            i: d.i,
+                            record: Box::new(d.record),
+                            redo: d.redo,
+                            note: d.note,
                         })
-                        .is_err();
+                        .is_err()
+                    });
                     if stop {
                         break;
                     }
@@ -280,7 +297,7 @@ fn describe(r: &RunRecord) -> String {
     }
 }
 
-fn failed(spec: &RunSpec, why: String) -> RunRecord {
+pub(super) fn failed(spec: &RunSpec, why: String) -> RunRecord {
     RunRecord {
         name: spec.name.clone(),
         columns: spec.columns.clone(),
@@ -345,7 +362,12 @@ fn run_one(
     (run_fresh(spec, &scene, &dir, gpu), redo)
 }
 
-fn run_fresh(spec: &RunSpec, scene: &LoadedScene, dir: &Path, gpu: &mut SharedGpu) -> RunRecord {
+pub(super) fn run_fresh(
+    spec: &RunSpec,
+    scene: &LoadedScene,
+    dir: &Path,
+    gpu: &mut SharedGpu,
+) -> RunRecord {
     // A panic inside a backend (wgpu reports some device errors by panicking) must not
     // end the batch: record it, and do not reuse a device that may be broken.
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -366,12 +388,19 @@ fn run_fresh(spec: &RunSpec, scene: &LoadedScene, dir: &Path, gpu: &mut SharedGp
         }
         Err(panic) => {
             gpu.device = None;
-            let what = panic
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("unknown panic");
-            failed(spec, format!("internal error (panic): {what}"))
+            failed(
+                spec,
+                format!("internal error (panic): {}", panic_text(&*panic)),
+            )
         }
     }
+}
+
+/// What a caught panic said.
+pub(super) fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("unknown panic")
 }

@@ -58,12 +58,15 @@ impl SharedGpu {
         }
     }
 
-    pub(super) fn start(&mut self, system: &System, config: &Config) -> Result<Backend, RunError> {
-        let auto = self.choice == BackendArg::Auto;
+    /// The worker's device, opened at its first use and kept; `None` when every run
+    /// uses the CPU (`--backend cpu`, or `auto` without a hardware adapter: a note says
+    /// so once).
+    pub(super) fn open(&mut self) -> Result<Option<&HeadlessDevice>, RunError> {
         if self.cpu_only {
-            return backend::start(BackendArg::Cpu, system, config);
+            return Ok(None);
         }
         if self.device.is_none() {
+            let auto = self.choice == BackendArg::Auto;
             let options = HeadlessOptions {
                 allow_software: !auto,
             };
@@ -78,12 +81,19 @@ impl SharedGpu {
                         "note: {e}; running the CPU reference for every run \
                          (--backend gpu also accepts software adapters)"
                     ));
-                    return backend::start(BackendArg::Cpu, system, config);
+                    return Ok(None);
                 }
                 Err(e) => return Err(RunError::Gpu(e)),
             }
         }
-        let d = self.device.as_ref().expect("opened above");
+        Ok(self.device.as_ref())
+    }
+
+    pub(super) fn start(&mut self, system: &System, config: &Config) -> Result<Backend, RunError> {
+        let auto = self.choice == BackendArg::Auto;
+        let Some(d) = self.open()? else {
+            return backend::start(BackendArg::Cpu, system, config);
+        };
         match GpuSolver::new(&d.device, &d.queue, system, config) {
             Ok(solver) => {
                 let adapter = solver.adapter().cloned();

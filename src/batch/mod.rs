@@ -2,14 +2,16 @@
 //!
 //! A [`Plan`] lists the runs: the cartesian product of a sweep's `--vary` values
 //! ([`plan::sweep`]) or the entries of a manifest file ([`plan::manifest`]).
-//! [`run_batch`] runs them one after another, each into its own folder with exactly the
-//! outputs of `msc run` (the same code writes them), sharing one GPU device (or one per
-//! worker with [`Devices`]), and keeps `runs.csv` up to date after every run. A
+//! [`run_batch`] runs them one after another, or on the GPU in chunks stepped together as
+//! batches of worlds, each into its own folder with exactly the outputs of `msc run` (the
+//! same code writes them), sharing one GPU device (or one per worker with [`Devices`]),
+//! and keeps `runs.csv` up to date after every run. A
 //! [`Shard`] runs every N-th run only, with its own table and `plan.json`; [`merge`]
 //! joins the shards; [`slurm`] writes and submits array job scripts that run them. Every run's scene is loaded before any runs, so
 //! a bad key fails the whole plan at once. An interrupted batch resumes: runs that their
 //! `summary.json` vouches for (every input and output unchanged) are not redone.
 
+mod batched;
 pub mod exec;
 mod gpu;
 pub mod merge;

@@ -15,7 +15,7 @@ pub struct BatchArgs {
     /// Batch folder: one sub-folder per run, and runs.csv
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
-    /// Which solver runs the scenes (one GPU device serves every run)
+    /// Which solver runs the scenes (one GPU device serves every run; on the GPU, runs that can share a batch step together)
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
     /// Override one scene value in every run, after the manifest's own overrides;
@@ -28,6 +28,10 @@ pub struct BatchArgs {
     /// No progress bar and no per-run lines (failed runs are still reported)
     #[arg(long, short)]
     pub quiet: bool,
+    /// On the GPU, run one scene at a time instead of stepping runs that can share a
+    /// batch (same integrator, solver and Coulomb method; not DDEF) together
+    #[arg(long)]
+    pub no_batch: bool,
     #[command(flatten)]
     pub scale: ScaleArgs,
 }
@@ -49,6 +53,7 @@ pub fn execute(args: &BatchArgs) -> Result<Option<BatchReport>, CliError> {
         args.backend,
         args.steps,
         args.quiet,
+        args.no_batch,
     ));
     let job = scale::Job {
         command: "batch",
@@ -57,6 +62,7 @@ pub fn execute(args: &BatchArgs) -> Result<Option<BatchReport>, CliError> {
         backend: args.backend,
         steps: args.steps,
         quiet: args.quiet,
+        no_batch: args.no_batch,
         args: rerun,
     };
     let report = scale::execute(job, &args.scale)?;

@@ -69,6 +69,8 @@ pub(super) struct Job<'a> {
     pub backend: BackendArg,
     pub steps: Option<u64>,
     pub quiet: bool,
+    /// `--no-batch`.
+    pub no_batch: bool,
     /// The command's own arguments (with `--devices` when given), to rerun it.
     pub args: Vec<String>,
 }
@@ -174,6 +176,7 @@ pub(super) fn execute(job: Job, scale: &ScaleArgs) -> Result<Option<BatchReport>
             ),
         }),
         devices: scale.devices,
+        no_batch: job.no_batch,
     };
     Ok(Some(run_batch(job.plan, &options)?))
 }

@@ -20,7 +20,7 @@ pub struct SweepArgs {
     /// Batch folder: one sub-folder per run, named after its values, and runs.csv
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
-    /// Which solver runs the scenes (one GPU device serves every run)
+    /// Which solver runs the scenes (one GPU device serves every run; on the GPU, runs that can share a batch step together)
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
     /// Number of steps of every run, overriding the scene's `steps` or `duration`
@@ -29,6 +29,10 @@ pub struct SweepArgs {
     /// No progress bar and no per-run lines (failed runs are still reported)
     #[arg(long, short)]
     pub quiet: bool,
+    /// On the GPU, run one scene at a time instead of stepping runs that can share a
+    /// batch (same integrator, solver and Coulomb method; not DDEF) together
+    #[arg(long)]
+    pub no_batch: bool,
     #[command(flatten)]
     pub scale: ScaleArgs,
 }
@@ -43,17 +47,24 @@ impl SweepArgs {
         for v in &self.vary {
             a.extend(["--vary".to_string(), v.clone()]);
         }
-        a.extend(common_args(&self.out, self.backend, self.steps, self.quiet));
+        a.extend(common_args(
+            &self.out,
+            self.backend,
+            self.steps,
+            self.quiet,
+            self.no_batch,
+        ));
         a
     }
 }
 
-/// `--out`, `--backend`, `--steps` and `--quiet` as arguments.
+/// `--out`, `--backend`, `--steps`, `--quiet` and `--no-batch` as arguments.
 pub(super) fn common_args(
     out: &std::path::Path,
     backend: BackendArg,
     steps: Option<u64>,
     quiet: bool,
+    no_batch: bool,
 ) -> Vec<String> {
     let mut a = vec!["--out".to_string(), out.to_string_lossy().into_owned()];
     if let Some(v) = backend.to_possible_value() {
@@ -64,6 +75,9 @@ pub(super) fn common_args(
     }
     if quiet {
         a.push("--quiet".into());
+    }
+    if no_batch {
+        a.push("--no-batch".into());
     }
     a
 }
@@ -88,6 +102,7 @@ pub fn execute(args: &SweepArgs) -> Result<Option<BatchReport>, CliError> {
         backend: args.backend,
         steps: args.steps,
         quiet: args.quiet,
+        no_batch: args.no_batch,
         args: args.rerun_args(),
     };
     let report = scale::execute(job, &args.scale)?;

@@ -1,35 +1,14 @@
-//! The stepping loop of a run: steps a simulator to each output step, records the energy
-//! row and frame there, and stops at the first divergence or stop request.
+//! The stepping loop of a run: steps a simulator to each output step, where its
+//! [`RunDriver`] records the energy row and frame, and stops at the first divergence or
+//! stop request.
 
+use super::driver::{Driven, RunDriver};
 use super::RunError;
-use crate::display::Vec3;
 use crate::model::State;
-use crate::output::energy::output_steps;
 use crate::output::RunDir;
 use crate::scene::LoadedScene;
-use crate::sim::{Energies, SolveStats};
 use crate::simulator::Simulator;
 use std::time::Instant;
-
-/// What [`drive`] did.
-#[derive(Clone, Debug)]
-pub struct Driven {
-    /// Steps done.
-    pub step: u64,
-    /// The last energies recorded.
-    pub energies: Energies,
-    /// False when the run stopped on a divergence (see `divergence`).
-    pub finite: bool,
-    /// Why the run was judged diverged: non-finite energies, a state beyond the frames'
-    /// f32 range, or a stage (the DDEF grid) that failed on a non-finite state.
-    pub divergence: Option<String>,
-    /// True when a stop request (SIGINT, SIGTERM) ended the run early.
-    pub interrupted: bool,
-    /// The last linear solve.
-    pub stats: Option<SolveStats>,
-    pub wall_seconds: f64,
-    pub energy_rows: u64,
-}
 
 /// The stepping loop: steps `sim` to each output step, records an energy row (and a frame
 /// when the folder takes frames), and stops at the first divergence or stop request.
@@ -48,9 +27,18 @@ pub fn drive(
 pub type OnOutput<'a> =
     dyn FnMut(&mut dyn Simulator, u64, Option<&State>) -> Result<(), RunError> + 'a;
 
-/// Steps per `Simulator::step` call grow while a call takes less than this, so a stop
-/// request is seen within about this long without a sync point every step.
-const STOP_LATENCY: std::time::Duration = std::time::Duration::from_millis(100);
+/// Steps per `step` call grow while a call takes less than this, so a stop request is
+/// seen within about this long without a sync point every step.
+pub(super) const STOP_LATENCY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The most steps per call: with a bar, at most 1/200 of the run so it moves.
+pub(super) fn max_chunk(total: u64, bar: Option<&indicatif::ProgressBar>) -> u64 {
+    if bar.is_some() {
+        (total / 200).max(1)
+    } else {
+        u64::MAX
+    }
+}
 
 /// [`drive`], calling `on_output` after each output step's row and frame are written
 /// (`msc run --render` draws there).
@@ -61,117 +49,32 @@ pub fn drive_with(
     bar: Option<&indicatif::ProgressBar>,
     on_output: &mut OnOutput<'_>,
 ) -> Result<Driven, RunError> {
-    let system = &scene.system;
-    let (total, dt) = (scene.config.steps, scene.config.dt);
-    // With a bar, at most 1/200 of the run per call so it moves.
-    let max_chunk = if bar.is_some() {
-        (total / 200).max(1)
-    } else {
-        u64::MAX
-    };
+    let max_chunk = max_chunk(scene.config.steps, bar);
     let mut chunk = 1u64;
-    let mut log = dir.energy_log()?;
-    let start = Instant::now();
-    let mut step = 0u64;
-    let mut energies = Energies::default();
-    let mut divergence: Option<String> = None;
-    let mut interrupted = false;
-    let mut stats: Option<SolveStats> = None;
-    let sim_err = |step: u64| move |source| RunError::Sim { step, source };
-    let mut targets = output_steps(total, scene.output.every).peekable();
-    while let Some(&target) = targets.peek() {
-        while step < target {
+    let mut driver = RunDriver::new(scene, dir, bar)?;
+    while let Some(target) = driver.next_target() {
+        while driver.step() < target {
             if crate::interrupt::requested() {
-                interrupted = true;
+                driver.interrupt();
                 break;
             }
-            let n = (target - step).min(chunk).min(max_chunk);
+            let n = (target - driver.step()).min(chunk).min(max_chunk);
             let t0 = Instant::now();
             if let Err(e) = sim.step(n) {
-                // A stage that fails on the state it was handed (the DDEF grid on
-                // non-finite positions) reports a divergence, not a failure.
-                let state = sim.state().ok().filter(|s| s.first_outside_f32().is_some());
-                let Some(state) = state else {
-                    return Err(sim_err(step)(e));
-                };
-                step = state.step;
-                divergence = Some(e.to_string());
+                driver.step_failed(sim, e)?;
                 break;
             }
-            step += n;
+            driver.advanced(n);
             if t0.elapsed() < STOP_LATENCY {
                 chunk = chunk.saturating_mul(2);
             }
             if let Some(b) = bar {
-                b.set_position(step);
+                b.set_position(driver.step());
             }
         }
-        if step == target {
-            targets.next();
-        }
-        energies = sim.energies().map_err(sim_err(step))?;
-        log.row(step, crate::sim::time_at(step, dt), &energies)?;
-        // Divergence is judged on the energy reduction (six numbers from the GPU): a
-        // non-finite velocity makes the kinetic sum non-finite, and a position can only
-        // leave the finite range through one. The state is read back only for frames;
-        // a state that the f32 frames cannot hold is a divergence too.
-        if divergence.is_none() && !energies.is_finite() {
-            divergence = Some("non-finite energies".into());
-        }
-        // A state f32 cannot hold (the GPU's and the frames' precision) is a divergence
-        // on every backend, frames or not: an f64 backend checks its own state.
-        let beyond = |i: usize, s: &State| {
-            format!(
-                "particle {i} is beyond the f32 range (position {}, velocity {})",
-                Vec3(s.x[i]),
-                Vec3(s.v[i])
-            )
-        };
-        if divergence.is_none() {
-            if let Some(i) = sim.first_outside_f32().map_err(sim_err(step))? {
-                divergence = Some(beyond(i, &sim.state().map_err(sim_err(step))?));
-            }
-        }
-        let mut state = None;
-        if divergence.is_none() && dir.writes_frames() {
-            let s = sim.state().map_err(sim_err(step))?;
-            // A frame never holds inf, whatever the energies said.
-            match s.first_outside_f32() {
-                Some(i) => divergence = Some(beyond(i, &s)),
-                None => {
-                    dir.write_frame(&s, system.charges(), system.faces())?;
-                    state = Some(s);
-                }
-            }
-        }
-        if divergence.is_some() {
-            break;
-        }
-        on_output(sim, step, state.as_ref())?;
-        if step > 0 {
-            stats = sim.solve_stats().map_err(sim_err(step))?;
-        }
-        if let Some(b) = bar {
-            b.set_message(format!("E = {:.6e} J", energies.total));
-        }
-        log.flush()?;
-        if interrupted {
-            break;
-        }
+        driver.record(sim, &mut |sim, step, state| on_output(sim, step, state))?;
     }
-    let wall_seconds = start.elapsed().as_secs_f64();
-    let energy_rows = log.rows();
-    log.finish()?;
-    Ok(Driven {
-        step,
-        energies,
-        finite: divergence.is_none(),
-        divergence,
-        interrupted,
-        stats,
-        wall_seconds,
-        energy_rows,
-    })
+    driver.finish()
 }
 
 #[cfg(test)]
@@ -181,6 +84,7 @@ mod tests {
     use crate::model::{State, System, SystemDesc};
     use crate::scene::FrameFormat;
     use crate::scene::OutputConfig;
+    use crate::sim::{Energies, SolveStats};
     use crate::simulator::SimError;
     use glam::DVec3;
 

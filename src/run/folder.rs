@@ -3,13 +3,16 @@
 //! bar, then `summary.json`, which vouches for every output written.
 
 use super::backend::{Backend, GpuHandles};
-use super::drive::{drive, drive_with, Driven};
+use super::drive::{drive, drive_with};
+use super::driver::Driven;
 use super::RunError;
 use crate::config::Config;
 use crate::digest::sha256_hex;
+use crate::gpu::AdapterSummary;
 use crate::model::{State, System};
 use crate::output::{RunDir, Summary};
 use crate::scene::{FrameFormat, LoadedScene};
+use crate::sim::DdefCounts;
 use crate::simulator::Simulator;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -68,9 +71,7 @@ pub fn run_scene_with<W: Watch>(
     watch: Option<impl FnOnce(&System, Option<GpuHandles>) -> Result<W, RunError>>,
 ) -> Result<(RunOutcome, Option<W>), RunError> {
     let (system, config) = (&scene.system, &scene.config);
-    if let Some(src) = &scene.source {
-        RunDir::check_inputs(out, &[(src.as_path(), "scene file")])?;
-    }
+    check_folder(scene, out)?;
     // The backend first: an input it refuses (a value f32 cannot hold, a mesh beyond
     // the adapter's limits) leaves an earlier run in `out` untouched.
     let setup = Instant::now();
@@ -86,9 +87,7 @@ pub fn run_scene_with<W: Watch>(
     if let Some(note) = &fallback_note {
         eprintln!("{note}");
     }
-    let mut dir = RunDir::create(out, scene.output.frames == FrameFormat::Ply)?;
-    // Before the first step, so that even a killed run leaves what it was running.
-    dir.write_scene(&scene.resolved_toml)?;
+    let mut dir = open_folder(scene, out)?;
 
     let mut watcher = match watch {
         Some(make) => Some(make(system, handles)?),
@@ -109,6 +108,53 @@ pub fn run_scene_with<W: Watch>(
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
+    let ran_on = RanOn {
+        backend: sim.backend_name(),
+        adapter,
+        setup_seconds,
+        ddef: sim.ddef_counts(),
+    };
+    let outcome = finish_folder(scene, &dir, ran, ran_on)?;
+    Ok((outcome, watcher))
+}
+
+/// Refuses a folder where an output would replace the scene file (inputs are never
+/// overwritten).
+pub fn check_folder(scene: &LoadedScene, out: &Path) -> Result<(), RunError> {
+    if let Some(src) = &scene.source {
+        RunDir::check_inputs(out, &[(src.as_path(), "scene file")])?;
+    }
+    Ok(())
+}
+
+/// Creates the run folder (clearing an earlier run's outputs) and writes the scene copy,
+/// before the first step, so that even a killed run leaves what it was running.
+pub fn open_folder(scene: &LoadedScene, out: &Path) -> Result<RunDir, RunError> {
+    let dir = RunDir::create(out, scene.output.frames == FrameFormat::Ply)?;
+    dir.write_scene(&scene.resolved_toml)?;
+    Ok(dir)
+}
+
+/// What ran a run, for its summary.
+#[derive(Clone, Debug)]
+pub struct RanOn {
+    /// "cpu", or the GPU adapter's name.
+    pub backend: String,
+    pub adapter: Option<AdapterSummary>,
+    /// Starting the backend (a batch's: every world's).
+    pub setup_seconds: f64,
+    pub ddef: Option<DdefCounts>,
+}
+
+/// Writes `summary.json` last, from what the driver did and read back from every output
+/// written, so that it vouches for them.
+pub fn finish_folder(
+    scene: &LoadedScene,
+    dir: &RunDir,
+    ran: Driven,
+    on: RanOn,
+) -> Result<RunOutcome, RunError> {
+    let (system, config) = (&scene.system, &scene.config);
     let (total, dt) = (config.steps, config.dt);
     let Driven {
         step,
@@ -120,14 +166,12 @@ pub fn run_scene_with<W: Watch>(
         wall_seconds,
         energy_rows,
     } = ran;
-    // Read back what the run wrote, so the summary (written last) vouches for it.
     let outputs = dir.digest_outputs()?;
-
     let summary = Summary {
         msc_version: env!("CARGO_PKG_VERSION").to_string(),
         scene: scene.name.clone(),
-        backend: sim.backend_name(),
-        adapter,
+        backend: on.backend,
+        adapter: on.adapter,
         particles: system.len(),
         springs: system.springs().len(),
         charged: system.charged_count(),
@@ -140,7 +184,7 @@ pub fn run_scene_with<W: Watch>(
         steps_requested: total,
         steps: step,
         time: crate::sim::time_at(step, dt),
-        setup_seconds,
+        setup_seconds: on.setup_seconds,
         wall_seconds,
         ms_per_step: if step > 0 {
             wall_seconds * 1e3 / step as f64
@@ -155,15 +199,14 @@ pub fn run_scene_with<W: Watch>(
         solver_iterations: stats.map(|s| s.iterations),
         energy_rows,
         frames: dir.frame_count(),
-        ddef: sim.ddef_counts(),
+        ddef: on.ddef,
         scene_sha256: sha256_hex(scene.resolved_toml.as_bytes()),
         inputs: scene.inputs.clone(),
         outputs,
     };
     dir.write_summary(&summary)?;
-    let outcome = RunOutcome {
-        out: out.to_path_buf(),
+    Ok(RunOutcome {
+        out: dir.root().to_path_buf(),
         summary,
-    };
-    Ok((outcome, watcher))
+    })
 }
