@@ -12,15 +12,15 @@ fn main(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let i = flat_index(wid, nwg, lid);
-    if (i >= params.n) {
+    if (!is_row(i)) {
         return;
     }
     let d1 = bd[3u * i + 2u];
     if (row_pinned(d1)) {
         return;
     }
-    let rz_old = scalars[SLOT_RZ + disp.iter % 2u].x;
-    let rz_new = scalars[SLOT_RZ + (disp.iter + 1u) % 2u].x;
+    let rz_old = scalars[scalar_slot(world_of(i), SLOT_RZ + disp.iter % 2u)].x;
+    let rz_new = scalars[scalar_slot(world_of(i), SLOT_RZ + (disp.iter + 1u) % 2u)].x;
     let beta = select(0.0, rz_new / rz_old, rz_old > 0.0);
     let zi = sym_mul(bd[3u * i + 1u], d1, r[i].xyz);
     p[i] = vec4<f32>(zi + beta * p[i].xyz, 0.0);

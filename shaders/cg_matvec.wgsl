@@ -15,7 +15,7 @@ fn main(
 ) {
     let i = flat_index(wid, nwg, lid);
     var sums = vec4<f32>(0.0);
-    if (i < params.n) {
+    if (is_row(i)) {
         let d1 = bd[3u * i + 2u];
         var qi = vec3<f32>(0.0);
         let pi = p[i].xyz;

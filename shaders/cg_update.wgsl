@@ -17,12 +17,13 @@ fn main(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let i = flat_index(wid, nwg, lid);
-    let rz = scalars[SLOT_RZ + disp.iter % 2u].x;
-    let pq = scalars[SLOT_PQ].x;
-    // p . q = 0 only when p = 0 (A is SPD): the solve has converged.
-    let alpha = select(0.0, rz / pq, pq > 0.0);
     var sums = vec4<f32>(0.0);
-    if (i < params.n) {
+    if (is_row(i)) {
+        let w = world_of(i);
+        let rz = scalars[scalar_slot(w, SLOT_RZ + disp.iter % 2u)].x;
+        let pq = scalars[scalar_slot(w, SLOT_PQ)].x;
+        // p . q = 0 only when p = 0 (A is SPD): the solve has converged.
+        let alpha = select(0.0, rz / pq, pq > 0.0);
         let d1 = bd[3u * i + 2u];
         if (!row_pinned(d1)) {
             let ui = u[i];

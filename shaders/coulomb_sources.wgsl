@@ -16,5 +16,9 @@ fn main(
         return;
     }
     let i = charged[c];
+    // A batch's padding slot between two worlds' sources.
+    if (i == NO_RANK) {
+        return;
+    }
     sources[c] = vec4<f32>(x[i].xyz, props[i].y);
 }

@@ -20,9 +20,9 @@ var<workgroup> tile: array<vec4<f32>, TILE>;
 // acc += (q_j d / (r^2 + eps^2)^(3/2), q_j / sqrt(r^2 + eps^2)), charges scaled by
 // sqrt(k_c); `on` = false adds an exact zero (the self pair, skipped by index; a coincident
 // pair without softening gives inf, inv_dist, so the run diverges instead of dropping it).
-fn add_pair(acc: vec4<f32>, me: vec3<f32>, sj: vec4<f32>, on: bool) -> vec4<f32> {
+fn add_pair(acc: vec4<f32>, me: vec3<f32>, sj: vec4<f32>, eps2: f32, on: bool) -> vec4<f32> {
     let d = me - sj.xyz;
-    let inv = select(0.0, inv_dist(dot(d, d) + params.eps2), on);
+    let inv = select(0.0, inv_dist(dot(d, d) + eps2), on);
     let w = sj.w * inv;
     return vec4<f32>(acc.xyz + (w * inv * inv) * d, acc.w + w);
 }
@@ -34,10 +34,19 @@ fn main(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let lanes = TILE / TARGETS;
-    let nc = params.n_charged;
     // Target r of this invocation: first + lid + r lanes (neighbouring lanes, neighbouring
     // targets). Each target sums its sources in index order, whatever TARGETS is.
     let first = group_index(wid, nwg) * TILE;
+    // The world of this workgroup's targets (a batch: worlds are whole tiles apart) and
+    // its sources [cb, nc).
+    var w = 0u;
+    if (first < params.n_charged) {
+        w = world_of(charged[first]);
+    }
+    let W = world(w);
+    let cb = W.charged_begin;
+    let nc = W.charged_end;
+    let eps2 = W.eps2;
     var me: array<vec3<f32>, MAX_TARGETS>;
     var acc: array<vec4<f32>, MAX_TARGETS>;
     for (var r = 0u; r < TARGETS; r = r + 1u) {
@@ -49,7 +58,7 @@ fn main(
         acc[r] = vec4<f32>(0.0);
     }
     // Every invocation loads and syncs, valid or not (uniform control flow).
-    for (var base = 0u; base < nc; base = base + TILE) {
+    for (var base = cb; base < nc; base = base + TILE) {
         for (var r = 0u; r < TARGETS; r = r + 1u) {
             let s = base + lid + r * lanes;
             var src = vec4<f32>(0.0);
@@ -66,7 +75,7 @@ fn main(
             for (var k = 0u; k < count; k = k + 1u) {
                 let sj = tile[k];
                 for (var r = 0u; r < TARGETS; r = r + 1u) {
-                    acc[r] = add_pair(acc[r], me[r], sj, base + k != first + lid + r * lanes);
+                    acc[r] = add_pair(acc[r], me[r], sj, eps2, base + k != first + lid + r * lanes);
                 }
             }
         } else {
@@ -74,7 +83,7 @@ fn main(
             for (var k = 0u; k < TILE; k = k + 1u) {
                 let sj = tile[k];
                 for (var r = 0u; r < TARGETS; r = r + 1u) {
-                    acc[r] = add_pair(acc[r], me[r], sj, true);
+                    acc[r] = add_pair(acc[r], me[r], sj, eps2, true);
                 }
             }
         }

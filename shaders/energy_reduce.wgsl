@@ -21,7 +21,8 @@ fn main(
     let i = flat_index(wid, nwg, lid);
     var e0 = vec4<f32>(0.0);
     var e1 = vec4<f32>(0.0);
-    if (i < params.n) {
+    if (is_row(i)) {
+        let W = world(world_of(i));
         let pr = props[i];
         let xi = x[i].xyz;
         let vi = v[i].xyz;
@@ -35,14 +36,14 @@ fn main(
             let stretch = length(x[other].xyz - xi) - sp.y;
             elastic = elastic + 0.25 * sp.x * stretch * stretch;
         }
-        let t = f32(clock[0]) * params.dt;
+        let t = f32(clock[0]) * W.dt;
         e0 = vec4<f32>(
             0.5 * pr.x * dot(vi, vi),
             elastic,
             0.5 * force[i].w,
-            -pr.x * dot(params.gravity.xyz, xi),
+            -pr.x * dot(W.gravity.xyz, xi),
         );
-        e1 = vec4<f32>(external_potential(xi, pr.y, pr.z, t), 0.0, 0.0, 0.0);
+        e1 = vec4<f32>(external_potential(W, xi, pr.y, pr.z, t), 0.0, 0.0, 0.0);
     }
     let t0 = wg_sum(lid, e0);
     let t1 = wg_sum(lid, e1);

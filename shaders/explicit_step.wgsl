@@ -24,9 +24,10 @@ fn main(
     if (i == 0u && mode != 1u) {
         clock[0] = clock[0] + 1u;
     }
-    if (i >= params.n) {
+    if (!is_row(i)) {
         return;
     }
+    let dt = world(world_of(i)).dt;
     let pr = props[i];
     var vi = v[i].xyz;
     if (!is_pinned(pr)) {
@@ -39,11 +40,11 @@ fn main(
             let s0 = sf[params.n_springs + k];
             f = f + (entry_sign(word) * s0.w) * s0.xyz;
         }
-        let kick = select(0.5 * params.dt, params.dt, mode == 0u);
+        let kick = select(0.5 * dt, dt, mode == 0u);
         vi = vi + (kick / pr.x) * f;
         v[i] = vec4<f32>(vi, 0.0);
     }
     if (mode != 2u) {
-        x[i] = vec4<f32>(x[i].xyz + params.dt * vi, 1.0);
+        x[i] = vec4<f32>(x[i].xyz + dt * vi, 1.0);
     }
 }

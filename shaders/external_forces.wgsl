@@ -15,12 +15,13 @@ fn main(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let i = flat_index(wid, nwg, lid);
-    if (i >= params.n) {
+    if (!is_row(i)) {
         return;
     }
+    let W = world(world_of(i));
     let pr = props[i];
     let xi = x[i].xyz;
-    let t = f32(clock[0] + disp.mode) * params.dt;
-    let f = external_force(xi, pr.y, pr.z, t) + pr.x * params.gravity.xyz;
+    let t = f32(clock[0] + disp.mode) * W.dt;
+    let f = external_force(W, xi, pr.y, pr.z, t) + pr.x * W.gravity.xyz;
     force[i] = vec4<f32>(f, 0.0);
 }

@@ -20,9 +20,10 @@ fn main(
     if (i == 0u) {
         clock[0] = clock[0] + 1u;
     }
-    if (i >= params.n) {
+    if (!is_row(i)) {
         return;
     }
+    let dt = world(world_of(i)).dt;
     let pinned = is_pinned(props[i]);
     let mode = disp.mode;
     if (mode <= 1u) {
@@ -31,7 +32,7 @@ fn main(
             vi = sol[i].xyz;
             v[i] = vec4<f32>(vi, 0.0);
         }
-        x[i] = vec4<f32>(x[i].xyz + params.dt * vi, 1.0);
+        x[i] = vec4<f32>(x[i].xyz + dt * vi, 1.0);
     } else {
         var xi = x[i].xyz;
         if (mode == 3u) {
@@ -39,7 +40,7 @@ fn main(
             x[i] = vec4<f32>(xi, 1.0);
         }
         if (!pinned) {
-            v[i] = vec4<f32>((xi - xt[i].xyz) / params.dt, 0.0);
+            v[i] = vec4<f32>((xi - xt[i].xyz) / dt, 0.0);
         }
     }
 }

@@ -18,7 +18,7 @@ fn main(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let i = flat_index(wid, nwg, lid);
-    if (i >= params.n) {
+    if (!is_row(i)) {
         return;
     }
     let d1 = bd[3u * i + 2u];
@@ -27,6 +27,8 @@ fn main(
         u_out[i] = ui;
         return;
     }
+    let w = world_of(i);
+    let W = world(w);
     var au = row_mass(d1) * ui.xyz;
     let entries = params.n + 1u;
     let end = adj[i + 1u];
@@ -36,11 +38,11 @@ fn main(
         au = au + w_mul(sf[k], ui.xyz - u_in[other].xyz);
     }
     let r = bd[3u * i].xyz - au;
-    let vhat = ui.xyz + params.omega * sym_mul(bd[3u * i + 1u], d1, r);
+    let vhat = ui.xyz + W.omega * sym_mul(bd[3u * i + 1u], d1, r);
     var out = vhat;
     if (disp.mode == 1u) {
         let prev = u_out[i].xyz;
-        out = disp.weight * (vhat - prev) + prev;
+        out = cheb_weight(w) * (vhat - prev) + prev;
     }
     u_out[i] = vec4<f32>(out, ui.w);
 }

@@ -17,12 +17,13 @@ fn main(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let i = flat_index(wid, nwg, lid);
-    if (i >= params.n) {
+    if (!is_row(i)) {
         return;
     }
+    let W = world(world_of(i));
     let xi = x[i];
     xt[i] = xi;
-    let y = xi.xyz + params.dt * v[i].xyz;
+    let y = xi.xyz + W.dt * v[i].xyz;
     x[i] = vec4<f32>(y, 1.0);
-    b0[i] = vec4<f32>(props[i].x * y + params.dt2 * force[i].xyz, 0.0);
+    b0[i] = vec4<f32>(props[i].x * y + W.dt2 * force[i].xyz, 0.0);
 }

@@ -19,9 +19,10 @@ fn main(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let i = flat_index(wid, nwg, lid);
-    if (i >= params.n || is_pinned(props[i])) {
+    if (!is_row(i) || is_pinned(props[i])) {
         return;
     }
+    let W = world(world_of(i));
     let ui = u[i].xyz;
     let xti = xt[i].xyz;
     var damp = vec3<f32>(0.0);
@@ -39,6 +40,6 @@ fn main(
             spring = spring + (sp.x * sp.y / l) * d;
         }
     }
-    let b = b0[i].xyz + params.dt * damp + params.dt2 * spring;
+    let b = b0[i].xyz + W.dt * damp + W.dt2 * spring;
     bd[3u * i] = vec4<f32>(b, 0.0);
 }

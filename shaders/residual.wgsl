@@ -15,7 +15,7 @@ fn main(
 ) {
     let i = flat_index(wid, nwg, lid);
     var sums = vec4<f32>(0.0);
-    if (i < params.n) {
+    if (is_row(i)) {
         let d1 = bd[3u * i + 2u];
         if (!row_pinned(d1)) {
             let ui = u[i].xyz;

@@ -19,7 +19,7 @@ fn main(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let i = flat_index(wid, nwg, lid);
-    if (i >= params.n) {
+    if (!is_row(i)) {
         return;
     }
     let pr = props[i];
@@ -42,7 +42,7 @@ fn main(
         a0 = a0 + vec4<f32>(s + m.x * m.x, s + m.y * m.y, s + m.z * m.z, m.x * m.y);
         a1 = a1 + vec4<f32>(m.x * m.z, m.y * m.z, 0.0, 0.0);
     }
-    let b = mass * v[i].xyz + params.dt * f;
+    let b = mass * v[i].xyz + world(world_of(i)).dt * f;
     var inv0 = vec4<f32>(1.0 / a0.x, 1.0 / a0.y, 1.0 / a0.z, 0.0);
     var inv1 = vec4<f32>(0.0);
     if (params.block_diag != 0u) {

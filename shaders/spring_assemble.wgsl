@@ -23,6 +23,7 @@ fn main(
         return;
     }
     let ij = springs[k];
+    let W = world(world_of(ij.x));
     let sp = sparams[k];
     let d = x[ij.y].xyz - x[ij.x].xyz;
     let l = length(d);
@@ -37,8 +38,8 @@ fn main(
     if (disp.mode == 1u) {
         fmag = fmag + sp.z * dot(v[ij.y].xyz - v[ij.x].xyz, n);
     }
-    let s = params.dt2 * sp.x * alpha;
-    let t = params.dt2 * sp.x * (1.0 - alpha) + params.dt * sp.z;
+    let s = W.dt2 * sp.x * alpha;
+    let t = W.dt2 * sp.x * (1.0 - alpha) + W.dt * sp.z;
     sf[k] = vec4<f32>(sqrt(t) * n, s);
     sf[params.n_springs + k] = vec4<f32>(n, fmag);
 }

@@ -39,7 +39,7 @@ struct Pair {
 }
 
 fn pair(d: vec3<f32>, delta: vec3<f32>) -> Pair {
-    let inv = inv_dist_or_zero(dot(d, d) + params.eps2);
+    let inv = inv_dist_or_zero(dot(d, d) + params.world.eps2);
     let inv3 = inv * inv * inv;
     return Pair(d * inv3, (delta - (3.0 * dot(d, delta) * inv * inv) * d) * inv3);
 }
@@ -59,11 +59,11 @@ fn ext_tangent(e: ExtCharge, t: f32, dx0: vec3<f32>) -> vec3<f32> {
 // (grad E(x)) dx of the swirl (kind 2) and vortex (kind 3) fields; z clamped to
 // |z| >= min_z, where dz = 0 (grad::jvp::field_jvp).
 fn field_tangent(xi: vec3<f32>, dxi: vec3<f32>) -> vec3<f32> {
-    if (params.field_kind != 2u && params.field_kind != 3u) {
+    if (params.world.field_kind != 2u && params.world.field_kind != 3u) {
         return vec3<f32>(0.0);
     }
-    let scale = params.field.x;
-    let min_z = params.field.y;
+    let scale = params.world.field.x;
+    let min_z = params.world.field.y;
     var z = xi.z;
     var dz = dxi.z;
     if (abs(z) < min_z) {
@@ -72,7 +72,7 @@ fn field_tangent(xi: vec3<f32>, dxi: vec3<f32>) -> vec3<f32> {
     }
     let dy = scale * (dxi.y / z - xi.y * dz / (z * z));
     let dxz = scale * (dxi.x / z - xi.x * dz / (z * z));
-    if (params.field_kind == 3u) {
+    if (params.world.field_kind == 3u) {
         return vec3<f32>(-dy, dxz, 0.0);
     }
     return vec3<f32>(dy, dxz, 0.0);
@@ -88,7 +88,7 @@ fn main(
     let na = disp.block;
     let n = params.n;
     let sbase = disp.iter * 2u * n;
-    let dbase = disp.iter * (n + params.n_springs + params.n_ext);
+    let dbase = disp.iter * (n + params.n_springs + params.world.n_ext);
     let abase = disp.iter * n;
     // Target r of this invocation: active index first + lid + r lanes. Each target sums its
     // sources in index order, whatever TARGETS is.
@@ -158,7 +158,7 @@ fn main(
             workgroupBarrier();
         }
     }
-    let t = f32(clock[0] + (disp.mode >> 1u)) * params.dt;
+    let t = f32(clock[0] + (disp.mode >> 1u)) * params.world.dt;
     let ebase = dbase + n + params.n_springs;
     for (var r = 0u; r < TARGETS; r = r + 1u) {
         if (first + lid + r * lanes >= na) {
@@ -172,13 +172,13 @@ fn main(
         let qs = pr.y;
         let dqs = td.x;
         var f = dqs * a1[r] + qs * a2[r];
-        for (var k = 0u; k < params.n_ext; k = k + 1u) {
-            let e = params.ext[k];
+        for (var k = 0u; k < params.world.n_ext; k = k + 1u) {
+            let e = params.world.ext[k];
             let te = tdir[ebase + k];
             let p = pair(xi - ext_position(e, t), dxi - ext_tangent(e, t, te.xyz));
             f = f + (dqs * e.pos0.w + qs * te.w) * p.phi + (qs * e.pos0.w) * p.gd;
         }
-        f = f + td.y * field_at(xi) + pr.z * field_tangent(xi, dxi);
+        f = f + td.y * field_at(params.world, xi) + pr.z * field_tangent(xi, dxi);
         bd[3u * i] = vec4<f32>(f, 0.0);
     }
 }

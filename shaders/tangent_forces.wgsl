@@ -38,14 +38,14 @@ fn main(
         return;
     }
     let sbase = disp.iter * 2u * n;
-    let dbase = disp.iter * (n + params.n_springs + params.n_ext);
+    let dbase = disp.iter * (n + params.n_springs + params.world.n_ext);
     let pr = props[i];
     let xi = x[i].xyz;
     let dxi = tstate[sbase + i].xyz;
     let dvi = tstate[sbase + n + i].xyz;
     let vi = vnew[i].xyz;
-    let h = params.dt;
-    let h2 = params.dt2;
+    let h = params.world.dt;
+    let h2 = params.world.dt2;
     let kicks = (disp.mode & 2u) != 0u;
     var fe = vec3<f32>(0.0);
     var dav = vec3<f32>(0.0);

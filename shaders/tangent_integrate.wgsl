@@ -24,13 +24,13 @@ fn main(
     if (disp.mode == 2u) {
         let dz = sol[i].xyz;
         let dx = tstate[sbase + i].xyz;
-        tstate[sbase + n + i] = vec4<f32>((dz - dx) / params.dt, 0.0);
+        tstate[sbase + n + i] = vec4<f32>((dz - dx) / params.world.dt, 0.0);
         tstate[sbase + i] = vec4<f32>(dz, 0.0);
         return;
     }
     let dv = sol[i].xyz;
     tstate[sbase + n + i] = vec4<f32>(dv, 0.0);
     if (disp.mode == 0u) {
-        tstate[sbase + i] = vec4<f32>(tstate[sbase + i].xyz + params.dt * dv, 0.0);
+        tstate[sbase + i] = vec4<f32>(tstate[sbase + i].xyz + params.world.dt * dv, 0.0);
     }
 }

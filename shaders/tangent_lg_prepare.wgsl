@@ -27,10 +27,10 @@ fn main(
         return;
     }
     let sbase = disp.iter * 2u * n;
-    let dbase = disp.iter * (n + params.n_springs + params.n_ext);
+    let dbase = disp.iter * (n + params.n_springs + params.world.n_ext);
     let pr = props[i];
     let dxi = tstate[sbase + i].xyz;
-    let dy = dxi + params.dt * tstate[sbase + n + i].xyz;
+    let dy = dxi + params.world.dt * tstate[sbase + n + i].xyz;
     // Reads only dx of the neighbours, writes only this row's dv slot: no race.
     var cl = vec3<f32>(0.0);
     let entries = n + 1u;
@@ -43,6 +43,6 @@ fn main(
     if ((disp.mode & 1u) != 0u && (pr.y != 0.0 || tdir[dbase + i].x != 0.0)) {
         ff = bd[3u * i].xyz;
     }
-    tana[disp.iter * n + i] = vec4<f32>(pr.x * dy + params.dt * cl + params.dt2 * ff, 0.0);
+    tana[disp.iter * n + i] = vec4<f32>(pr.x * dy + params.world.dt * cl + params.world.dt2 * ff, 0.0);
     tstate[sbase + n + i] = vec4<f32>(dy, 0.0);
 }

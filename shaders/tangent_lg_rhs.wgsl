@@ -33,7 +33,7 @@ fn main(
         return;
     }
     let sbase = disp.iter * 2u * n;
-    let dbase = disp.iter * (n + params.n_springs + params.n_ext);
+    let dbase = disp.iter * (n + params.n_springs + params.world.n_ext);
     let zi = z[i].xyz;
     let z1i = z1[i].xyz;
     let dzi = tstate[sbase + n + i].xyz;
@@ -54,6 +54,6 @@ fn main(
         }
         s = s - dk * (z1i - z1[j].xyz);
     }
-    bd[3u * i] = vec4<f32>(tana[disp.iter * n + i].xyz + params.dt2 * s, 0.0);
+    bd[3u * i] = vec4<f32>(tana[disp.iter * n + i].xyz + params.world.dt2 * s, 0.0);
     u[i] = vec4<f32>(dzi, 0.0);
 }

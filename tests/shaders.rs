@@ -2,7 +2,7 @@
 //! bindings match the host's table, and the Rust mirror structs match the WGSL layout.
 
 use msc::gpu::layout::{self, mirror_layouts};
-use msc::gpu::shaders::{Access, Kernel, KERNELS, SHARED};
+use msc::gpu::shaders::{reads_worlds, Access, Kernel, KERNELS, SHARED};
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 use naga::{AddressSpace, StorageAccess, TypeInner};
 
@@ -28,6 +28,46 @@ fn every_kernel_parses_and_validates() {
         let invocations: u32 = wg.iter().product();
         assert!(invocations <= 256, "{}: {invocations} invocations", k.name);
     }
+}
+
+/// A batch's module of every kernel that reads per-world values (`worlds.wgsl` in place of
+/// `world.wgsl`) validates and binds the world table read-only as group 2, bindings 0
+/// and 1, beside the same storage as its one-world module; the other kernels have no
+/// batch module of their own.
+#[test]
+fn every_batch_module_validates_with_the_world_table_in_group_2() {
+    let mut batched = 0;
+    for k in &KERNELS {
+        if !reads_worlds(*k) {
+            assert_eq!(k.batch_source, k.source, "{}", k.name);
+            continue;
+        }
+        batched += 1;
+        assert_ne!(k.batch_source, k.source, "{}", k.name);
+        let module = naga::front::wgsl::parse_str(k.batch_source)
+            .unwrap_or_else(|e| panic!("{}: {}", k.name, e.emit_to_string(k.batch_source)));
+        Validator::new(ValidationFlags::all(), Capabilities::empty())
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{} (batch): {}", k.name, e.emit_to_string(k.batch_source)));
+        let mut group2 = Vec::new();
+        let mut group0 = 0;
+        for (_, g) in module.global_variables.iter() {
+            if let (AddressSpace::Storage { access }, Some(b)) = (g.space, g.binding.as_ref()) {
+                match b.group {
+                    2 => {
+                        assert!(!access.contains(StorageAccess::STORE), "{}", k.name);
+                        group2.push(b.binding);
+                    }
+                    0 => group0 += 1,
+                    other => panic!("{}: storage in group {other}", k.name),
+                }
+            }
+        }
+        group2.sort();
+        assert_eq!(group2, [0, 1], "{}: the world table", k.name);
+        assert_eq!(group0, k.storage.len(), "{}: its own storage", k.name);
+    }
+    assert!(batched >= 16, "{batched} kernels read per-world values");
 }
 
 fn validates(source: &str) -> bool {
@@ -187,6 +227,9 @@ fn wgsl_constants_match_the_host() {
     assert_eq!(constant("SLOT_RZ"), layout::SLOT_RZ);
     assert_eq!(constant("SLOT_RESIDUAL"), layout::SLOT_RESIDUAL);
     assert_eq!(constant("SLOT_ENERGY"), layout::SLOT_ENERGY);
+    assert_eq!(constant("SCALAR_SLOTS"), layout::SCALAR_SLOTS);
+    assert_eq!(constant("NO_WORLD"), layout::NO_WORLD);
+    assert_eq!(constant("NO_RANK"), layout::NO_RANK);
 }
 
 /// `coulomb_tiled` and `tangent_coulomb` size their workgroups by the `TARGETS` override:

@@ -10,12 +10,15 @@ const WG: u32 = 256u;
 const TILE: u32 = 256u;
 const MAX_EXT_CHARGES: u32 = 8u;
 const NO_RANK: u32 = 0xffffffffu;
+// A padding particle of a batch (no world) in the world table.
+const NO_WORLD: u32 = 0xffffffffu;
 
 // Scalar slots (vec4 each) of the `scalars` buffer.
 const SLOT_PQ: u32 = 0u;
 const SLOT_RZ: u32 = 1u; // and 2u: ping-pong by iteration parity
 const SLOT_RESIDUAL: u32 = 3u;
 const SLOT_ENERGY: u32 = 4u; // and 5u
+const SCALAR_SLOTS: u32 = 8u;
 
 // An external point charge. Position at time t: pos0 rotated about `axis` through
 // `center` by angular velocity * t (Rodrigues), as ExternalCharge::position_at
@@ -29,12 +32,11 @@ struct ExtCharge {
     axis: vec4<f32>,
 }
 
-// Constant over a run; written once at setup.
-struct Params {
-    n: u32,
-    n_springs: u32,
-    n_charged: u32,
-    n_ext: u32,
+// The parameters of one world (a scene: dt, softening, fields, external charges,
+// gravity, relaxation) and its ranges in the packed buffers. One world's come from
+// `Params.world`; a batch of worlds reads them from a storage array (see world.wgsl and
+// worlds.wgsl).
+struct World {
     // time step h, h^2, Jacobi relaxation omega, softening eps^2
     dt: f32,
     dt2: f32,
@@ -46,12 +48,35 @@ struct Params {
     field: vec4<f32>,
     // 0 none, 1 uniform, 2 swirl, 3 vortex
     field_kind: u32,
+    n_ext: u32,
+    // the world's Coulomb sources [charged_begin, charged_end) (whole tiles apart)
+    charged_begin: u32,
+    charged_end: u32,
+    // the workgroups of a per-particle dispatch that hold its particles
+    wg_begin: u32,
+    wg_end: u32,
+    _pad0: u32,
+    _pad1: u32,
+    ext: array<ExtCharge, MAX_EXT_CHARGES>,
+}
+
+// Constant over a run; written once at setup.
+struct Params {
+    // particles (a batch: padded to whole workgroups per world), springs, Coulomb source
+    // slots (a batch: padded to whole tiles per world)
+    n: u32,
+    n_springs: u32,
+    n_charged: u32,
     // workgroups of a per-particle dispatch = number of partial sums per block
     n_wg: u32,
     // 1: invert the 3x3 diagonal block (block Jacobi, Chebyshev); 0: scalar diagonal
     block_diag: u32,
+    // a batch: Chebyshev weights per world in the world table
+    cheb_stride: u32,
+    n_worlds: u32,
     _pad0: u32,
-    ext: array<ExtCharge, MAX_EXT_CHARGES>,
+    // one world's parameters (a batch reads its worlds' instead)
+    world: World,
 }
 
 // Per-dispatch values, selected with a dynamic uniform offset so that a whole batch of

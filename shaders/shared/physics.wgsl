@@ -30,25 +30,25 @@ fn ext_position(e: ExtCharge, t: f32) -> vec3<f32> {
 }
 
 // Mirrors ExternalField::at (src/physics/external_field.rs); the clamp of z is its clamp_z.
-fn field_at(x: vec3<f32>) -> vec3<f32> {
-    if (params.field_kind == 1u) {
-        return params.field.xyz;
+fn field_at(W: World, x: vec3<f32>) -> vec3<f32> {
+    if (W.field_kind == 1u) {
+        return W.field.xyz;
     }
-    if (params.field_kind == 2u) {
-        let min_z = params.field.y;
+    if (W.field_kind == 2u) {
+        let min_z = W.field.y;
         var z = x.z;
         if (abs(z) < min_z) {
             z = select(min_z, -min_z, z < 0.0);
         }
-        return vec3<f32>(params.field.x * x.y / z, params.field.x * x.x / z, 0.0);
+        return vec3<f32>(W.field.x * x.y / z, W.field.x * x.x / z, 0.0);
     }
-    if (params.field_kind == 3u) {
-        let min_z = params.field.y;
+    if (W.field_kind == 3u) {
+        let min_z = W.field.y;
         var z = x.z;
         if (abs(z) < min_z) {
             z = select(min_z, -min_z, z < 0.0);
         }
-        return vec3<f32>(-params.field.x * x.y / z, params.field.x * x.x / z, 0.0);
+        return vec3<f32>(-W.field.x * x.y / z, W.field.x * x.x / z, 0.0);
     }
     return vec3<f32>(0.0);
 }
@@ -78,41 +78,41 @@ fn inv_dist_or_zero(r2: f32) -> f32 {
 
 // External point charges and field on a particle with scaled charge qs and charge q.
 // Mirrors the per-particle kernel of cpu::forces::external_forces_into.
-fn external_force(x: vec3<f32>, qs: f32, q: f32, t: f32) -> vec3<f32> {
+fn external_force(W: World, x: vec3<f32>, qs: f32, q: f32, t: f32) -> vec3<f32> {
     var f = vec3<f32>(0.0);
     if (qs == 0.0) {
         return f;
     }
-    for (var k = 0u; k < params.n_ext; k = k + 1u) {
-        let e = params.ext[k];
+    for (var k = 0u; k < W.n_ext; k = k + 1u) {
+        let e = W.ext[k];
         // A 0 C external charge exerts nothing, even on a particle it sits on.
         if (e.pos0.w == 0.0) {
             continue;
         }
         let d = x - ext_position(e, t);
-        let inv = inv_dist(dot(d, d) + params.eps2);
+        let inv = inv_dist(dot(d, d) + W.eps2);
         f = f + (qs * e.pos0.w * inv * inv * inv) * d;
     }
-    return f + q * field_at(x);
+    return f + q * field_at(W, x);
 }
 
 // Potential energy of a particle in the external charges and a uniform field (a swirl
 // field has no potential). Mirrors the per-particle term of cpu::energy::external_energy.
-fn external_potential(x: vec3<f32>, qs: f32, q: f32, t: f32) -> f32 {
+fn external_potential(W: World, x: vec3<f32>, qs: f32, q: f32, t: f32) -> f32 {
     var u = 0.0;
     if (qs == 0.0) {
         return u;
     }
-    for (var k = 0u; k < params.n_ext; k = k + 1u) {
-        let e = params.ext[k];
+    for (var k = 0u; k < W.n_ext; k = k + 1u) {
+        let e = W.ext[k];
         if (e.pos0.w == 0.0) {
             continue;
         }
         let d = x - ext_position(e, t);
-        u = u + qs * e.pos0.w * inv_dist(dot(d, d) + params.eps2);
+        u = u + qs * e.pos0.w * inv_dist(dot(d, d) + W.eps2);
     }
-    if (params.field_kind == 1u) {
-        u = u - q * dot(params.field.xyz, x);
+    if (W.field_kind == 1u) {
+        u = u - q * dot(W.field.xyz, x);
     }
     return u;
 }

@@ -108,6 +108,12 @@ impl Buffers {
         &self.params
     }
 
+    /// Replaces the `Params` uniform (a batch of worlds writes its own), before the step
+    /// is planned.
+    pub(super) fn set_params(&mut self, device: &wgpu::Device, params: &Params) {
+        self.params = uniform(device, params);
+    }
+
     /// Adds (or replaces) buffer `b`: the tangent banks, before the step is planned.
     pub(super) fn insert(&mut self, b: Buf, buffer: wgpu::Buffer) {
         self.list[b as usize] = Some(buffer);
@@ -162,40 +168,11 @@ impl Buffers {
             adj.push(e.spring);
             adj.push(e.other | if e.sign < 0 { 1 << 31 } else { 0 });
         }
-        let lg = config.integrator == Integrator::LocalGlobal;
-        // Local-global: the matrix P = M + h C_L + h^2 L is constant (DESIGN section 2):
-        // upload its edge weights as W_k = (h c + h^2 k) I, i.e. (m, s) = (0, w), and its
-        // diagonal inverse once.
-        let mut sf_init: Vec<[f32; 4]> = Vec::new();
-        let mut bd_init: Vec<[f32; 4]> = Vec::new();
-        if lg {
-            let mut diag: Vec<f64> = system.masses().to_vec();
-            for (k, s) in system.springs().iter().enumerate() {
-                let w = h * s.damping + h * h * s.stiffness;
-                diag[s.i as usize] += w;
-                diag[s.j as usize] += w;
-                sf_init.push([
-                    0.0,
-                    0.0,
-                    0.0,
-                    to_f32(w, "local-global weight of spring", k)?,
-                ]);
-            }
-            // The (n, fmag) half, unused by local-global.
-            sf_init.resize(2 * system.springs().len(), [0.0; 4]);
-            for (i, d) in diag.iter().enumerate() {
-                let inv = to_f32(1.0 / d, "diagonal of particle", i)?;
-                bd_init.push([0.0; 4]);
-                bd_init.push([inv, inv, inv, 0.0]);
-                // The row's mass in the spare slot (0: pinned), as rhs writes it.
-                let mass = if system.pinned()[i] {
-                    0.0
-                } else {
-                    to_f32(system.masses()[i], "mass of particle", i)?
-                };
-                bd_init.push([0.0, 0.0, mass, 0.0]);
-            }
-        }
+        let (sf_init, bd_init) = if config.integrator == Integrator::LocalGlobal {
+            local_global_init(system, &|_| h)?
+        } else {
+            (Vec::new(), Vec::new())
+        };
         let size_of = |name: &str| -> u64 {
             sz.storage
                 .iter()
@@ -281,12 +258,57 @@ impl Buffers {
         );
         put(Buf::Scalars, zero("msc scalars", "scalars"));
 
-        let params: Params = super::params::params(system, config, dt, n_wg)?;
-        let params = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some("msc params"),
-            contents: bytemuck::bytes_of(&params),
-            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-        });
+        let params = uniform(device, &super::params::params(system, config, dt, n_wg)?);
         Ok(Self { list, params })
     }
+}
+
+fn uniform(device: &wgpu::Device, params: &Params) -> wgpu::Buffer {
+    device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        label: Some("msc params"),
+        contents: bytemuck::bytes_of(params),
+        usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+    })
+}
+
+/// One `vec4<f32>` of a storage buffer.
+type Vec4 = [f32; 4];
+
+/// Local-global: the matrix P = M + h C_L + h^2 L is constant (DESIGN section 2): its
+/// edge weights as W_k = (h c + h^2 k) I, i.e. (m, s) = (0, w), then the unused (n, fmag)
+/// half, and per particle its `Bd` rows with the diagonal inverse and the row's mass (0:
+/// pinned) in the spare slot, as rhs writes it. `h(i)`: the time step of particle i's
+/// world (a spring's is its first particle's).
+pub(super) fn local_global_init(
+    system: &System,
+    h: &dyn Fn(u32) -> f64,
+) -> Result<(Vec<Vec4>, Vec<Vec4>), GpuError> {
+    let mut sf_init = Vec::with_capacity(2 * system.springs().len());
+    let mut bd_init = Vec::with_capacity(3 * system.len());
+    let mut diag: Vec<f64> = system.masses().to_vec();
+    for (k, s) in system.springs().iter().enumerate() {
+        let h = h(s.i);
+        let w = h * s.damping + h * h * s.stiffness;
+        diag[s.i as usize] += w;
+        diag[s.j as usize] += w;
+        sf_init.push([
+            0.0,
+            0.0,
+            0.0,
+            to_f32(w, "local-global weight of spring", k)?,
+        ]);
+    }
+    sf_init.resize(2 * system.springs().len(), [0.0; 4]);
+    for (i, d) in diag.iter().enumerate() {
+        let inv = to_f32(1.0 / d, "diagonal of particle", i)?;
+        bd_init.push([0.0; 4]);
+        bd_init.push([inv, inv, inv, 0.0]);
+        let mass = if system.pinned()[i] {
+            0.0
+        } else {
+            to_f32(system.masses()[i], "mass of particle", i)?
+        };
+        bd_init.push([0.0, 0.0, mass, 0.0]);
+    }
+    Ok((sf_init, bd_init))
 }

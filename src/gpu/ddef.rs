@@ -170,9 +170,9 @@ impl GpuDdef {
             queue: queue.clone(),
             eps2,
             pipelines: [
-                shaders::kernel_pipeline(device, shaders::DDEF_FAR, None),
-                shaders::kernel_pipeline(device, shaders::DDEF_VERTEX_FAR, None),
-                shaders::kernel_pipeline(device, shaders::DDEF_GATHER, None),
+                shaders::kernel_pipeline(device, shaders::DDEF_FAR, None, None),
+                shaders::kernel_pipeline(device, shaders::DDEF_VERTEX_FAR, None, None),
+                shaders::kernel_pipeline(device, shaders::DDEF_GATHER, None, None),
             ],
             counts,
             slots: SLOT_LABELS.iter().map(|l| Grown::new(device, l)).collect(),

@@ -18,6 +18,8 @@ struct Pipeline {
     kernel: Kernel,
     pipeline: wgpu::ComputePipeline,
     layout: wgpu::BindGroupLayout,
+    /// Binds a batch's world table as group 2.
+    batched: bool,
 }
 
 /// Pipelines, bind groups and dispatch records of one solver.
@@ -32,6 +34,9 @@ pub(super) struct Engine {
     record_stride: u32,
     /// The records' uniform buffer, once [`Self::seal`]ed.
     dispatch_group: Option<wgpu::BindGroup>,
+    /// A batch of worlds: the world table's layout and bind group (group 2).
+    worlds_layout: Option<wgpu::BindGroupLayout>,
+    worlds_group: Option<wgpu::BindGroup>,
 }
 
 /// Checks `bufs` against `k`'s storage bindings: one buffer per binding, and no buffer
@@ -66,6 +71,7 @@ pub(super) fn check_bindings(k: Kernel, bufs: &[Buf]) -> Result<(), GpuError> {
 }
 
 impl Engine {
+    /// An engine for one world; [`Self::batched`] for a batch of worlds.
     pub(super) fn new(device: &wgpu::Device) -> Self {
         let dispatch_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("msc dispatch records"),
@@ -91,6 +97,51 @@ impl Engine {
             record_index: HashMap::new(),
             record_stride: (std::mem::size_of::<Dispatch>() as u32).div_ceil(align) * align,
             dispatch_group: None,
+            worlds_layout: None,
+            worlds_group: None,
+        }
+    }
+
+    /// An engine for a batch of worlds: the kernels that read per-world values bind
+    /// `worlds` (the per-world parameters) and `table` (the world of each particle, then
+    /// the Chebyshev weights) as group 2.
+    pub(super) fn batched(
+        device: &wgpu::Device,
+        worlds: &wgpu::Buffer,
+        table: &wgpu::Buffer,
+    ) -> Self {
+        let entry = |binding| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only: true },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        };
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("msc world table"),
+            entries: &[entry(0), entry(1)],
+        });
+        let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("msc world table"),
+            layout: &layout,
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: worlds.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: table.as_entire_binding(),
+                },
+            ],
+        });
+        Self {
+            worlds_layout: Some(layout),
+            worlds_group: Some(group),
+            ..Self::new(device)
         }
     }
 
@@ -98,11 +149,17 @@ impl Engine {
         if let Some(&i) = self.pipeline_index.get(k.name) {
             return i;
         }
-        let (pipeline, layout) = shaders::kernel_pipeline(device, k, Some(&self.dispatch_layout));
+        let (pipeline, layout) = shaders::kernel_pipeline(
+            device,
+            k,
+            Some(&self.dispatch_layout),
+            self.worlds_layout.as_ref(),
+        );
         self.pipelines.push(Pipeline {
             kernel: k,
             pipeline,
             layout,
+            batched: self.worlds_layout.is_some() && shaders::reads_worlds(k),
         });
         let i = self.pipelines.len() - 1;
         self.pipeline_index.insert(k.name, i);
@@ -241,7 +298,11 @@ impl Engine {
                 }
                 Op::Dispatch(op) => {
                     if op.pipeline != current {
-                        pass.set_pipeline(&self.pipelines[op.pipeline].pipeline);
+                        let p = &self.pipelines[op.pipeline];
+                        pass.set_pipeline(&p.pipeline);
+                        if let (true, Some(g)) = (p.batched, &self.worlds_group) {
+                            pass.set_bind_group(2, g, &[]);
+                        }
                         current = op.pipeline;
                     }
                     pass.set_bind_group(0, &self.groups[op.group], &[]);

@@ -19,7 +19,7 @@ use crate::model::System;
 /// Chebyshev's spectral radius: the config's, or the CPU reference's power-iteration
 /// estimate on the initial operator (IMEX: A at x_0; local-global: P), so both backends
 /// use the same weights.
-fn chebyshev_rho(system: &System, config: &Config, dt: TimeStep) -> f64 {
+pub(super) fn chebyshev_rho(system: &System, config: &Config, dt: TimeStep) -> f64 {
     use crate::cpu::solvers::{estimate_block_jacobi_rho, BlockLaplacian, RHO_ESTIMATE_ITERATIONS};
     config.solver.rho.unwrap_or_else(|| {
         let op = match config.integrator {
@@ -52,6 +52,9 @@ pub(super) struct Planner<'a> {
     /// `coulomb.method = "ddef"`: a step's Coulomb sum is a DDEF evaluation.
     pub(super) ddef: bool,
     pub(super) solve: SolveSpec,
+    /// Worlds of a batch (1 for one system): a reduction's second stage runs one
+    /// workgroup per world.
+    pub(super) worlds: u32,
 }
 
 impl<'a> Planner<'a> {
@@ -92,6 +95,38 @@ impl<'a> Planner<'a> {
                 iterations,
                 weights,
             },
+            worlds: 1,
+        }
+    }
+
+    /// A planner for a batch of `worlds` worlds packed in `buffers`: `n` particle slots,
+    /// `ns` springs and `nc` Coulomb source slots (0: no Coulomb sum). Chebyshev's
+    /// weights come from the world table, one set per world.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn batch(
+        device: &'a wgpu::Device,
+        engine: &'a mut Engine,
+        buffers: &'a Buffers,
+        config: &Config,
+        dt: TimeStep,
+        (n, ns, nc): (u32, u32, u32),
+        worlds: u32,
+    ) -> Self {
+        Self {
+            device,
+            engine,
+            buffers,
+            dt,
+            n,
+            ns,
+            nc,
+            ddef: false,
+            solve: SolveSpec {
+                method: config.solver.method,
+                iterations: config.solver.iterations,
+                weights: vec![1.0; config.solver.iterations as usize],
+            },
+            worlds,
         }
     }
 
@@ -341,10 +376,11 @@ impl Planner<'_> {
             record,
             1,
         )?;
-        // One workgroup whatever the grid of a single item.
+        // One workgroup per world whatever the grid of a single item.
+        let worlds = self.worlds;
         Ok(match op {
             Op::Dispatch(mut d) => {
-                d.grid = [1, 1];
+                d.grid = [worlds, 1];
                 Op::Dispatch(d)
             }
             other => other,
@@ -374,8 +410,10 @@ impl Planner<'_> {
                     } else {
                         (0, 1.0)
                     };
-                    // The sweep reads only mode and weight: equal records are shared.
+                    // The sweep reads mode, weight and (a batch's weight table) the
+                    // iteration: equal records are shared.
                     let record = self.record(Dispatch {
+                        iter: if mode == 1 { k } else { 0 },
                         mode,
                         weight,
                         ..Default::default()

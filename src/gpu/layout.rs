@@ -22,6 +22,10 @@ pub const SLOT_RZ: u32 = 1;
 pub const SLOT_RESIDUAL: u32 = 3;
 pub const SLOT_ENERGY: u32 = 4;
 pub const SCALAR_SLOTS: u32 = 8;
+/// A padding slot of a batch of worlds: in the world table (`NO_WORLD` in WGSL) and
+/// among the Coulomb source slots (`NO_RANK`).
+pub const NO_WORLD: u32 = u32::MAX;
+pub const NO_RANK: u32 = u32::MAX;
 
 /// WGSL `ExtCharge`: an external point charge.
 #[repr(C)]
@@ -35,14 +39,10 @@ pub struct ExtCharge {
     pub axis: [f32; 4],
 }
 
-/// WGSL `Params`: constant over a run, written once at setup.
+/// WGSL `World`: one world's parameters and its ranges in the packed buffers.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
-pub struct Params {
-    pub n: u32,
-    pub n_springs: u32,
-    pub n_charged: u32,
-    pub n_ext: u32,
+pub struct World {
     pub dt: f32,
     pub dt2: f32,
     pub omega: f32,
@@ -52,12 +52,35 @@ pub struct Params {
     pub field: [f32; 4],
     /// 0 none, 1 uniform, 2 swirl, 3 vortex.
     pub field_kind: u32,
+    pub n_ext: u32,
+    /// Its Coulomb source slots [charged_begin, charged_end).
+    pub charged_begin: u32,
+    pub charged_end: u32,
+    /// The workgroups of a per-particle dispatch holding its particles.
+    pub wg_begin: u32,
+    pub wg_end: u32,
+    pub _pad0: u32,
+    pub _pad1: u32,
+    pub ext: [ExtCharge; MAX_EXT_CHARGES],
+}
+
+/// WGSL `Params`: constant over a run, written once at setup.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct Params {
+    pub n: u32,
+    pub n_springs: u32,
+    pub n_charged: u32,
     /// Workgroups of a per-particle dispatch (partial sums per reduction block).
     pub n_wg: u32,
     /// 1: 3x3 block diagonal inverse; 0: scalar diagonal.
     pub block_diag: u32,
+    /// A batch: Chebyshev weights per world in the world table.
+    pub cheb_stride: u32,
+    pub n_worlds: u32,
     pub _pad0: u32,
-    pub ext: [ExtCharge; MAX_EXT_CHARGES],
+    /// One world's parameters (a batch reads its world table's instead).
+    pub world: World,
 }
 
 /// WGSL `Dispatch`: per-dispatch values selected with a dynamic uniform offset.
@@ -112,24 +135,39 @@ pub fn mirror_layouts() -> Vec<MirrorLayout> {
             ],
         },
         MirrorLayout {
+            name: "World",
+            size: size_of::<World>(),
+            fields: vec![
+                ("dt", offset_of!(World, dt)),
+                ("dt2", offset_of!(World, dt2)),
+                ("omega", offset_of!(World, omega)),
+                ("eps2", offset_of!(World, eps2)),
+                ("gravity", offset_of!(World, gravity)),
+                ("field", offset_of!(World, field)),
+                ("field_kind", offset_of!(World, field_kind)),
+                ("n_ext", offset_of!(World, n_ext)),
+                ("charged_begin", offset_of!(World, charged_begin)),
+                ("charged_end", offset_of!(World, charged_end)),
+                ("wg_begin", offset_of!(World, wg_begin)),
+                ("wg_end", offset_of!(World, wg_end)),
+                ("_pad0", offset_of!(World, _pad0)),
+                ("_pad1", offset_of!(World, _pad1)),
+                ("ext", offset_of!(World, ext)),
+            ],
+        },
+        MirrorLayout {
             name: "Params",
             size: size_of::<Params>(),
             fields: vec![
                 ("n", offset_of!(Params, n)),
                 ("n_springs", offset_of!(Params, n_springs)),
                 ("n_charged", offset_of!(Params, n_charged)),
-                ("n_ext", offset_of!(Params, n_ext)),
-                ("dt", offset_of!(Params, dt)),
-                ("dt2", offset_of!(Params, dt2)),
-                ("omega", offset_of!(Params, omega)),
-                ("eps2", offset_of!(Params, eps2)),
-                ("gravity", offset_of!(Params, gravity)),
-                ("field", offset_of!(Params, field)),
-                ("field_kind", offset_of!(Params, field_kind)),
                 ("n_wg", offset_of!(Params, n_wg)),
                 ("block_diag", offset_of!(Params, block_diag)),
+                ("cheb_stride", offset_of!(Params, cheb_stride)),
+                ("n_worlds", offset_of!(Params, n_worlds)),
                 ("_pad0", offset_of!(Params, _pad0)),
-                ("ext", offset_of!(Params, ext)),
+                ("world", offset_of!(Params, world)),
             ],
         },
         MirrorLayout {

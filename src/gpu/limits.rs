@@ -25,7 +25,7 @@ pub(super) fn sizes(system: &System, config: &Config) -> Sizes {
 }
 
 /// [`sizes`] from the counts alone: `n` particles, `ns` springs, `nc` charged particles.
-fn sizes_for(n: u64, ns: u64, nc: u64, config: &Config) -> Sizes {
+pub(super) fn sizes_for(n: u64, ns: u64, nc: u64, config: &Config) -> Sizes {
     let implicit = config.integrator.is_implicit();
     let cg = implicit && config.solver.method == SolverMethod::Cg;
     let lg = config.integrator == Integrator::LocalGlobal;
@@ -143,7 +143,7 @@ impl std::fmt::Display for OversizedBuffer {
     }
 }
 
-fn first_oversized(limits: &wgpu::Limits, sizes: &Sizes) -> Option<OversizedBuffer> {
+pub(super) fn first_oversized(limits: &wgpu::Limits, sizes: &Sizes) -> Option<OversizedBuffer> {
     sizes.storage.iter().find_map(|&(buffer, bytes)| {
         [
             (

@@ -6,7 +6,7 @@
 
 use glam::DVec3;
 
-use super::layout::{ExtCharge, Params, MAX_EXT_CHARGES};
+use super::layout::{ExtCharge, Params, World, MAX_EXT_CHARGES};
 use super::GpuError;
 use crate::config::{Config, ExternalField, SolverMethod};
 use crate::model::{System, COULOMB_K};
@@ -66,21 +66,17 @@ impl TimeStep {
     }
 }
 
-/// The `Params` uniform of `system` under `config`; `n_wg` is the workgroup count of a
-/// per-particle dispatch (partial sums per reduction block).
-pub(super) fn params(
-    system: &System,
+/// World `system` under `config`: its parameters, with its ranges (Coulomb source slots
+/// from `charged.start`, workgroups `wgs`) in the packed buffers.
+pub(super) fn world(
     config: &Config,
     dt: TimeStep,
-    n_wg: u32,
-) -> Result<Params, GpuError> {
+    charged: std::ops::Range<u32>,
+    wgs: std::ops::Range<u32>,
+) -> Result<World, GpuError> {
     let sqrt_k = COULOMB_K.sqrt();
     let (dt, dt2) = dt.uniform();
-    let mut params = Params {
-        n: system.len() as u32,
-        n_springs: system.springs().len() as u32,
-        n_charged: system.charged_indices().len() as u32,
-        n_ext: config.external_charges.len() as u32,
+    let mut world = World {
         dt,
         dt2,
         omega: config.solver.omega as f32,
@@ -88,23 +84,24 @@ pub(super) fn params(
         gravity: vec4(config.gravity, 0.0, "gravity", 0)?,
         field: [0.0; 4],
         field_kind: 0,
-        n_wg,
-        block_diag: u32::from(matches!(
-            config.solver.method,
-            SolverMethod::BlockJacobi | SolverMethod::Chebyshev
-        )),
+        n_ext: config.external_charges.len() as u32,
+        charged_begin: charged.start,
+        charged_end: charged.end,
+        wg_begin: wgs.start,
+        wg_end: wgs.end,
         _pad0: 0,
+        _pad1: 0,
         ext: [ExtCharge::default(); MAX_EXT_CHARGES],
     };
     match config.external_field {
         None => {}
         Some(ExternalField::Uniform(e)) => {
-            params.field_kind = 1;
-            params.field = vec4(e, 0.0, "external field", 0)?;
+            world.field_kind = 1;
+            world.field = vec4(e, 0.0, "external field", 0)?;
         }
         Some(ExternalField::Swirl { scale, min_z }) => {
-            params.field_kind = 2;
-            params.field = [
+            world.field_kind = 2;
+            world.field = [
                 to_f32(scale, "field scale", 0)?,
                 to_f32(min_z, "field min_z", 0)?,
                 0.0,
@@ -112,8 +109,8 @@ pub(super) fn params(
             ];
         }
         Some(ExternalField::Vortex { scale, min_z }) => {
-            params.field_kind = 3;
-            params.field = [
+            world.field_kind = 3;
+            world.field = [
                 to_f32(scale, "field scale", 0)?,
                 to_f32(min_z, "field min_z", 0)?,
                 0.0,
@@ -129,7 +126,7 @@ pub(super) fn params(
     }
     for (k, c) in config.external_charges.iter().enumerate() {
         let orbit = c.orbit;
-        params.ext[k] = ExtCharge {
+        world.ext[k] = ExtCharge {
             pos0: vec4(
                 c.position,
                 to_f32(c.charge * sqrt_k, "external charge", k)?,
@@ -151,7 +148,37 @@ pub(super) fn params(
             },
         };
     }
-    Ok(params)
+    Ok(world)
+}
+
+/// The `Params` uniform of one world, `system` under `config`; `n_wg` is the workgroup
+/// count of a per-particle dispatch (partial sums per reduction block).
+pub(super) fn params(
+    system: &System,
+    config: &Config,
+    dt: TimeStep,
+    n_wg: u32,
+) -> Result<Params, GpuError> {
+    let n_charged = system.charged_indices().len() as u32;
+    Ok(Params {
+        n: system.len() as u32,
+        n_springs: system.springs().len() as u32,
+        n_charged,
+        n_wg,
+        block_diag: block_diag(config),
+        cheb_stride: 0,
+        n_worlds: 1,
+        _pad0: 0,
+        world: world(config, dt, 0..n_charged, 0..n_wg)?,
+    })
+}
+
+/// `Params.block_diag`: whether the solver inverts the 3x3 diagonal blocks.
+pub(super) fn block_diag(config: &Config) -> u32 {
+    u32::from(matches!(
+        config.solver.method,
+        SolverMethod::BlockJacobi | SolverMethod::Chebyshev
+    ))
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@
 //! - `reduce`: the workgroup tree sum;
 //! - `adjacency`: the CSR spring adjacency's entries;
 //! - `blocks`: products with the stored 3x3 blocks of A;
+//! - `world`: one world's parameters, rows and scalar slots (a batch of worlds composes
+//!   `worlds.wgsl` in its place: [`Kernel::batch_source`]);
 //! - `physics`: the f32 formulas mirroring `crate::physics` and the CPU reference.
 
 /// How a kernel accesses a storage binding.
@@ -29,12 +31,25 @@ pub struct Kernel {
     pub body: &'static str,
     /// The whole module: the shared files, then `body`.
     pub source: &'static str,
+    /// The module for a batch of worlds (`gpu::worlds`): `worlds.wgsl` in place of
+    /// `world.wgsl`; the same as `source` for a kernel that does not list `world`.
+    pub batch_source: &'static str,
     pub storage: &'static [Access],
 }
 
 macro_rules! shared_file {
     ($file:ident) => {
         include_str!(concat!("../../shaders/shared/", stringify!($file), ".wgsl"))
+    };
+}
+
+/// A shared file in a batch's module: `worlds` in place of `world`.
+macro_rules! batch_file {
+    (world) => {
+        include_str!("../../shaders/shared/worlds.wgsl")
+    };
+    ($file:ident) => {
+        shared_file!($file)
     };
 }
 
@@ -48,96 +63,113 @@ macro_rules! kernel {
                 $(shared_file!($file), "\n",)*
                 include_str!(concat!("../../shaders/", $name, ".wgsl"))
             ),
+            batch_source: concat!(
+                $(batch_file!($file), "\n",)*
+                include_str!(concat!("../../shaders/", $name, ".wgsl"))
+            ),
             storage: &[$(Access::$acc),*],
         }
     };
 }
 
 /// The shared files by name, in the order a kernel lists them (`layout` first).
-pub const SHARED: [(&str, &str); 5] = [
+pub const SHARED: [(&str, &str); 6] = [
     ("layout", shared_file!(layout)),
+    ("world", shared_file!(world)),
     ("reduce", shared_file!(reduce)),
     ("adjacency", shared_file!(adjacency)),
     ("blocks", shared_file!(blocks)),
     ("physics", shared_file!(physics)),
 ];
 
+/// The batch's replacement of the `world` file.
+pub const WORLDS: &str = include_str!("../../shaders/shared/worlds.wgsl");
+
+/// Whether kernel `k` reads per-world values (lists `world`), so a batch binds its world
+/// table (group 2).
+pub fn reads_worlds(k: Kernel) -> bool {
+    k.shared.contains(&"world")
+}
+
 /// The layout file alone (constants and structs the host mirrors; no entry point).
 pub const LAYOUT: &str = shared_file!(layout);
 
 pub const SPRING_ASSEMBLE: Kernel = kernel!(
     "spring_assemble",
-    [layout, physics],
+    [layout, world, physics],
     [Read, Read, Read, Read, ReadWrite]
 );
 pub const COULOMB_SOURCES: Kernel =
     kernel!("coulomb_sources", [layout], [Read, Read, Read, ReadWrite]);
 pub const EXTERNAL_FORCES: Kernel = kernel!(
     "external_forces",
-    [layout, physics],
+    [layout, world, physics],
     [Read, Read, Read, ReadWrite]
 );
-pub const COULOMB_TILED: Kernel =
-    kernel!("coulomb_tiled", [layout, physics], [Read, Read, ReadWrite]);
+pub const COULOMB_TILED: Kernel = kernel!(
+    "coulomb_tiled",
+    [layout, world, physics],
+    [Read, Read, ReadWrite]
+);
 pub const RHS: Kernel = kernel!(
     "rhs",
-    [layout, adjacency],
+    [layout, world, adjacency],
     [Read, Read, Read, Read, Read, ReadWrite]
 );
 pub const JACOBI_SWEEP: Kernel = kernel!(
     "jacobi_sweep",
-    [layout, adjacency, blocks],
+    [layout, world, adjacency, blocks],
     [Read, Read, Read, Read, ReadWrite]
 );
 pub const RESIDUAL: Kernel = kernel!(
     "residual",
-    [layout, reduce, adjacency, blocks],
+    [layout, world, reduce, adjacency, blocks],
     [Read, Read, Read, Read, ReadWrite]
 );
-pub const DOT_REDUCE: Kernel = kernel!("dot_reduce", [layout, reduce], [Read, ReadWrite]);
+pub const DOT_REDUCE: Kernel = kernel!("dot_reduce", [layout, world, reduce], [Read, ReadWrite]);
 pub const CG_INIT: Kernel = kernel!(
     "cg_init",
-    [layout, reduce, adjacency, blocks],
+    [layout, world, reduce, adjacency, blocks],
     [Read, Read, Read, Read, ReadWrite, ReadWrite, ReadWrite]
 );
 pub const CG_MATVEC: Kernel = kernel!(
     "cg_matvec",
-    [layout, reduce, adjacency, blocks],
+    [layout, world, reduce, adjacency, blocks],
     [Read, Read, Read, Read, ReadWrite, ReadWrite]
 );
 pub const CG_UPDATE: Kernel = kernel!(
     "cg_update",
-    [layout, reduce, blocks],
+    [layout, world, reduce, blocks],
     [Read, Read, Read, Read, ReadWrite, ReadWrite, ReadWrite]
 );
 pub const CG_DIRECTION: Kernel = kernel!(
     "cg_direction",
-    [layout, blocks],
+    [layout, world, blocks],
     [Read, Read, Read, ReadWrite]
 );
 pub const INTEGRATE: Kernel = kernel!(
     "integrate",
-    [layout],
+    [layout, world],
     [ReadWrite, ReadWrite, Read, Read, Read, ReadWrite]
 );
 pub const EXPLICIT_STEP: Kernel = kernel!(
     "explicit_step",
-    [layout, adjacency],
+    [layout, world, adjacency],
     [ReadWrite, ReadWrite, Read, Read, Read, Read, ReadWrite]
 );
 pub const LG_PREPARE: Kernel = kernel!(
     "lg_prepare",
-    [layout],
+    [layout, world],
     [ReadWrite, Read, Read, Read, ReadWrite, ReadWrite]
 );
 pub const LG_RHS: Kernel = kernel!(
     "lg_rhs",
-    [layout, adjacency],
+    [layout, world, adjacency],
     [Read, Read, Read, Read, Read, Read, ReadWrite]
 );
 pub const ENERGY_REDUCE: Kernel = kernel!(
     "energy_reduce",
-    [layout, reduce, adjacency, physics],
+    [layout, world, reduce, adjacency, physics],
     [Read, Read, Read, Read, Read, Read, Read, ReadWrite]
 );
 
@@ -213,15 +245,24 @@ pub const KERNELS: [Kernel; 26] = [
 /// kernel's name. With `dispatch` (the solver's `Dispatch` records layout), group 0 starts
 /// with the `Params` uniform at binding 0 and `dispatch` is group 1, as the solver's kernels
 /// declare; without it (the DDEF kernels, which read their sizes from a storage buffer so
-/// they run outside a solver) group 0 holds only the storage bindings.
+/// they run outside a solver) group 0 holds only the storage bindings. With `worlds` (a
+/// batch's world table layout) a kernel that reads per-world values is compiled from its
+/// batch source and binds the table as group 2.
 pub(super) fn kernel_pipeline(
     device: &wgpu::Device,
     k: Kernel,
     dispatch: Option<&wgpu::BindGroupLayout>,
+    worlds: Option<&wgpu::BindGroupLayout>,
 ) -> (wgpu::ComputePipeline, wgpu::BindGroupLayout) {
+    let worlds = worlds.filter(|_| reads_worlds(k) && dispatch.is_some());
+    let source = if worlds.is_some() {
+        k.batch_source
+    } else {
+        k.source
+    };
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some(k.name),
-        source: wgpu::ShaderSource::Wgsl(k.source.into()),
+        source: wgpu::ShaderSource::Wgsl(source.into()),
     });
     let params = dispatch.map(|_| wgpu::BindGroupLayoutEntry {
         binding: 0,
@@ -256,10 +297,13 @@ pub(super) fn kernel_pipeline(
         label: Some(k.name),
         entries: &entries,
     });
-    let groups = [Some(&layout), dispatch];
+    let groups: Vec<Option<&wgpu::BindGroupLayout>> = [Some(&layout), dispatch, worlds]
+        .into_iter()
+        .take_while(Option::is_some)
+        .collect();
     let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
         label: Some(k.name),
-        bind_group_layouts: &groups[..if dispatch.is_some() { 2 } else { 1 }],
+        bind_group_layouts: &groups,
         immediate_size: 0,
     });
     let constants = pipeline_constants(device, k);

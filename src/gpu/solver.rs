@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use glam::{DMat3, DVec3};
 
 use super::adapter::{open_headless_device, AdapterSummary, HeadlessDevice, HeadlessOptions};
-use super::assemble::{assemble, Tangents};
+use super::assemble::{assemble, Parts, Tangents};
 use super::buffers::{Buf, Buffers};
 use super::ddef_stage::SolverDdef;
 use super::engine::Engine;
@@ -43,6 +43,26 @@ pub struct HostCounts {
 /// Dispatches recorded per queue submission by [`Simulator::step`] (whole steps, at least
 /// one): bounds the command buffer's host memory when steps have many solver sweeps.
 const DISPATCHES_PER_SUBMIT: u64 = 8192;
+
+/// Opens a device of its own (see [`GpuSolver::headless`]) with a device-lost callback
+/// that the submitter checks.
+pub(super) fn headless_host(
+    options: &HeadlessOptions,
+) -> Result<(Submitter, AdapterSummary), GpuError> {
+    let HeadlessDevice {
+        device,
+        queue,
+        adapter,
+    } = open_headless_device(options)?;
+    let lost = Arc::new(Mutex::new(None));
+    let flag = lost.clone();
+    device.set_device_lost_callback(move |reason, message| {
+        if let Ok(mut l) = flag.lock() {
+            *l = Some(format!("{reason:?}: {message}"));
+        }
+    });
+    Ok((Submitter::new(device, queue, lost), adapter))
+}
 
 /// The GPU solver for one system.
 pub struct GpuSolver {
@@ -141,25 +161,8 @@ impl GpuSolver {
         // Input checks first, so a bad input fails before an adapter is opened.
         config.validate_for(system)?;
         super::range::check(system, config)?;
-        let HeadlessDevice {
-            device,
-            queue,
-            adapter,
-        } = open_headless_device(options)?;
-        let lost = Arc::new(Mutex::new(None));
-        let flag = lost.clone();
-        device.set_device_lost_callback(move |reason, message| {
-            if let Ok(mut l) = flag.lock() {
-                *l = Some(format!("{reason:?}: {message}"));
-            }
-        });
-        Self::build(
-            Submitter::new(device, queue, lost),
-            adapter,
-            system,
-            config,
-            directions,
-        )
+        let (host, adapter) = headless_host(options)?;
+        Self::build(host, adapter, system, config, directions)
     }
 
     fn build(
@@ -170,7 +173,21 @@ impl GpuSolver {
         directions: Option<&[TangentDirection]>,
     ) -> Result<Self, GpuError> {
         let parts = assemble(&host, system, config, directions)?;
-        Ok(Self {
+        let (n, ns) = (system.len() as u32, system.springs().len() as u32);
+        Ok(Self::from_parts(host, summary, parts, config, n, ns))
+    }
+
+    /// A solver over `parts` (one system's, or a batch's packed worlds) of `n` particle
+    /// slots and `ns` springs.
+    pub(super) fn from_parts(
+        host: Submitter,
+        summary: AdapterSummary,
+        parts: Parts,
+        config: &Config,
+        n: u32,
+        ns: u32,
+    ) -> Self {
+        Self {
             host,
             summary,
             integrator: config.integrator,
@@ -181,8 +198,8 @@ impl GpuSolver {
                 }
                 _ => config.solver.iterations,
             },
-            n: system.len() as u32,
-            spring_count: system.springs().len() as u32,
+            n,
+            spring_count: ns,
             dt: parts.dt,
             steps_done: 0,
             buffers: parts.buffers,
@@ -192,7 +209,17 @@ impl GpuSolver {
             saved_stats: None,
             ddef: parts.ddef,
             tangents: parts.tangents,
-        })
+        }
+    }
+
+    /// Solver iterations per step (local-global: summed over its alternations).
+    pub(super) fn iterations(&self) -> u32 {
+        self.iterations
+    }
+
+    /// The recordings, for a batch's reads (`gpu::worlds`).
+    pub(super) fn program(&self) -> &Program {
+        &self.program
     }
 
     pub fn adapter(&self) -> Option<&AdapterSummary> {
@@ -408,7 +435,11 @@ impl GpuSolver {
     }
 
     /// Runs `ops` (if any), then reads the byte ranges `copies` back (one submission).
-    fn run_and_read(&self, ops: &[Op], copies: &[(Buf, u64, u64)]) -> Result<Vec<u8>, GpuError> {
+    pub(super) fn run_and_read(
+        &self,
+        ops: &[Op],
+        copies: &[(Buf, u64, u64)],
+    ) -> Result<Vec<u8>, GpuError> {
         let ddef = self.ddef.as_ref().map(SolverDdef::kernels);
         self.replay().read(ops, ddef, copies)
     }

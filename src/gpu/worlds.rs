@@ -6,12 +6,27 @@
 //! segmented by world; Coulomb sums run only within a world.
 
 use std::ops::Range;
+use std::sync::{Arc, Mutex};
 
+use super::adapter::{AdapterSummary, HeadlessOptions};
+use super::assemble::Parts;
+use super::buffers::{filled, local_global_init, Buf};
+use super::engine::Engine;
+use super::error::scoped;
+use super::launch::{chebyshev_rho, Planner};
+use super::layout::{Params, World, MAX_STORAGE_BUFFERS, SCALAR_SLOTS, SLOT_ENERGY, SLOT_RESIDUAL};
+use super::limits::{check_limits, first_oversized, grid, Sizes};
+use super::pack::{batch_sizes, pack, Packed, Span};
+use super::params::{block_diag, world, TimeStep};
+use super::program::{self, NoHooks};
+use super::readback;
+use super::solver::{headless_host, GpuSolver};
+use super::submit::Submitter;
+use super::GpuError;
 use crate::config::{Config, CoulombMethod, Integrator, SolverMethod};
+use crate::cpu::solvers::chebyshev_weights;
 use crate::model::{State, System};
 use crate::sim::{Energies, SolveStats};
-
-use super::GpuError;
 
 /// What worlds of one batch must share: the kernels and dispatch sequence of a step.
 /// Everything else (sizes, topology, every physical parameter) may differ per world.
@@ -40,10 +55,20 @@ impl BatchKey {
                 ))
             }
         };
+        // The explicit integrators solve nothing: their solver settings do not matter.
+        let implicit = config.integrator.is_implicit();
         Ok(Self {
             integrator: config.integrator,
-            method: config.solver.method,
-            iterations: config.solver.iterations,
+            method: if implicit {
+                config.solver.method
+            } else {
+                SolverMethod::Jacobi
+            },
+            iterations: if implicit {
+                config.solver.iterations
+            } else {
+                0
+            },
             local_global_iterations: match config.integrator {
                 Integrator::LocalGlobal => config.local_global_iterations,
                 _ => 0,
@@ -53,72 +78,410 @@ impl BatchKey {
     }
 }
 
-/// W worlds stepped together on one device.
+/// Worlds a batch holds at most (a reduction's second stage runs one workgroup per
+/// world, within the 65535 of one grid dimension).
+pub const MAX_WORLDS: usize = 4096;
+
+/// Bytes of buffers one batch allocates at most ([`GpuWorlds::fitting`]): wgpu cannot
+/// tell how much device memory is free, so a batch keeps well within what any GPU has.
+pub const BATCH_BYTES: u64 = 1 << 30;
+
+/// W worlds stepped together on one device: one packed set of buffers, one recording of
+/// a step, replayed for all (see the module documentation).
 pub struct GpuWorlds {
-    _private: (),
+    /// The solver over the packed system (its recordings are the batch's).
+    solver: GpuSolver,
+    spans: Vec<Span>,
+    dts: Vec<TimeStep>,
+    implicit: bool,
+    /// The world parameters and table bound as group 2 (kept with the solver).
+    _tables: [wgpu::Buffer; 2],
 }
 
 impl GpuWorlds {
     /// Packs `worlds` on the caller's device and queue. All must have the same
-    /// [`BatchKey`]; the device must offer the limits the packed buffers need.
+    /// [`BatchKey`]; the device must offer the limits the packed buffers need (and two
+    /// storage buffers per stage beyond one system's, for the world table).
     pub fn new(
-        _device: &wgpu::Device,
-        _queue: &wgpu::Queue,
-        _worlds: &[(&System, &Config)],
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        worlds: &[(&System, &Config)],
     ) -> Result<Self, GpuError> {
-        Err(GpuError::Unsupported("batched worlds".into()))
+        check(worlds)?;
+        let summary =
+            AdapterSummary::new(&device.adapter_info(), &device.limits(), device.features());
+        let host = Submitter::new(device.clone(), queue.clone(), Arc::new(Mutex::new(None)));
+        Self::build(host, summary, worlds)
+    }
+
+    /// As [`Self::new`] on a device of its own (see [`GpuSolver::headless`]).
+    pub fn headless(
+        worlds: &[(&System, &Config)],
+        options: &HeadlessOptions,
+    ) -> Result<Self, GpuError> {
+        // Input checks first, so a bad input fails before an adapter is opened.
+        check(worlds)?;
+        let (host, summary) = headless_host(options)?;
+        Self::build(host, summary, worlds)
     }
 
     /// How many of `worlds` (taken in order from the first) fit one batch on a device
-    /// with `limits`: at least 1 when the first fits alone.
-    pub fn fitting(_limits: &wgpu::Limits, _worlds: &[(&System, &Config)]) -> usize {
-        1
+    /// with `limits`: every buffer within the adapter's limits, all of them within
+    /// [`BATCH_BYTES`], at most [`MAX_WORLDS`]; at least 1 (a world too large alone
+    /// fails when its batch is built, with the limit it exceeds).
+    pub fn fitting(limits: &wgpu::Limits, worlds: &[(&System, &Config)]) -> usize {
+        let Some((_, config)) = worlds.first() else {
+            return 0;
+        };
+        let coulomb = BatchKey::of(config).is_ok_and(|k| k.coulomb);
+        let iterations = config.solver.iterations;
+        let fits = |k: usize| {
+            let sz = batch_sizes(&worlds[..k], config, coulomb, iterations);
+            let total: u64 = sz.storage.iter().map(|(_, b)| b).sum();
+            first_oversized(limits, &sz).is_none() && total <= BATCH_BYTES
+        };
+        // The largest prefix that fits (sizes grow with k): binary search.
+        let (mut lo, mut hi) = (1, worlds.len().min(MAX_WORLDS));
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
     }
 
-    pub fn adapter(&self) -> Option<&super::AdapterSummary> {
-        None
+    fn build(
+        host: Submitter,
+        summary: AdapterSummary,
+        worlds: &[(&System, &Config)],
+    ) -> Result<Self, GpuError> {
+        let key = check(worlds)?;
+        let config = worlds[0].1;
+        let device = host.device.clone();
+        let limits = device.limits();
+        let sz = batch_sizes(worlds, config, key.coulomb, config.solver.iterations);
+        check_batch_limits(&limits, &sz)?;
+        let packed = pack(worlds, key.coulomb)?;
+        let dts: Vec<TimeStep> = worlds.iter().map(|(_, c)| TimeStep::new(c)).collect();
+        let n = packed.system.len() as u32;
+        let ns = packed.system.springs().len() as u32;
+        let wg = grid(n, limits.max_compute_workgroups_per_dimension);
+        let (parts, tables) = scoped(&device, || {
+            assemble(&device, worlds, &packed, &dts, &sz, wg[0] * wg[1])
+        })?;
+        let solver = GpuSolver::from_parts(host, summary, parts, config, n, ns);
+        Ok(Self {
+            solver,
+            spans: packed.spans,
+            dts,
+            implicit: config.integrator.is_implicit(),
+            _tables: tables,
+        })
+    }
+
+    pub fn adapter(&self) -> Option<&AdapterSummary> {
+        self.solver.adapter()
+    }
+
+    pub fn device(&self) -> &wgpu::Device {
+        self.solver.device()
+    }
+
+    pub fn queue(&self) -> &wgpu::Queue {
+        self.solver.queue()
     }
 
     /// Number of worlds.
     pub fn len(&self) -> usize {
-        0
+        self.spans.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.spans.is_empty()
     }
 
-    /// Advances every world `n` steps.
-    pub fn advance(&mut self, _n: u64) -> Result<(), GpuError> {
-        Err(GpuError::Unsupported("batched worlds".into()))
+    /// Advances every world `n` steps (batches of steps per submission, as
+    /// [`GpuSolver::advance`]).
+    pub fn advance(&mut self, n: u64) -> Result<(), GpuError> {
+        self.solver.advance(n)
+    }
+
+    /// Records `n` steps of every world into the caller's encoder (one compute pass); see
+    /// [`GpuSolver::record_steps`].
+    pub fn record_steps(
+        &mut self,
+        encoder: &mut wgpu::CommandEncoder,
+        n: u32,
+    ) -> Result<(), GpuError> {
+        self.solver.record_steps(encoder, n)
     }
 
     pub fn steps_done(&self) -> u64 {
-        0
+        self.solver.steps_done()
+    }
+
+    /// Dispatches recorded per step (the same for 1 world or W).
+    pub fn dispatches_per_step(&self) -> usize {
+        self.solver.dispatches_per_step()
     }
 
     /// Every world's state (one readback).
     pub fn read_states(&self) -> Result<Vec<State>, GpuError> {
-        Err(GpuError::Unsupported("batched worlds".into()))
+        let n = self.spans.last().map_or(0, |s| s.particles.end);
+        let bytes = 16 * u64::from(n);
+        let data = self
+            .solver
+            .run_and_read(&[], &[(Buf::X, 0, bytes), (Buf::V, 0, bytes)])?;
+        let mut x = readback::vectors(&data);
+        let v = x.split_off(n as usize);
+        let step = self.steps_done();
+        Ok(self
+            .spans
+            .iter()
+            .zip(&self.dts)
+            .map(|(s, dt)| {
+                let r = s.particles.start as usize..s.particles.end as usize;
+                State {
+                    x: x[r.clone()].to_vec(),
+                    v: v[r].to_vec(),
+                    t: dt.time_at(step),
+                    step,
+                }
+            })
+            .collect())
     }
 
-    /// Every world's energies (one readback of W x 8 numbers).
+    /// The scalar slots of every world after running `ops` (one readback).
+    fn scalars(&self, ops: &[super::recording::Op]) -> Result<Vec<u8>, GpuError> {
+        let bytes = 16 * u64::from(SCALAR_SLOTS) * self.len() as u64;
+        self.solver.run_and_read(ops, &[(Buf::Scalars, 0, bytes)])
+    }
+
+    /// Bytes of world w's scalar `slot` (and `count` slots after it) in `data`.
+    fn slot(data: &[u8], w: usize, slot: u32, count: u32) -> &[u8] {
+        let at = 16 * (w * SCALAR_SLOTS as usize + slot as usize);
+        &data[at..at + 16 * count as usize]
+    }
+
+    /// Every world's energies (one reduction and one readback of W x 8 numbers).
     pub fn read_energies(&self) -> Result<Vec<Energies>, GpuError> {
-        Err(GpuError::Unsupported("batched worlds".into()))
+        let data = self.scalars(&self.solver.program().energy)?;
+        Ok((0..self.len())
+            .map(|w| readback::energies(Self::slot(&data, w, SLOT_ENERGY, 2)))
+            .collect())
     }
 
-    /// Every world's last linear solve (implicit integrators; `None` otherwise).
+    /// Every world's last linear solve (implicit integrators; `None` otherwise and before
+    /// the first step).
     pub fn read_solve_stats(&self) -> Result<Vec<Option<SolveStats>>, GpuError> {
-        Err(GpuError::Unsupported("batched worlds".into()))
+        if !self.implicit || self.steps_done() == 0 {
+            return Ok(vec![None; self.len()]);
+        }
+        let data = self.scalars(&self.solver.program().residual)?;
+        let iterations = self.solver.iterations();
+        Ok((0..self.len())
+            .map(|w| {
+                Some(SolveStats {
+                    iterations,
+                    residual: readback::relative_residual(Self::slot(&data, w, SLOT_RESIDUAL, 1)),
+                })
+            })
+            .collect())
     }
 
-    /// World `w`'s particles in the position buffer (elements of 16 bytes).
-    pub fn world_range(&self, _w: usize) -> Range<u64> {
-        0..0
+    /// World `w`'s particles in the position buffer (elements of 16 bytes), or a typed
+    /// error when the batch has no world `w`.
+    pub fn world_range(&self, w: usize) -> Result<Range<u64>, GpuError> {
+        self.spans
+            .get(w)
+            .map(|s| u64::from(s.particles.start)..u64::from(s.particles.end))
+            .ok_or_else(|| GpuError::Worlds(format!("world {w} of {} asked for", self.len())))
     }
 
-    /// The positions of every world (Float32x4 vertices; world w at [`Self::world_range`]).
-    pub fn positions_buffer(&self) -> Option<&wgpu::Buffer> {
-        None
+    /// The positions of every world as `vec4<f32>` (xyz, 1): a vertex buffer (Float32x4,
+    /// stride 16); world w's are the elements [`Self::world_range`]. Padding between
+    /// worlds sits at the origin.
+    pub fn positions_buffer(&self) -> &wgpu::Buffer {
+        self.solver.positions_buffer()
     }
+
+    /// The velocities, laid out as the positions.
+    pub fn velocities_buffer(&self) -> &wgpu::Buffer {
+        self.solver.velocities_buffer()
+    }
+}
+
+/// The batch's key, after checking every world against the first and on its own.
+fn check(worlds: &[(&System, &Config)]) -> Result<BatchKey, GpuError> {
+    let Some((_, first)) = worlds.first() else {
+        return Err(GpuError::Worlds("a batch needs at least one world".into()));
+    };
+    if worlds.len() > MAX_WORLDS {
+        return Err(GpuError::LimitExceeded {
+            what: "worlds in one batch".into(),
+            needed: worlds.len() as u64,
+            limit: MAX_WORLDS as u64,
+        });
+    }
+    let key = BatchKey::of(first)?;
+    for (w, (system, config)) in worlds.iter().enumerate() {
+        let k = BatchKey::of(config)?;
+        if k != key {
+            return Err(GpuError::Worlds(format!(
+                "world {w} differs from world 0 in what a batch shares \
+                 ({k:?} against {key:?}): group worlds by integrator, solver method, \
+                 iterations and Coulomb method"
+            )));
+        }
+        config.validate_for(system)?;
+        super::range::check(system, config)?;
+    }
+    Ok(key)
+}
+
+/// The limits of one system's solver, and those the world table adds.
+fn check_batch_limits(limits: &wgpu::Limits, sz: &Sizes) -> Result<(), GpuError> {
+    check_limits(limits, sz)?;
+    let need = |what: &str, needed: u32, limit: u32| {
+        if needed > limit {
+            Err(GpuError::LimitExceeded {
+                what: format!("{what} (a batch of worlds)"),
+                needed: needed.into(),
+                limit: limit.into(),
+            })
+        } else {
+            Ok(())
+        }
+    };
+    need(
+        "storage buffers per shader stage",
+        MAX_STORAGE_BUFFERS + 2,
+        limits.max_storage_buffers_per_shader_stage,
+    )?;
+    need("bind groups", 3, limits.max_bind_groups)
+}
+
+/// The batch's parts: the solver buffers over the packed system (its own Coulomb source
+/// slots, per-world local-global matrices, `Params`), the world parameters and table, and
+/// the step program recorded once for every world.
+fn assemble(
+    device: &wgpu::Device,
+    worlds: &[(&System, &Config)],
+    packed: &Packed,
+    dts: &[TimeStep],
+    sz: &Sizes,
+    n_wg: u32,
+) -> Result<(Parts, [wgpu::Buffer; 2]), GpuError> {
+    let config = worlds[0].1;
+    let system = &packed.system;
+    let size_of = |name: &str| -> u64 {
+        sz.storage
+            .iter()
+            .find(|(w, _)| *w == name)
+            .map_or(16, |(_, b)| *b)
+    };
+    let mut buffers = super::buffers::Buffers::create(device, system, config, dts[0], sz, n_wg)?;
+    buffers.insert(
+        Buf::Charged,
+        filled(
+            device,
+            "msc charged indices",
+            bytemuck::cast_slice(&packed.charged),
+            size_of("charged indices"),
+        ),
+    );
+    let world_dt = |i: u32| {
+        let w = packed.world_of[i as usize] as usize;
+        dts.get(w).unwrap_or(&dts[0]).seconds()
+    };
+    if config.integrator == Integrator::LocalGlobal {
+        let (sf, bd) = local_global_init(system, &world_dt)?;
+        let mut put = |b, label, data: &[[f32; 4]], what| {
+            buffers.insert(
+                b,
+                filled(device, label, bytemuck::cast_slice(data), size_of(what)),
+            )
+        };
+        put(Buf::Sf, "msc spring blocks", &sf, "spring blocks");
+        put(
+            Buf::Bd,
+            "msc rhs and diagonal",
+            &bd,
+            "right-hand side and diagonal",
+        );
+    }
+    let iterations = config.solver.iterations;
+    let mut records = Vec::with_capacity(worlds.len());
+    let mut weights: Vec<u32> = Vec::new();
+    let cheb = config.integrator.is_implicit() && config.solver.method == SolverMethod::Chebyshev;
+    for (w, ((s, c), span)) in worlds.iter().zip(&packed.spans).enumerate() {
+        records.push(world(c, dts[w], span.charged.clone(), span.groups.clone())?);
+        let omega = if cheb {
+            chebyshev_weights(chebyshev_rho(s, c, dts[w]), iterations as usize)
+        } else {
+            vec![1.0; iterations as usize]
+        };
+        weights.extend(omega.iter().map(|&o| (o as f32).to_bits()));
+    }
+    let n = system.len() as u32;
+    let coulomb = BatchKey::of(config)?.coulomb;
+    let nc = if coulomb {
+        packed.charged.len() as u32
+    } else {
+        0
+    };
+    let params = Params {
+        n,
+        n_springs: system.springs().len() as u32,
+        n_charged: nc,
+        n_wg,
+        block_diag: block_diag(config),
+        cheb_stride: iterations,
+        n_worlds: worlds.len() as u32,
+        _pad0: 0,
+        // Unread by a batch's kernels (they read the world table); world 0's for clarity.
+        world: records[0],
+    };
+    buffers.set_params(device, &params);
+    let mut table = packed.world_of.clone();
+    table.extend(weights);
+    let worlds_buf = filled(
+        device,
+        "msc world parameters",
+        bytemuck::cast_slice::<World, u8>(&records),
+        size_of("world parameters"),
+    );
+    let table_buf = filled(
+        device,
+        "msc world table",
+        bytemuck::cast_slice(&table),
+        size_of("world table"),
+    );
+    let mut engine = Engine::batched(device, &worlds_buf, &table_buf);
+    let ns = system.springs().len() as u32;
+    let mut planner = Planner::batch(
+        device,
+        &mut engine,
+        &buffers,
+        config,
+        dts[0],
+        (n, ns, nc),
+        worlds.len() as u32,
+    );
+    let program = program::build(&mut planner, config, &mut NoHooks)?;
+    engine.seal(device);
+    Ok((
+        Parts {
+            dt: dts[0],
+            buffers,
+            engine,
+            program,
+            ddef: None,
+            tangents: None,
+        },
+        [worlds_buf, table_buf],
+    ))
 }

@@ -1,0 +1,330 @@
+//! Batched worlds (`GpuWorlds`) against each world stepped alone on the single-world GPU
+//! solver and against the f64 CPU reference. Runs on whatever adapter wgpu finds (lavapipe
+//! included); skips without one unless `MSC_REQUIRE_GPU=1`.
+//!
+//! Tolerances: a world of a batch runs the same kernels on the same f32 values in the same
+//! order as the world alone (its particles, springs and Coulomb sources are whole
+//! workgroups and tiles apart, its reductions are its own workgroups), so the two must
+//! agree bit for bit: positions, velocities, energies and residuals are compared with
+//! `==`. Against the CPU reference the f32 bound of `tests/gpu_solver.rs` applies: 1e-3 of
+//! the system's scale over the steps compared.
+
+mod common;
+
+use common::{require_gpu, skip_no_adapter};
+use msc::config::Config;
+use msc::cpu::CpuSimulation;
+use msc::gpu::{BatchKey, GpuError, GpuSolver, GpuWorlds, HeadlessOptions};
+use msc::model::{State, System};
+use msc::sim::{Energies, SolveStats};
+
+const OPTIONS: HeadlessOptions = HeadlessOptions {
+    allow_software: true,
+};
+
+fn scene(name: &str, sets: &[&str]) -> (System, Config) {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let s = msc::scene::load(name, &sets).unwrap_or_else(|e| panic!("{name}: {e}"));
+    (s.system, s.config)
+}
+
+/// World `system` under `config` stepped alone: its state, energies and solve after
+/// `steps` steps, or `None` when there is no adapter.
+fn alone(
+    system: &System,
+    config: &Config,
+    steps: u64,
+) -> Option<(State, Energies, Option<SolveStats>)> {
+    let mut g = match GpuSolver::headless(system, config, &OPTIONS) {
+        Ok(g) => g,
+        Err(GpuError::NoAdapter(why)) => {
+            skip_no_adapter(&why);
+            return None;
+        }
+        Err(e) => panic!("single-world solver: {e}"),
+    };
+    g.advance(steps).unwrap();
+    Some((
+        g.read_state().unwrap(),
+        g.read_energies().unwrap(),
+        g.read_solve_stats().unwrap(),
+    ))
+}
+
+fn batch(worlds: &[(System, Config)]) -> Option<GpuWorlds> {
+    let refs: Vec<(&System, &Config)> = worlds.iter().map(|(s, c)| (s, c)).collect();
+    match GpuWorlds::headless(&refs, &OPTIONS) {
+        Ok(b) => Some(b),
+        Err(GpuError::NoAdapter(why)) => {
+            skip_no_adapter(&why);
+            None
+        }
+        Err(e) => panic!("batch: {e}"),
+    }
+}
+
+fn same_bits(a: &State, b: &State) -> bool {
+    let bits = |s: &State| -> Vec<u64> {
+        s.x.iter()
+            .chain(&s.v)
+            .flat_map(|p| [p.x.to_bits(), p.y.to_bits(), p.z.to_bits()])
+            .collect()
+    };
+    bits(a) == bits(b) && a.t == b.t && a.step == b.step
+}
+
+/// Worlds of different sizes, topologies and parameters (time step, charges, fields,
+/// external charges, gravity, pins) under one integrator and solver.
+fn mixed_worlds(shared: &[&str]) -> Vec<(System, Config)> {
+    let with = |extra: &[&str]| -> Vec<String> {
+        [
+            "coulomb.method = \"all_pairs\"",
+            "integrator.solver.method = \"jacobi\"",
+            "integrator.solver.iterations = 20",
+        ]
+        .iter()
+        .chain(extra)
+        .chain(shared)
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let load = |name: &str, sets: Vec<String>| {
+        let refs: Vec<&str> = sets.iter().map(String::as_str).collect();
+        scene(name, &refs)
+    };
+    vec![
+        load("torus", with(&[])),
+        load("cloth", with(&["mesh.resolution = [9, 7]"])),
+        load("torus_dt003", with(&["material.charge = 3e-6"])),
+        load("torus_orbit", with(&[])),
+        load("swirl", with(&[])),
+    ]
+}
+
+/// Every world of a batch ends where it ends alone, bit for bit, for every integrator and
+/// solver, with worlds of different sizes, topologies, time steps and fields in one batch.
+#[test]
+fn every_world_steps_as_it_does_alone_bit_for_bit() {
+    let imex = |method: &'static str, iterations: &'static str| -> Vec<&'static str> {
+        vec!["integrator.method = \"imex\"", method, iterations]
+    };
+    let cases: Vec<Vec<&str>> = vec![
+        imex(
+            "integrator.solver.method = \"jacobi\"",
+            "integrator.solver.iterations = 12",
+        ),
+        imex(
+            "integrator.solver.method = \"block_jacobi\"",
+            "integrator.solver.iterations = 8",
+        ),
+        imex(
+            "integrator.solver.method = \"chebyshev\"",
+            "integrator.solver.iterations = 10",
+        ),
+        imex(
+            "integrator.solver.method = \"cg\"",
+            "integrator.solver.iterations = 6",
+        ),
+        vec![
+            "integrator.method = \"local_global\"",
+            "integrator.local_global_iterations = 2",
+            "integrator.solver.method = \"jacobi\"",
+            "integrator.solver.iterations = 5",
+        ],
+        vec![
+            "integrator.method = \"symplectic_euler\"",
+            "integrator.dt = 0.001",
+        ],
+        vec!["integrator.method = \"verlet\"", "integrator.dt = 0.001"],
+    ];
+    let steps = 6;
+    for shared in &cases {
+        let worlds = mixed_worlds(shared);
+        let Some(mut b) = batch(&worlds) else {
+            return;
+        };
+        assert_eq!(b.len(), worlds.len());
+        b.advance(steps).unwrap();
+        let states = b.read_states().unwrap();
+        let energies = b.read_energies().unwrap();
+        let stats = b.read_solve_stats().unwrap();
+        for (w, (system, config)) in worlds.iter().enumerate() {
+            let (state, e, st) = alone(system, config, steps).unwrap();
+            assert!(state.is_finite(), "{shared:?} world {w} is not finite");
+            assert!(
+                same_bits(&states[w], &state),
+                "{shared:?}: world {w}'s state differs from the world alone"
+            );
+            assert_eq!(energies[w], e, "{shared:?}: world {w}'s energies");
+            assert_eq!(stats[w], st, "{shared:?}: world {w}'s solve");
+        }
+    }
+}
+
+/// A world whose state turns non-finite does not touch the others: they still end as they
+/// do alone, and its own energies report the divergence.
+#[test]
+fn a_diverging_world_leaves_the_others_untouched() {
+    let verlet = "integrator.method = \"verlet\"";
+    let coulomb = "coulomb.method = \"all_pairs\"";
+    let worlds = vec![
+        scene("torus", &[verlet]),
+        // Explicit Verlet at h = 0.15 s blows up (paper Fig. 4c), here helped along by
+        // charges a hundred times larger.
+        scene("torus_dt015", &[verlet, "material.charge = 6e-4"]),
+        scene(
+            "cloth",
+            &[
+                verlet,
+                coulomb,
+                "mesh.resolution = [6, 6]",
+                "integrator.dt = 0.001",
+            ],
+        ),
+    ];
+    let Some(mut b) = batch(&worlds) else {
+        return;
+    };
+    let steps = 300;
+    b.advance(steps).unwrap();
+    let states = b.read_states().unwrap();
+    let energies = b.read_energies().unwrap();
+    assert!(
+        !energies[1].is_finite() || !states[1].is_finite(),
+        "world 1 was meant to diverge: {:?}",
+        energies[1]
+    );
+    for w in [0, 2] {
+        let (system, config) = &worlds[w];
+        let (state, e, _) = alone(system, config, steps).unwrap();
+        assert!(state.is_finite() && e.is_finite(), "world {w} alone");
+        assert!(
+            same_bits(&states[w], &state),
+            "world {w} moved with world 1"
+        );
+        assert_eq!(energies[w], e, "world {w}'s energies");
+    }
+}
+
+/// Each world of a batch against the f64 CPU reference, within the f32 bound of
+/// `tests/gpu_solver.rs` (1e-3 of the system's 1 m scale over 40 steps).
+#[test]
+fn every_world_agrees_with_the_cpu_reference() {
+    let worlds = mixed_worlds(&["integrator.solver.iterations = 30"]);
+    let Some(mut b) = batch(&worlds) else {
+        return;
+    };
+    let steps = 40;
+    b.advance(steps).unwrap();
+    let states = b.read_states().unwrap();
+    for (w, (system, config)) in worlds.iter().enumerate() {
+        let mut c = CpuSimulation::new(system, config).unwrap();
+        c.advance(steps).unwrap();
+        let cs = c.current();
+        let dx =
+            cs.x.iter()
+                .zip(&states[w].x)
+                .map(|(a, b)| (*a - *b).length())
+                .fold(0.0, f64::max);
+        let moved =
+            cs.x.iter()
+                .zip(system.positions())
+                .map(|(a, b)| (*a - *b).length())
+                .fold(0.0, f64::max);
+        assert!(moved > 1e-2, "world {w} barely moved ({moved:e})");
+        assert!(dx <= 1e-3, "world {w}: positions differ by {dx:e}");
+        assert!((states[w].t - cs.t).abs() < 1e-12, "world {w}'s clock");
+    }
+}
+
+/// World w's positions are the documented range of the one position buffer.
+#[test]
+fn each_world_is_a_range_of_the_position_buffer() {
+    let worlds = mixed_worlds(&[]);
+    let Some(mut b) = batch(&worlds) else {
+        return;
+    };
+    b.advance(2).unwrap();
+    let states = b.read_states().unwrap();
+    let (device, queue) = (b.device().clone(), b.queue().clone());
+    let size = b.positions_buffer().size();
+    let staging = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("test positions"),
+        size,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut encoder = device.create_command_encoder(&Default::default());
+    encoder.copy_buffer_to_buffer(b.positions_buffer(), 0, &staging, 0, size);
+    queue.submit([encoder.finish()]);
+    let bytes = msc::gpu::device::read_mapped(&device, &staging, size).unwrap();
+    let all: &[[f32; 4]] = bytemuck::cast_slice(&bytes);
+    let mut prev_end = 0;
+    for (w, s) in states.iter().enumerate() {
+        let r = b.world_range(w).unwrap();
+        assert!(r.start >= prev_end, "worlds overlap");
+        prev_end = r.end;
+        assert_eq!((r.end - r.start) as usize, s.x.len());
+        for (p, q) in all[r.start as usize..r.end as usize].iter().zip(&s.x) {
+            assert_eq!([p[0] as f64, p[1] as f64, p[2] as f64], q.to_array());
+            assert_eq!(p[3], 1.0);
+        }
+    }
+    assert!(b.world_range(worlds.len()).is_err());
+}
+
+/// What cannot share a batch is refused with a typed error that says why, before any
+/// device work: no worlds, different integrators, DDEF.
+#[test]
+fn worlds_that_cannot_share_a_batch_are_refused() {
+    let (a, ca) = scene("torus", &[]);
+    let (b, cb) = scene("torus", &["integrator.method = \"verlet\""]);
+    let (d, cd) = scene("torus", &["coulomb.method = \"ddef\""]);
+    let e = GpuWorlds::headless(&[], &OPTIONS).err().unwrap();
+    assert!(matches!(e, GpuError::Worlds(_)), "{e}");
+    let e = GpuWorlds::headless(&[(&a, &ca), (&b, &cb)], &OPTIONS)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&e, GpuError::Worlds(m) if m.contains("world 1")),
+        "{e}"
+    );
+    let e = GpuWorlds::headless(&[(&a, &ca), (&d, &cd)], &OPTIONS)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&e, GpuError::Unsupported(m) if m.contains("ddef")),
+        "{e}"
+    );
+    assert!(BatchKey::of(&cd).is_err());
+    assert_eq!(
+        BatchKey::of(&ca).unwrap(),
+        BatchKey::of(&ca.clone()).unwrap()
+    );
+}
+
+/// `fitting` cuts a list of worlds where the next would exceed a buffer limit, and a
+/// device with WebGPU's default limits (8 storage buffers per stage) gets a typed limit
+/// error, not a panic, when the batch needs more.
+#[test]
+fn batches_are_cut_to_the_limits() {
+    let worlds: Vec<(System, Config)> = (0..40).map(|_| scene("torus", &[])).collect();
+    let refs: Vec<(&System, &Config)> = worlds.iter().map(|(s, c)| (s, c)).collect();
+    let mut limits = wgpu::Limits::default();
+    assert_eq!(GpuWorlds::fitting(&limits, &refs), 40);
+    // 145 particles pad to 256 slots: 4 KiB of positions per world.
+    limits.max_storage_buffer_binding_size = 10 * 4096 + 100;
+    let k = GpuWorlds::fitting(&limits, &refs);
+    assert!((1..40).contains(&k), "{k}");
+    if let Some((device, queue)) = common::device() {
+        match GpuWorlds::new(&device, &queue, &refs[..2]) {
+            Ok(b) => assert_eq!(b.len(), 2),
+            Err(GpuError::LimitExceeded { what, .. }) => {
+                assert!(what.contains("storage buffers"), "{what}")
+            }
+            Err(e) => panic!("{e}"),
+        }
+    } else {
+        assert!(!require_gpu());
+    }
+}
