@@ -159,6 +159,8 @@ pub enum BenchError {
 
 /// One row to measure: the size (W for the worlds workload), DDEF's m, the world scene.
 type Case = (usize, Option<usize>, Option<WorldScene>);
+/// What grows alone within a workload: DDEF's m, or the world scene.
+type Growth = (Option<usize>, Option<WorldScene>);
 
 /// Runs every workload at every size; each record goes to `on` as soon as it is made.
 pub fn run(
@@ -191,7 +193,8 @@ pub fn run(
             _ => sizes.iter().map(|&n| (n, None, None)).collect(),
         };
         let last = cases.iter().map(|c| c.0).max().unwrap_or(0);
-        let mut stops: Vec<((Option<usize>, Option<WorldScene>), String)> = Vec::new();
+        // Each (m, world scene) grows alone: its stop, with the reason.
+        let mut stops: Vec<(Growth, String)> = Vec::new();
         for &(n, m, scene) in &cases {
             let stop = stops
                 .iter()

@@ -108,6 +108,7 @@ pub(super) fn measure(
     }
     rec.setup_seconds = Some(t.elapsed().as_secs_f64());
     rec.batches = Some(batches.len());
+    rec.dispatches_per_step = batches.first().map(GpuWorlds::dispatches_per_step);
     let t = Instant::now();
     let mut solvers = pairs
         .iter()
@@ -155,10 +156,6 @@ pub(super) fn measure(
             "the worlds workload times whole blocks (recording, submission and the wait)",
         ),
         ("kernel_times", "batches are not profiled per kernel"),
-        (
-            "dispatches_per_step",
-            "a batch's dispatches are not counted",
-        ),
         (
             "submissions_per_step",
             "a batch's submissions are not counted",
