@@ -664,3 +664,81 @@ fn a_size_beyond_the_adapter_limits_is_a_skipped_record_not_a_crash() {
     );
     assert!(r["ms_per_step"].is_null());
 }
+
+#[test]
+fn worlds_workload_times_batched_and_sequential_worlds_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "bench",
+        "--workload",
+        "worlds",
+        "--worlds",
+        "2,1",
+        "--steps",
+        "2",
+        "--repeats",
+        "3",
+        "--warmup-ms",
+        "0",
+    ];
+    let o = msc(&args, dir.path());
+    if no_adapter(&o, "worlds_bench") {
+        return;
+    }
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let recs = lines(&o);
+    // One row per world scene and W, W increasing within each scene.
+    let rows: Vec<(String, u64)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["world_scene"].as_str().unwrap().to_string(),
+                u(r, "worlds"),
+            )
+        })
+        .collect();
+    let want = [("torus", 1), ("torus", 2), ("cloth", 1), ("cloth", 2)];
+    assert_eq!(
+        rows,
+        want.map(|(s, w)| (s.to_string(), w)).to_vec(),
+        "{recs:?}"
+    );
+    for r in &recs {
+        assert_eq!(r["workload"], "worlds");
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(r["finite"], true, "{r}");
+        let n = if r["world_scene"] == "torus" {
+            145
+        } else {
+            144
+        };
+        assert_eq!(u(r, "n"), n, "one world's particles");
+        assert!(u(r, "batches") >= 1);
+        check_timing(r);
+        let w = u(r, "worlds") as f64;
+        let seq: Vec<f64> = r["sequential_ms_per_step_samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert_eq!(seq.len(), 3, "one sequential sample per repeat: {r}");
+        ordered(r, "sequential_ms_per_step");
+        // The rates and the ratio are those of the medians.
+        let b = f(r, "world_steps_per_second");
+        let s = f(r, "sequential_world_steps_per_second");
+        assert!((b - w * 1e3 / f(r, "ms_per_step")).abs() <= 1e-9 * b, "{r}");
+        assert!((s - w * 1e3 / f(r, "sequential_ms_per_step")).abs() <= 1e-9 * s);
+        assert!((f(r, "batch_speedup") - b / s).abs() <= 1e-12 * (b / s));
+        for key in [
+            "kernel_times",
+            "host_ms_per_step",
+            "interactions_per_second",
+        ] {
+            null_is_explained(r, key, &[]);
+        }
+    }
+    let table = stderr(&o);
+    assert!(table.contains("worlds torus"), "{table}");
+    assert!(table.contains("world-steps/s batched"), "{table}");
+}

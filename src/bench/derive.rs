@@ -32,6 +32,10 @@ pub(super) fn derive(rec: &mut Record, opts: &BenchOptions) {
     if rec.status != Status::Ok {
         return;
     }
+    if rec.workload == Workload::Worlds {
+        worlds(rec);
+        return;
+    }
     let device = known(rec);
     let unknown_device = match &rec.adapter {
         Some(a) => format!("'{}' is not in the known-device table", a.name),
@@ -138,6 +142,23 @@ pub(super) fn derive(rec: &mut Record, opts: &BenchOptions) {
             ),
         }
     }
+}
+
+/// The worlds workload: world-steps per second batched and sequential, and their ratio.
+fn worlds(rec: &mut Record) {
+    let w = rec.worlds.unwrap_or(0) as f64;
+    let rate = |ms: Option<f64>| ms.filter(|&m| m > 0.0).map(|m| w * 1e3 / m);
+    rec.world_steps_per_second = rate(rec.ms_per_step);
+    rec.sequential_world_steps_per_second = rate(rec.sequential_ms_per_step);
+    if let (Some(b), Some(s)) = (
+        rec.world_steps_per_second,
+        rec.sequential_world_steps_per_second,
+    ) {
+        rec.batch_speedup = Some(b / s);
+    }
+    let why = "the worlds workload measures world-steps per second, not kernels";
+    rec.note("interactions_per_second", why);
+    rec.note("jacobi_sweep_gb_per_s", why);
 }
 
 /// A hardware ceiling and where it came from: the command-line `flag` wins over the known

@@ -34,6 +34,10 @@ pub(super) fn measure(
             stage: s,
         })
     };
+    if workload == Workload::Worlds {
+        let result = super::worlds::measure(rec, opts, &mut stage);
+        return finish(rec, result);
+    }
     stage("building")?;
     let built = match (workload, rec.ddef_samples) {
         (Workload::Cloth, _) => workload::cloth(n, opts.sweeps, opts.charged_fraction),
@@ -71,6 +75,12 @@ pub(super) fn measure(
         (Workload::Ddef, Backend::Cpu) => ddef_error(rec, &built, None, &mut stage),
         _ => Ok(()),
     });
+    finish(rec, result)
+}
+
+/// A size's outcome: only a missing adapter or an output error ends the benchmark; any
+/// other GPU error is the record's status and reason.
+fn finish(rec: &mut Record, result: Result<(), Stop>) -> Result<(), BenchError> {
     match result {
         Ok(()) => Ok(()),
         Err(Stop::Output(e)) => Err(BenchError::Output(e)),
@@ -87,7 +97,7 @@ pub(super) fn measure(
 }
 
 /// Why a measurement stopped.
-enum Stop {
+pub(super) enum Stop {
     Gpu(GpuError),
     Output(OutputError),
 }
@@ -108,7 +118,7 @@ impl From<SimError> for Stop {
     }
 }
 
-type StageFn<'a> = dyn FnMut(&'static str) -> Result<(), OutputError> + 'a;
+pub(super) type StageFn<'a> = dyn FnMut(&'static str) -> Result<(), OutputError> + 'a;
 
 fn measure_gpu(
     rec: &mut Record,

@@ -17,6 +17,10 @@
 //! - Jacobi sweep bytes per second: [`bytes::jacobi_sweep_bytes`] (compulsory) over the
 //!   `jacobi_sweep` kernel's time per dispatch, as a fraction of memory bandwidth.
 //!
+//! The worlds workload ([`worlds`]) times W small worlds with varied parameters stepped
+//! as one GPU batch against the same worlds stepped one after another, each on its own
+//! solver on the same device, and reports world-steps per second for both and their ratio.
+//!
 //! Peaks come from `--peak-tflops` / `--bandwidth-gbs` or the known-device table
 //! ([`device`]); a value that cannot be had is `null` with the reason in `notes`.
 
@@ -28,6 +32,7 @@ mod measure;
 mod record;
 mod timing;
 pub mod workload;
+mod worlds;
 
 use crate::gpu::{AdapterSummary, GpuError};
 use crate::output::OutputError;
@@ -35,7 +40,7 @@ use derive::derive;
 use measure::measure;
 pub use record::{KernelRecord, Record, Status};
 use std::time::Instant;
-pub use workload::Workload;
+pub use workload::{Workload, WorldScene};
 
 /// Flop count convention per Coulomb interaction (DESIGN section 4).
 pub const FLOPS_PER_INTERACTION: f64 = 20.0;
@@ -50,6 +55,8 @@ pub const DEFAULT_REPEATS: u32 = 5;
 pub const DEFAULT_PROFILE_STEPS: u32 = 5;
 /// The default DDEF sample counts m.
 pub const DDEF_SAMPLES: [usize; 2] = [1000, 10_000];
+/// The default world counts W of the worlds workload.
+pub const DEFAULT_WORLDS: [usize; 5] = [1, 16, 64, 256, 1024];
 /// Charges at which a DDEF row's force error is measured (evenly strided): the exact
 /// f64 sum over all sources at this many targets stays cheap at n = 1M.
 pub const DDEF_ERROR_TARGETS: usize = 1000;
@@ -97,6 +104,8 @@ pub struct BenchOptions {
     pub ddef_samples: Vec<usize>,
     /// DDEF workload: evaluations between tetrahedralizations (1: every step).
     pub ddef_rebuild_every: u32,
+    /// Worlds workload: the world counts W, run in increasing order.
+    pub worlds: Vec<usize>,
 }
 
 impl Default for BenchOptions {
@@ -117,6 +126,7 @@ impl Default for BenchOptions {
             max_seconds: 60.0,
             ddef_samples: DDEF_SAMPLES.to_vec(),
             ddef_rebuild_every: 1,
+            worlds: DEFAULT_WORLDS.to_vec(),
         }
     }
 }
@@ -147,6 +157,11 @@ pub enum BenchError {
     Output(#[from] OutputError),
 }
 
+/// One row to measure: the size (W for the worlds workload), DDEF's m, the world scene.
+type Case = (usize, Option<usize>, Option<WorldScene>);
+/// What grows alone within a workload: DDEF's m, or the world scene.
+type Growth = (Option<usize>, Option<WorldScene>);
+
 /// Runs every workload at every size; each record goes to `on` as soon as it is made.
 pub fn run(
     opts: &BenchOptions,
@@ -160,19 +175,36 @@ pub fn run(
     let mut samples = opts.ddef_samples.clone();
     samples.sort_unstable();
     samples.dedup();
+    let mut counts = opts.worlds.clone();
+    counts.sort_unstable();
+    counts.dedup();
     for &workload in &opts.workloads {
-        // Rows in size order; DDEF has one per m at each size, and each m grows alone.
-        let cases: Vec<(usize, Option<usize>)> = match workload {
+        // Rows in size order; DDEF has one per m at each size, and each m grows alone;
+        // the worlds workload has one per W for each world scene, each growing alone.
+        let cases: Vec<Case> = match workload {
             Workload::Ddef => sizes
                 .iter()
-                .flat_map(|&n| samples.iter().map(move |&m| (n, Some(m))))
+                .flat_map(|&n| samples.iter().map(move |&m| (n, Some(m), None)))
                 .collect(),
-            _ => sizes.iter().map(|&n| (n, None)).collect(),
+            Workload::Worlds => WorldScene::ALL
+                .iter()
+                .flat_map(|&s| counts.iter().map(move |&w| (w, None, Some(s))))
+                .collect(),
+            _ => sizes.iter().map(|&n| (n, None, None)).collect(),
         };
-        let mut stops: Vec<(Option<usize>, String)> = Vec::new();
-        for &(n, m) in &cases {
-            let stop = stops.iter().find(|(k, _)| *k == m).map(|(_, why)| why);
+        let last = cases.iter().map(|c| c.0).max().unwrap_or(0);
+        // Each (m, world scene) grows alone: its stop, with the reason.
+        let mut stops: Vec<(Growth, String)> = Vec::new();
+        for &(n, m, scene) in &cases {
+            let stop = stops
+                .iter()
+                .find(|(k, _)| *k == (m, scene))
+                .map(|(_, why)| why);
             let mut rec = Record::new(workload, n, m, opts);
+            if let Some(s) = scene {
+                rec.worlds = Some(n);
+                rec.world_scene = Some(s);
+            }
             if let Some(why) = stop {
                 rec.status = Status::Skipped;
                 rec.reason = Some(why.clone());
@@ -186,10 +218,11 @@ pub fn run(
                 } else if rec.status != Status::Ok {
                     rec.adapter = adapter.clone();
                 }
-                if rec.total_seconds > opts.max_seconds && n != *sizes.last().unwrap_or(&n) {
-                    let what = match m {
-                        Some(m) => format!("{} (m = {m})", workload.name()),
-                        None => workload.name().to_string(),
+                if rec.total_seconds > opts.max_seconds && n != last {
+                    let what = match (m, scene) {
+                        (Some(m), _) => format!("{} (m = {m})", workload.name()),
+                        (_, Some(s)) => format!("{} ({})", workload.name(), s.name()),
+                        _ => workload.name().to_string(),
                     };
                     let why = format!(
                         "not run: the {what} size {n} took {:.1} s, more than --max-seconds {}",
@@ -200,7 +233,7 @@ pub fn run(
                         rec.total_seconds,
                         opts.max_seconds
                     )))?;
-                    stops.push((m, why));
+                    stops.push(((m, scene), why));
                 }
             }
             derive(&mut rec, opts);

@@ -2,6 +2,7 @@
 //! per-kernel shares of a profiled step.
 
 use super::timing::Spread;
+use super::workload::WorldScene;
 use super::{Backend, BenchOptions, Workload, FLOPS_PER_INTERACTION};
 use crate::gpu::{AdapterSummary, KernelTime};
 
@@ -132,6 +133,27 @@ pub struct Record {
     pub force_error_mean: Option<f64>,
     pub force_error_max: Option<f64>,
     pub force_error_targets: Option<usize>,
+    /// Worlds workload: W (the row's `n` is one world's particles), what each world is,
+    /// and how many GPU batches held the W worlds (more than 1 when one batch would
+    /// exceed the device's limits; they are stepped in turn). `ms_per_step` and its
+    /// spread are the batched step of all W worlds.
+    pub worlds: Option<usize>,
+    pub world_scene: Option<WorldScene>,
+    pub batches: Option<usize>,
+    /// Worlds workload: the same W worlds stepped one after another, each on its own
+    /// solver on the same device: ms per step of all W (median over the repeats, each
+    /// timed right before a batched block), smallest, largest, every repeat's value.
+    pub sequential_ms_per_step: Option<f64>,
+    pub sequential_ms_per_step_min: Option<f64>,
+    pub sequential_ms_per_step_max: Option<f64>,
+    pub sequential_ms_per_step_samples: Vec<f64>,
+    /// Building the W solvers of the sequential run (`setup_seconds`: the batches).
+    pub sequential_setup_seconds: Option<f64>,
+    /// W x 1000 / `ms_per_step`: world-steps per second batched; the same over
+    /// `sequential_ms_per_step`; and their ratio (batched over sequential).
+    pub world_steps_per_second: Option<f64>,
+    pub sequential_world_steps_per_second: Option<f64>,
+    pub batch_speedup: Option<f64>,
     pub adapter: Option<AdapterSummary>,
     /// CPU backend: the rayon worker threads (RAYON_NUM_THREADS, else one per core).
     pub threads: Option<usize>,
@@ -158,15 +180,15 @@ impl Record {
             springs: 0,
             charged: 0,
             integrator: match workload {
-                Workload::Cloth => "imex",
+                Workload::Cloth | Workload::Worlds => "imex",
                 Workload::Coulomb | Workload::Ddef => "symplectic_euler",
             },
             solver: match workload {
-                Workload::Cloth => Some("jacobi"),
+                Workload::Cloth | Workload::Worlds => Some("jacobi"),
                 Workload::Coulomb | Workload::Ddef => None,
             },
             sweeps: match workload {
-                Workload::Cloth => Some(opts.sweeps),
+                Workload::Cloth | Workload::Worlds => Some(opts.sweeps),
                 Workload::Coulomb | Workload::Ddef => None,
             },
             steps: opts.steps,
@@ -220,6 +242,17 @@ impl Record {
             force_error_mean: None,
             force_error_max: None,
             force_error_targets: None,
+            worlds: None,
+            world_scene: None,
+            batches: None,
+            sequential_ms_per_step: None,
+            sequential_ms_per_step_min: None,
+            sequential_ms_per_step_max: None,
+            sequential_ms_per_step_samples: Vec::new(),
+            sequential_setup_seconds: None,
+            world_steps_per_second: None,
+            sequential_world_steps_per_second: None,
+            batch_speedup: None,
             adapter: None,
             threads: None,
             notes: Vec::new(),

@@ -1,5 +1,6 @@
 //! The standard benchmark workloads: a hanging cloth (springs, IMEX, a fixed number of
-//! Jacobi sweeps, optionally some charges) and a pure all-pairs Coulomb cloud.
+//! Jacobi sweeps, optionally some charges), a pure all-pairs Coulomb cloud, and batches of
+//! small worlds (the built-in torus or a small cloth) with parameters varied per world.
 
 use crate::config::{
     Config, CoulombConfig, CoulombMethod, DdefConfig, Integrator, SolverConfig, SolverMethod,
@@ -18,6 +19,9 @@ pub enum Workload {
     /// The Coulomb cloud with the DDEF far field (`coulomb.samples` = m) instead of
     /// all-pairs: one row per size and m.
     Ddef,
+    /// W small worlds ([`WorldScene`]) with varied parameters, stepped as one GPU batch and
+    /// one after another: one row per world scene and W.
+    Worlds,
 }
 
 impl Workload {
@@ -26,6 +30,28 @@ impl Workload {
             Self::Cloth => "cloth",
             Self::Coulomb => "coulomb",
             Self::Ddef => "ddef",
+            Self::Worlds => "worlds",
+        }
+    }
+}
+
+/// What each world of the worlds workload is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorldScene {
+    /// The built-in `torus` scene (145 charged particles, IMEX, 50 Jacobi sweeps).
+    Torus,
+    /// The cloth workload's grid at [`WORLD_CLOTH_PARTICLES`] particles.
+    Cloth,
+}
+
+impl WorldScene {
+    pub const ALL: [Self; 2] = [Self::Torus, Self::Cloth];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Torus => "torus",
+            Self::Cloth => "cloth",
         }
     }
 }
@@ -55,6 +81,8 @@ pub enum WorkloadError {
         #[source]
         source: mesh::MeshError,
     },
+    #[error("the built-in torus scene: {0}")]
+    Scene(String),
     #[error("size {n}: {source}")]
     Model {
         n: usize,
@@ -242,6 +270,75 @@ pub fn ddef(n: usize, samples: usize, rebuild_every: u32) -> Result<Built, Workl
     Ok(built)
 }
 
+/// Particles of a cloth world (a 12 x 12 grid, about the torus's 145).
+pub const WORLD_CLOTH_PARTICLES: usize = 144;
+/// Each world's charge and stiffness scales lie in [1/f, f] and its time step in
+/// [dt/sqrt(f), dt sqrt(f)] of the scene's, log-uniformly: world 0 has the scene's own
+/// values, the rest fill the box evenly.
+pub const WORLD_PARAMETER_FACTOR: f64 = 2.0;
+/// The R3 low-discrepancy sequence's steps (powers of 1/phi_3, phi_3^4 = phi_3 + 1): point
+/// w of the unit cube is frac(1/2 + w a).
+const R3: [f64; 3] = [
+    0.819_172_513_396_164_4,
+    0.671_043_606_703_789_2,
+    0.549_700_477_901_970_3,
+];
+
+/// World `w`'s (charge scale, stiffness scale, time-step factor).
+pub fn world_factors(w: usize) -> [f64; 3] {
+    let f = WORLD_PARAMETER_FACTOR;
+    let u = R3.map(|a| (0.5 + w as f64 * a).fract());
+    [
+        f.powf(2.0 * u[0] - 1.0),
+        f.powf(2.0 * u[1] - 1.0),
+        f.powf(u[2] - 0.5),
+    ]
+}
+
+/// The base world of `scene`: the built-in torus, or the cloth workload's grid at
+/// [`WORLD_CLOTH_PARTICLES`] with `sweeps` Jacobi sweeps and `charged_fraction` charged.
+pub fn world_base(
+    scene: WorldScene,
+    sweeps: u32,
+    charged_fraction: f64,
+) -> Result<Built, WorkloadError> {
+    match scene {
+        WorldScene::Torus => {
+            let s = crate::scene::load("torus", &[])
+                .map_err(|e| WorkloadError::Scene(e.to_string()))?;
+            Ok(Built {
+                system: s.system,
+                config: s.config,
+                grid: None,
+            })
+        }
+        WorldScene::Cloth => cloth(WORLD_CLOTH_PARTICLES, sweeps, charged_fraction),
+    }
+}
+
+/// `count` worlds of `scene`, world w with [`world_factors`]`(w)` applied to the base's
+/// charges, stiffnesses and time step (same sizes and topology: only parameters vary).
+pub fn worlds(
+    scene: WorldScene,
+    count: usize,
+    sweeps: u32,
+    charged_fraction: f64,
+) -> Result<Vec<Built>, WorkloadError> {
+    let base = world_base(scene, sweeps, charged_fraction)?;
+    Ok((0..count)
+        .map(|w| {
+            let [q, k, h] = world_factors(w);
+            let mut config = base.config.clone();
+            config.dt *= h;
+            Built {
+                system: base.system.with_charge_scale(q).with_stiffness_scale(k),
+                config,
+                grid: base.grid,
+            }
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,6 +376,44 @@ mod tests {
         assert_eq!(b.config.solver.iterations, 20);
         assert_eq!(b.config.solver.tolerance, 0.0);
         b.config.validate().unwrap();
+    }
+
+    #[test]
+    fn worlds_vary_parameters_within_the_box_and_world_0_is_the_scene() {
+        let base = world_base(WorldScene::Torus, 20, 0.0).unwrap();
+        assert_eq!(base.system.len(), 145);
+        let ws = worlds(WorldScene::Torus, 64, 20, 0.0).unwrap();
+        assert_eq!(ws.len(), 64);
+        assert_eq!(ws[0].system.charges(), base.system.charges());
+        assert_eq!(ws[0].config.dt, base.config.dt);
+        let f = WORLD_PARAMETER_FACTOR;
+        let (mut dts, mut qs) = (Vec::new(), Vec::new());
+        for w in &ws {
+            assert_eq!(w.system.len(), 145);
+            assert_eq!(w.system.springs().len(), base.system.springs().len());
+            let q = w.system.charges()[0] / base.system.charges()[0];
+            let k = w.system.springs()[0].stiffness / base.system.springs()[0].stiffness;
+            let h = w.config.dt / base.config.dt;
+            assert!(
+                (1.0 / f..=f).contains(&q) && (1.0 / f..=f).contains(&k),
+                "{q} {k}"
+            );
+            assert!((f.sqrt().recip()..=f.sqrt()).contains(&h), "{h}");
+            w.config.validate().unwrap();
+            dts.push(w.config.dt);
+            qs.push(q);
+        }
+        // Spread over the box, not clustered: both halves of each range are used.
+        for v in [
+            &qs,
+            &dts.iter().map(|d| d / base.config.dt).collect::<Vec<_>>(),
+        ] {
+            assert!(v.iter().filter(|&&x| x < 1.0).count() >= 16, "{v:?}");
+            assert!(v.iter().filter(|&&x| x > 1.0).count() >= 16, "{v:?}");
+        }
+        let cloth = worlds(WorldScene::Cloth, 3, 20, 0.5).unwrap();
+        assert_eq!(cloth[2].system.len(), WORLD_CLOTH_PARTICLES);
+        assert_eq!(cloth[2].system.charged_count(), WORLD_CLOTH_PARTICLES / 2);
     }
 
     #[test]

@@ -19,7 +19,11 @@ pub enum WorkloadArg {
     /// The same cloud with the DDEF far field: one row per size and --samples m, with its
     /// force error against exact all-pairs
     Ddef,
-    /// Cloth, then Coulomb (DDEF only when asked for)
+    /// W worlds (the built-in torus, then a 144-particle cloth) with parameters varied per
+    /// world, stepped as one GPU batch and one after another: world-steps per second of
+    /// both and their ratio, one row per world scene and --worlds W
+    Worlds,
+    /// Cloth, then Coulomb (DDEF and worlds only when asked for)
     All,
 }
 
@@ -99,6 +103,23 @@ pub struct BenchArgs {
     /// paper's Algorithm 1)
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = parse_count)]
     pub rebuild_every: u32,
+    /// Worlds workload: the world counts W, comma-separated, run in increasing order
+    #[arg(
+        long,
+        value_name = "W,W,...",
+        value_delimiter = ',',
+        value_parser = parse_worlds,
+        default_value = "1,16,64,256,1024",
+        long_help = "Worlds workload: the world counts W, comma-separated, run in increasing \
+            order. Each row steps W worlds of one kind (the built-in torus scene, 145 charged \
+            particles with 50 Jacobi sweeps; or a 12 x 12 cloth with --sweeps sweeps and \
+            --charged-fraction charged), world w with its charge and stiffness scaled by a \
+            factor in [1/2, 2] and its time step by one in [1/sqrt 2, sqrt 2], spread evenly \
+            and fixed by w (world 0 is the scene itself). The W worlds run as one GPU batch \
+            (several when one would exceed the device's limits) and, block by block in \
+            turn, one after another, each on its own solver on the same device"
+    )]
+    pub worlds: Vec<usize>,
     /// Also write the JSON lines to FILE (atomically, when the benchmark ends)
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -130,6 +151,17 @@ fn parse_size(s: &str) -> Result<usize, String> {
         ));
     }
     Ok(n)
+}
+
+/// A world count: 1 to 65536.
+fn parse_worlds(s: &str) -> Result<usize, String> {
+    const MAX_WORLDS: usize = 1 << 16;
+    match s.trim().parse::<usize>() {
+        Ok(w) if (1..=MAX_WORLDS).contains(&w) => Ok(w),
+        _ => Err(format!(
+            "expected a world count from 1 to {MAX_WORLDS}, got '{s}'"
+        )),
+    }
 }
 
 /// A DDEF sample count: 1 to the configuration's limit.
@@ -200,6 +232,7 @@ impl BenchArgs {
                 WorkloadArg::Cloth => vec![Workload::Cloth],
                 WorkloadArg::Coulomb => vec![Workload::Coulomb],
                 WorkloadArg::Ddef => vec![Workload::Ddef],
+                WorkloadArg::Worlds => vec![Workload::Worlds],
                 WorkloadArg::All => vec![Workload::Cloth, Workload::Coulomb],
             },
             sizes,
@@ -216,6 +249,7 @@ impl BenchArgs {
             max_seconds: self.max_seconds,
             ddef_samples: self.samples.clone(),
             ddef_rebuild_every: self.rebuild_every,
+            worlds: self.worlds.clone(),
         }
     }
 }
@@ -251,7 +285,12 @@ pub fn execute(args: &BenchArgs) -> Result<Vec<Record>, CliError> {
         match event {
             Event::Stage { workload, n, stage } => {
                 if let Some(b) = &bar {
-                    b.set_message(format!("{} n = {n}: {stage}", workload.name()));
+                    let size = if workload == Workload::Worlds {
+                        "W"
+                    } else {
+                        "n"
+                    };
+                    b.set_message(format!("{} {size} = {n}: {stage}", workload.name()));
                 }
             }
             Event::Note(text) => {
@@ -335,18 +374,30 @@ fn spread_percent(r: &Record) -> Option<f64> {
 /// One readable row per record; `-` where the JSON has null.
 pub fn table_row(r: &Record) -> String {
     let status = match r.status {
-        Status::Ok => match r.finite {
-            Some(false) => "ok (non-finite energies)".to_string(),
-            _ => "ok".to_string(),
-        },
+        Status::Ok => {
+            let ok = match r.finite {
+                Some(false) => "ok (non-finite energies)".to_string(),
+                _ => "ok".to_string(),
+            };
+            match (r.worlds, r.world_steps_per_second) {
+                (Some(w), Some(b)) => format!(
+                    "{ok}; W {w}: world-steps/s batched {b:.4e}, sequential {}, ratio {}",
+                    r.sequential_world_steps_per_second
+                        .map_or_else(|| "-".into(), |s| format!("{s:.4e}")),
+                    opt(r.batch_speedup, 2)
+                ),
+                _ => ok,
+            }
+        }
         Status::Skipped => format!("skipped: {}", r.reason.as_deref().unwrap_or("")),
         Status::Failed => format!("failed: {}", r.reason.as_deref().unwrap_or("")),
     };
     format!(
         "{:<11} {:>8} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9} {:>7} {:>9} {:>9} {:>6} {:>7} {:>5} {:>6}  {}",
-        match r.ddef_samples {
-            Some(m) => format!("{} m={m}", r.workload.name()),
-            None => r.workload.name().to_string(),
+        match (r.ddef_samples, r.world_scene) {
+            (Some(m), _) => format!("{} m={m}", r.workload.name()),
+            (_, Some(s)) => format!("{} {}", r.workload.name(), s.name()),
+            _ => r.workload.name().to_string(),
         },
         r.n,
         r.springs,
@@ -423,7 +474,9 @@ fn footer(records: &[Record], out: Option<&Path>) {
          sweep ms: one Jacobi sweep's kernel time; sweepGB/s: compulsory bytes of one Jacobi \
          sweep / that time; disp, subm: \
          dispatches and queue submissions per step; err%: DDEF's mean relative force error \
-         against exact all-pairs. Null fields are explained in each \
+         against exact all-pairs; worlds rows: n is one world's particles, ms/step the \
+         batched step of all W worlds, and the status gives world-steps per second batched \
+         and sequential (each world on its own solver, in turn) and their ratio. Null fields are explained in each \
          JSON line's notes."
     );
     if let Some(p) = out {
@@ -454,6 +507,10 @@ mod tests {
         assert!(parse_positive("inf").is_err());
         assert!(parse_count("0").is_err());
         assert!(parse_steps("0").is_err());
+        assert_eq!(parse_worlds("64"), Ok(64));
+        for bad in ["0", "-1", "x", "65537"] {
+            assert!(parse_worlds(bad).is_err(), "{bad}");
+        }
         assert_eq!(parse_milliseconds("0"), Ok(0.0));
         assert_eq!(parse_milliseconds("250.5"), Ok(250.5));
         for bad in ["-1", "nan", "inf", "1e12", "soon"] {

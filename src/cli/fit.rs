@@ -4,7 +4,9 @@
 //! `frames/*.ply` or one PLY file), matched by time; its gradient comes from forward
 //! sensitivities through the scene's own integrator and time step ([`crate::grad`]).
 //! `--backend gpu` propagates the tangents on the GPU.
-//! Levenberg-Marquardt for few parameters, Adam for many. Progress goes to stderr; the
+//! Levenberg-Marquardt for few parameters, Adam for many. `--starts N` first runs N start
+//! points around the initial values forward, as worlds of one batch, and fits from the one
+//! with the lowest loss ([`grad::starts`]). Progress goes to stderr; the
 //! history and the result go to `fit.json`, written atomically.
 
 use super::scene_args::SceneArgs;
@@ -67,6 +69,15 @@ pub struct FitArgs {
     /// Target frames in the loss
     #[arg(long, value_enum, default_value_t = FramesArg::All)]
     pub frames: FramesArg,
+    /// Start points: evaluate N points spread around the initial values (the initial
+    /// values among them) by forward runs of all of them as worlds of one batch, then fit
+    /// from the one with the lowest loss. 1: fit from the initial values
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub starts: u32,
+    /// Spread of --starts: start s > 0 multiplies each component by a factor in [1/F, F],
+    /// log-uniform and evenly spread over the starts (a low-discrepancy sequence)
+    #[arg(long = "start-factor", value_name = "F", default_value_t = grad::starts::DEFAULT_START_FACTOR)]
+    pub start_factor: f64,
     /// Iteration limit
     #[arg(long = "max-iters", value_name = "N", default_value_t = 50)]
     pub max_iters: u32,
@@ -384,7 +395,42 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         );
     };
     let start = Instant::now();
-    let outcome = grad::fit(&set, &theta0, &targets, &options, progress).map_err(grad_error)?;
+    let starts = if args.starts > 1 {
+        if !(args.start_factor.is_finite() && args.start_factor > 1.0) {
+            return Err(option_error("--start-factor", "must be a number above 1"));
+        }
+        let thetas = grad::starts::spread(&theta0, args.starts as usize, args.start_factor);
+        let t = Instant::now();
+        let losses = grad::starts::batch_losses(&set, &thetas, &targets, &options.grad)
+            .map_err(grad_error)?;
+        let seconds = t.elapsed().as_secs_f64();
+        let Some(best) = grad::starts::best(&losses) else {
+            let first = losses.into_iter().find_map(Result::err);
+            return Err(grad_error(first.unwrap_or(GradError::NonFiniteLoss)));
+        };
+        if !args.quiet {
+            for (s, (theta, loss)) in thetas.iter().zip(&losses).enumerate() {
+                let loss = match loss {
+                    Ok(l) => format!("loss {l:.6e} m^2"),
+                    Err(e) => format!("failed: {e}"),
+                };
+                eprintln!("start {s:>3}: {}, {loss}", shown(theta));
+            }
+            eprintln!(
+                "start {best} of {} has the lowest loss ({} worlds in one batch, {seconds:.2} s); \
+                 fitting from it",
+                thetas.len(),
+                thetas.len()
+            );
+        }
+        Some((thetas, losses, best, seconds))
+    } else {
+        None
+    };
+    let from = starts
+        .as_ref()
+        .map_or(theta0.as_slice(), |(thetas, _, best, _)| &thetas[*best]);
+    let outcome = grad::fit(&set, from, &targets, &options, progress).map_err(grad_error)?;
     let wall = start.elapsed().as_secs_f64();
     let values: Vec<f64> = outcome
         .theta
@@ -406,7 +452,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     let small = set.len() <= 16;
     let display =
         |theta: &[f64]| -> Vec<f64> { theta.iter().zip(&reference).map(|(t, r)| t * r).collect() };
-    let json = serde_json::json!({
+    let mut json = serde_json::json!({
         "msc_version": env!("CARGO_PKG_VERSION"),
         "scene": scene.name,
         "target": args.target.display().to_string(),
@@ -455,6 +501,20 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         },
         "wall_seconds": wall,
     });
+    if let Some((thetas, losses, best, seconds)) = &starts {
+        json["starts"] = serde_json::json!({
+            "count": thetas.len(),
+            "factor": args.start_factor,
+            "chosen": best,
+            "evaluation": "forward runs of every start as worlds of one batch",
+            "wall_seconds": seconds,
+            "points": thetas.iter().zip(losses).map(|(t, l)| serde_json::json!({
+                "values": if small { serde_json::json!(display(t)) } else { serde_json::Value::Null },
+                "loss": l.as_ref().ok(),
+                "error": l.as_ref().err().map(|e| e.to_string()),
+            })).collect::<Vec<_>>(),
+        });
+    }
     let path = out.join("fit.json");
     let mut text = serde_json::to_string_pretty(&json).map_err(|source| {
         CliError::from(crate::output::OutputError::Json {

@@ -64,6 +64,16 @@ fn check_targets(set: &ParamSet, targets: &[Target]) -> Result<Vec<u64>, GradErr
     Ok(targets.iter().map(|t| t.step).collect())
 }
 
+/// One frame's term of L: `scale` (1/(F n)) times the summed squared distances of `x`
+/// from `target`. Every loss of the fit ([`evaluate`], `starts::batch_losses`) sums it.
+pub(crate) fn frame_loss(x: &[DVec3], target: &[DVec3], scale: f64) -> f64 {
+    scale
+        * x.iter()
+            .zip(target)
+            .map(|(x, t)| (*x - *t).length_squared())
+            .sum::<f64>()
+}
+
 /// L(theta) and, when `with_gradient`, dL/dtheta, J^T r and (when `with_jtj`) J^T J.
 pub fn evaluate(
     set: &ParamSet,
@@ -90,7 +100,7 @@ pub fn evaluate(
         |k, state, tangents| {
             let target = &targets[k].positions;
             let resid: Vec<DVec3> = state.x.iter().zip(target).map(|(x, t)| *x - *t).collect();
-            let frame_loss = scale * resid.iter().map(|r| r.length_squared()).sum::<f64>();
+            let frame_loss = frame_loss(&state.x, target, scale);
             loss += frame_loss;
             let mut g2 = 0.0;
             let mut t2 = 0.0;

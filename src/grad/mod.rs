@@ -68,6 +68,7 @@ pub mod optim;
 mod pair_tangent;
 pub mod params;
 pub mod sensitivity;
+pub mod starts;
 pub mod step;
 pub mod target;
 

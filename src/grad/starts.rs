@@ -1,0 +1,208 @@
+//! Multi-start: start points spread around a given parameter vector, and the loss of each
+//! from forward runs of all of them as worlds of one batch ([`Worlds`]: the CPU reference
+//! world by world, or one GPU batch), so a fit can begin at the best of them.
+//!
+//! Start 0 is the given theta; start s >= 1 multiplies component p by
+//! f^(2 u - 1), u = frac(1/2 + s a_p), where a_p are the steps of the R_d low-discrepancy
+//! sequence for the d components (a_p = phi_d^-(p+1), phi_d^(d+1) = phi_d + 1): log-uniform
+//! in [theta_p / f, theta_p f], evenly spread for any count. A component at 0 stays 0.
+
+use super::loss::{frame_loss, Target};
+use super::params::ParamSet;
+use super::sensitivity::{check_frames, forward_config, GradBackend, GradOptions};
+use super::GradError;
+use crate::config::Config;
+use crate::cpu::CpuSimulation;
+use crate::gpu::{GpuWorlds, HeadlessOptions};
+use crate::model::System;
+use crate::simulator::{CpuWorlds, GpuBatch, SimError, Worlds};
+
+/// The default spread factor f of `msc fit --starts`.
+pub const DEFAULT_START_FACTOR: f64 = 4.0;
+
+/// phi_d: the positive root of x^(d+1) = x + 1 (Newton from 2).
+fn phi(d: usize) -> f64 {
+    let mut x: f64 = 2.0;
+    for _ in 0..64 {
+        let f = x.powi(d as i32 + 1) - x - 1.0;
+        let df = (d as f64 + 1.0) * x.powi(d as i32) - 1.0;
+        x -= f / df;
+    }
+    x
+}
+
+/// `count` start points around `theta0` (start 0 is `theta0` itself), spread by `factor`.
+pub fn spread(theta0: &[f64], count: usize, factor: f64) -> Vec<Vec<f64>> {
+    let g = phi(theta0.len().max(1));
+    let steps: Vec<f64> = (0..theta0.len()).map(|p| g.powi(-(p as i32 + 1))).collect();
+    (0..count)
+        .map(|s| {
+            if s == 0 {
+                return theta0.to_vec();
+            }
+            theta0
+                .iter()
+                .zip(&steps)
+                .map(|(t, a)| {
+                    let u = (0.5 + s as f64 * a).fract();
+                    t * factor.powf(2.0 * u - 1.0)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn sim_error(e: SimError) -> GradError {
+    match e {
+        SimError::Gpu(g) => GradError::Gpu(g),
+        SimError::Config(c) => GradError::Config(c),
+        SimError::Ddef(d) => GradError::Gpu(crate::gpu::GpuError::Ddef(d)),
+    }
+}
+
+/// The loss at every theta of `thetas` (forward runs only, no tangents), computed as
+/// [`super::evaluate`] computes it, from one run of all of them as worlds of a batch on
+/// `options.backend`: the CPU reference ([`CpuWorlds`]) or one GPU batch ([`GpuBatch`]).
+/// A start whose system cannot be built or whose run leaves f64/f32 range gets its own
+/// error; the others go on.
+pub fn batch_losses(
+    set: &ParamSet,
+    thetas: &[Vec<f64>],
+    targets: &[Target],
+    options: &GradOptions,
+) -> Result<Vec<Result<f64, GradError>>, GradError> {
+    let steps: Vec<u64> = targets.iter().map(|t| t.step).collect();
+    check_frames(&steps)?;
+    let n = set.base_system().len();
+    for (k, t) in targets.iter().enumerate() {
+        if t.positions.len() != n {
+            return Err(GradError::ParticleCount {
+                frame: k,
+                got: t.positions.len(),
+                expected: n,
+            });
+        }
+    }
+    if options.exact_forward && matches!(options.backend, GradBackend::Gpu { .. }) {
+        return Err(GradError::Param(
+            "exact forward solves (CG to a tolerance) are not supported by the GPU, which runs \
+             a fixed iteration count (use --backend cpu)"
+                .into(),
+        ));
+    }
+    let mut out: Vec<Result<f64, GradError>> = Vec::with_capacity(thetas.len());
+    let mut built: Vec<(usize, System, Config)> = Vec::new();
+    for (s, theta) in thetas.iter().enumerate() {
+        match set.instantiate(theta) {
+            Ok((system, config)) => {
+                built.push((s, system, forward_config(&config, options)));
+                out.push(Ok(0.0));
+            }
+            Err(e) => out.push(Err(e)),
+        }
+    }
+    if built.is_empty() {
+        return Ok(out);
+    }
+    let mut worlds: Box<dyn Worlds> = match options.backend {
+        GradBackend::Cpu => Box::new(CpuWorlds(
+            built
+                .iter()
+                .map(|(_, s, c)| CpuSimulation::new(s, c))
+                .collect::<Result<_, _>>()?,
+        )),
+        GradBackend::Gpu { allow_software } => {
+            let pairs: Vec<(&System, &Config)> = built.iter().map(|(_, s, c)| (s, c)).collect();
+            let batch = GpuWorlds::headless(&pairs, &HeadlessOptions { allow_software })?;
+            Box::new(GpuBatch::new(batch))
+        }
+    };
+    let scale = 1.0 / (targets.len() * n) as f64;
+    let mut done = 0;
+    for target in targets {
+        worlds.step(target.step - done).map_err(sim_error)?;
+        done = target.step;
+        for (w, (s, _, _)) in built.iter().enumerate() {
+            let Ok(loss) = out[*s] else { continue };
+            let state = worlds.state(w).map_err(sim_error)?;
+            out[*s] = if state.is_finite() {
+                Ok(loss + frame_loss(&state.x, &target.positions, scale))
+            } else {
+                Err(GradError::NonFiniteState {
+                    step: state.step,
+                    time: state.t,
+                })
+            };
+        }
+    }
+    for r in out.iter_mut() {
+        if matches!(r, Ok(l) if !l.is_finite()) {
+            *r = Err(GradError::NonFiniteLoss);
+        }
+    }
+    Ok(out)
+}
+
+/// The index of the lowest loss (the first of equals), if any start has one.
+pub fn best(losses: &[Result<f64, GradError>]) -> Option<usize> {
+    losses
+        .iter()
+        .enumerate()
+        .filter_map(|(s, l)| l.as_ref().ok().map(|l| (s, *l)))
+        .fold(None, |acc: Option<(usize, f64)>, (s, l)| match acc {
+            Some((_, b)) if b <= l => acc,
+            _ => Some((s, l)),
+        })
+        .map(|(s, _)| s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phi_solves_its_equation() {
+        // phi_1 is the golden ratio, phi_2 the plastic number.
+        assert!((phi(1) - (1.0 + 5f64.sqrt()) / 2.0).abs() < 1e-14);
+        assert!((phi(2) - 1.324_717_957_244_746).abs() < 1e-14);
+    }
+
+    #[test]
+    fn starts_include_the_given_one_and_fill_the_factor_range() {
+        let theta0 = [2.0, -0.5, 0.0];
+        let starts = spread(&theta0, 33, 4.0);
+        assert_eq!(starts.len(), 33);
+        assert_eq!(starts[0], theta0);
+        for s in &starts[1..] {
+            assert_eq!(s[2], 0.0, "a zero component stays zero");
+            for p in 0..2 {
+                let r = s[p] / theta0[p];
+                assert!((0.25..=4.0).contains(&r), "{r}");
+            }
+        }
+        // Spread: each component's log-ratios fall in every quarter of [-ln 4, ln 4].
+        for p in 0..2 {
+            let mut quarters = [0; 4];
+            for s in &starts[1..] {
+                let x = (s[p] / theta0[p]).ln() / 4f64.ln(); // in [-1, 1]
+                quarters[(((x + 1.0) * 2.0) as usize).min(3)] += 1;
+            }
+            assert!(quarters.iter().all(|&q| q >= 4), "{quarters:?}");
+        }
+        // Deterministic.
+        assert_eq!(spread(&theta0, 33, 4.0), starts);
+    }
+
+    #[test]
+    fn best_takes_the_lowest_finite_loss_and_the_first_of_equals() {
+        let l = vec![
+            Ok(3.0),
+            Err(GradError::NonFiniteLoss),
+            Ok(1.0),
+            Ok(1.0),
+            Ok(2.0),
+        ];
+        assert_eq!(best(&l), Some(2));
+        assert_eq!(best(&[Err(GradError::NonFiniteLoss)]), None);
+    }
+}

@@ -1,0 +1,194 @@
+//! `msc fit --starts`: start points evaluated as worlds of one batch. The loss of each
+//! start from the batch equals that of a single-world run of it (CPU reference: bit for
+//! bit; GPU: bit for bit too, see below), and a multi-start fit from a poor start ends
+//! closer to the truth than a single-start fit with the same iteration budget. GPU tests
+//! skip without an adapter unless `MSC_REQUIRE_GPU=1`.
+
+mod common;
+
+use common::{require_gpu, skip_no_adapter};
+use msc::grad::{self, starts, GradBackend, GradError, GradOptions, Param, ParamSet, Target};
+use std::path::Path;
+
+const BALL_SCENE: &str = r#"
+name = "ball"
+[mesh]
+kind = "icosphere"
+radius = 1.0
+subdivisions = 1
+[material]
+mass = 0.05
+stiffness = 2.5
+damping = 0.05
+charge = 2e-6
+[integrator]
+method = "imex"
+dt = 0.02
+steps = 60
+solver = { method = "jacobi", iterations = 40, omega = 0.5, tolerance = 0.0 }
+[output]
+every = 10
+frames = "ply"
+"#;
+
+/// The ball's charge and stiffness scales, and target frames from theta = (1, 1) on the
+/// CPU reference.
+fn problem(dir: &Path) -> (ParamSet, Vec<Target>) {
+    let path = dir.join("ball.toml");
+    std::fs::write(&path, BALL_SCENE).unwrap();
+    let scene = msc::scene::load(path.to_str().unwrap(), &[]).unwrap();
+    let set = ParamSet::new(
+        &scene.system,
+        &scene.config,
+        &[Param::ChargeScale, Param::StiffnessScale],
+    )
+    .unwrap();
+    let steps = [10, 20, 40, 60];
+    let states = grad::simulate(&set, &[1.0, 1.0], &steps, &GradOptions::default()).unwrap();
+    let targets = states
+        .into_iter()
+        .map(|s| Target {
+            step: s.step,
+            positions: s.x,
+        })
+        .collect();
+    (set, targets)
+}
+
+/// Every start's batch loss against `evaluate` of that start alone, on `backend`.
+fn batch_equals_single(backend: GradBackend) -> Option<()> {
+    let dir = tempfile::tempdir().unwrap();
+    let (set, targets) = problem(dir.path());
+    let options = GradOptions {
+        backend,
+        ..GradOptions::default()
+    };
+    // Far enough from the truth that every loss is well above rounding.
+    let thetas = starts::spread(&[0.5, 1.5], 7, 3.0);
+    let batch = match starts::batch_losses(&set, &thetas, &targets, &options) {
+        Err(GradError::Gpu(msc::gpu::GpuError::NoAdapter(why))) => {
+            skip_no_adapter(&why);
+            return None;
+        }
+        r => r.unwrap(),
+    };
+    assert_eq!(batch.len(), thetas.len());
+    for (theta, got) in thetas.iter().zip(&batch) {
+        let got = *got.as_ref().unwrap();
+        let alone = grad::evaluate(&set, theta, &targets, &options, false, false)
+            .unwrap()
+            .loss;
+        assert!(got > 0.0);
+        assert_eq!(
+            got.to_bits(),
+            alone.to_bits(),
+            "{backend:?} start {theta:?}: batch {got:e}, alone {alone:e}"
+        );
+    }
+    Some(())
+}
+
+/// The CPU batch ([`msc::simulator::CpuWorlds`]) steps each world with the reference's
+/// own step, as the forward run of `evaluate` does, and both sum the loss with the same
+/// function in the same order: bit-identical.
+#[test]
+fn cpu_batch_losses_equal_single_world_losses_bit_for_bit() {
+    batch_equals_single(GradBackend::Cpu).unwrap();
+}
+
+/// The GPU batch steps each world with the same f32 operations in the same order as a
+/// solver of that world alone (tests/worlds.rs checks the states bit for bit), and the
+/// loss is summed in f64 by the same function from the same f32 states: bit-identical
+/// again, so no tolerance is needed.
+#[test]
+fn gpu_batch_losses_equal_single_world_losses_bit_for_bit() {
+    let r = batch_equals_single(GradBackend::Gpu {
+        allow_software: true,
+    });
+    assert!(r.is_some() || !require_gpu());
+}
+
+#[test]
+fn a_start_that_cannot_run_gets_its_own_error_and_the_others_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (set, targets) = problem(dir.path());
+    // A negative stiffness scale is refused by the model; the others still run.
+    let thetas = vec![vec![1.0, -1.0], vec![0.5, 1.0], vec![f64::NAN, 1.0]];
+    let losses = starts::batch_losses(&set, &thetas, &targets, &GradOptions::default()).unwrap();
+    assert!(losses[0].is_err(), "{:?}", losses[0]);
+    assert!(losses[1].as_ref().is_ok_and(|l| *l > 0.0));
+    assert!(losses[2].is_err(), "{:?}", losses[2]);
+    assert_eq!(starts::best(&losses), Some(1));
+}
+
+/// `msc fit` on the ball's charge from a tenth of it, one LM iteration: returns the
+/// fitted charge and fit.json.
+fn fit_charge(dir: &Path, starts: &str) -> (f64, serde_json::Value) {
+    let out = dir.join(format!("fit{starts}"));
+    let args = [
+        "msc",
+        "fit",
+        dir.join("ball.toml").to_str().unwrap(),
+        "--target",
+        dir.join("target").to_str().unwrap(),
+        "--param",
+        "charge",
+        "--init",
+        "2e-7",
+        "--max-iters",
+        "1",
+        "--starts",
+        starts,
+        "--backend",
+        "cpu",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]
+    .map(String::from);
+    assert_eq!(msc::cli::main_with_args(args), 0);
+    let json = common::read_json(&out.join("fit.json"));
+    let q = json["parameters"][0]["result"][0].as_f64().unwrap();
+    (q, json)
+}
+
+#[test]
+fn msc_fit_with_starts_begins_at_the_best_start_and_ends_closer_to_the_truth() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ball.toml"), BALL_SCENE).unwrap();
+    let code = msc::cli::main_with_args([
+        "msc",
+        "run",
+        dir.path().join("ball.toml").to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--quiet",
+        "--out",
+        dir.path().join("target").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    let truth = 2e-6;
+    let (one, json1) = fit_charge(dir.path(), "1");
+    assert!(json1.get("starts").is_none(), "--starts 1 adds nothing");
+    let (many, json) = fit_charge(dir.path(), "9");
+    let s = &json["starts"];
+    assert_eq!(s["count"], 9);
+    let points = s["points"].as_array().unwrap();
+    assert_eq!(points.len(), 9);
+    assert_eq!(
+        points[0]["values"][0].as_f64(),
+        Some(2e-7),
+        "the given start"
+    );
+    let losses: Vec<f64> = points.iter().map(|p| p["loss"].as_f64().unwrap()).collect();
+    let chosen = s["chosen"].as_u64().unwrap() as usize;
+    assert!(losses.iter().all(|&l| losses[chosen] <= l), "{losses:?}");
+    assert_ne!(chosen, 0, "a start closer than a tenth of the charge wins");
+    // The fit starts where the batch said, at the loss it computed.
+    assert_eq!(json["initial_loss"].as_f64(), Some(losses[chosen]));
+    assert_eq!(json1["initial_loss"].as_f64(), Some(losses[0]));
+    assert!(
+        (many - truth).abs() < (one - truth).abs(),
+        "--starts 9: {many:e}, --starts 1: {one:e}, truth {truth:e}"
+    );
+}
