@@ -157,9 +157,9 @@ fn rounds_hold_every_block_pair_once() {
                 seen[i][j] += 1;
             }
         }
-        for i in 0..blocks {
-            for j in i + 1..blocks {
-                assert_eq!(seen[i][j], 1, "{blocks}: ({i}, {j})");
+        for (i, row) in seen.iter().enumerate() {
+            for (j, &count) in row.iter().enumerate().skip(i + 1) {
+                assert_eq!(count, 1, "{blocks}: ({i}, {j})");
             }
         }
     }
