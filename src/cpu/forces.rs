@@ -155,10 +155,10 @@ pub fn coulomb_forces(x: &[DVec3], q: &[f64], softening: f64) -> Vec<DVec3> {
 
 /// [`coulomb_forces`] into a caller's buffer (`coulomb_tiled`): per target i,
 /// f_i = k_c q_i sum_{j != i, q_j != 0} q_j (x_i - x_j) / (r^2 + eps^2)^(3/2).
-/// Uncharged particles receive zero; the self pair is excluded by index. A coincident
-/// distinct pair with eps = 0 makes both forces non-finite (DESIGN: a divergence, never a
-/// silent zero). Vectorized over structure-of-arrays sources in a fixed order
-/// ([`crate::coulomb`]).
+/// Uncharged particles receive zero; the self pair never enters. A coincident distinct
+/// pair with eps = 0 makes both forces non-finite (DESIGN: a divergence, never a silent
+/// zero). Each pair is evaluated once and applied to both charges, vectorized over
+/// structure-of-arrays sources in an order fixed by the charge count ([`crate::coulomb`]).
 pub fn coulomb_forces_into(x: &[DVec3], q: &[f64], softening: f64, out: &mut [DVec3]) {
     thread_local! {
         // The source arrays, kept between calls: no allocation per step.

@@ -1,36 +1,39 @@
 //! The all-pairs Coulomb sum at native speed (the paper's eq. 8), still the f64 oracle.
 //!
-//! Charged particles become structure-of-arrays sources ([`Sources`]); each target walks
-//! them in chunks of [`LANES`] with a branch-free body that the compiler vectorizes.
-//! Lane `l` of a target's accumulator sums the sources `l, l + LANES, ...` in increasing
-//! order and the lanes are combined in a fixed tree, so a force depends on neither the
-//! thread count nor the rayon split.
+//! Charged particles become structure-of-arrays sources ([`Sources`]), walked in chunks
+//! of [`LANES`] by a branch-free body that the compiler vectorizes. The forces between
+//! all charges ([`forces_into`], in `pairs`) evaluate each pair once and apply it to both
+//! sides, in an order fixed by the charge count. The field at any point from all sources
+//! but some ([`Sources::field_excluding`], the DDEF far field) walks every source: lane
+//! `l` of the accumulator sums the sources `l, l + LANES, ...` in increasing order and the
+//! lanes are combined in a fixed tree. Neither depends on the thread count or the rayon
+//! split.
 //!
 //! 1 / r^3 = (r^2)^(-3/2): an IEEE f64 `sqrt` and `/` per pair cost the divider ~5 cycles
 //! whatever the vector width, so [`inv_r3`] takes an f32 estimate of r^-1 (exact IEEE f32
-//! `sqrt` and `/`, several per cycle) and refines it with two f64 Newton steps (error
-//! 2^-24 -> 2^-47 -> rounding): within a few f64 ulp of the exact value (tested). Chunks
-//! with an r^2 outside the f32 range use the exact f64 expression. r^2, the Newton steps
-//! and the accumulation are fused multiply-adds (`f64::mul_add`, one IEEE rounding each):
+//! `sqrt` and `/`, several per cycle) and corrects it in f64 with the series of
+//! (1 - e)^(-3/2) to second order in its residual e (2^-22 -> below rounding): within a
+//! few f64 ulp of the exact value (tested). Chunks with an r^2 outside the f32 range use
+//! the exact f64 expression. r^2, the correction and the accumulation are fused multiply-adds (`f64::mul_add`, one IEEE rounding each):
 //! the AVX2+FMA and AVX-512+FMA builds (chosen at run time) issue `vfmadd`, and the
 //! portable build computes the very same fused operations (in software where the processor
 //! has no FMA, slowly), so every build on every machine gives the same bits. The result
 //! differs from the straightforward sequential sum ([`reference`]) only by the
 //! reassociation, the fusing and those few ulp per term.
 //!
-//! Self pair: excluded by index. The chunk that holds the target itself (and the ragged
-//! last chunk) runs on a local copy whose excluded lanes carry charge 0 at the target
-//! with r^2 padded by 1, so their terms are exact zeros. A distinct source at distance 0
+//! Excluded sources (and the ragged last chunk) run on a local copy whose excluded lanes
+//! carry charge 0 at the target with r^2 padded by 1, so their terms are exact zeros. A distinct source at distance 0
 //! with eps = 0 gives 0 / 0 in its term: a non-finite force, never a silent zero.
 
-use crate::model::COULOMB_K;
 use glam::DVec3;
-use rayon::prelude::*;
+
+mod pairs;
+pub mod reference;
+
+pub use pairs::forces_into;
 
 /// Sources per vector chunk (8 f64 = one AVX-512 register, two AVX2, four SSE2).
 pub const LANES: usize = 8;
-/// Targets per rayon task.
-const TARGET_BLOCK: usize = 64;
 
 /// The charged particles as structure-of-arrays f64, in increasing particle index.
 #[derive(Clone, Debug, Default)]
@@ -41,6 +44,8 @@ pub struct Sources {
     q: Vec<f64>,
     /// Particle index -> position in the arrays (u32::MAX for an uncharged particle).
     slot: Vec<u32>,
+    /// The per-block fields of [`forces_into`], kept between calls.
+    field: Vec<f64>,
 }
 
 impl Sources {
@@ -204,15 +209,17 @@ const R2_MIN: f64 = 1e-30;
 const R2_MAX: f64 = 1e30;
 
 /// (r^2)^(-3/2) for r^2 in [R2_MIN, R2_MAX]: y0 = 1 / sqrt(r^2) in f32 (relative error
-/// <= 2^-23), then two Newton steps y <- y (3/2 - r^2 y^2 / 2) in f64 (error squared each
-/// time), then y^3. Within a few f64 ulp of 1 / (r^2 sqrt(r^2)).
+/// |d| <= 2.5 2^-24 from the three f32 roundings), then in f64 e = 1 - r^2 y0^2 (y0^2
+/// is exact: 48 significant bits; one rounding in the fused form) and
+/// (r^2)^(-3/2) = y0^3 (1 - e)^(-3/2) = y0^3 (1 + 3/2 e + 15/8 e^2 + O(e^3)), |e| <= 2^-21.6,
+/// so the dropped 35/16 e^3 is below 2^-64. Six operations where two Newton steps and
+/// y^3 take nine; within a few f64 ulp of 1 / (r^2 sqrt(r^2)) (tested).
 #[inline(always)]
 pub fn inv_r3(r2: f64) -> f64 {
     let y0 = f64::from(1.0 / (r2 as f32).sqrt());
-    let h = 0.5 * r2;
-    let y1 = y0 * (-(h * y0)).mul_add(y0, 1.5);
-    let y2 = y1 * (-(h * y1)).mul_add(y1, 1.5);
-    y2 * y2 * y2
+    let y0sq = y0 * y0;
+    let e = (-r2).mul_add(y0sq, 1.0);
+    (y0sq * y0) * e.mul_add(e.mul_add(15.0 / 8.0, 1.5), 1.0)
 }
 
 /// Per-lane partial sums of the field, and whether every r^2 was in [`inv_r3`]'s range.
@@ -304,242 +311,5 @@ impl Acc {
     }
 }
 
-/// f_i = k_c q_i sum_{j != i, q_j != 0} q_j (x_i - x_j) / (r^2 + eps^2)^(3/2) for every
-/// particle (zero for an uncharged one), with `sources` refilled from (x, q).
-pub fn forces_into(
-    x: &[DVec3],
-    q: &[f64],
-    softening: f64,
-    sources: &mut Sources,
-    out: &mut [DVec3],
-) {
-    assert_eq!(q.len(), x.len(), "coulomb_forces: charges");
-    assert_eq!(out.len(), x.len(), "coulomb_forces: out");
-    sources.fill(x, q);
-    let src = &*sources;
-    let eps2 = softening * softening;
-    let target = |i: usize| -> DVec3 {
-        let qi = q[i];
-        if qi == 0.0 {
-            return DVec3::ZERO;
-        }
-        src.field_excluding(x[i], &[src.slot[i]], eps2) * (COULOMB_K * qi)
-    };
-    let block = |(b, chunk): (usize, &mut [DVec3])| {
-        for (k, o) in chunk.iter_mut().enumerate() {
-            *o = target(b * TARGET_BLOCK + k);
-        }
-    };
-    if src.is_empty() {
-        out.fill(DVec3::ZERO);
-    } else if out.len() <= TARGET_BLOCK {
-        out.chunks_mut(TARGET_BLOCK).enumerate().for_each(block);
-    } else {
-        out.par_chunks_mut(TARGET_BLOCK).enumerate().for_each(block);
-    }
-}
-
-/// The straightforward loops the fast ones are tested against.
-pub mod reference {
-    use super::COULOMB_K;
-    use glam::DVec3;
-
-    /// Sequential sum over sources in index order, skipping the self pair by index.
-    pub fn forces(x: &[DVec3], q: &[f64], softening: f64) -> Vec<DVec3> {
-        let eps2 = softening * softening;
-        (0..x.len())
-            .map(|i| {
-                if q[i] == 0.0 {
-                    return DVec3::ZERO;
-                }
-                let mut f = DVec3::ZERO;
-                for j in 0..x.len() {
-                    if j != i && q[j] != 0.0 {
-                        let d = x[i] - x[j];
-                        let r2 = d.length_squared() + eps2;
-                        f += d * (q[j] / (r2 * r2.sqrt()));
-                    }
-                }
-                f * (COULOMB_K * q[i])
-            })
-            .collect()
-    }
-
-    /// sum_j |term_j| per target (with k_c |q_i|): the scale of the reassociation error.
-    pub fn magnitudes(x: &[DVec3], q: &[f64], softening: f64) -> Vec<f64> {
-        let eps2 = softening * softening;
-        (0..x.len())
-            .map(|i| {
-                let mut s = 0.0;
-                for j in 0..x.len() {
-                    if j != i && q[j] != 0.0 {
-                        let d = x[i] - x[j];
-                        let r2 = d.length_squared() + eps2;
-                        s += d.length() * (q[j] / (r2 * r2.sqrt())).abs();
-                    }
-                }
-                s * (COULOMB_K * q[i]).abs()
-            })
-            .collect()
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cloud(n: usize, seed: u64, charged_every: usize) -> (Vec<DVec3>, Vec<f64>) {
-        let mut s = seed;
-        let mut unit = move || {
-            s = s
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (s >> 11) as f64 / (1u64 << 53) as f64
-        };
-        let x = (0..n).map(|_| DVec3::new(unit(), unit(), unit())).collect();
-        let q = (0..n)
-            .map(|i| {
-                let v = (unit() - 0.5) * 1e-5;
-                if i % charged_every == 0 {
-                    v
-                } else {
-                    0.0
-                }
-            })
-            .collect();
-        (x, q)
-    }
-
-    fn fast(x: &[DVec3], q: &[f64], eps: f64) -> Vec<DVec3> {
-        let mut out = vec![DVec3::splat(7.0); x.len()];
-        forces_into(x, q, eps, &mut Sources::default(), &mut out);
-        out
-    }
-
-    /// Fast and straightforward sums agree to reassociation: |f - f_ref| <= 1e-13 sum|terms|
-    /// (n <= 1000 terms of relative rounding 2^-53 each, reordered), for every source count
-    /// modulo LANES and with uncharged particles interleaved.
-    #[test]
-    fn fast_matches_reference_to_reassociation() {
-        for (n, every, eps) in [
-            (1, 1, 0.0),
-            (2, 1, 0.0),
-            (7, 1, 1e-3),
-            (8, 1, 0.0),
-            (9, 2, 0.0),
-            (61, 3, 1e-2),
-            (300, 1, 1e-3),
-            (1000, 1, 0.0),
-        ] {
-            let (x, q) = cloud(n, 11 + n as u64, every);
-            let f = fast(&x, &q, eps);
-            let r = reference::forces(&x, &q, eps);
-            let mag = reference::magnitudes(&x, &q, eps);
-            for i in 0..n {
-                let err = (f[i] - r[i]).abs().max_element();
-                assert!(f[i].is_finite(), "n {n} target {i}: {:?}", f[i]);
-                assert!(
-                    err <= 1e-13 * mag[i],
-                    "n {n} target {i}: err {err:e}, scale {:e}",
-                    mag[i]
-                );
-                if q[i] == 0.0 {
-                    assert_eq!(f[i], DVec3::ZERO);
-                }
-            }
-        }
-    }
-
-    /// The refined 1 / r^3 is within 8 ulp (relative 2e-15) of the exact IEEE expression
-    /// over the whole range where it is used.
-    #[test]
-    fn inv_r3_is_f64_accurate() {
-        let mut worst: f64 = 0.0;
-        let mut r2 = R2_MIN;
-        while r2 <= R2_MAX {
-            for k in 0..200 {
-                let v = r2 * (1.0 + k as f64 * 0.0499);
-                if v > R2_MAX {
-                    break;
-                }
-                let exact = 1.0 / (v * v.sqrt());
-                worst = worst.max(((inv_r3(v) - exact) / exact).abs());
-            }
-            r2 *= 10.0;
-        }
-        assert!(worst <= 2e-15, "worst relative error {worst:e}");
-    }
-
-    /// Sources far outside the f32 range take the exact expression and stay accurate.
-    #[test]
-    fn extreme_distances_use_the_exact_expression() {
-        let x = vec![
-            DVec3::ZERO,
-            DVec3::new(1e20, 0.0, 0.0),
-            DVec3::new(0.0, 1e-18, 0.0),
-        ];
-        let q = vec![1e-6, 2e-6, 3e-6];
-        let f = fast(&x, &q, 0.0);
-        let r = reference::forces(&x, &q, 0.0);
-        for i in 0..3 {
-            assert!(
-                ((f[i] - r[i]).length() / r[i].length()) <= 1e-15,
-                "{i}: {} {}",
-                f[i],
-                r[i]
-            );
-        }
-    }
-
-    /// The vector build the processor runs and the portable one give the same bits.
-    #[test]
-    fn every_isa_build_gives_the_same_bits() {
-        let (x, q) = cloud(203, 9, 1);
-        let mut src = Sources::default();
-        src.fill(&x, &q);
-        for (i, &p) in x.iter().enumerate() {
-            let ex = [i as u32];
-            let a = src.field_excluding(p, &ex, 0.0);
-            let b = src.field_portable(p, &ex, 0.0);
-            assert_eq!(
-                a.to_array().map(f64::to_bits),
-                b.to_array().map(f64::to_bits)
-            );
-        }
-    }
-
-    /// The per-target order is fixed: 1 and 2 rayon threads give the same bits.
-    #[test]
-    fn bit_identical_across_thread_counts() {
-        let (x, q) = cloud(2000, 5, 1);
-        let run = |threads| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap()
-                .install(|| fast(&x, &q, 1e-3))
-        };
-        let (a, b) = (run(1), run(2));
-        for (u, v) in a.iter().zip(&b) {
-            for k in 0..3 {
-                assert_eq!(u[k].to_bits(), v[k].to_bits());
-            }
-        }
-    }
-
-    /// Two distinct charges at the same point with eps = 0: non-finite, never dropped;
-    /// a third charge elsewhere still sees finite forces from each.
-    #[test]
-    fn coincident_distinct_charges_are_non_finite() {
-        let x = vec![DVec3::ZERO, DVec3::ZERO, DVec3::X];
-        let q = vec![1e-6, 2e-6, 1e-6];
-        let f = fast(&x, &q, 0.0);
-        assert!(!f[0].is_finite() && !f[1].is_finite(), "{f:?}");
-        assert!(f[2].is_finite());
-        // Softened, the same pair is finite and the self pair never contributes.
-        let g = fast(&x, &q, 1e-2);
-        assert!(g.iter().all(|v| v.is_finite()));
-        let single = fast(&[DVec3::ZERO], &[1e-6], 0.0);
-        assert_eq!(single[0], DVec3::ZERO);
-    }
-}
+mod tests;
