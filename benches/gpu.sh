@@ -109,11 +109,12 @@ fi
 
 # --- msc bench --------------------------------------------------------------------------
 if [ "$quick" = 1 ]; then
-    cloth_sizes=1K,4K; coulomb_sizes=4K; k20=""
+    cloth_sizes=1K,4K; coulomb_sizes=4K; k20=""; worlds=1,16
     common=(--steps 3 --warmup 1 --profile-steps 1 --max-seconds 60)
     coulomb_common=("${common[@]}")
 else
     cloth_sizes=1K,4K,16K,64K,256K,1M; coulomb_sizes=4K,16K,64K,256K,1M; k20=20K
+    worlds=1,16,64,256,1024
     common=(--steps 20 --warmup 3 --profile-steps 5 --max-seconds 120)
     # A 1M Coulomb step is ~1e12 interactions: fewer timed steps and blocks keep it in minutes.
     coulomb_common=(--steps 5 --repeats 3 --warmup 2 --profile-steps 3 --max-seconds 120)
@@ -136,6 +137,8 @@ bench msc-coulomb --workload coulomb --sizes "$coulomb_sizes" "${coulomb_common[
 if [ -n "$k20" ]; then
     bench msc-coulomb-20k --workload coulomb --sizes "$k20" "${common[@]}" || status=1
 fi
+# Batched worlds (torus and small cloth): batched against one solver per world in turn.
+bench msc-worlds --workload worlds --worlds "$worlds" "${common[@]}" || status=1
 
 # --- peers ------------------------------------------------------------------------------
 peer_sizes="$coulomb_sizes${k20:+,$k20}"

@@ -130,7 +130,13 @@ def main():
                 pct = f"{r['percent_of_bandwidth']:.1f}% BW"
             elif bw and gbs:
                 pct = f"{100 * gbs / bw:.1f}% BW"
-        print(f"| {label} | {size(n)} | {fmt(r.get('ms_per_step'))} | {kernel} | {pct} "
+        elif wl == "worlds":
+            n = f"{r.get('worlds')} x {r.get('n')}"
+            kernel = f"{r.get('world_scene')} worlds"
+            if r.get("batch_speedup") is not None:
+                pct = f"{r['batch_speedup']:.1f}x sequential"
+        print(f"| {label} | {n if wl == 'worlds' else size(n)} | {fmt(r.get('ms_per_step'))} "
+              f"| {kernel} | {pct} "
               f"| {cuda_t} | {cuda_pct} | {jax_t} | {rc} | {rj} |")
 
     for name in peers:
@@ -213,6 +219,16 @@ def main():
         line("20K charges: >= 1000 steps/s",
              "PASS" if all(r["ms_per_step"] <= 1.0 for r in k20) else "FAIL",
              ", ".join(f"{1e3 / r['ms_per_step']:.0f} steps/s" for r in k20))
+
+    w1024 = [r for r in ok if r["workload"] == "worlds" and r.get("worlds") == 1024
+             and r.get("world_scene") == "torus" and r.get("batch_speedup") is not None]
+    if not w1024:
+        line("1024 torus worlds batched: >= 50x sequential", "NOT MEASURED",
+             "no worlds row at W = 1024")
+    else:
+        line("1024 torus worlds batched: >= 50x sequential",
+             "PASS" if all(r["batch_speedup"] >= 50 for r in w1024) else "FAIL",
+             ", ".join(f"{r['batch_speedup']:.1f}x" for r in w1024))
     return 0
 
 
