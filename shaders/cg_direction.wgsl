@@ -15,13 +15,17 @@ fn main(
     if (!is_row(i)) {
         return;
     }
-    let d1 = bd[3u * i + 2u];
-    if (row_pinned(d1)) {
+    let d = bd[bd_diag(i)];
+    if (row_pinned(d)) {
         return;
     }
     let rz_old = scalars[scalar_slot(world_of(i), SLOT_RZ + disp.iter % 2u)].x;
     let rz_new = scalars[scalar_slot(world_of(i), SLOT_RZ + (disp.iter + 1u) % 2u)].x;
     let beta = select(0.0, rz_new / rz_old, rz_old > 0.0);
-    let zi = sym_mul(bd[3u * i + 1u], d1, r[i].xyz);
+    var off = vec4<f32>(0.0);
+    if (blocks_stored()) {
+        off = bd[bd_off(i)];
+    }
+    let zi = inv_mul(d, off, r[i].xyz);
     p[i] = vec4<f32>(zi + beta * p[i].xyz, 0.0);
 }

@@ -18,12 +18,12 @@ fn main(
     let i = flat_index(wid, nwg, lid);
     var sums = vec4<f32>(0.0);
     if (is_row(i)) {
-        let d1 = bd[3u * i + 2u];
+        let d = bd[bd_diag(i)];
         var ri = vec3<f32>(0.0);
         var zi = vec3<f32>(0.0);
-        if (!row_pinned(d1)) {
+        if (!row_pinned(d)) {
             let ui = u[i].xyz;
-            var au = row_mass(d1) * ui;
+            var au = row_mass(d) * ui;
             let entries = params.n + 1u;
             let end = adj[i + 1u];
             for (var e = adj[i]; e < end; e = e + 1u) {
@@ -31,8 +31,12 @@ fn main(
                 let other = entry_other(adj[entries + 2u * e + 1u]);
                 au = au + w_mul(sf[k], ui - u[other].xyz);
             }
-            ri = bd[3u * i].xyz - au;
-            zi = sym_mul(bd[3u * i + 1u], d1, ri);
+            ri = bd[bd_b(i)].xyz - au;
+            var off = vec4<f32>(0.0);
+            if (blocks_stored()) {
+                off = bd[bd_off(i)];
+            }
+            zi = inv_mul(d, off, ri);
         }
         r[i] = vec4<f32>(ri, 0.0);
         p[i] = vec4<f32>(zi, 0.0);

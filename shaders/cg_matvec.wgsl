@@ -16,11 +16,11 @@ fn main(
     let i = flat_index(wid, nwg, lid);
     var sums = vec4<f32>(0.0);
     if (is_row(i)) {
-        let d1 = bd[3u * i + 2u];
+        let d = bd[bd_diag(i)];
         var qi = vec3<f32>(0.0);
         let pi = p[i].xyz;
-        if (!row_pinned(d1)) {
-            qi = row_mass(d1) * pi;
+        if (!row_pinned(d)) {
+            qi = row_mass(d) * pi;
             let entries = params.n + 1u;
             let end = adj[i + 1u];
             for (var e = adj[i]; e < end; e = e + 1u) {

@@ -24,13 +24,17 @@ fn main(
         let pq = scalars[scalar_slot(w, SLOT_PQ)].x;
         // p . q = 0 only when p = 0 (A is SPD): the solve has converged.
         let alpha = select(0.0, rz / pq, pq > 0.0);
-        let d1 = bd[3u * i + 2u];
-        if (!row_pinned(d1)) {
+        let d = bd[bd_diag(i)];
+        if (!row_pinned(d)) {
             let ui = u[i];
             u[i] = vec4<f32>(ui.xyz + alpha * p[i].xyz, ui.w);
             let ri = r[i].xyz - alpha * q[i].xyz;
             r[i] = vec4<f32>(ri, 0.0);
-            let zi = sym_mul(bd[3u * i + 1u], d1, ri);
+            var off = vec4<f32>(0.0);
+            if (blocks_stored()) {
+                off = bd[bd_off(i)];
+            }
+            let zi = inv_mul(d, off, ri);
             sums = vec4<f32>(dot(ri, zi), 0.0, 0.0, 0.0);
         }
     }

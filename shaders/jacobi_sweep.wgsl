@@ -21,14 +21,14 @@ fn main(
     if (!is_row(i)) {
         return;
     }
-    let d1 = bd[3u * i + 2u];
+    let d = bd[bd_diag(i)];
     let ui = u_in[i];
-    if (row_pinned(d1)) {
+    if (row_pinned(d)) {
         u_out[i] = ui;
         return;
     }
     let w = world_of(i);
-    var au = row_mass(d1) * ui.xyz;
+    var au = row_mass(d) * ui.xyz;
     let entries = params.n + 1u;
     let end = adj[i + 1u];
     for (var e = adj[i]; e < end; e = e + 1u) {
@@ -36,8 +36,12 @@ fn main(
         let other = entry_other(adj[entries + 2u * e + 1u]);
         au = au + w_mul(sf[k], ui.xyz - u_in[other].xyz);
     }
-    let r = bd[3u * i].xyz - au;
-    let vhat = ui.xyz + world_omega(w) * sym_mul(bd[3u * i + 1u], d1, r);
+    let r = bd[bd_b(i)].xyz - au;
+    var off = vec4<f32>(0.0);
+    if (blocks_stored()) {
+        off = bd[bd_off(i)];
+    }
+    let vhat = ui.xyz + world_omega(w) * inv_mul(d, off, r);
     var out = vhat;
     if (disp.mode == 1u) {
         let prev = u_out[i].xyz;

@@ -41,5 +41,5 @@ fn main(
         }
     }
     let b = b0[i].xyz + world_dt(w) * damp + world_dt2(w) * spring;
-    bd[3u * i] = vec4<f32>(b, 0.0);
+    bd[bd_b(i)] = vec4<f32>(b, 0.0);
 }

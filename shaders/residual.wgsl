@@ -16,10 +16,10 @@ fn main(
     let i = flat_index(wid, nwg, lid);
     var sums = vec4<f32>(0.0);
     if (is_row(i)) {
-        let d1 = bd[3u * i + 2u];
-        if (!row_pinned(d1)) {
+        let d = bd[bd_diag(i)];
+        if (!row_pinned(d)) {
             let ui = u[i].xyz;
-            var au = row_mass(d1) * ui;
+            var au = row_mass(d) * ui;
             let entries = params.n + 1u;
             let end = adj[i + 1u];
             for (var e = adj[i]; e < end; e = e + 1u) {
@@ -27,7 +27,7 @@ fn main(
                 let other = entry_other(adj[entries + 2u * e + 1u]);
                 au = au + w_mul(sf[k], ui - u[other].xyz);
             }
-            let b = bd[3u * i].xyz;
+            let b = bd[bd_b(i)].xyz;
             let r = b - au;
             sums = vec4<f32>(dot(r, r), dot(b, b), 0.0, 0.0);
         }

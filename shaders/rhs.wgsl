@@ -2,8 +2,8 @@
 // b_i = m_i v_i + h (f_elastic_i + f_other_i) and the inverse of the diagonal of
 // A = M + sum_k W_k: the 3x3 block (block Jacobi, Chebyshev) or its diagonal entries
 // (Jacobi, CG). Gathers the springs through the CSR adjacency: no atomics.
-// bd = [b, inv0, inv1] per particle, inverses stored as sym_mul expects, the mass (0 on a
-// pinned row) in inv1.z (row_mass).
+// bd rows as blocks.wgsl lays them out (the off-diagonal row only when blocks_stored()),
+// the mass (0 on a pinned row) beside the inverse diagonal (row_mass).
 
 @group(0) @binding(1) var<storage, read> v: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> props: array<vec4<f32>>;
@@ -45,7 +45,7 @@ fn main(
     let b = mass * v[i].xyz + world_dt(world_of(i)) * f;
     var inv0 = vec4<f32>(1.0 / a0.x, 1.0 / a0.y, 1.0 / a0.z, 0.0);
     var inv1 = vec4<f32>(0.0);
-    if (params.block_diag != 0u) {
+    if (blocks_stored()) {
         // Symmetric inverse by cofactors: a = xx, b = yy, c = zz, d = xy, e = xz, f = yz.
         let cxx = a0.y * a0.z - a1.y * a1.y;
         let cyy = a0.x * a0.z - a1.x * a1.x;
@@ -57,7 +57,9 @@ fn main(
         inv0 = vec4<f32>(cxx, cyy, czz, cxy) * rdet;
         inv1 = vec4<f32>(cxz, cyz, 0.0, 0.0) * rdet;
     }
-    bd[3u * i] = vec4<f32>(b, 0.0);
-    bd[3u * i + 1u] = inv0;
-    bd[3u * i + 2u] = vec4<f32>(inv1.x, inv1.y, select(mass, 0.0, is_pinned(pr)), 0.0);
+    bd[bd_b(i)] = vec4<f32>(b, 0.0);
+    bd[bd_diag(i)] = vec4<f32>(inv0.xyz, select(mass, 0.0, is_pinned(pr)));
+    if (blocks_stored()) {
+        bd[bd_off(i)] = vec4<f32>(inv0.w, inv1.x, inv1.y, 0.0);
+    }
 }

@@ -1,6 +1,6 @@
 // Forward sensitivities (grad::jvp::field_forces_jvp on the GPU): for direction disp.iter,
 // the tangent of the explicit field forces on each active particle i (q_i != 0 or
-// dq_i != 0), written to bd[3i].xyz for tangent_forces:
+// dq_i != 0), written to bd[bd_b(i)].xyz for tangent_forces:
 //   k_c sum_j [(dq_i q_j + q_i dq_j) phi_ij + q_i q_j G_ij (dx_i - dx_j)]  (disp.mode bit 0)
 // + k_c sum_e [(dq_i q_e + q_i dq_e) phi_ie + q_i q_e G_ie (dx_i - dx_e(t))]
 // + dq_i E(x_i) + q_i (grad E) dx_i,
@@ -179,6 +179,6 @@ fn main(
             f = f + (dqs * e.pos0.w + qs * te.w) * p.phi + (qs * e.pos0.w) * p.gd;
         }
         f = f + td.y * field_at(0u, xi) + pr.z * field_tangent(xi, dxi);
-        bd[3u * i] = vec4<f32>(f, 0.0);
+        bd[bd_b(i)] = vec4<f32>(f, 0.0);
     }
 }

@@ -6,10 +6,11 @@
 //   (dA v')_i = sum_k dW_k (v'_i - v'_j), dW_k the tangent of the clamped block W_k,
 // each from the row's own side (both are odd under swapping the ends, so this equals the
 // reference's +/- gather), dd = dx_j - dx_i, with the reference's conventions for a
-// degenerate spring (grad::jvp). d f_field_i is in bd[3i].xyz (tangent_coulomb) when i is
-// active (q_i != 0 or dq_i != 0) and disp.mode bit 0 is set, else 0. Writes the
-// right-hand side to bd[3i] (the inverse diagonal in bd[3i + 1..] is the forward step's:
-// same matrix) and dv to u, the solve's warm start. Bank layouts: see tangent_coulomb.wgsl.
+// degenerate spring (grad::jvp). d f_field_i is in bd[bd_b(i)].xyz (tangent_coulomb)
+// when i is active (q_i != 0 or dq_i != 0) and disp.mode bit 0 is set, else 0. Writes
+// the right-hand side to bd[bd_b(i)] (the inverse diagonal in its other rows is the
+// forward step's: same matrix) and dv to u, the solve's warm start. Bank layouts: see
+// tangent_coulomb.wgsl.
 // Explicit integrators (disp.mode bit 1; grad::step's total_force_jvp and kick): the
 // damped spring-force JVP (grad::jvp::spring_force_jvp) at the forward's current (x, v),
 // vnew bound to v, adds c [n (du . n + u . dn) + dn (u . n)], u = v_j - v_i,
@@ -100,7 +101,7 @@ fn main(
     }
     var ff = vec3<f32>(0.0);
     if ((disp.mode & 1u) != 0u && (pr.y != 0.0 || tdir[dbase + i].x != 0.0)) {
-        ff = bd[3u * i].xyz;
+        ff = bd[bd_b(i)].xyz;
     }
     if (kicks) {
         var kicked = dvi;
@@ -111,6 +112,6 @@ fn main(
         return;
     }
     let rhs = pr.x * dvi + h * (fe + ff) - dav;
-    bd[3u * i] = vec4<f32>(rhs, 0.0);
+    bd[bd_b(i)] = vec4<f32>(rhs, 0.0);
     u[i] = vec4<f32>(dvi, 0.0);
 }

@@ -4,7 +4,7 @@
 //   a = M dy + h C_L dx + h^2 d f_field,  dy = dx + h dv,
 // (C_L dx)_i = sum_k c_k (dx_i - dx_j), into tana[d n + i]; the tangent iterate starts at
 // dz = dy, kept in the dv slot of tstate until tangent_integrate (mode 2) ends the step.
-// d f_field_i is in bd[3i].xyz (tangent_coulomb at x_t) when i is active (q_i != 0 or
+// d f_field_i is in bd[bd_b(i)].xyz (tangent_coulomb at x_t) when i is active (q_i != 0 or
 // dq_i != 0) and disp.mode bit 0 is set, else 0. Pinned rows: dx = dv = 0, so dz = 0.
 // Bank layouts: see tangent_coulomb.wgsl.
 
@@ -41,7 +41,7 @@ fn main(
     }
     var ff = vec3<f32>(0.0);
     if ((disp.mode & 1u) != 0u && (pr.y != 0.0 || tdir[dbase + i].x != 0.0)) {
-        ff = bd[3u * i].xyz;
+        ff = bd[bd_b(i)].xyz;
     }
     tana[disp.iter * n + i] = vec4<f32>(pr.x * dy + params.world.dt * cl + params.world.dt2 * ff, 0.0);
     tstate[sbase + n + i] = vec4<f32>(dy, 0.0);

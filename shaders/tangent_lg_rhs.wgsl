@@ -8,8 +8,8 @@
 // e = (z_i - z_j) / l, l = |z_i - z_j| (the projection terms are 0 when l = 0).
 // z is the iterate the forward's local step used (copied to `z` by tangent_copy before
 // its lg_rhs), z' = `z1` the forward's solution, a = tana (tangent_lg_prepare), dz the
-// tangent iterate in the dv slot of tstate. Writes the right-hand side to bd[3i] (the
-// inverse diagonal of P in bd[3i + 1..] is the forward's) and dz to u, the tangent
+// tangent iterate in the dv slot of tstate. Writes the right-hand side to bd[bd_b(i)] (the
+// inverse diagonal of P in its other rows is the forward's) and dz to u, the tangent
 // solve's warm start. Bank layouts: see tangent_coulomb.wgsl.
 
 @group(0) @binding(1) var<storage, read> adj: array<u32>;
@@ -54,6 +54,6 @@ fn main(
         }
         s = s - dk * (z1i - z1[j].xyz);
     }
-    bd[3u * i] = vec4<f32>(tana[disp.iter * n + i].xyz + params.world.dt2 * s, 0.0);
+    bd[bd_b(i)] = vec4<f32>(tana[disp.iter * n + i].xyz + params.world.dt2 * s, 0.0);
     u[i] = vec4<f32>(dzi, 0.0);
 }

@@ -231,12 +231,13 @@ fn gpu_bench_emits_one_parseable_line_per_workload_with_sane_values() {
     // Coulomb kernels).
     assert_eq!(u(cloth, "dispatches_per_step"), 24);
     assert!(cloth["interactions_per_second"].is_null());
-    // Compulsory sweep bytes by hand: 84 B per particle + 4 + 32 B per spring, less the
-    // two pinned corners (each has 3 springs: no 32 B of bd beyond the mass slot, no
-    // 3 x 8 B entries) and the last offset word (it only ends the pinned corner's row).
+    // Compulsory sweep bytes by hand: 68 B per particle + 4 + 32 B per spring, less the
+    // two pinned corners (each has 3 springs: no 16 B of b beyond the inverse diagonal
+    // row, no 3 x 8 B entries) and the last offset word (it only ends the pinned corner's
+    // row).
     assert_eq!(
         u(cloth, "jacobi_sweep_bytes"),
-        84 * 256 + 4 + 32 * 930 - 2 * (32 + 3 * 8) - 4
+        68 * 256 + 4 + 32 * 930 - 2 * (16 + 3 * 8) - 4
     );
     if cloth["kernel_times"].is_array() {
         let sweep_ms = f(cloth, "jacobi_sweep_ms");

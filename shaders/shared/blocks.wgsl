@@ -1,6 +1,7 @@
-// Products with the 3x3 blocks of A = M + sum_k W_k as the kernels store them: a
-// spring's W_k from its factors (spring_assemble) and a symmetric diagonal block or its
-// inverse (rhs).
+// The blocks of A = M + sum_k W_k as the kernels store them, and products with them: a
+// spring's W_k from its factors (spring_assemble), and per particle its `bd` rows (rhs;
+// the host for local-global): the right-hand side, the inverse of the diagonal (its 3x3
+// block or its diagonal entries) and the mass.
 
 // W_k = s I + t n n^T (DESIGN section 2 with s = h^2 k max(0, 1 - L/l),
 // t = h^2 k (1 - max(0, 1 - L/l)) + h c >= 0) stored in one vec4 as wk = (m, s) with
@@ -10,21 +11,53 @@ fn w_mul(wk: vec4<f32>, d: vec3<f32>) -> vec3<f32> {
     return wk.w * d + dot(wk.xyz, d) * wk.xyz;
 }
 
-// The row's mass, kept in the spare slot d1.z of its inverse diagonal (rhs writes it, the
-// host for local-global): the solver kernels read no `props`. 0 on a pinned row.
-fn row_mass(d1: vec4<f32>) -> f32 {
-    return d1.z;
+// `bd` per particle i, bd_stride() vec4 from bd_stride() * i (the layout lives here only):
+//   bd[bd_b(i)]    = (b, 0), the right-hand side;
+//   bd[bd_diag(i)] = (inverse xx, yy, zz, mass), the mass 0 on a pinned row: the solver
+//                    kernels read no `props`;
+//   bd[bd_off(i)]  = (inverse xy, xz, yz, 0), only when blocks_stored().
+// A diagonal solver (Jacobi, CG's Jacobi preconditioner, and every solver of
+// local-global, whose P has no off-diagonal entries in a block) reads 32 bytes per row.
+fn blocks_stored() -> bool {
+    return params.block_diag != 0u;
 }
 
-fn row_pinned(d1: vec4<f32>) -> bool {
-    return d1.z == 0.0;
+fn bd_stride() -> u32 {
+    return 2u + params.block_diag;
 }
 
-// Symmetric 3x3 matrix stored as d0 = (xx, yy, zz, xy), d1 = (xz, yz, mass, 0), times r.
-fn sym_mul(d0: vec4<f32>, d1: vec4<f32>, r: vec3<f32>) -> vec3<f32> {
+fn bd_b(i: u32) -> u32 {
+    return bd_stride() * i;
+}
+
+fn bd_diag(i: u32) -> u32 {
+    return bd_stride() * i + 1u;
+}
+
+// Read only when blocks_stored() (stride 3).
+fn bd_off(i: u32) -> u32 {
+    return 3u * i + 2u;
+}
+
+fn row_mass(d: vec4<f32>) -> f32 {
+    return d.w;
+}
+
+fn row_pinned(d: vec4<f32>) -> bool {
+    return d.w == 0.0;
+}
+
+// The inverse diagonal times r: d = bd[bd_diag(i)], off = bd[bd_off(i)] when
+// blocks_stored() (the symmetric 3x3 block), else unused (the diagonal entries alone:
+// the products the stored zero off-diagonals added were exact zeros).
+fn inv_mul(d: vec4<f32>, off: vec4<f32>, r: vec3<f32>) -> vec3<f32> {
+    if (!blocks_stored()) {
+        return d.xyz * r;
+    }
     return vec3<f32>(
-        d0.x * r.x + d0.w * r.y + d1.x * r.z,
-        d0.w * r.x + d0.y * r.y + d1.y * r.z,
-        d1.x * r.x + d1.y * r.y + d0.z * r.z,
+        d.x * r.x + off.x * r.y + off.y * r.z,
+        off.x * r.x + d.y * r.y + off.z * r.z,
+        off.y * r.x + off.z * r.y + d.z * r.z,
     );
 }
+

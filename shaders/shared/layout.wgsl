@@ -69,7 +69,8 @@ struct Params {
     n_charged: u32,
     // workgroups of a per-particle dispatch = number of partial sums per block
     n_wg: u32,
-    // 1: invert the 3x3 diagonal block (block Jacobi, Chebyshev); 0: scalar diagonal
+    // 1: invert the 3x3 diagonal block (IMEX block Jacobi, Chebyshev), 3 bd rows per
+    // particle; 0: the diagonal entries alone, 2 rows (blocks.wgsl)
     block_diag: u32,
     // a batch: Chebyshev weights per world in the world table
     cheb_stride: u32,

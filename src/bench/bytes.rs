@@ -1,15 +1,17 @@
-//! Bytes one `jacobi_sweep` dispatch moves (`shaders/jacobi_sweep.wgsl`), from the
-//! buffer layout of the GPU host (`src/gpu/buffers.rs`):
+//! Bytes one `jacobi_sweep` dispatch of the bench's Jacobi solver moves
+//! (`shaders/jacobi_sweep.wgsl`), from the buffer layout of the GPU host
+//! (`src/gpu/buffers.rs`, `shaders/shared/blocks.wgsl`):
 //!
 //! | buffer | layout | read by row i |
 //! |---|---|---|
 //! | `u_in` | vec4 per particle (16 B) | `u_in[i]`, and `u_in[other]` per entry |
 //! | `adj` | u32: n + 1 row offsets, then 2 words per entry (spring, other) | `adj[i]`, `adj[i+1]` (once), 8 B per entry |
 //! | `sf` | per spring W_k as (sqrt(t) n, s) (16 B), then per spring (n, fmag) (16 B) | the first vec4 of each of its springs |
-//! | `bd` | 3 vec4 per particle (48 B): b, inverse diagonal (2 vec4, the mass in the last's z) | all 3 |
+//! | `bd` | 2 vec4 per particle (32 B; Jacobi and CG store no off-diagonal row): (b, 0), (inverse diagonal, mass) | both |
 //! | `u_out` | vec4 per particle (16 B) | written once |
 //!
-//! A row reads `bd[3i+2]` first (mass, 0 when pinned); a pinned row then reads `u_in[i]`
+//! A row reads its inverse diagonal row first (the mass, 0 when pinned); a pinned row then
+//! reads `u_in[i]`
 //! and writes `u_out[i]` only (`props` is not read). The Jacobi
 //! mode of the bench never reads `u_out` (Chebyshev's mode 1 would add 16 B per free row).
 //! The uniforms (params, dispatch record) are a few hundred bytes, cached, not counted.
@@ -22,8 +24,9 @@
 //! - `issued`: every load and store as the kernel issues them, with no reuse at all (an
 //!   upper bound on traffic).
 //!
-//! For a mesh without pins, compulsory = 84 B per particle (16 + 16 + 16 + 32 + 4) plus
-//! 32 B per spring (8 B x 2 entries + 16 B), plus 4 B once (the last row offset).
+//! For a mesh without pins, compulsory = 68 B per particle (16 u_in + 16 u_out + 32 bd + 4
+//! offset) plus 32 B per spring (8 B x 2 entries + 16 B W_k), plus 4 B once (the last row
+//! offset).
 
 use crate::model::Spring;
 
@@ -50,7 +53,7 @@ pub fn jacobi_sweep_bytes(n: usize, springs: &[Spring], pinned: &[bool]) -> Swee
         }
     }
     let n64 = n as u64;
-    // Every row: bd[3i + 2] (mass or pinned), u_in[i], the store of u_out[i].
+    // Every row: its inverse diagonal row (mass or pinned), u_in[i], the store of u_out[i].
     let every_row = 3 * VEC4 * n64;
     // Per spring with a free end: its W_k (one vec4).
     let mut compulsory = every_row + VEC4 * sf_needed;
@@ -61,10 +64,10 @@ pub fn jacobi_sweep_bytes(n: usize, springs: &[Spring], pinned: &[bool]) -> Swee
             compulsory += WORD;
         }
         if free(i) {
-            // The rest of bd (2 vec4) and the entries' two words; issued adds both offsets
-            // and, per entry, W_k (1 vec4) and u_in[other].
-            compulsory += 2 * VEC4 + deg * 2 * WORD;
-            issued += 2 * WORD + 2 * VEC4 + deg * (2 * WORD + VEC4 + VEC4);
+            // The rest of bd (b, 1 vec4) and the entries' two words; issued adds both
+            // offsets and, per entry, W_k (1 vec4) and u_in[other].
+            compulsory += VEC4 + deg * 2 * WORD;
+            issued += 2 * WORD + VEC4 + deg * (2 * WORD + VEC4 + VEC4);
         }
     }
     // The last offset word n ends row n - 1.
@@ -92,19 +95,19 @@ mod tests {
     #[test]
     fn a_pinned_chain_counted_by_hand() {
         // 0 - 1 - 2, particle 0 pinned.
-        // compulsory: 3 rows x 48 (bd[3i + 2], u_in, u_out) = 144; free rows 1, 2: the rest
-        // of bd 2 x 32 = 64; offset words 1, 2, 3 (word 0 only starts the pinned row) = 12;
-        // entries: row 1 has 2, row 2 has 1: 3 x 8 = 24; W_k of both springs (each has a
-        // free end) 2 x 16 = 32. 144 + 64 + 12 + 24 + 32 = 276.
-        // issued: 144; free rows 2 x (8 offsets + 32 bd) = 80; 3 entries x (8 + 16 + 16)
-        // = 120. 144 + 80 + 120 = 344.
+        // compulsory: 3 rows x 48 (bd inverse diagonal, u_in, u_out) = 144; free rows 1,
+        // 2: bd's b 2 x 16 = 32; offset words 1, 2, 3 (word 0 only starts the pinned row)
+        // = 12; entries: row 1 has 2, row 2 has 1: 3 x 8 = 24; W_k of both springs (each
+        // has a free end) 2 x 16 = 32. 144 + 32 + 12 + 24 + 32 = 244.
+        // issued: 144; free rows 2 x (8 offsets + 16 b) = 48; 3 entries x (8 + 16 + 16)
+        // = 120. 144 + 48 + 120 = 312.
         let springs = [spring(0, 1), spring(1, 2)];
         let b = jacobi_sweep_bytes(3, &springs, &[true, false, false]);
         assert_eq!(
             b,
             SweepBytes {
-                compulsory: 276,
-                issued: 344
+                compulsory: 244,
+                issued: 312
             }
         );
     }
@@ -123,24 +126,24 @@ mod tests {
     }
 
     #[test]
-    fn an_unpinned_mesh_moves_84_bytes_per_particle_and_32_per_spring() {
+    fn an_unpinned_mesh_moves_68_bytes_per_particle_and_32_per_spring() {
         // 4 x 4 grid with shear springs: 24 structural + 18 shear = 42 springs.
         let m = crate::model::mesh::grid([1.0, 1.0], [4, 4], true, false).unwrap();
         let springs: Vec<Spring> = m.edges.iter().map(|&[i, j]| spring(i, j)).collect();
         assert_eq!(springs.len(), 42);
         let b = jacobi_sweep_bytes(16, &springs, &[]);
-        assert_eq!(b.compulsory, 84 * 16 + 4 + 32 * 42);
-        // issued: 48 + 8 + 32 = 88 per row, 2 entries x 40 per spring.
-        assert_eq!(b.issued, 88 * 16 + 2 * 40 * 42);
+        assert_eq!(b.compulsory, 68 * 16 + 4 + 32 * 42);
+        // issued: 48 + 8 + 16 = 72 per row, 2 entries x 40 per spring.
+        assert_eq!(b.issued, 72 * 16 + 2 * 40 * 42);
     }
 
     #[test]
-    fn the_bench_cloth_moves_about_211_bytes_per_particle() {
+    fn the_bench_cloth_moves_about_196_bytes_per_particle() {
         let c = workload::cloth(1 << 16, 1, 0.0).unwrap();
         let b = jacobi_sweep_bytes(c.system.len(), c.system.springs(), c.system.pinned());
         let per_particle = b.compulsory as f64 / c.system.len() as f64;
-        // ~4 springs per particle: 84 + 4 x 32 = 212 B (292 B before the 16-byte W_k and
-        // the mass in bd).
-        assert!((205.0..215.0).contains(&per_particle), "{per_particle}");
+        // ~4 springs per particle: 68 + 4 x 32 = 196 B (212 B with 48-byte bd rows, 292 B
+        // before the 16-byte W_k and the mass in bd).
+        assert!((190.0..200.0).contains(&per_particle), "{per_particle}");
     }
 }

@@ -29,7 +29,8 @@ pub(super) enum Buf {
     /// Per spring its block W_k = s I + m m^T as (m, s), then per spring (n, fmag).
     Sf,
     Adj,
-    /// Per particle b, inverse diagonal (two vec4); the mass (0: pinned) in the last's z.
+    /// Per particle 2 or 3 vec4 (`params::block_diag`): b, the inverse diagonal with the
+    /// mass (0: pinned) in w, its off-diagonal entries (shared/blocks.wgsl).
     Bd,
     /// Solver ping-pong partner of the unknown.
     S,
@@ -276,15 +277,16 @@ type Vec4 = [f32; 4];
 
 /// Local-global: the matrix P = M + h C_L + h^2 L is constant (DESIGN section 2): its
 /// edge weights as W_k = (h c + h^2 k) I, i.e. (m, s) = (0, w), then the unused (n, fmag)
-/// half, and per particle its `Bd` rows with the diagonal inverse and the row's mass (0:
-/// pinned) in the spare slot, as rhs writes it. `h(i)`: the time step of particle i's
+/// half, and per particle its two `Bd` rows (`params::block_diag` is 0 under
+/// local-global): b (written by lg_rhs), the diagonal inverse with the row's mass (0:
+/// pinned) in w. `h(i)`: the time step of particle i's
 /// world (a spring's is its first particle's).
 pub(super) fn local_global_init(
     system: &System,
     h: &dyn Fn(u32) -> f64,
 ) -> Result<(Vec<Vec4>, Vec<Vec4>), GpuError> {
     let mut sf_init = Vec::with_capacity(2 * system.springs().len());
-    let mut bd_init = Vec::with_capacity(3 * system.len());
+    let mut bd_init = Vec::with_capacity(2 * system.len());
     let mut diag: Vec<f64> = system.masses().to_vec();
     for (k, s) in system.springs().iter().enumerate() {
         let h = h(s.i);
@@ -301,14 +303,13 @@ pub(super) fn local_global_init(
     sf_init.resize(2 * system.springs().len(), [0.0; 4]);
     for (i, d) in diag.iter().enumerate() {
         let inv = to_f32(1.0 / d, "diagonal of particle", i)?;
-        bd_init.push([0.0; 4]);
-        bd_init.push([inv, inv, inv, 0.0]);
         let mass = if system.pinned()[i] {
             0.0
         } else {
             to_f32(system.masses()[i], "mass of particle", i)?
         };
-        bd_init.push([0.0, 0.0, mass, 0.0]);
+        bd_init.push([0.0; 4]);
+        bd_init.push([inv, inv, inv, mass]);
     }
     Ok((sf_init, bd_init))
 }

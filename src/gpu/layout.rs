@@ -73,7 +73,8 @@ pub struct Params {
     pub n_charged: u32,
     /// Workgroups of a per-particle dispatch (partial sums per reduction block).
     pub n_wg: u32,
-    /// 1: 3x3 block diagonal inverse; 0: scalar diagonal.
+    /// 1: 3x3 block diagonal inverse, 3 `bd` rows per particle; 0: the diagonal entries
+    /// alone, 2 rows (`params::block_diag`).
     pub block_diag: u32,
     /// A batch: Chebyshev weights per world in the world table.
     pub cheb_stride: u32,

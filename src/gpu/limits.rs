@@ -3,6 +3,7 @@
 //! too-large mesh fails with the size it needs.
 
 use super::layout::{MAX_STORAGE_BUFFERS, SCALAR_SLOTS, WORKGROUP_MEMORY, WORKGROUP_SIZE};
+use super::params::bd_row_bytes;
 use super::GpuError;
 use crate::config::{Config, Integrator, SolverMethod};
 use crate::model::System;
@@ -45,7 +46,10 @@ pub(super) fn sizes_for(n: u64, ns: u64, nc: u64, config: &Config) -> Sizes {
             ("spring parameters", 16 * ns.max(1)),
             ("spring blocks", 32 * ns.max(1)),
             ("adjacency", 4 * (n + 1 + 4 * ns)),
-            ("right-hand side and diagonal", per(implicit, 48 * n)),
+            (
+                "right-hand side and diagonal",
+                per(implicit, bd_row_bytes(config) * n),
+            ),
             ("solver scratch", per(implicit, 16 * n)),
             ("x_t", per(lg, 16 * n)),
             ("b0", per(lg, 16 * n)),

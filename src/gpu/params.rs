@@ -8,7 +8,7 @@ use glam::DVec3;
 
 use super::layout::{ExtCharge, Params, World, MAX_EXT_CHARGES};
 use super::GpuError;
-use crate::config::{Config, ExternalField, SolverMethod};
+use crate::config::{Config, ExternalField, Integrator, SolverMethod};
 use crate::model::{System, COULOMB_K};
 
 /// `value` in f32, or a typed error naming `what` and `index` when f32 cannot hold it.
@@ -173,12 +173,24 @@ pub(super) fn params(
     })
 }
 
-/// `Params.block_diag`: whether the solver inverts the 3x3 diagonal blocks.
+/// `Params.block_diag`: whether the solver inverts full 3x3 diagonal blocks, so `Bd`
+/// stores their off-diagonal entries (3 vec4 per particle, else 2; shared/blocks.wgsl):
+/// IMEX under block Jacobi or Chebyshev. Local-global's P = M + h C_L + h^2 L has
+/// diagonal blocks d I, so every solver of it, like Jacobi and CG, needs the diagonal
+/// entries alone.
 pub(super) fn block_diag(config: &Config) -> u32 {
-    u32::from(matches!(
-        config.solver.method,
-        SolverMethod::BlockJacobi | SolverMethod::Chebyshev
-    ))
+    u32::from(
+        config.integrator == Integrator::Imex
+            && matches!(
+                config.solver.method,
+                SolverMethod::BlockJacobi | SolverMethod::Chebyshev
+            ),
+    )
+}
+
+/// Bytes of `Bd` per particle: 2 or 3 vec4 (see [`block_diag`]).
+pub(super) fn bd_row_bytes(config: &Config) -> u64 {
+    16 * (2 + u64::from(block_diag(config)))
 }
 
 #[cfg(test)]

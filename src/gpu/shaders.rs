@@ -6,7 +6,8 @@
 //!   (every kernel);
 //! - `reduce`: the workgroup tree sum;
 //! - `adjacency`: the CSR spring adjacency's entries;
-//! - `blocks`: products with the stored 3x3 blocks of A;
+//! - `blocks`: how A's blocks are stored (springs' W_k, the per-particle `bd` rows:
+//!   right-hand side, inverse diagonal, mass) and products with them;
 //! - `world`: one world's parameters, rows and scalar slots (a batch of worlds composes
 //!   `worlds.wgsl` in its place: [`Kernel::batch_source`]);
 //! - `physics`: the f32 formulas mirroring `crate::physics` and the CPU reference.
@@ -113,7 +114,7 @@ pub const COULOMB_TILED: Kernel = kernel!(
 );
 pub const RHS: Kernel = kernel!(
     "rhs",
-    [layout, world, adjacency],
+    [layout, world, adjacency, blocks],
     [Read, Read, Read, Read, Read, ReadWrite]
 );
 pub const JACOBI_SWEEP: Kernel = kernel!(
@@ -164,7 +165,7 @@ pub const LG_PREPARE: Kernel = kernel!(
 );
 pub const LG_RHS: Kernel = kernel!(
     "lg_rhs",
-    [layout, world, adjacency],
+    [layout, world, adjacency, blocks],
     [Read, Read, Read, Read, Read, Read, ReadWrite]
 );
 pub const ENERGY_REDUCE: Kernel = kernel!(
@@ -190,23 +191,23 @@ pub const DDEF_GATHER: Kernel = kernel!(
 );
 pub const TANGENT_COULOMB: Kernel = kernel!(
     "tangent_coulomb",
-    [layout, world, physics],
+    [layout, world, blocks, physics],
     [Read, Read, Read, Read, Read, Read, ReadWrite]
 );
 pub const TANGENT_FORCES: Kernel = kernel!(
     "tangent_forces",
-    [layout, world, adjacency, physics],
+    [layout, world, adjacency, blocks, physics],
     [Read, Read, Read, Read, Read, Read, ReadWrite, ReadWrite]
 );
 pub const TANGENT_INTEGRATE: Kernel = kernel!("tangent_integrate", [layout], [Read, ReadWrite]);
 pub const TANGENT_LG_PREPARE: Kernel = kernel!(
     "tangent_lg_prepare",
-    [layout, adjacency],
+    [layout, adjacency, blocks],
     [Read, Read, Read, Read, ReadWrite, ReadWrite]
 );
 pub const TANGENT_LG_RHS: Kernel = kernel!(
     "tangent_lg_rhs",
-    [layout, adjacency],
+    [layout, adjacency, blocks],
     [Read, Read, Read, Read, Read, Read, ReadWrite, ReadWrite]
 );
 pub const TANGENT_COPY: Kernel = kernel!("tangent_copy", [layout], [Read, ReadWrite]);

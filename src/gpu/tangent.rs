@@ -210,6 +210,8 @@ impl TangentHooks {
             }
         }
         let state_bytes = (nd * n * 32) as u64;
+        // The forward's `Bd` rows (tangent_coulomb writes row b of each).
+        let bd_row = super::params::bd_row_bytes(config);
         let limits = device.limits();
         for (what, bytes) in [
             ("tangent state (2 n vec4 per direction)", state_bytes),
@@ -219,7 +221,7 @@ impl TangentHooks {
             ),
             // The explicit integrators' field-JVP buffer (the implicit ones' Bd, checked
             // with the solver).
-            ("tangent field forces (3 n vec4)", (n * 48) as u64),
+            ("tangent field forces (2 or 3 n vec4)", n as u64 * bd_row),
         ] {
             let limit = limits
                 .max_storage_buffer_binding_size
@@ -282,7 +284,7 @@ impl TangentHooks {
         ] {
             buffers.insert(b, buffer);
         }
-        let bd_bytes = (n * 48) as u64;
+        let bd_bytes = n as u64 * bd_row;
         if buffers.get(Buf::Bd)?.size() < bd_bytes {
             // Explicit integrators have no right-hand side; the field JVP goes there.
             buffers.insert(
