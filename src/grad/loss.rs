@@ -45,7 +45,8 @@ pub struct Evaluation {
     pub stats: GradStats,
 }
 
-fn check_targets(set: &ParamSet, targets: &[Target]) -> Result<Vec<u64>, GradError> {
+/// The steps of `targets`, after checking each frame against `set`'s particles.
+pub(super) fn check_targets(set: &ParamSet, targets: &[Target]) -> Result<Vec<u64>, GradError> {
     let n = set.base_system().len();
     for (k, t) in targets.iter().enumerate() {
         if t.positions.len() != n {

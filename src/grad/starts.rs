@@ -7,7 +7,7 @@
 //! sequence for the d components (a_p = phi_d^-(p+1), phi_d^(d+1) = phi_d + 1): log-uniform
 //! in [theta_p / f, theta_p f], evenly spread for any count. A component at 0 stays 0.
 
-use super::loss::{frame_loss, Target};
+use super::loss::{check_targets, frame_loss, Target};
 use super::params::ParamSet;
 use super::sensitivity::{check_frames, forward_config, GradBackend, GradOptions};
 use super::GradError;
@@ -71,18 +71,9 @@ pub fn batch_losses(
     targets: &[Target],
     options: &GradOptions,
 ) -> Result<Vec<Result<f64, GradError>>, GradError> {
-    let steps: Vec<u64> = targets.iter().map(|t| t.step).collect();
+    let steps = check_targets(set, targets)?;
     check_frames(&steps)?;
     let n = set.base_system().len();
-    for (k, t) in targets.iter().enumerate() {
-        if t.positions.len() != n {
-            return Err(GradError::ParticleCount {
-                frame: k,
-                got: t.positions.len(),
-                expected: n,
-            });
-        }
-    }
     if options.exact_forward && matches!(options.backend, GradBackend::Gpu { .. }) {
         return Err(GradError::Param(
             "exact forward solves (CG to a tolerance) are not supported by the GPU, which runs \
