@@ -107,11 +107,11 @@ impl GpuWorlds {
         queue: &wgpu::Queue,
         worlds: &[(&System, &Config)],
     ) -> Result<Self, GpuError> {
-        check(worlds)?;
+        let key = check(worlds)?;
         let summary =
             AdapterSummary::new(&device.adapter_info(), &device.limits(), device.features());
         let host = Submitter::new(device.clone(), queue.clone(), Arc::new(Mutex::new(None)));
-        Self::build(host, summary, worlds)
+        Self::build(host, summary, worlds, key)
     }
 
     /// As [`Self::new`] on a device of its own (see [`GpuSolver::headless`]).
@@ -120,9 +120,9 @@ impl GpuWorlds {
         options: &HeadlessOptions,
     ) -> Result<Self, GpuError> {
         // Input checks first, so a bad input fails before an adapter is opened.
-        check(worlds)?;
+        let key = check(worlds)?;
         let (host, summary) = headless_host(options)?;
-        Self::build(host, summary, worlds)
+        Self::build(host, summary, worlds, key)
     }
 
     /// How many of `worlds` (taken in order from the first) fit one batch on a device
@@ -153,12 +153,13 @@ impl GpuWorlds {
         lo
     }
 
+    /// Builds the batch of `worlds`, already checked (`key`: theirs).
     fn build(
         host: Submitter,
         summary: AdapterSummary,
         worlds: &[(&System, &Config)],
+        key: BatchKey,
     ) -> Result<Self, GpuError> {
-        let key = check(worlds)?;
         let config = worlds[0].1;
         let device = host.device.clone();
         let limits = device.limits();
@@ -170,7 +171,7 @@ impl GpuWorlds {
         let ns = packed.system.springs().len() as u32;
         let wg = grid(n, limits.max_compute_workgroups_per_dimension);
         let (parts, tables) = scoped(&device, || {
-            assemble(&device, worlds, &packed, &dts, &sz, wg[0] * wg[1])
+            assemble(&device, worlds, key, &packed, &dts, &sz, wg[0] * wg[1])
         })?;
         let solver = GpuSolver::from_parts(host, summary, parts, config, n, ns);
         Ok(Self {
@@ -376,6 +377,7 @@ fn check_batch_limits(limits: &wgpu::Limits, sz: &Sizes) -> Result<(), GpuError>
 fn assemble(
     device: &wgpu::Device,
     worlds: &[(&System, &Config)],
+    key: BatchKey,
     packed: &Packed,
     dts: &[TimeStep],
     sz: &Sizes,
@@ -433,8 +435,7 @@ fn assemble(
         weights.extend(omega.iter().map(|&o| (o as f32).to_bits()));
     }
     let n = system.len() as u32;
-    let coulomb = BatchKey::of(config)?.coulomb;
-    let nc = if coulomb {
+    let nc = if key.coulomb {
         packed.charged.len() as u32
     } else {
         0
