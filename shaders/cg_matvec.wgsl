@@ -21,11 +21,10 @@ fn main(
         let pi = p[i].xyz;
         if (!row_pinned(d)) {
             qi = row_mass(d) * pi;
-            let entries = params.n + 1u;
-            let end = adj[i + 1u];
-            for (var e = adj[i]; e < end; e = e + 1u) {
-                let k = adj[entries + 2u * e];
-                let other = entry_other(adj[entries + 2u * e + 1u]);
+            let row = adj_row(i);
+            for (var at = row.at; at < row.end; at = at + row.step) {
+                let k = adj_spring(at);
+                let other = entry_other(adj_word(row, at));
                 qi = qi + w_mul(sf[k], pi - p[other].xyz);
             }
         }

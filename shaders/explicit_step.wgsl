@@ -32,11 +32,10 @@ fn main(
     var vi = v[i].xyz;
     if (!is_pinned(pr)) {
         var f = force[i].xyz;
-        let entries = params.n + 1u;
-        let end = adj[i + 1u];
-        for (var e = adj[i]; e < end; e = e + 1u) {
-            let k = adj[entries + 2u * e];
-            let word = adj[entries + 2u * e + 1u];
+        let row = adj_row(i);
+        for (var at = row.at; at < row.end; at = at + row.step) {
+            let k = adj_spring(at);
+            let word = adj_word(row, at);
             let s0 = sf[params.n_springs + k];
             f = f + (entry_sign(word) * s0.w) * s0.xyz;
         }

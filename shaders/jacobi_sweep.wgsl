@@ -29,11 +29,10 @@ fn main(
     }
     let w = world_of(i);
     var au = row_mass(d) * ui.xyz;
-    let entries = params.n + 1u;
-    let end = adj[i + 1u];
-    for (var e = adj[i]; e < end; e = e + 1u) {
-        let k = adj[entries + 2u * e];
-        let other = entry_other(adj[entries + 2u * e + 1u]);
+    let row = adj_row(i);
+    for (var at = row.at; at < row.end; at = at + row.step) {
+        let k = adj_spring(at);
+        let other = entry_other(adj_word(row, at));
         au = au + w_mul(sf[k], ui.xyz - u_in[other].xyz);
     }
     let r = bd[bd_b(i)].xyz - au;

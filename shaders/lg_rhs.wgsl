@@ -27,11 +27,10 @@ fn main(
     let xti = xt[i].xyz;
     var damp = vec3<f32>(0.0);
     var spring = vec3<f32>(0.0);
-    let entries = params.n + 1u;
-    let end = adj[i + 1u];
-    for (var e = adj[i]; e < end; e = e + 1u) {
-        let k = adj[entries + 2u * e];
-        let other = entry_other(adj[entries + 2u * e + 1u]);
+    let row = adj_row(i);
+    for (var at = row.at; at < row.end; at = at + row.step) {
+        let k = adj_spring(at);
+        let other = entry_other(adj_word(row, at));
         let sp = sparams[k];
         damp = damp + sp.z * (xti - xt[other].xyz);
         let d = ui - u[other].xyz;

@@ -28,11 +28,10 @@ fn main(
     // A_ii = m I + sum_k (s I + t n n^T): (xx, yy, zz, xy), (xz, yz)
     var a0 = vec4<f32>(mass, mass, mass, 0.0);
     var a1 = vec4<f32>(0.0);
-    let entries = params.n + 1u;
-    let end = adj[i + 1u];
-    for (var e = adj[i]; e < end; e = e + 1u) {
-        let k = adj[entries + 2u * e];
-        let word = adj[entries + 2u * e + 1u];
+    let row = adj_row(i);
+    for (var at = row.at; at < row.end; at = at + row.step) {
+        let k = adj_spring(at);
+        let word = adj_word(row, at);
         let nf = sf[params.n_springs + k];
         f = f + (entry_sign(word) * nf.w) * nf.xyz;
         // W_k = s I + m m^T (see w_mul)

@@ -50,11 +50,10 @@ fn main(
     let kicks = (disp.mode & 2u) != 0u;
     var fe = vec3<f32>(0.0);
     var dav = vec3<f32>(0.0);
-    let entries = n + 1u;
-    let end = adj[i + 1u];
-    for (var e = adj[i]; e < end; e = e + 1u) {
-        let k = adj[entries + 2u * e];
-        let j = entry_other(adj[entries + 2u * e + 1u]);
+    let row = adj_row(i);
+    for (var at = row.at; at < row.end; at = at + row.step) {
+        let k = adj_spring(at);
+        let j = entry_other(adj_word(row, at));
         let sp = tdir[dbase + n + k];
         let stiff = sp.x;
         let rest = sp.y;

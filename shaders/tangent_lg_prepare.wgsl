@@ -33,10 +33,10 @@ fn main(
     let dy = dxi + params.world.dt * tstate[sbase + n + i].xyz;
     // Reads only dx of the neighbours, writes only this row's dv slot: no race.
     var cl = vec3<f32>(0.0);
-    let entries = n + 1u;
-    for (var e = adj[i]; e < adj[i + 1u]; e = e + 1u) {
-        let k = adj[entries + 2u * e];
-        let j = entry_other(adj[entries + 2u * e + 1u]);
+    let row = adj_row(i);
+    for (var at = row.at; at < row.end; at = at + row.step) {
+        let k = adj_spring(at);
+        let j = entry_other(adj_word(row, at));
         cl = cl + tdir[dbase + n + k].z * (dxi - tstate[sbase + j].xyz);
     }
     var ff = vec3<f32>(0.0);

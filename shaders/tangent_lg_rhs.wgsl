@@ -38,11 +38,10 @@ fn main(
     let z1i = z1[i].xyz;
     let dzi = tstate[sbase + n + i].xyz;
     var s = vec3<f32>(0.0);
-    let entries = n + 1u;
-    let end = adj[i + 1u];
-    for (var e = adj[i]; e < end; e = e + 1u) {
-        let k = adj[entries + 2u * e];
-        let j = entry_other(adj[entries + 2u * e + 1u]);
+    let row = adj_row(i);
+    for (var at = row.at; at < row.end; at = at + row.step) {
+        let k = adj_spring(at);
+        let j = entry_other(adj_word(row, at));
         let sp = tdir[dbase + n + k];
         let dk = sp.w;
         let d = zi - z[j].xyz;

@@ -231,13 +231,13 @@ fn gpu_bench_emits_one_parseable_line_per_workload_with_sane_values() {
     // Coulomb kernels).
     assert_eq!(u(cloth, "dispatches_per_step"), 24);
     assert!(cloth["interactions_per_second"].is_null());
-    // Compulsory sweep bytes by hand: 68 B per particle + 4 + 32 B per spring, less the
-    // two pinned corners (each has 3 springs: no 16 B of b beyond the inverse diagonal
-    // row, no 3 x 8 B entries) and the last offset word (it only ends the pinned corner's
-    // row).
+    // Compulsory sweep bytes by hand: 68 B per particle + 32 B per spring + 4 B per slice
+    // of 32 rows (the adjacency is sliced: 8 slices), less the two pinned corners (each
+    // has 3 springs: no 16 B of b beyond the inverse diagonal row, no degree word, no
+    // 3 x 8 B entries; each shares its slice with free rows).
     assert_eq!(
         u(cloth, "jacobi_sweep_bytes"),
-        68 * 256 + 4 + 32 * 930 - 2 * (16 + 3 * 8) - 4
+        68 * 256 + 32 * 930 + 4 * 8 - 2 * (16 + 4 + 3 * 8)
     );
     if cloth["kernel_times"].is_array() {
         let sweep_ms = f(cloth, "jacobi_sweep_ms");

@@ -116,10 +116,17 @@ fn every_kernel_declares_exactly_the_shared_files_it_uses() {
     }
 }
 
-/// The shared files declare no name twice: all of them together form one valid module.
+/// The shared files declare no name twice: all of them together form one valid module,
+/// given the one binding a shared file reads from its kernel (`adjacency`'s `adj`, which
+/// each kernel binds at its own slot).
 #[test]
 fn the_shared_files_compose_without_clashes() {
-    let all: String = SHARED.iter().map(|(_, s)| format!("{s}\n")).collect();
+    let mut all: String = SHARED.iter().map(|(_, s)| format!("{s}\n")).collect();
+    assert!(
+        !validates(&all),
+        "adjacency.wgsl should read its kernel's `adj`"
+    );
+    all.push_str("@group(3) @binding(0) var<storage, read> adj: array<u32>;\n");
     assert!(validates(&all));
 }
 

@@ -75,7 +75,8 @@ struct Params {
     // a batch: Chebyshev weights per world in the world table
     cheb_stride: u32,
     n_worlds: u32,
-    _pad0: u32,
+    // log2 of the adjacency's rows per slice: 5 (SELL-32) or 0 (CSR); adjacency.wgsl
+    adj_shift: u32,
     // one world's parameters (a batch reads its worlds' instead)
     world: World,
 }

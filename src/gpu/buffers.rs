@@ -1,15 +1,16 @@
 //! The solver's GPU buffers, in one [`Buffers`] table indexed by [`Buf`]: what each
-//! holds, and their creation from a system (f64 to f32 with range checks, the CSR
+//! holds, and their creation from a system (f64 to f32 with range checks, the sliced
 //! adjacency, the constant local-global matrix, the `Params` uniform).
 
 use wgpu::util::DeviceExt;
 
+use super::adjacency;
 use super::layout::Params;
 use super::limits::Sizes;
 use super::params::{to_f32, vec4, TimeStep};
 use super::GpuError;
 use crate::config::{Config, Integrator};
-use crate::model::{Adjacency, System, COULOMB_K};
+use crate::model::{System, COULOMB_K};
 
 /// The GPU buffers, indexed by `Buf as usize`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -163,12 +164,7 @@ impl Buffers {
                 0.0,
             ]);
         }
-        let adjacency = Adjacency::build(n, system.springs());
-        let mut adj: Vec<u32> = adjacency.offsets.clone();
-        for e in &adjacency.entries {
-            adj.push(e.spring);
-            adj.push(e.other | if e.sign < 0 { 1 << 31 } else { 0 });
-        }
+        let (adj_shift, adj) = adjacency::words(n, system.springs());
         let (sf_init, bd_init) = if config.integrator == Integrator::LocalGlobal {
             local_global_init(system, &|_| h)?
         } else {
@@ -236,7 +232,8 @@ impl Buffers {
         );
         put(
             Buf::Adj,
-            fill("msc adjacency", bytemuck::cast_slice(&adj), "adjacency"),
+            // Its own size: the limit checks use the bound of either layout.
+            filled(device, "msc adjacency", bytemuck::cast_slice(&adj), 0),
         );
         put(
             Buf::Bd,
@@ -259,7 +256,10 @@ impl Buffers {
         );
         put(Buf::Scalars, zero("msc scalars", "scalars"));
 
-        let params = uniform(device, &super::params::params(system, config, dt, n_wg)?);
+        let params = super::params::params(system, config, dt, n_wg)?;
+        // Both come from `adjacency::slice_shift` on the same springs.
+        debug_assert_eq!(params.adj_shift, adj_shift);
+        let params = uniform(device, &params);
         Ok(Self { list, params })
     }
 }

@@ -79,7 +79,8 @@ pub struct Params {
     /// A batch: Chebyshev weights per world in the world table.
     pub cheb_stride: u32,
     pub n_worlds: u32,
-    pub _pad0: u32,
+    /// log2 of the adjacency's rows per slice: 5 (SELL-32) or 0 (CSR), `gpu::adjacency`.
+    pub adj_shift: u32,
     /// One world's parameters (a batch reads its world table's instead).
     pub world: World,
 }
@@ -167,7 +168,7 @@ pub fn mirror_layouts() -> Vec<MirrorLayout> {
                 ("block_diag", offset_of!(Params, block_diag)),
                 ("cheb_stride", offset_of!(Params, cheb_stride)),
                 ("n_worlds", offset_of!(Params, n_worlds)),
-                ("_pad0", offset_of!(Params, _pad0)),
+                ("adj_shift", offset_of!(Params, adj_shift)),
                 ("world", offset_of!(Params, world)),
             ],
         },

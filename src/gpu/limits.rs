@@ -2,6 +2,7 @@
 //! anything is allocated (and, from the counts alone, before a scene's mesh is built) so a
 //! too-large mesh fails with the size it needs.
 
+use super::adjacency;
 use super::layout::{MAX_STORAGE_BUFFERS, SCALAR_SLOTS, WORKGROUP_MEMORY, WORKGROUP_SIZE};
 use super::params::bd_row_bytes;
 use super::GpuError;
@@ -45,7 +46,7 @@ pub(super) fn sizes_for(n: u64, ns: u64, nc: u64, config: &Config) -> Sizes {
             ("springs", 8 * ns.max(1)),
             ("spring parameters", 16 * ns.max(1)),
             ("spring blocks", 32 * ns.max(1)),
-            ("adjacency", 4 * (n + 1 + 4 * ns)),
+            ("adjacency", 4 * adjacency::bound_words(n, ns)),
             (
                 "right-hand side and diagonal",
                 per(implicit, bd_row_bytes(config) * n),

@@ -2,8 +2,9 @@
 //!
 //! - Data (DESIGN section 6): structure-of-arrays, one `vec4<f32>` per particle
 //!   (positions with w = 1, so the buffer draws as Float32x4; velocities; mass, scaled
-//!   charge, charge and pinned flag), springs as index pairs and (k, L, c), the CSR
-//!   adjacency packed in one `u32` buffer. Charges are stored multiplied by sqrt(k_c) so
+//!   charge, charge and pinned flag), springs as index pairs and (k, L, c), the spring
+//!   adjacency in one `u32` buffer, sliced so a warp's 32 rows read neighbouring words
+//!   (`adjacency`: SELL-32, or CSR where slicing would pad too much). Charges are stored multiplied by sqrt(k_c) so
 //!   pair products stay in f32 range.
 //! - Per spring and step, `spring_assemble` stores W_k = s I + t n n^T (the clamped block
 //!   of DESIGN section 2, t >= 0) as one vec4 (m, s), m = sqrt(t) n: W_k d = s d +
@@ -23,9 +24,9 @@
 //!   the state are computed or copied only when asked for.
 //!
 //! The host, by layer (a module imports only from its own layer and those before it):
-//! 1. `error`, `device`, `adapter`, `layout`, `limits`, `range`, `shaders`: errors, wgpu
-//!    plumbing, adapter choice, the WGSL struct mirrors, size limits, f32 range checks
-//!    and the kernel table;
+//! 1. `error`, `device`, `adapter`, `layout`, `adjacency`, `limits`, `range`, `shaders`:
+//!    errors, wgpu plumbing, adapter choice, the WGSL struct mirrors, the adjacency's
+//!    layout, size limits, f32 range checks and the kernel table;
 //! 2. `params` (f32 conversions, the time step's one host copy, the `Params` uniform),
 //!    `recording` (the typed ops a step replays), `readback` (staging reads, decoding);
 //! 3. `buffers` (every solver buffer, by `Buf`), `ddef` (the DDEF kernels, [`GpuDdef`]);
@@ -39,6 +40,7 @@
 //!    `worlds` ([`GpuWorlds`]: many systems stepped together).
 
 mod adapter;
+pub mod adjacency;
 mod assemble;
 mod buffers;
 pub mod ddef;

@@ -1,7 +1,7 @@
 //! Packing a batch of worlds into one system (`gpu::worlds`): each world's particles a
 //! contiguous range starting on a workgroup boundary (padding particles between worlds:
 //! pinned, uncharged, at rest, in no world), its springs appended in order with shifted
-//! indices (so every CSR row lists its springs in the world's own order), its charged
+//! indices (so every adjacency row lists its springs in the world's own order), its charged
 //! particles a range of Coulomb source slots starting on a tile boundary. A workgroup of
 //! a per-particle dispatch, a Coulomb tile and a reduction block therefore never mix
 //! worlds, and each world's sums run in the order of that world stepped alone.

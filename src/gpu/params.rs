@@ -6,6 +6,7 @@
 
 use glam::DVec3;
 
+use super::adjacency;
 use super::layout::{ExtCharge, Params, World, MAX_EXT_CHARGES};
 use super::GpuError;
 use crate::config::{Config, ExternalField, Integrator, SolverMethod};
@@ -168,7 +169,7 @@ pub(super) fn params(
         block_diag: block_diag(config),
         cheb_stride: 0,
         n_worlds: 1,
-        _pad0: 0,
+        adj_shift: adjacency::slice_shift(system.len(), system.springs()),
         world: world(config, dt, 0..n_charged, 0..n_wg)?,
     })
 }

@@ -5,7 +5,7 @@
 //! - `layout`: constants, the uniform structs and their bindings, dispatch indexing
 //!   (every kernel);
 //! - `reduce`: the workgroup tree sum;
-//! - `adjacency`: the CSR spring adjacency's entries;
+//! - `adjacency`: the spring adjacency's rows and entries (SELL-32 or CSR);
 //! - `blocks`: how A's blocks are stored (springs' W_k, the per-particle `bd` rows:
 //!   right-hand side, inverse diagonal, mass) and products with them;
 //! - `world`: one world's parameters, rows and scalar slots (a batch of worlds composes

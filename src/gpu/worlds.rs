@@ -9,6 +9,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use super::adapter::{AdapterSummary, HeadlessOptions};
+use super::adjacency;
 use super::assemble::Parts;
 use super::buffers::{filled, local_global_init, Buf};
 use super::engine::Engine;
@@ -448,7 +449,7 @@ fn assemble(
         block_diag: block_diag(config),
         cheb_stride: iterations,
         n_worlds: worlds.len() as u32,
-        _pad0: 0,
+        adj_shift: adjacency::slice_shift(system.len(), system.springs()),
         // Unread by a batch's kernels (they read the world table); world 0's for clarity.
         world: records[0],
     };
