@@ -109,9 +109,10 @@ fn run_outputs(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// Digest of one case's outputs on one backend, or the command's stderr if it failed.
-fn case_digest(case: &Case, backend: &str, work: &Path) -> Result<String, String> {
-    let out = work.join(format!("{}_{backend}", case.id));
+/// Digest of one case's outputs on one backend, or the command's stderr if it failed;
+/// `checks`: `MSC_SHADER_CHECKS` ("1": kernels built with naga's runtime checks).
+fn case_digest(case: &Case, backend: &str, work: &Path, checks: &str) -> Result<String, String> {
+    let out = work.join(format!("{}_{backend}_{checks}", case.id));
     let mut args: Vec<&str> = vec!["run"];
     args.extend_from_slice(case.args);
     let out_s = out.to_string_lossy().to_string();
@@ -126,7 +127,7 @@ fn case_digest(case: &Case, backend: &str, work: &Path) -> Result<String, String
         "--out",
         &out_s,
     ]);
-    let o = common::msc(&args, work);
+    let o = common::msc_with(&args, work, &[("MSC_SHADER_CHECKS", checks)]);
     // A diverged run (torus_dt015 with some methods) is an outcome too: exit 1 with outputs.
     if !matches!(o.status.code(), Some(0) | Some(1)) {
         return Err(common::stderr(&o));
@@ -142,10 +143,11 @@ fn case_digest(case: &Case, backend: &str, work: &Path) -> Result<String, String
 
 /// A short fit of the torus charge from a run at another charge, the target made by the
 /// same backend so each backend's digest depends on that backend alone: the gradients' bits.
-fn fit_digest(backend: &str, work: &Path) -> Result<String, String> {
-    let target = work.join(format!("fit_target_{backend}"));
+fn fit_digest(backend: &str, work: &Path, checks: &str) -> Result<String, String> {
+    let env = [("MSC_SHADER_CHECKS", checks)];
+    let target = work.join(format!("fit_target_{backend}_{checks}"));
     let t = target.to_string_lossy().to_string();
-    let o = common::msc(
+    let o = common::msc_with(
         &[
             "run",
             "torus",
@@ -161,13 +163,14 @@ fn fit_digest(backend: &str, work: &Path) -> Result<String, String> {
         .chain(["--backend", backend, "--quiet", "--out", &t])
         .collect::<Vec<_>>(),
         work,
+        &env,
     );
     if !o.status.success() {
         return Err(common::stderr(&o));
     }
-    let out = work.join(format!("fit_{backend}"));
+    let out = work.join(format!("fit_{backend}_{checks}"));
     let out_s = out.to_string_lossy().to_string();
-    let o = common::msc(
+    let o = common::msc_with(
         &[
             "fit",
             "torus",
@@ -188,6 +191,7 @@ fn fit_digest(backend: &str, work: &Path) -> Result<String, String> {
             &out_s,
         ],
         work,
+        &env,
     );
     if !o.status.success() {
         return Err(common::stderr(&o));
@@ -274,11 +278,11 @@ fn outputs_match_the_recorded_digests() {
     }
     for backend in &backends {
         for case in RUNS {
-            let d = case_digest(case, backend, work.path())
+            let d = case_digest(case, backend, work.path(), "0")
                 .unwrap_or_else(|e| panic!("{} on {backend} failed: {e}", case.id));
             got.insert(format!("{}/{backend}", case.id), d);
         }
-        let d = fit_digest(backend, work.path())
+        let d = fit_digest(backend, work.path(), "0")
             .unwrap_or_else(|e| panic!("fit on {backend} failed: {e}"));
         got.insert(format!("fit_charge/{backend}"), d);
     }
@@ -320,4 +324,35 @@ fn outputs_match_the_recorded_digests() {
         }
     }
     assert!(differ.is_empty(), "outputs changed:\n{}", differ.join("\n"));
+}
+
+/// The kernels run as trusted shader modules (no naga runtime checks: index clamps, loop
+/// bounding, zeroed workgroup memory); `MSC_SHADER_CHECKS=1` builds them checked. The checks
+/// only guard indices the host already keeps in range, so both must give the same bits:
+/// every GPU case and the fit, run both ways on this adapter.
+#[test]
+fn checked_kernels_give_the_same_outputs() {
+    if gpu_driver().is_none() {
+        common::skip_no_adapter("checked against trusted kernels");
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let mut differ = Vec::new();
+    for case in RUNS {
+        let [trusted, checked] = ["0", "1"].map(|c| {
+            case_digest(case, "gpu", work.path(), c)
+                .unwrap_or_else(|e| panic!("{} (MSC_SHADER_CHECKS={c}) failed: {e}", case.id))
+        });
+        if trusted != checked {
+            differ.push(case.id);
+        }
+    }
+    let [trusted, checked] = ["0", "1"].map(|c| {
+        fit_digest("gpu", work.path(), c)
+            .unwrap_or_else(|e| panic!("fit (MSC_SHADER_CHECKS={c}) failed: {e}"))
+    });
+    if trusted != checked {
+        differ.push("fit_charge");
+    }
+    assert!(differ.is_empty(), "checked kernels changed {differ:?}");
 }

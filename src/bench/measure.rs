@@ -138,6 +138,7 @@ fn measure_gpu(
     rec.setup_seconds = Some(t.elapsed().as_secs_f64());
     rec.adapter = solver.adapter().cloned();
     rec.dispatches_per_step = Some(solver.dispatches_per_step());
+    note_shader_checks(rec);
 
     stage("warm-up")?;
     let warm = timing::warm_up(
@@ -318,4 +319,14 @@ fn ddef_error(
     rec.force_error_max = Some(stats.max);
     rec.force_error_targets = Some(stats.count);
     Ok(())
+}
+
+/// A record taken with checked kernels says so: they are slower than a default run's.
+pub(super) fn note_shader_checks(rec: &mut Record) {
+    if crate::gpu::shaders::shader_checks() {
+        rec.note(
+            "ms_per_step",
+            "kernels built with naga's runtime checks (MSC_SHADER_CHECKS=1), slower than by default",
+        );
+    }
 }

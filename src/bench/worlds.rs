@@ -109,6 +109,7 @@ pub(super) fn measure(
     rec.setup_seconds = Some(t.elapsed().as_secs_f64());
     rec.batches = Some(batches.len());
     rec.dispatches_per_step = batches.first().map(GpuWorlds::dispatches_per_step);
+    super::measure::note_shader_checks(rec);
     let t = Instant::now();
     let mut solvers = pairs
         .iter()

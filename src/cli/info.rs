@@ -15,6 +15,14 @@ pub fn execute() {
     for (k, a) in adapters.iter().enumerate() {
         print!("{}", describe(k, a));
     }
+    println!(
+        "shader runtime checks: {}",
+        if crate::gpu::shaders::shader_checks() {
+            "on (MSC_SHADER_CHECKS=1: index clamps, loop bounds, zeroed workgroup memory)"
+        } else {
+            "off (kernels are trusted modules; MSC_SHADER_CHECKS=1 turns naga's checks on)"
+        }
+    );
 }
 
 fn bytes(n: u64) -> String {

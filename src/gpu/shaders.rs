@@ -261,10 +261,20 @@ pub(super) fn kernel_pipeline(
     } else {
         k.source
     };
-    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+    let checks = shader_checks();
+    let desc = wgpu::ShaderModuleDescriptor {
         label: Some(k.name),
         source: wgpu::ShaderSource::Wgsl(source.into()),
-    });
+    };
+    let module = if checks {
+        device.create_shader_module(desc)
+    } else {
+        // SAFETY: see `shader_checks`: every index a kernel forms is guarded by a size the
+        // host checked against the buffers it bound, every loop is bounded by such a size,
+        // and every workgroup array element is written before a barrier and then read.
+        // The WGSL is still parsed and validated by naga.
+        unsafe { device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
+    };
     let params = dispatch.map(|_| wgpu::BindGroupLayoutEntry {
         binding: 0,
         visibility: wgpu::ShaderStages::COMPUTE,
@@ -315,7 +325,7 @@ pub(super) fn kernel_pipeline(
         entry_point: Some("main"),
         compilation_options: wgpu::PipelineCompilationOptions {
             constants: &constants,
-            ..Default::default()
+            zero_initialize_workgroup_memory: checks,
         },
         cache: None,
     });
@@ -349,4 +359,13 @@ fn pipeline_constants(device: &wgpu::Device, k: Kernel) -> Vec<(&'static str, f6
     } else {
         Vec::new()
     }
+}
+
+/// Whether kernels are built with naga's runtime checks (index clamps, loop bounding, and
+/// zeroed workgroup memory): only when `MSC_SHADER_CHECKS=1`. Without them the kernels run
+/// as written (the checks cost an issue slot per clamp and a 64-bit counter per loop trip);
+/// with them an out-of-bounds index would read a clamped element instead of arbitrary
+/// memory, for debugging. Both must give bit-identical results (a test runs both).
+pub fn shader_checks() -> bool {
+    std::env::var("MSC_SHADER_CHECKS").as_deref() == Ok("1")
 }

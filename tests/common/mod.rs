@@ -85,8 +85,14 @@ impl Rng {
 
 /// Runs the `msc` binary in `cwd`.
 pub fn msc(args: &[&str], cwd: &Path) -> Output {
+    msc_with(args, cwd, &[])
+}
+
+/// [`msc`] with these environment variables set.
+pub fn msc_with(args: &[&str], cwd: &Path, envs: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_msc"))
         .args(args)
+        .envs(envs.iter().copied())
         .current_dir(cwd)
         .output()
         .expect("the msc binary runs")
