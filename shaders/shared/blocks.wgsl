@@ -18,12 +18,17 @@ fn w_mul(wk: vec4<f32>, d: vec3<f32>) -> vec3<f32> {
 //   bd[bd_off(i)]  = (inverse xy, xz, yz, 0), only when blocks_stored().
 // A diagonal solver (Jacobi, CG's Jacobi preconditioner, and every solver of
 // local-global, whose P has no off-diagonal entries in a block) reads 32 bytes per row.
+// Fixed when the pipeline is created (gpu::shaders::Specialization, from the solver
+// method), so the branches on it compile away: a uniform here made lavapipe recompile a
+// batch's jacobi_sweep at every dispatch (BENCHMARKS.md).
+override BLOCK_DIAG: bool = false;
+
 fn blocks_stored() -> bool {
-    return params.block_diag != 0u;
+    return BLOCK_DIAG;
 }
 
 fn bd_stride() -> u32 {
-    return 2u + params.block_diag;
+    return select(2u, 3u, BLOCK_DIAG);
 }
 
 fn bd_b(i: u32) -> u32 {

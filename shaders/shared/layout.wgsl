@@ -69,9 +69,7 @@ struct Params {
     n_charged: u32,
     // workgroups of a per-particle dispatch = number of partial sums per block
     n_wg: u32,
-    // 1: invert the 3x3 diagonal block (IMEX block Jacobi, Chebyshev), 3 bd rows per
-    // particle; 0: the diagonal entries alone, 2 rows (blocks.wgsl)
-    block_diag: u32,
+    _pad0: u32,
     // a batch: Chebyshev weights per world in the world table
     cheb_stride: u32,
     n_worlds: u32,

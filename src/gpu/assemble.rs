@@ -8,7 +8,7 @@ use super::engine::Engine;
 use super::error::scoped;
 use super::launch::Planner;
 use super::limits::{check_limits, grid, sizes};
-use super::params::TimeStep;
+use super::params::{self, TimeStep};
 use super::program::{self, NoHooks, Program};
 use super::recording::Op;
 use super::submit::Submitter;
@@ -78,7 +78,7 @@ pub(super) fn assemble(
             }
             _ => None,
         };
-        let mut engine = Engine::new(device);
+        let mut engine = Engine::new(device, params::specialization(config));
         let mut planner = Planner::new(device, &mut engine, &buffers, system, config, dt);
         let (program, tangents) = match hooks.as_mut() {
             Some(h) => {

@@ -11,7 +11,7 @@ use super::buffers::{Buf, Buffers};
 use super::ddef::GpuDdef;
 use super::layout::Dispatch;
 use super::recording::{DispatchOp, Op};
-use super::shaders::{self, Access, Kernel};
+use super::shaders::{self, Access, Kernel, Specialization};
 use super::GpuError;
 
 struct Pipeline {
@@ -37,6 +37,8 @@ pub(super) struct Engine {
     /// A batch of worlds: the world table's layout and bind group (group 2).
     worlds_layout: Option<wgpu::BindGroupLayout>,
     worlds_group: Option<wgpu::BindGroup>,
+    /// The pipeline constants of this solver's kernels.
+    spec: Specialization,
 }
 
 /// Checks `bufs` against `k`'s storage bindings: one buffer per binding, and no buffer
@@ -72,7 +74,7 @@ pub(super) fn check_bindings(k: Kernel, bufs: &[Buf]) -> Result<(), GpuError> {
 
 impl Engine {
     /// An engine for one world; [`Self::batched`] for a batch of worlds.
-    pub(super) fn new(device: &wgpu::Device) -> Self {
+    pub(super) fn new(device: &wgpu::Device, spec: Specialization) -> Self {
         let dispatch_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("msc dispatch records"),
             entries: &[wgpu::BindGroupLayoutEntry {
@@ -99,6 +101,7 @@ impl Engine {
             dispatch_group: None,
             worlds_layout: None,
             worlds_group: None,
+            spec,
         }
     }
 
@@ -109,6 +112,7 @@ impl Engine {
         device: &wgpu::Device,
         worlds: &wgpu::Buffer,
         table: &wgpu::Buffer,
+        spec: Specialization,
     ) -> Self {
         let entry = |binding| wgpu::BindGroupLayoutEntry {
             binding,
@@ -141,7 +145,7 @@ impl Engine {
         Self {
             worlds_layout: Some(layout),
             worlds_group: Some(group),
-            ..Self::new(device)
+            ..Self::new(device, spec)
         }
     }
 
@@ -154,6 +158,7 @@ impl Engine {
             k,
             Some(&self.dispatch_layout),
             self.worlds_layout.as_ref(),
+            self.spec,
         );
         self.pipelines.push(Pipeline {
             kernel: k,

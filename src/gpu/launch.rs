@@ -507,7 +507,7 @@ mod tests {
         let dt = TimeStep::new(&config);
         let buffers =
             Buffers::create(&device, &system, &config, dt, &sizes(&system, &config), 1).unwrap();
-        let mut engine = Engine::new(&device);
+        let mut engine = Engine::new(&device, Default::default());
         let mut p = Planner::new(&device, &mut engine, &buffers, &system, &config, dt);
         let binding = |r: Result<Op, GpuError>| match r {
             Err(GpuError::Binding { kernel, problem }) => format!("{kernel}: {problem}"),

@@ -73,9 +73,7 @@ pub struct Params {
     pub n_charged: u32,
     /// Workgroups of a per-particle dispatch (partial sums per reduction block).
     pub n_wg: u32,
-    /// 1: 3x3 block diagonal inverse, 3 `bd` rows per particle; 0: the diagonal entries
-    /// alone, 2 rows (`params::block_diag`).
-    pub block_diag: u32,
+    pub _pad0: u32,
     /// A batch: Chebyshev weights per world in the world table.
     pub cheb_stride: u32,
     pub n_worlds: u32,
@@ -165,7 +163,7 @@ pub fn mirror_layouts() -> Vec<MirrorLayout> {
                 ("n_springs", offset_of!(Params, n_springs)),
                 ("n_charged", offset_of!(Params, n_charged)),
                 ("n_wg", offset_of!(Params, n_wg)),
-                ("block_diag", offset_of!(Params, block_diag)),
+                ("_pad0", offset_of!(Params, _pad0)),
                 ("cheb_stride", offset_of!(Params, cheb_stride)),
                 ("n_worlds", offset_of!(Params, n_worlds)),
                 ("adj_shift", offset_of!(Params, adj_shift)),

@@ -8,6 +8,7 @@ use glam::DVec3;
 
 use super::adjacency;
 use super::layout::{ExtCharge, Params, World, MAX_EXT_CHARGES};
+use super::shaders::Specialization;
 use super::GpuError;
 use crate::config::{Config, ExternalField, Integrator, SolverMethod};
 use crate::model::{System, COULOMB_K};
@@ -166,7 +167,7 @@ pub(super) fn params(
         n_springs: system.springs().len() as u32,
         n_charged,
         n_wg,
-        block_diag: block_diag(config),
+        _pad0: 0,
         cheb_stride: 0,
         n_worlds: 1,
         adj_shift: adjacency::slice_shift(system.len(), system.springs()),
@@ -174,19 +175,24 @@ pub(super) fn params(
     })
 }
 
-/// `Params.block_diag`: whether the solver inverts full 3x3 diagonal blocks, so `Bd`
-/// stores their off-diagonal entries (3 vec4 per particle, else 2; shared/blocks.wgsl):
-/// IMEX under block Jacobi or Chebyshev. Local-global's P = M + h C_L + h^2 L has
-/// diagonal blocks d I, so every solver of it, like Jacobi and CG, needs the diagonal
-/// entries alone.
-pub(super) fn block_diag(config: &Config) -> u32 {
-    u32::from(
-        config.integrator == Integrator::Imex
-            && matches!(
-                config.solver.method,
-                SolverMethod::BlockJacobi | SolverMethod::Chebyshev
-            ),
-    )
+/// Whether the solver inverts full 3x3 diagonal blocks, so `Bd` stores their off-diagonal
+/// entries (3 vec4 per particle, else 2; shared/blocks.wgsl's `BLOCK_DIAG`, fixed at
+/// pipeline creation through `shaders::Specialization`): IMEX under block Jacobi or
+/// Chebyshev. Local-global's P = M + h C_L + h^2 L has diagonal blocks d I, so every
+/// solver of it, like Jacobi and CG, needs the diagonal entries alone.
+pub(super) fn block_diag(config: &Config) -> bool {
+    config.integrator == Integrator::Imex
+        && matches!(
+            config.solver.method,
+            SolverMethod::BlockJacobi | SolverMethod::Chebyshev
+        )
+}
+
+/// The pipeline constants of `config`'s solver.
+pub(super) fn specialization(config: &Config) -> Specialization {
+    Specialization {
+        block_diag: block_diag(config),
+    }
 }
 
 /// Bytes of `Bd` per particle: 2 or 3 vec4 (see [`block_diag`]).

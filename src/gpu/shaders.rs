@@ -254,6 +254,7 @@ pub(super) fn kernel_pipeline(
     k: Kernel,
     dispatch: Option<&wgpu::BindGroupLayout>,
     worlds: Option<&wgpu::BindGroupLayout>,
+    spec: Specialization,
 ) -> (wgpu::ComputePipeline, wgpu::BindGroupLayout) {
     let worlds = worlds.filter(|_| reads_worlds(k) && dispatch.is_some());
     let source = if worlds.is_some() {
@@ -317,7 +318,7 @@ pub(super) fn kernel_pipeline(
         bind_group_layouts: &groups,
         immediate_size: 0,
     });
-    let constants = pipeline_constants(device, k);
+    let constants = pipeline_constants(device, k, spec);
     let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some(k.name),
         layout: Some(&pipeline_layout),
@@ -346,19 +347,37 @@ const _: () = assert!(
         && TANGENT_COULOMB_TARGETS_CPU <= 8
 );
 
+/// What a solver fixes when its pipelines are created (WGSL `override`s, so the branches
+/// on them compile away instead of testing a uniform per invocation; on lavapipe a
+/// uniform-dependent branch also made a batch's `jacobi_sweep` recompile at every
+/// dispatch, BENCHMARKS.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Specialization {
+    /// `BLOCK_DIAG` of `shared/blocks.wgsl`: `bd` holds the 3x3 diagonal blocks'
+    /// off-diagonal entries (3 rows per particle, else 2).
+    pub block_diag: bool,
+}
+
 /// The pipeline-overridable constants of kernel `k` on `device` (WGSL `override`).
-fn pipeline_constants(device: &wgpu::Device, k: Kernel) -> Vec<(&'static str, f64)> {
+fn pipeline_constants(
+    device: &wgpu::Device,
+    k: Kernel,
+    spec: Specialization,
+) -> Vec<(&'static str, f64)> {
+    let mut constants = Vec::new();
+    if k.shared.contains(&"blocks") {
+        constants.push(("BLOCK_DIAG", f64::from(u8::from(spec.block_diag))));
+    }
     let cpu = device.adapter_info().device_type == wgpu::DeviceType::Cpu;
     let targets = match k.name {
-        n if n == COULOMB_TILED.name => COULOMB_TARGETS_CPU,
-        n if n == TANGENT_COULOMB.name => TANGENT_COULOMB_TARGETS_CPU,
-        _ => return Vec::new(),
+        n if n == COULOMB_TILED.name => Some(COULOMB_TARGETS_CPU),
+        n if n == TANGENT_COULOMB.name => Some(TANGENT_COULOMB_TARGETS_CPU),
+        _ => None,
     };
-    if cpu {
-        vec![("TARGETS", f64::from(targets))]
-    } else {
-        Vec::new()
+    if let (true, Some(t)) = (cpu, targets) {
+        constants.push(("TARGETS", f64::from(t)));
     }
+    constants
 }
 
 /// Whether kernels are built with naga's runtime checks (index clamps, loop bounding, and

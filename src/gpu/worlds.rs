@@ -18,7 +18,7 @@ use super::launch::{chebyshev_rho, Planner};
 use super::layout::{Params, World, MAX_STORAGE_BUFFERS, SCALAR_SLOTS, SLOT_ENERGY, SLOT_RESIDUAL};
 use super::limits::{check_limits, first_oversized, grid, Sizes};
 use super::pack::{batch_sizes, pack, Packed, Span};
-use super::params::{block_diag, world, TimeStep};
+use super::params::{specialization, world, TimeStep};
 use super::program::{self, NoHooks};
 use super::readback;
 use super::solver::{headless_host, GpuSolver};
@@ -446,7 +446,7 @@ fn assemble(
         n_springs: system.springs().len() as u32,
         n_charged: nc,
         n_wg,
-        block_diag: block_diag(config),
+        _pad0: 0,
         cheb_stride: iterations,
         n_worlds: worlds.len() as u32,
         adj_shift: adjacency::slice_shift(system.len(), system.springs()),
@@ -468,7 +468,7 @@ fn assemble(
         bytemuck::cast_slice(&table),
         size_of("world table"),
     );
-    let mut engine = Engine::batched(device, &worlds_buf, &table_buf);
+    let mut engine = Engine::batched(device, &worlds_buf, &table_buf, specialization(config));
     let ns = system.springs().len() as u32;
     let mut planner = Planner::batch(
         device,
