@@ -277,7 +277,7 @@ type Vec4 = [f32; 4];
 
 /// Local-global: the matrix P = M + h C_L + h^2 L is constant (DESIGN section 2): its
 /// edge weights as W_k = (h c + h^2 k) I, i.e. (m, s) = (0, w), then the unused (n, fmag)
-/// half, and per particle its two `Bd` rows (`params::block_diag` is 0 under
+/// half, and per particle its two `Bd` rows (`params::block_diag` is false under
 /// local-global): b (written by lg_rhs), the diagonal inverse with the row's mass (0:
 /// pinned) in w. `h(i)`: the time step of particle i's
 /// world (a spring's is its first particle's).
