@@ -82,15 +82,7 @@ mod tests {
     use super::*;
     use crate::bench::workload;
 
-    fn spring(i: u32, j: u32) -> Spring {
-        Spring {
-            i,
-            j,
-            stiffness: 1.0,
-            rest_length: 1.0,
-            damping: 0.0,
-        }
-    }
+    use crate::model::unit_spring as spring;
 
     #[test]
     fn a_pinned_chain_counted_by_hand() {

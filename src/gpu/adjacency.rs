@@ -95,15 +95,7 @@ pub fn words(n: usize, springs: &[Spring]) -> (u32, Vec<u32>) {
 mod tests {
     use super::*;
 
-    fn spring(i: u32, j: u32) -> Spring {
-        Spring {
-            i,
-            j,
-            stiffness: 1.0,
-            rest_length: 1.0,
-            damping: 0.0,
-        }
-    }
+    use crate::model::unit_spring as spring;
 
     /// Row i read back the way `shaders/shared/adjacency.wgsl` reads it.
     fn read_row(n: usize, shift: u32, w: &[u32], i: usize) -> Vec<(u32, u32, i32)> {

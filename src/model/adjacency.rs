@@ -79,15 +79,7 @@ impl Adjacency {
 mod tests {
     use super::*;
 
-    fn spring(i: u32, j: u32) -> Spring {
-        Spring {
-            i,
-            j,
-            stiffness: 1.0,
-            rest_length: 1.0,
-            damping: 0.0,
-        }
-    }
+    use crate::model::unit_spring as spring;
 
     #[test]
     fn rows_list_each_spring_once_per_endpoint() {

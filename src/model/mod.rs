@@ -29,6 +29,18 @@ pub struct Spring {
     pub damping: f64,
 }
 
+/// A unit spring (k = 1 N/m, L = 1 m, no damping) for tests that need only topology.
+#[cfg(test)]
+pub(crate) fn unit_spring(i: u32, j: u32) -> Spring {
+    Spring {
+        i,
+        j,
+        stiffness: 1.0,
+        rest_length: 1.0,
+        damping: 0.0,
+    }
+}
+
 /// Errors found while building a [`System`]. Each names the offending index.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
