@@ -209,6 +209,17 @@ fn a_same_size_edit_of_the_input_scene_is_redone() {
     assert_redone(&s.rerun("cpu"), "the resolved scene changed");
 }
 
+/// A rerun with another override: the resolved scene differs though no file changed.
+#[test]
+fn a_rerun_with_another_override_is_redone() {
+    let Sweep { tmp, .. } = Sweep::new("cpu");
+    let s = Sweep {
+        tmp,
+        sets: vec!["material.mass=0.2".into()],
+    };
+    assert_redone(&s.rerun("cpu"), "the resolved scene changed");
+}
+
 /// The mesh file, edited in a comment (same size, same geometry, same resolved scene):
 /// the run read other bytes than those there now.
 #[test]
