@@ -303,6 +303,8 @@ impl Scratch {
             }
             None => return Ok(Outcome::Error("the build timed out".into())),
         }
+        // Every listed target runs, so the report names every test that caught it.
+        args.push("--no-fail-fast".into());
         if let Some(f) = filter {
             args.extend(["--".to_string(), f.to_string()]);
         }
