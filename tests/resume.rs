@@ -149,9 +149,7 @@ fn same_size_edit(file: &Path) {
     let len = bytes.len();
     let text = file.extension().is_none_or(|e| e != "ply");
     match bytes.iter().rposition(u8::is_ascii_digit) {
-        Some(i) if text => {
-            bytes[i] = if bytes[i] == b'9' { b'8' } else { bytes[i] + 1 }
-        }
+        Some(i) if text => bytes[i] = if bytes[i] == b'9' { b'8' } else { bytes[i] + 1 },
         _ => bytes[len - 1] ^= 1,
     }
     std::fs::write(file, &bytes).unwrap();
