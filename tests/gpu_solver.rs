@@ -33,6 +33,8 @@ struct Random {
     charge: f64,
     pinned: usize,
     speed: f64,
+    /// Largest spring damping (N s/m); each spring's is drawn in [0, damping).
+    damping: f64,
 }
 
 impl Default for Random {
@@ -44,6 +46,7 @@ impl Default for Random {
             charge: 1e-6,
             pinned: 0,
             speed: 0.2,
+            damping: 0.05,
         }
     }
 }
@@ -69,7 +72,7 @@ fn random_on(vertices: &[DVec3], edges: &[[u32; 2]], r: Random) -> System {
             stiffness: rng.range(20.0, 50.0),
             rest_length: (vertices[i as usize] - vertices[j as usize]).length()
                 * rng.range(0.9, 1.1),
-            damping: rng.range(0.0, 0.05),
+            damping: rng.range(0.0, r.damping),
         })
         .collect();
     let charges = (0..n)
@@ -599,6 +602,46 @@ fn explicit_integrators_match_cpu() {
     }
 }
 
+/// Damping under both explicit integrators, where the spring force carries it (IMEX puts
+/// it in W_k): springs damped 20 times more than in the other tests (c up to 1 N s/m) on
+/// particles moving at up to 1 m/s. The damping must move the CPU run by over 50 times
+/// the tolerance, so that an error of 2 % in the damping term shows; the GPU agrees with
+/// the CPU to
+/// the file's trajectory bound, 1e-3 of the 1 m system over 100 steps (h (2 c / m) <= 0.08
+/// and h omega_max ~ 0.2: stable, and roundoff is not amplified).
+#[test]
+fn damping_under_explicit_integrators_matches_cpu() {
+    let system = |damping| {
+        random_system(Random {
+            seed: 41,
+            pinned: 1,
+            speed: 1.0,
+            damping,
+            ..Default::default()
+        })
+    };
+    let (damped, undamped) = (system(1.0), system(0.0));
+    let tol = 1e-3;
+    for integrator in [Integrator::SymplecticEuler, Integrator::Verlet] {
+        let config = Config {
+            integrator,
+            dt: 0.002,
+            ..imex(SolverMethod::Jacobi, 1)
+        };
+        let end = |s: &System| {
+            let mut c = CpuSimulation::new(s, &config).expect("cpu");
+            c.step(100).unwrap();
+            c.state().unwrap().x
+        };
+        let effect = max_diff(&end(&damped), &end(&undamped));
+        assert!(
+            effect > 50.0 * tol,
+            "{integrator:?}: damping moved the run by only {effect:e}"
+        );
+        compare_trajectories(&damped, &config, 100, tol);
+    }
+}
+
 #[test]
 fn imex_with_external_world_matches_cpu() {
     let system = random_system(Random {
@@ -728,7 +771,10 @@ fn verlet_field_reuse_survives_diagnostics_between_steps() {
         probed.state().unwrap();
         probed.step(1).unwrap();
         match probed.profile(2) {
-            Ok(_) | Err(GpuError::Unsupported(_)) => {}
+            Ok(_) => {}
+            // Refused as documented: DDEF steps pause for a host stage; profiling needs
+            // timestamp queries.
+            Err(GpuError::Unsupported(m)) if m.contains("ddef") || !has_timestamps(&probed) => {}
             Err(e) => panic!("{e}"),
         }
         let left = 12 - probed.steps_done();
@@ -941,6 +987,13 @@ fn a_lost_device_is_reported() {
     ));
 }
 
+/// Whether the solver's device can profile (`GpuSolver::profile` needs timestamp queries).
+fn has_timestamps(g: &GpuSolver) -> bool {
+    g.device()
+        .features()
+        .contains(wgpu::Features::TIMESTAMP_QUERY)
+}
+
 #[test]
 fn profiling_times_every_kernel_and_advances_like_step() {
     let system = random_system(Random::default());
@@ -948,14 +1001,11 @@ fn profiling_times_every_kernel_and_advances_like_step() {
     let Some(mut g) = gpu(&system, &config) else {
         return;
     };
-    let profile = match g.profile(3) {
-        Ok(p) => p,
-        Err(GpuError::Unsupported(m)) => {
-            eprintln!("skipping: {m}");
-            return;
-        }
-        Err(e) => panic!("{e}"),
-    };
+    if !has_timestamps(&g) {
+        common::skip_missing_feature("profiling", "TIMESTAMP_QUERY");
+        return;
+    }
+    let profile = g.profile(3).unwrap();
     let total: u64 = profile.iter().map(|k| k.dispatches).sum();
     assert_eq!(total, 3 * g.dispatches_per_step() as u64);
     for name in [

@@ -6,8 +6,10 @@
 //! order as the world alone (its particles, springs and Coulomb sources are whole
 //! workgroups and tiles apart, its reductions are its own workgroups), so the two must
 //! agree bit for bit: positions, velocities, energies and residuals are compared with
-//! `==`. Against the CPU reference the f32 bound of `tests/gpu_solver.rs` applies: 1e-3 of
-//! the system's scale over the steps compared.
+//! `==`. Against the CPU reference: Jacobi within the f32 bound of `tests/gpu_solver.rs`
+//! (1e-3 of the system's scale over the steps compared); CG and local-global, whose solves
+//! converge, within bounds in units of f32's roundoff of each world's extent (stated at
+//! each test).
 
 mod common;
 
@@ -235,6 +237,84 @@ fn every_world_agrees_with_the_cpu_reference() {
         assert!(dx <= 1e-3, "world {w}: positions differ by {dx:e}");
         assert!((states[w].t - cs.t).abs() < 1e-12, "world {w}'s clock");
     }
+}
+
+/// Each world of a batch under `shared` against the f64 CPU reference after 40 steps:
+/// positions within `bound` times the world's extent R (its largest |x| on the CPU), the
+/// world having moved over 100 times that.
+fn every_world_within(shared: &[&str], bound: f64) {
+    let worlds = mixed_worlds(shared);
+    let Some(mut b) = batch(&worlds) else {
+        return;
+    };
+    let steps = 40;
+    b.advance(steps).unwrap();
+    let states = b.read_states().unwrap();
+    for (w, (system, config)) in worlds.iter().enumerate() {
+        let mut c = CpuSimulation::new(system, config).unwrap();
+        c.advance(steps).unwrap();
+        let cs = c.current();
+        let max = |d: &mut dyn Iterator<Item = f64>| d.fold(0.0, f64::max);
+        let dx = max(&mut cs
+            .x
+            .iter()
+            .zip(&states[w].x)
+            .map(|(a, b)| (*a - *b).length()));
+        let moved = max(&mut cs
+            .x
+            .iter()
+            .zip(system.positions())
+            .map(|(a, b)| (*a - *b).length()));
+        let r = max(&mut cs.x.iter().map(|a| a.length()));
+        eprintln!(
+            "{shared:?} world {w}: |dx| {dx:.2e} = {:.2e} R, moved {moved:.2e}",
+            dx / r
+        );
+        assert!(
+            moved > 100.0 * bound * r,
+            "world {w} barely moved ({moved:e})"
+        );
+        assert!(
+            dx <= bound * r,
+            "{shared:?} world {w}: positions differ by {dx:e} > {bound:e} R (R = {r})"
+        );
+        assert!((states[w].t - cs.t).abs() < 1e-12, "world {w}'s clock");
+    }
+}
+
+/// IMEX with conjugate gradients run to convergence on both backends (40 iterations, no
+/// early stop): what is left is the f32 rounding of the state and the forces. The solve is
+/// for the velocity, so its rounding scales with h |v|, not with R, and the stored
+/// positions round at u R (u = 6e-8). Bound: 16 u R = 1e-6 R (measured on lavapipe: at
+/// most 1.8e-7 R).
+#[test]
+fn every_world_agrees_with_the_cpu_reference_under_cg() {
+    every_world_within(
+        &[
+            "integrator.solver.method = \"cg\"",
+            "integrator.solver.iterations = 40",
+            "integrator.solver.tolerance = 0.0",
+        ],
+        1e-6,
+    );
+}
+
+/// Local-global (5 iterations, its global solve by converged CG) solves for the positions
+/// themselves: each step's f32 solve and projections round at the scale of R, a few u R a
+/// step, and these add up over the steps. Bound: 8 u R a step over 40 steps = 2e-5 R
+/// (measured on lavapipe: at most 8e-6 R, growing about linearly with the steps).
+#[test]
+fn every_world_agrees_with_the_cpu_reference_under_local_global() {
+    every_world_within(
+        &[
+            "integrator.method = \"local_global\"",
+            "integrator.local_global_iterations = 5",
+            "integrator.solver.method = \"cg\"",
+            "integrator.solver.iterations = 40",
+            "integrator.solver.tolerance = 0.0",
+        ],
+        2e-5,
+    );
 }
 
 /// World w's positions are the documented range of the one position buffer.

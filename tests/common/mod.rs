@@ -24,6 +24,13 @@ pub fn skip_no_adapter(why: &str) {
     eprintln!("skipping: no GPU adapter{why}");
 }
 
+/// The adapter lacks `feature` (a wgpu feature or limit), which `test` needs: skipped
+/// with a note naming it. The one skip `MSC_REQUIRE_GPU=1` allows: no setting gives an
+/// adapter a feature it lacks.
+pub fn skip_missing_feature(test: &str, feature: &str) {
+    eprintln!("skipping {test}: the adapter lacks {feature}");
+}
+
 /// The default adapter, or `None` (test skipped) when there is none.
 pub fn adapter() -> Option<wgpu::Adapter> {
     let instance =
