@@ -103,7 +103,7 @@ mod tests {
         assert_eq!(f.positions, vec![DVec3::new(1.5, -2.0, 3.5)]);
 
         let short = &bin[..bin.len() - 3];
-        assert!(parse_ply(short).unwrap_err().contains("ends early"));
+        assert!(parse_ply(short).unwrap_err().contains("truncated"));
         assert!(parse_ply(b"ply\nformat ascii 1.0\nend_header\n")
             .unwrap_err()
             .contains("no vertex"));

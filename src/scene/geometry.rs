@@ -8,14 +8,10 @@ use crate::model::{mesh, Mesh};
 use glam::DVec3;
 use std::path::Path;
 
-/// Mesh files a built-in scene carries (name as `mesh.path` gives it, bytes).
-pub(super) type Assets = &'static [(&'static str, &'static [u8])];
-
 pub(super) fn build_mesh(
     m: &MeshSpec,
     ctx: &Ctx,
     base_dir: &Path,
-    assets: Assets,
 ) -> Result<Mesh, SceneError> {
     let kind = m.kind;
     let used = kind.keys();
@@ -107,7 +103,7 @@ pub(super) fn build_mesh(
                 polygons: m.polygons.unwrap_or_default(),
             };
             let format = kind.file_format().expect("a file kind");
-            match assets.iter().find(|(name, _)| *name == path) {
+            match embedded(ctx, &path)? {
                 Some((name, bytes)) => {
                     let format = format
                         .or_else(|| mesh::MeshFormat::from_extension(Path::new(name)))
@@ -152,6 +148,30 @@ pub(super) fn build_mesh(
         },
     )?;
     Ok(mesh)
+}
+
+/// The embedded mesh a `builtin:NAME` path names.
+pub(super) fn embedded(
+    ctx: &Ctx,
+    path: &str,
+) -> Result<Option<(&'static str, &'static [u8])>, SceneError> {
+    if !path.starts_with("builtin:") {
+        return Ok(None);
+    }
+    match super::builtin::ASSETS.iter().find(|(name, _)| *name == path) {
+        Some(&asset) => Ok(Some(asset)),
+        None => Err(ctx.invalid(
+            "mesh.path",
+            format!(
+                "no built-in mesh '{path}' (built-in meshes: {})",
+                super::builtin::ASSETS
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+    }
 }
 
 /// `mesh.kind = "tet"` reads the volume formats only: a surface file is named as such.

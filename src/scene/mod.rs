@@ -16,7 +16,7 @@
 //! # grid: size = [w, h], resolution = [nx, ny], shear = true, bending = false
 //! # lattice: size = [x, y, z], resolution = [nx, ny, nz]
 //! # obj, ply, stl, tet: path (relative to the scene file; to the working directory for a
-//! #   built-in), scale = 1; obj and ply: polygons = "both_diagonals" | "edges" | "triangulate"
+//! #   built-in; "builtin:beam.msh" is embedded), scale = 1; obj and ply: polygons = "both_diagonals" | "edges" | "triangulate"
 //! #   tet: .msh (Gmsh 2.2/4.1), .vtk, .vtu, .node/.ele (TetGen) or .mesh (Medit)
 //! [material]
 //! mass = 0.01                     # kg per particle, or total_mass (kg, spread evenly)
@@ -203,7 +203,7 @@ pub fn load_checked(
     };
     // The mesh files read from disk (an embedded asset of a built-in scene is not).
     let mesh_files: Vec<PathBuf> = match (file.mesh.kind.file_format(), &file.mesh.path) {
-        (Some(format), Some(p)) if !src.assets.iter().any(|(name, _)| name == p) => {
+        (Some(format), Some(p)) if !p.starts_with("builtin:") => {
             let full = src.base_dir.join(p);
             if format.is_none() && MeshFormat::from_extension(&full) == Some(MeshFormat::TetGen) {
                 vec![full.with_extension("node"), full.with_extension("ele")]
@@ -213,7 +213,7 @@ pub fn load_checked(
         }
         _ => Vec::new(),
     };
-    let (system, config, output) = build(file, &ctx, &src.base_dir, src.assets, device)?;
+    let (system, config, output) = build(file, &ctx, &src.base_dir, device)?;
     let shown = |p: &Path| {
         std::path::absolute(p)
             .unwrap_or_else(|_| p.to_path_buf())
@@ -263,7 +263,6 @@ fn build(
     f: SceneFile,
     ctx: &Ctx,
     base_dir: &Path,
-    assets: geometry::Assets,
     device: impl FnOnce(&SceneSize, &Config) -> Result<(), Shortfall>,
 ) -> Result<(System, Config, OutputConfig), SceneError> {
     let config = settings::build_config(&f, ctx)?;
@@ -293,7 +292,7 @@ fn build(
     if let Some(size) = estimated {
         check_size(size)?;
     }
-    let mesh = geometry::build_mesh(&f.mesh, ctx, base_dir, assets)?;
+    let mesh = geometry::build_mesh(&f.mesh, ctx, base_dir)?;
     if !planned {
         let counts = crate::model::MeshCounts {
             vertices: mesh.positions.len() as u64,

@@ -10,8 +10,6 @@ pub(super) struct Source {
     pub path: Option<PathBuf>,
     pub base_dir: PathBuf,
     pub default_name: String,
-    /// Mesh files embedded with a built-in scene.
-    pub assets: super::geometry::Assets,
 }
 
 pub(super) fn resolve(scene: &str) -> Result<Source, SceneError> {
@@ -30,7 +28,6 @@ pub(super) fn resolve(scene: &str) -> Result<Source, SceneError> {
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| scene.to_string()),
-            assets: &[],
         })
     };
     if path.is_file() {
@@ -43,7 +40,6 @@ pub(super) fn resolve(scene: &str) -> Result<Source, SceneError> {
             path: None,
             base_dir: PathBuf::new(),
             default_name: b.name.to_string(),
-            assets: b.assets,
         });
     }
     let looks_like_path = scene.ends_with(".toml")

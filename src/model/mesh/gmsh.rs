@@ -361,8 +361,8 @@ fn elements4(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<()> {
         };
         let k = s.count(k, "elements", 2 * (nodes as u64 + 1))?;
         for _ in 0..k {
-            let line = s.line() as u32;
             s.size("an element tag")?;
+            let line = s.line() as u32;
             let mut t = [0i64; 4];
             for j in 0..nodes {
                 let v = s.size("a node tag")?;

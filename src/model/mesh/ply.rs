@@ -215,7 +215,8 @@ pub fn parse(bytes: &[u8]) -> Result<PlyData, Fail> {
         bytes,
         pos: body,
         format,
-        line: header.lines().count() + 1,
+        // The header's lines, then `end_header`.
+        line: header.lines().count() + 2,
     };
     let mut seen_vertex = false;
     for el in &elements {
