@@ -506,3 +506,35 @@ fn the_builtin_beam_is_the_generated_gmsh_box() {
     assert_eq!(s.system.faces().len(), 440);
     assert_eq!(s.system.pinned().iter().filter(|&&p| p).count(), 20);
 }
+
+#[test]
+fn msc_bench_takes_a_mesh_file_as_its_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let bench = |mesh: &Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_msc"))
+            .args(["bench", "--backend", "cpu", "--steps", "2", "--repeats", "1"])
+            .args(["--warmup-ms", "0", "--quiet", "--mesh"])
+            .arg(mesh)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let o = bench(&data("box_v41_binary.msh"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let line = String::from_utf8(o.stdout).unwrap();
+    let r: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+    let m = load(&data("box_v41.msh"), None);
+    assert_eq!(r["workload"], "mesh");
+    assert_eq!(r["status"], "ok");
+    assert_eq!(r["n"], m.positions.len());
+    assert_eq!(r["springs"], m.edges.len());
+    assert!(r["mesh_load_seconds"].as_f64().unwrap() > 0.0);
+    assert!(r["mesh"].as_str().unwrap().ends_with("box_v41_binary.msh"));
+    // A bad file is the row's failure, naming the file and the line.
+    let bad = write(dir.path(), "bad.obj", b"v 0 0 0\nv nan 0 0\nv 0 1 0\nf 1 2 3\n");
+    let o = bench(&bad);
+    let r: serde_json::Value = serde_json::from_str(String::from_utf8(o.stdout).unwrap().trim()).unwrap();
+    assert_eq!(r["status"], "failed");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(reason.contains("bad.obj, line 2"), "{reason}");
+}
