@@ -28,7 +28,9 @@ fn main() {
         ),
         Some("quads") if args.len() >= 3 => quads(num(1) as u32, &args[2]),
         _ => {
-            eprintln!("usage: mesh_gen tet NX NY NZ CELL OUT.msh [binary] | beam | quads N OUT.ply");
+            eprintln!(
+                "usage: mesh_gen tet NX NY NZ CELL OUT.msh [binary] | beam | quads N OUT.ply"
+            );
             std::process::exit(2);
         }
     }
@@ -37,7 +39,14 @@ fn main() {
 /// The 6 Kuhn tetrahedra of a cube, as corner numbers (bit 0: +x, bit 1: +y, bit 2: +z).
 fn kuhn() -> Vec<[usize; 4]> {
     // Paths 0 -> 7 that add one axis at a time, in every order.
-    let orders = [[1, 2, 4], [1, 4, 2], [2, 1, 4], [2, 4, 1], [4, 1, 2], [4, 2, 1]];
+    let orders = [
+        [1, 2, 4],
+        [1, 4, 2],
+        [2, 1, 4],
+        [2, 4, 1],
+        [4, 1, 2],
+        [4, 2, 1],
+    ];
     orders
         .iter()
         .map(|o| {
@@ -48,7 +57,8 @@ fn kuhn() -> Vec<[usize; 4]> {
             let (p0, p1, p2, p3) = (v(t[0]), v(t[1]), v(t[2]), v(t[3]));
             let d = |p: [f64; 3]| [p[0] - p0[0], p[1] - p0[1], p[2] - p0[2]];
             let (e1, e2, e3) = (d(p1), d(p2), d(p3));
-            let det = e1[0] * (e2[1] * e3[2] - e2[2] * e3[1]) - e1[1] * (e2[0] * e3[2] - e2[2] * e3[0])
+            let det = e1[0] * (e2[1] * e3[2] - e2[2] * e3[1])
+                - e1[1] * (e2[0] * e3[2] - e2[2] * e3[0])
                 + e1[2] * (e2[0] * e3[1] - e2[1] * e3[0]);
             if det < 0.0 {
                 t.swap(2, 3);
@@ -134,7 +144,10 @@ fn tet_box(cells: [u32; 3], cell: f64, out: &str, binary: bool) {
     } else {
         w(&mut f, &format!("1 {m} 1 {m}\n3 1 4 {nt}\n"));
         for (e, t) in tets.iter().enumerate() {
-            w(&mut f, &format!("{} {} {} {} {}\n", e + 1, t[0], t[1], t[2], t[3]));
+            w(
+                &mut f,
+                &format!("{} {} {} {} {}\n", e + 1, t[0], t[1], t[2], t[3]),
+            );
         }
     }
     w(&mut f, "$EndElements\n");
@@ -164,7 +177,12 @@ fn quads(n: u32, out: &str) {
     for j in 0..n - 1 {
         for i in 0..n - 1 {
             f.write_all(&[4]).unwrap();
-            for v in [j * n + i, j * n + i + 1, (j + 1) * n + i + 1, (j + 1) * n + i] {
+            for v in [
+                j * n + i,
+                j * n + i + 1,
+                (j + 1) * n + i + 1,
+                (j + 1) * n + i,
+            ] {
                 f.write_all(&(v as i32).to_le_bytes()).unwrap();
             }
         }

@@ -236,15 +236,15 @@ impl BenchArgs {
             bench::CPU_SIZES.to_vec()
         };
         let mut workloads = match self.workload {
-                WorkloadArg::Cloth => vec![Workload::Cloth],
-                WorkloadArg::Coulomb => vec![Workload::Coulomb],
-                WorkloadArg::Ddef => vec![Workload::Ddef],
-                WorkloadArg::Worlds => vec![Workload::Worlds],
-                WorkloadArg::Mesh => vec![Workload::Mesh],
-                // `--mesh FILE` alone runs the mesh workload.
-                WorkloadArg::All if self.mesh.is_some() => vec![],
-                WorkloadArg::All => vec![Workload::Cloth, Workload::Coulomb],
-            };
+            WorkloadArg::Cloth => vec![Workload::Cloth],
+            WorkloadArg::Coulomb => vec![Workload::Coulomb],
+            WorkloadArg::Ddef => vec![Workload::Ddef],
+            WorkloadArg::Worlds => vec![Workload::Worlds],
+            WorkloadArg::Mesh => vec![Workload::Mesh],
+            // `--mesh FILE` alone runs the mesh workload.
+            WorkloadArg::All if self.mesh.is_some() => vec![],
+            WorkloadArg::All => vec![Workload::Cloth, Workload::Coulomb],
+        };
         // A mesh file given with another workload adds its row after that workload's.
         if self.mesh.is_some() && !workloads.contains(&Workload::Mesh) {
             workloads.push(Workload::Mesh);

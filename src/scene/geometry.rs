@@ -8,11 +8,7 @@ use crate::model::{mesh, Mesh};
 use glam::DVec3;
 use std::path::Path;
 
-pub(super) fn build_mesh(
-    m: &MeshSpec,
-    ctx: &Ctx,
-    base_dir: &Path,
-) -> Result<Mesh, SceneError> {
+pub(super) fn build_mesh(m: &MeshSpec, ctx: &Ctx, base_dir: &Path) -> Result<Mesh, SceneError> {
     let kind = m.kind;
     let used = kind.keys();
     let given = [
@@ -138,15 +134,7 @@ pub(super) fn build_mesh(
     for p in &mut mesh.positions {
         *p += shift;
     }
-    check_extent(
-        &mesh,
-        ctx,
-        if from_file {
-            "mesh.scale"
-        } else {
-            "mesh"
-        },
-    )?;
+    check_extent(&mesh, ctx, if from_file { "mesh.scale" } else { "mesh" })?;
     Ok(mesh)
 }
 
@@ -158,7 +146,10 @@ pub(super) fn embedded(
     if !path.starts_with("builtin:") {
         return Ok(None);
     }
-    match super::builtin::ASSETS.iter().find(|(name, _)| *name == path) {
+    match super::builtin::ASSETS
+        .iter()
+        .find(|(name, _)| *name == path)
+    {
         Some(&asset) => Ok(Some(asset)),
         None => Err(ctx.invalid(
             "mesh.path",

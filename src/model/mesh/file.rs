@@ -77,7 +77,10 @@ impl MeshFormat {
     /// The format the first bytes show, for the formats that have a signature.
     pub fn sniff(bytes: &[u8]) -> Option<Self> {
         let b = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF]).unwrap_or(bytes);
-        let start = b.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(b.len());
+        let start = b
+            .iter()
+            .position(|c| !c.is_ascii_whitespace())
+            .unwrap_or(b.len());
         let t = &b[start..];
         let head = |s: &str| t.len() >= s.len() && t[..s.len()].eq_ignore_ascii_case(s.as_bytes());
         if t.starts_with(b"ply") && t.get(3).is_some_and(|c| c.is_ascii_whitespace()) {
@@ -239,13 +242,15 @@ fn parse(bytes: &[u8], format: MeshFormat, options: &FileOptions) -> Result<Mesh
             Merge::Exact,
             scale,
         ),
-        MeshFormat::Ply => {
-            surface::build(ply::soup(bytes)?, options.polygons, Merge::Exact, scale)
-        }
+        MeshFormat::Ply => surface::build(ply::soup(bytes)?, options.polygons, Merge::Exact, scale),
         MeshFormat::Stl => {
             let soup = stl::parse(bytes)?;
             let tol = STL_MERGE_TOLERANCE * scale * diagonal(&soup.positions);
-            let merge = if tol > 0.0 { Merge::Within(tol) } else { Merge::Exact };
+            let merge = if tol > 0.0 {
+                Merge::Within(tol)
+            } else {
+                Merge::Exact
+            };
             surface::build(soup, Polygons::Triangulate, merge, scale)
         }
         MeshFormat::Gmsh => volume::build(gmsh::parse(bytes)?, scale),

@@ -94,21 +94,30 @@ impl<'a> Src<'a> {
             self.pos += 1;
         }
         let s = self.pos;
-        while self.b.get(self.pos).is_some_and(|c| !c.is_ascii_whitespace()) {
+        while self
+            .b
+            .get(self.pos)
+            .is_some_and(|c| !c.is_ascii_whitespace())
+        {
             self.pos += 1;
         }
         if s == self.pos {
-            return Err(fail(self.at(), format!("the file ends where {what} was expected (truncated file or wrong count)")));
+            return Err(fail(
+                self.at(),
+                format!("the file ends where {what} was expected (truncated file or wrong count)"),
+            ));
         }
         Ok(std::str::from_utf8(&self.b[s..self.pos]).unwrap_or("\u{FFFD}"))
     }
     fn ascii_int(&mut self, what: &str) -> Parsed<i64> {
         let w = self.word(what)?;
-        w.parse().map_err(|_| fail(self.at(), format!("{what}: `{w}` is not an integer")))
+        w.parse()
+            .map_err(|_| fail(self.at(), format!("{what}: `{w}` is not an integer")))
     }
     fn ascii_f64(&mut self, what: &str) -> Parsed<f64> {
         let w = self.word(what)?;
-        w.parse().map_err(|_| fail(self.at(), format!("{what}: `{w}` is not a number")))
+        w.parse()
+            .map_err(|_| fail(self.at(), format!("{what}: `{w}` is not a number")))
     }
     fn take(&mut self, n: usize, what: &str) -> Parsed<&'a [u8]> {
         match self.pos.checked_add(n).filter(|&e| e <= self.b.len()) {
@@ -117,7 +126,10 @@ impl<'a> Src<'a> {
                 self.pos = e;
                 Ok(s)
             }
-            None => Err(fail(self.at(), format!("the file ends inside {what} (truncated file or wrong count)"))),
+            None => Err(fail(
+                self.at(),
+                format!("the file ends inside {what} (truncated file or wrong count)"),
+            )),
         }
     }
     fn bin_int(&mut self, size: usize, what: &str) -> Parsed<i64> {
@@ -131,15 +143,27 @@ impl<'a> Src<'a> {
         }
         let v = u64::from_le_bytes(a);
         // Sign-extend 4-byte ints.
-        Ok(if size == 4 { v as u32 as i32 as i64 } else { v as i64 })
+        Ok(if size == 4 {
+            v as u32 as i32 as i64
+        } else {
+            v as i64
+        })
     }
     /// An int (4 bytes) in binary, a token in ASCII.
     fn int(&mut self, what: &str) -> Parsed<i64> {
-        if self.binary { self.bin_int(4, what) } else { self.ascii_int(what) }
+        if self.binary {
+            self.bin_int(4, what)
+        } else {
+            self.ascii_int(what)
+        }
     }
     /// A size_t in 4.1 binary, a token in ASCII.
     fn size(&mut self, what: &str) -> Parsed<i64> {
-        if self.binary { self.bin_int(self.size_t, what) } else { self.ascii_int(what) }
+        if self.binary {
+            self.bin_int(self.size_t, what)
+        } else {
+            self.ascii_int(what)
+        }
     }
     fn f64(&mut self, what: &str) -> Parsed<f64> {
         if !self.binary {
@@ -147,18 +171,31 @@ impl<'a> Src<'a> {
         }
         let s = self.take(8, what)?;
         let a = s.try_into().expect("8 bytes");
-        Ok(if self.big { f64::from_be_bytes(a) } else { f64::from_le_bytes(a) })
+        Ok(if self.big {
+            f64::from_be_bytes(a)
+        } else {
+            f64::from_le_bytes(a)
+        })
     }
     fn count(&mut self, v: i64, what: &str, min_bytes: u64) -> Parsed<usize> {
         if v < 0 {
             return Err(fail(self.at(), format!("{what}: negative count {v}")));
         }
-        capped(self.at(), what, v as u64, min_bytes, self.b.len() - self.pos)
+        capped(
+            self.at(),
+            what,
+            v as u64,
+            min_bytes,
+            self.b.len() - self.pos,
+        )
     }
     /// Skips to the line after `$End<name>`.
     fn skip_section(&mut self, name: &str) -> Parsed<()> {
         let end = format!("$End{name}");
-        match self.b[self.pos..].windows(end.len()).position(|w| w == end.as_bytes()) {
+        match self.b[self.pos..]
+            .windows(end.len())
+            .position(|w| w == end.as_bytes())
+        {
             Some(k) => {
                 let skipped = &self.b[self.pos..self.pos + k];
                 self.line_no += skipped.iter().filter(|&&c| c == b'\n').count();
@@ -173,7 +210,10 @@ impl<'a> Src<'a> {
         if w == word {
             Ok(())
         } else {
-            Err(fail(self.at(), format!("expected {word}, found `{w}` (wrong count?)")))
+            Err(fail(
+                self.at(),
+                format!("expected {word}, found `{w}` (wrong count?)"),
+            ))
         }
     }
 }
@@ -187,18 +227,33 @@ struct Out {
 }
 
 pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
-    let mut s = Src { b: bytes, pos: 0, binary: false, big: false, size_t: 8, line_no: 1 };
+    let mut s = Src {
+        b: bytes,
+        pos: 0,
+        binary: false,
+        big: false,
+        size_t: 8,
+        line_no: 1,
+    };
     s.expect("$MeshFormat")?;
     let version = s.word("the version")?;
     let v4 = match version {
         "4.1" => true,
         v if v.starts_with("2.") => false,
-        v => return Err(fail(s.at(), format!("MSH version {v}: versions 2.2 and 4.1 are read (save as 4.1 in Gmsh)"))),
+        v => {
+            return Err(fail(
+                s.at(),
+                format!("MSH version {v}: versions 2.2 and 4.1 are read (save as 4.1 in Gmsh)"),
+            ))
+        }
     };
     let file_type = s.ascii_int("the file type")?;
     let data_size = s.ascii_int("the data size")?;
     if data_size != 8 && !(v4 && data_size == 4) {
-        return Err(fail(s.at(), format!("data size {data_size}: only 8-byte doubles are read")));
+        return Err(fail(
+            s.at(),
+            format!("data size {data_size}: only 8-byte doubles are read"),
+        ));
     }
     s.size_t = data_size as usize;
     if file_type == 1 {
@@ -212,25 +267,43 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
         };
         s.binary = true;
     } else if file_type != 0 {
-        return Err(fail(s.at(), format!("file type {file_type}: 0 (ASCII) or 1 (binary)")));
+        return Err(fail(
+            s.at(),
+            format!("file type {file_type}: 0 (ASCII) or 1 (binary)"),
+        ));
     }
     let binary = s.binary;
     s.binary = false;
     s.expect("$EndMeshFormat")?;
-    let mut out = Out { tags: Vec::new(), tets: Vec::new(), refused: HashMap::new() };
+    let mut out = Out {
+        tags: Vec::new(),
+        tets: Vec::new(),
+        refused: HashMap::new(),
+    };
     loop {
         let Ok(w) = s.word("a section") else { break };
         let Some(name) = w.strip_prefix('$') else {
-            return Err(fail(s.at(), format!("expected a section such as $Nodes, found `{w}`")));
+            return Err(fail(
+                s.at(),
+                format!("expected a section such as $Nodes, found `{w}`"),
+            ));
         };
         match name {
             "Nodes" => {
-                if v4 { nodes4(&mut s, binary, &mut out)? } else { nodes2(&mut s, binary, &mut out)? }
+                if v4 {
+                    nodes4(&mut s, binary, &mut out)?
+                } else {
+                    nodes2(&mut s, binary, &mut out)?
+                }
                 s.binary = false;
                 s.expect("$EndNodes")?;
             }
             "Elements" => {
-                if v4 { elements4(&mut s, binary, &mut out)? } else { elements2(&mut s, binary, &mut out)? }
+                if v4 {
+                    elements4(&mut s, binary, &mut out)?
+                } else {
+                    elements2(&mut s, binary, &mut out)?
+                }
                 s.binary = false;
                 s.expect("$EndElements")?;
             }
@@ -334,7 +407,10 @@ fn nodes4(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<()> {
             super::text::finite(p, s.at(), &format!("node {tag}"))?;
             out.tags[first + j].1 = p;
             if parametric != 0 {
-                return Err(fail(s.at(), "parametric node coordinates are not read (save without them)"));
+                return Err(fail(
+                    s.at(),
+                    "parametric node coordinates are not read (save without them)",
+                ));
             }
         }
     }
@@ -389,7 +465,9 @@ fn finish(out: Out) -> Parsed<Tets> {
         let all: Vec<String> = {
             let mut r: Vec<_> = out.refused.iter().collect();
             r.sort();
-            r.iter().map(|(t, n)| format!("{n} {}", type_name(**t))).collect()
+            r.iter()
+                .map(|(t, n)| format!("{n} {}", type_name(**t)))
+                .collect()
         };
         let _ = (ty, n);
         return Err(fail(
@@ -407,7 +485,14 @@ fn finish(out: Out) -> Parsed<Tets> {
     let mut index: HashMap<i64, u32> = HashMap::with_capacity(n);
     for (k, (tag, _)) in out.tags.iter().enumerate() {
         if index.insert(*tag, k as u32).is_some() {
-            return Err(fail(At::Element { what: "node", index: k as u64, line: None }, format!("node tag {tag} appears twice")));
+            return Err(fail(
+                At::Element {
+                    what: "node",
+                    index: k as u64,
+                    line: None,
+                },
+                format!("node tag {tag} appears twice"),
+            ));
         }
     }
     let mut tets = Vec::with_capacity(out.tets.len());
@@ -417,7 +502,11 @@ fn finish(out: Out) -> Parsed<Tets> {
         for (slot, tag) in tet.iter_mut().zip(t) {
             *slot = *index.get(tag).ok_or_else(|| -> Fail {
                 fail(
-                    At::Element { what: "tetrahedron", index: k as u64, line: (*line > 0).then_some(*line as usize) },
+                    At::Element {
+                        what: "tetrahedron",
+                        index: k as u64,
+                        line: (*line > 0).then_some(*line as usize),
+                    },
                     format!("node tag {tag} is not in $Nodes"),
                 )
             })?;
@@ -427,5 +516,9 @@ fn finish(out: Out) -> Parsed<Tets> {
             lines.push(*line);
         }
     }
-    Ok(Tets { positions: out.tags.into_iter().map(|(_, p)| p).collect(), tets, lines })
+    Ok(Tets {
+        positions: out.tags.into_iter().map(|(_, p)| p).collect(),
+        tets,
+        lines,
+    })
 }

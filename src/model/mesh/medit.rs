@@ -54,8 +54,14 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
                         let nv = out.positions.len() as u64;
                         if v == 0 || v > nv || !have_vertices {
                             return Err(fail(
-                                At::Element { what: "tetrahedron", index: out.tets.len() as u64, line: Some(t.line) },
-                                format!("vertex {v} is out of range (vertices are numbered 1 to {nv})"),
+                                At::Element {
+                                    what: "tetrahedron",
+                                    index: out.tets.len() as u64,
+                                    line: Some(t.line),
+                                },
+                                format!(
+                                    "vertex {v} is out of range (vertices are numbered 1 to {nv})"
+                                ),
                             ));
                         }
                         *slot = (v - 1) as u32;
@@ -87,7 +93,9 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
                 None => {
                     return Err(fail(
                         At::Line(section_line),
-                        format!("unknown section `{w}` (its size is unknown, so it cannot be skipped)"),
+                        format!(
+                            "unknown section `{w}` (its size is unknown, so it cannot be skipped)"
+                        ),
                     ))
                 }
             },

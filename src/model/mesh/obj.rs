@@ -31,7 +31,11 @@ pub fn obj(path: &Path, scale: f64) -> Result<Mesh, MeshError> {
 /// The polygons and polylines of an OBJ text (without its byte-order mark).
 pub(super) fn parse(bytes: &[u8]) -> Parsed<Soup> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
-        let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
+        let line = bytes[..e.valid_up_to()]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+            + 1;
         fail(At::Line(line), "the file is not UTF-8 text")
     })?;
     let mut soup = Soup::new();
@@ -66,7 +70,10 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Soup> {
                         fail(at.clone(), format!("`v` has {k} coordinates, expected 3"))
                     })?;
                     *slot = w.parse().map_err(|_| {
-                        fail(at.clone(), format!("vertex coordinate `{w}` is not a number"))
+                        fail(
+                            at.clone(),
+                            format!("vertex coordinate `{w}` is not a number"),
+                        )
                     })?;
                 }
                 let p = DVec3::from_array(c);
@@ -77,9 +84,9 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Soup> {
                 poly.clear();
                 for w in words {
                     let first = w.split('/').next().unwrap_or("");
-                    let ix: i64 = first.parse().map_err(|_| {
-                        fail(at.clone(), format!("`{w}` is not a vertex index"))
-                    })?;
+                    let ix: i64 = first
+                        .parse()
+                        .map_err(|_| fail(at.clone(), format!("`{w}` is not a vertex index")))?;
                     let n = soup.positions.len() as i64;
                     let v = match ix {
                         0 => return Err(fail(at, "vertex index 0: OBJ indices start at 1")),

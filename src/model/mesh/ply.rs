@@ -110,7 +110,13 @@ impl Element {
     /// The fewest bytes one row can take: a row of a binary file holds every scalar and
     /// every list's count; an ASCII row at least one digit and a separator per value.
     fn min_row(&self, format: Format) -> u64 {
-        let size = |s: &Scalar| if format == Format::Ascii { 2 } else { s.size() as u64 };
+        let size = |s: &Scalar| {
+            if format == Format::Ascii {
+                2
+            } else {
+                s.size() as u64
+            }
+        };
         self.properties
             .iter()
             .map(|p| match p {
@@ -142,7 +148,8 @@ pub fn parse(bytes: &[u8]) -> Result<PlyData, Fail> {
             break;
         }
     }
-    let header = std::str::from_utf8(&bytes[..pos]).map_err(|_| fail(None, "the header is not UTF-8"))?;
+    let header =
+        std::str::from_utf8(&bytes[..pos]).map_err(|_| fail(None, "the header is not UTF-8"))?;
     let mut lines = header.lines();
     if lines.next().map(str::trim) != Some("ply") {
         return Err(fail(At::Line(1), "the file does not start with `ply`"));
@@ -186,9 +193,9 @@ pub fn parse(bytes: &[u8]) -> Result<PlyData, Fail> {
                 });
             }
             Some("property") => {
-                let el = elements
-                    .last_mut()
-                    .ok_or_else(|| fail(at.clone(), format!("property before any element: `{line}`")))?;
+                let el = elements.last_mut().ok_or_else(|| {
+                    fail(at.clone(), format!("property before any element: `{line}`"))
+                })?;
                 let bad = || fail(at.clone(), format!("bad property line `{line}`"));
                 let p = if t.get(1) == Some(&"list") {
                     match (
@@ -221,7 +228,13 @@ pub fn parse(bytes: &[u8]) -> Result<PlyData, Fail> {
     let mut seen_vertex = false;
     for el in &elements {
         // A count the rest of the file cannot hold is corrupt, and must not reserve memory.
-        let count = capped(r.at(), &format!("{} elements", el.name), el.count, el.min_row(format), r.left())?;
+        let count = capped(
+            r.at(),
+            &format!("{} elements", el.name),
+            el.count,
+            el.min_row(format),
+            r.left(),
+        )?;
         match el.name.as_str() {
             "vertex" if !seen_vertex => {
                 seen_vertex = true;
@@ -256,7 +269,16 @@ pub fn parse(bytes: &[u8]) -> Result<PlyData, Fail> {
     }
     let n = data.positions.len();
     let check = |what: &'static str, k: usize, v: u32| {
-        vertex_index(At::Element { what, index: k as u64, line: None }, what, v as i64, n)
+        vertex_index(
+            At::Element {
+                what,
+                index: k as u64,
+                line: None,
+            },
+            what,
+            v as i64,
+            n,
+        )
     };
     for (k, w) in data.starts.windows(2).enumerate() {
         for &v in &data.corners[w[0]..w[1]] {
@@ -332,12 +354,18 @@ fn read_faces(r: &mut Reader, el: &Element, count: usize, d: &mut PlyData) -> Pa
             }
             let n = r.count(*c)?;
             if n < 3 {
-                return Err(fail(r.element("face", f), format!("a face needs at least 3 vertices, got {n}")));
+                return Err(fail(
+                    r.element("face", f),
+                    format!("a face needs at least 3 vertices, got {n}"),
+                ));
             }
             for _ in 0..n {
                 let v = r.scalar(*i)?;
                 if !(v >= 0.0 && v <= f64::from(u32::MAX) && v.fract() == 0.0) {
-                    return Err(fail(r.element("face", f), format!("vertex index {v} is not a vertex")));
+                    return Err(fail(
+                        r.element("face", f),
+                        format!("vertex index {v} is not a vertex"),
+                    ));
                 }
                 d.corners.push(v as u32);
             }
@@ -350,7 +378,10 @@ fn read_faces(r: &mut Reader, el: &Element, count: usize, d: &mut PlyData) -> Pa
 
 fn read_edges(r: &mut Reader, el: &Element, count: usize, d: &mut PlyData) -> Parsed<()> {
     let (Some(a), Some(b)) = (el.scalar("vertex1"), el.scalar("vertex2")) else {
-        return Err(fail(None, "the edge element has no `vertex1` and `vertex2` properties"));
+        return Err(fail(
+            None,
+            "the edge element has no `vertex1` and `vertex2` properties",
+        ));
     };
     let mut row = vec![0.0; el.properties.len()];
     for e in 0..count {
@@ -363,7 +394,10 @@ fn read_edges(r: &mut Reader, el: &Element, count: usize, d: &mut PlyData) -> Pa
         let mut pair = [0u32; 2];
         for (slot, v) in pair.iter_mut().zip([row[a], row[b]]) {
             if !(v >= 0.0 && v <= f64::from(u32::MAX) && v.fract() == 0.0) {
-                return Err(fail(r.element("edge", e), format!("vertex index {v} is not a vertex")));
+                return Err(fail(
+                    r.element("edge", e),
+                    format!("vertex index {v} is not a vertex"),
+                ));
             }
             *slot = v as u32;
         }
@@ -400,7 +434,10 @@ impl Reader<'_> {
         self.bytes.len() - self.pos
     }
     fn truncated(&self) -> Fail {
-        fail(self.at(), "the file ends early (truncated file or wrong count in the header)")
+        fail(
+            self.at(),
+            "the file ends early (truncated file or wrong count in the header)",
+        )
     }
     fn take(&mut self, n: usize) -> Parsed<&[u8]> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.bytes.len());
@@ -422,10 +459,14 @@ impl Reader<'_> {
             return Err(if self.pos == self.bytes.len() {
                 self.truncated()
             } else {
-                fail(self.at(), "the row has fewer values than the header's properties")
+                fail(
+                    self.at(),
+                    "the row has fewer values than the header's properties",
+                )
             });
         }
-        std::str::from_utf8(&self.bytes[start..self.pos]).map_err(|_| fail(self.at(), "non-UTF-8 data"))
+        std::str::from_utf8(&self.bytes[start..self.pos])
+            .map_err(|_| fail(self.at(), "non-UTF-8 data"))
     }
     /// The end of a row: in ASCII, nothing but the line break (or the end of the file)
     /// may follow its last value; blank lines between rows are skipped.
@@ -460,7 +501,9 @@ impl Reader<'_> {
         if self.format == Format::Ascii {
             let t = self.token()?;
             let t = t.to_string();
-            return t.parse::<f64>().map_err(|_| fail(self.at(), format!("bad number `{t}`")));
+            return t
+                .parse::<f64>()
+                .map_err(|_| fail(self.at(), format!("bad number `{t}`")));
         }
         let le = self.format == Format::BinaryLe;
         let b = self.take(s.size())?;

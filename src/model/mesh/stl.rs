@@ -19,7 +19,10 @@ fn binary_count(bytes: &[u8]) -> u32 {
 
 pub(super) fn parse(bytes: &[u8]) -> Parsed<Soup> {
     let text = super::text::strip_bom(bytes)?;
-    let start = text.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(text.len());
+    let start = text
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(text.len());
     let ascii = text[start..].len() >= 5 && text[start..start + 5].eq_ignore_ascii_case(b"solid");
     if is_binary(bytes) || !ascii {
         binary(bytes)
@@ -97,7 +100,10 @@ fn ascii(text: &[u8]) -> Parsed<Soup> {
                 break;
             }
             if !w.eq_ignore_ascii_case("facet") {
-                return Err(fail(t.at(), format!("expected `facet` or `endsolid`, found `{w}`")));
+                return Err(fail(
+                    t.at(),
+                    format!("expected `facet` or `endsolid`, found `{w}`"),
+                ));
             }
             t.expect("normal")?;
             t.point("the normal").or_else(|e| {
@@ -124,7 +130,10 @@ fn ascii(text: &[u8]) -> Parsed<Soup> {
             }
             let w = t.word("`endloop`")?;
             if !w.eq_ignore_ascii_case("endloop") {
-                return Err(fail(t.at(), format!("expected `endloop` (a facet has 3 vertices), found `{w}`")));
+                return Err(fail(
+                    t.at(),
+                    format!("expected `endloop` (a facet has 3 vertices), found `{w}`"),
+                ));
             }
             t.expect("endfacet")?;
             soup.close_polygon();

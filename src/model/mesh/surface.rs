@@ -95,7 +95,10 @@ pub(super) fn build(soup: Soup, policy: Polygons, merge: Merge, scale: f64) -> P
         }
     }
     if out.is_empty() {
-        return Err(fail(None, "the file has no vertices used by a face or line"));
+        return Err(fail(
+            None,
+            "the file has no vertices used by a face or line",
+        ));
     }
     let mut edges = Vec::new();
     let mut faces = Vec::new();
@@ -103,7 +106,11 @@ pub(super) fn build(soup: Soup, policy: Polygons, merge: Merge, scale: f64) -> P
     let mut poly: Vec<u32> = Vec::new();
     for k in 0..starts.len() - 1 {
         poly.clear();
-        poly.extend(corners[starts[k]..starts[k + 1]].iter().map(|&v| particle[v as usize]));
+        poly.extend(
+            corners[starts[k]..starts[k + 1]]
+                .iter()
+                .map(|&v| particle[v as usize]),
+        );
         polygon_edges(&poly, policy, &mut edges);
         for i in 2..poly.len() {
             let f = [poly[0], poly[i - 1], poly[i]];

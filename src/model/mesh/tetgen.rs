@@ -10,9 +10,7 @@ use std::path::Path;
 pub(super) fn load(path: &Path, scale: f64) -> Parsed<Mesh> {
     let node = path.with_extension("node");
     let ele = path.with_extension("ele");
-    let read = |p: &Path| {
-        std::fs::read(p).map_err(|e| fail(None, format!("{}: {e}", p.display())))
-    };
+    let read = |p: &Path| std::fs::read(p).map_err(|e| fail(None, format!("{}: {e}", p.display())));
     let (nb, eb) = (read(&node)?, read(&ele)?);
     let named = |f: super::text::Fail, p: &Path| super::text::Fail {
         message: format!("{}: {}", p.display(), f.message),
@@ -29,7 +27,10 @@ fn nodes(bytes: &[u8]) -> Parsed<(Vec<glam::DVec3>, u64)> {
     let n = t.u64("the node count")?;
     let dim = t.u64("the dimension")?;
     if dim != 3 {
-        return Err(fail(t.at(), format!("dimension {dim}: only 3D nodes make tetrahedra")));
+        return Err(fail(
+            t.at(),
+            format!("dimension {dim}: only 3D nodes make tetrahedra"),
+        ));
     }
     let attrs = t.u64("the attribute count")?;
     let markers = t.u64("the boundary-marker flag")?;
@@ -41,11 +42,20 @@ fn nodes(bytes: &[u8]) -> Parsed<(Vec<glam::DVec3>, u64)> {
         let id = t.u64("a node number")?;
         if k == 0 {
             if id > 1 {
-                return Err(fail(t.at(), format!("the first node is numbered {id}: TetGen numbers from 0 or 1")));
+                return Err(fail(
+                    t.at(),
+                    format!("the first node is numbered {id}: TetGen numbers from 0 or 1"),
+                ));
             }
             first = id;
         } else if id != first + k as u64 {
-            return Err(fail(t.at(), format!("node number {id}, expected {} (nodes are numbered in order)", first + k as u64)));
+            return Err(fail(
+                t.at(),
+                format!(
+                    "node number {id}, expected {} (nodes are numbered in order)",
+                    first + k as u64
+                ),
+            ));
         }
         p.push(t.point(&format!("node {id}"))?);
         for _ in 0..attrs + markers.min(1) {
@@ -53,7 +63,10 @@ fn nodes(bytes: &[u8]) -> Parsed<(Vec<glam::DVec3>, u64)> {
         }
     }
     if let Some(w) = t.next() {
-        return Err(fail(t.at(), format!("`{w}` after the last of {n} nodes (wrong count)")));
+        return Err(fail(
+            t.at(),
+            format!("`{w}` after the last of {n} nodes (wrong count)"),
+        ));
     }
     Ok((p, first))
 }
@@ -65,8 +78,10 @@ fn elements(bytes: &[u8], positions: Vec<glam::DVec3>, first: u64) -> Parsed<Tet
     if per != 4 {
         return Err(fail(
             t.at(),
-            format!("{per} nodes per tetrahedron: only linear (4-node) tetrahedra are read; \
-                     {n} elements of {per} nodes refused"),
+            format!(
+                "{per} nodes per tetrahedron: only linear (4-node) tetrahedra are read; \
+                     {n} elements of {per} nodes refused"
+            ),
         ));
     }
     let attrs = t.u64("the attribute count")?;
@@ -84,8 +99,15 @@ fn elements(bytes: &[u8], positions: Vec<glam::DVec3>, first: u64) -> Parsed<Tet
             let v = t.u64("a node number")?;
             if v < first || v - first >= nodes {
                 return Err(fail(
-                    At::Element { what: "tetrahedron", index: k as u64, line: Some(t.line) },
-                    format!("node {v} is out of range (the .node file has nodes {first} to {})", first + nodes - 1),
+                    At::Element {
+                        what: "tetrahedron",
+                        index: k as u64,
+                        line: Some(t.line),
+                    },
+                    format!(
+                        "node {v} is out of range (the .node file has nodes {first} to {})",
+                        first + nodes - 1
+                    ),
                 ));
             }
             *slot = (v - first) as u32;
@@ -97,7 +119,10 @@ fn elements(bytes: &[u8], positions: Vec<glam::DVec3>, first: u64) -> Parsed<Tet
         out.lines.push(t.line as u32);
     }
     if let Some(w) = t.next() {
-        return Err(fail(t.at(), format!("`{w}` after the last of {n} tetrahedra (wrong count)")));
+        return Err(fail(
+            t.at(),
+            format!("`{w}` after the last of {n} tetrahedra (wrong count)"),
+        ));
     }
     Ok(out)
 }

@@ -110,7 +110,8 @@ impl<'a> Tokens<'a> {
         {
             self.pos += 1;
         }
-        (start < self.pos).then(|| std::str::from_utf8(&self.bytes[start..self.pos]).unwrap_or("\u{FFFD}"))
+        (start < self.pos)
+            .then(|| std::str::from_utf8(&self.bytes[start..self.pos]).unwrap_or("\u{FFFD}"))
     }
 
     /// The next token; the end of the text is a truncated file.

@@ -221,7 +221,17 @@ mod tests {
             1.0,
         )
         .unwrap_err();
-        assert!(matches!(e.at, Some(At::Element { index: 2, line: Some(5), .. })), "{e:?}");
+        assert!(
+            matches!(
+                e.at,
+                Some(At::Element {
+                    index: 2,
+                    line: Some(5),
+                    ..
+                })
+            ),
+            "{e:?}"
+        );
         assert!(e.message.contains("inverted"), "{e:?}");
         let flat = build(
             Tets {

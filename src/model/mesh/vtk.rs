@@ -11,7 +11,10 @@ use glam::DVec3;
 
 /// Cell types without volume (vertices, lines, polygons and their quadratic kinds).
 fn is_surface_cell(t: i64) -> bool {
-    matches!(t, 1..=9 | 21 | 22 | 23 | 28 | 30 | 34 | 35 | 36 | 68 | 69 | 70)
+    matches!(
+        t,
+        1..=9 | 21 | 22 | 23 | 28 | 30 | 34 | 35 | 36 | 68 | 69 | 70
+    )
 }
 
 fn cell_name(t: i64) -> String {
@@ -43,8 +46,15 @@ pub(super) fn cells(
         let (a, b) = (offsets[k], offsets[k + 1]);
         if !(0 <= a && a <= b && b as usize <= conn.len()) {
             return Err(fail(
-                At::Element { what: "cell", index: k as u64, line: None },
-                format!("its offsets {a}..{b} do not fit the {} connectivity entries", conn.len()),
+                At::Element {
+                    what: "cell",
+                    index: k as u64,
+                    line: None,
+                },
+                format!(
+                    "its offsets {a}..{b} do not fit the {} connectivity entries",
+                    conn.len()
+                ),
             ));
         }
         let nodes = &conn[a as usize..b as usize];
@@ -52,14 +62,22 @@ pub(super) fn cells(
             let mut t = [0u32; 4];
             if nodes.len() != 4 {
                 return Err(fail(
-                    At::Element { what: "cell", index: k as u64, line: None },
+                    At::Element {
+                        what: "cell",
+                        index: k as u64,
+                        line: None,
+                    },
                     format!("a tetrahedron with {} nodes", nodes.len()),
                 ));
             }
             for (slot, &v) in t.iter_mut().zip(nodes) {
                 if !(0..n).contains(&v) {
                     return Err(fail(
-                        At::Element { what: "tetrahedron", index: tets.len() as u64, line: None },
+                        At::Element {
+                            what: "tetrahedron",
+                            index: tets.len() as u64,
+                            line: None,
+                        },
                         format!("point {v} is out of range (the file has {n} points; cell {k})"),
                     ));
                 }
@@ -75,7 +93,10 @@ pub(super) fn cells(
     }
     if !refused.is_empty() {
         refused.sort();
-        let all: Vec<String> = refused.iter().map(|(t, c)| format!("{c} {}", cell_name(*t))).collect();
+        let all: Vec<String> = refused
+            .iter()
+            .map(|(t, c)| format!("{c} {}", cell_name(*t)))
+            .collect();
         return Err(fail(
             None,
             format!(
@@ -85,7 +106,11 @@ pub(super) fn cells(
             ),
         ));
     }
-    Ok(Tets { positions, tets, lines: Vec::new() })
+    Ok(Tets {
+        positions,
+        tets,
+        lines: Vec::new(),
+    })
 }
 
 struct Src<'a> {
@@ -113,8 +138,18 @@ impl Src<'_> {
         // The data starts after the keyword line's line break.
         self.t.skip_line();
         let start = self.t.pos + 1;
-        let mut r = super::text::Bytes { bytes: self.t.bytes, pos: start, big_endian: true };
-        capped(At::Byte(start as u64), what, n as u64, size as u64, r.left())?;
+        let mut r = super::text::Bytes {
+            bytes: self.t.bytes,
+            pos: start,
+            big_endian: true,
+        };
+        capped(
+            At::Byte(start as u64),
+            what,
+            n as u64,
+            size as u64,
+            r.left(),
+        )?;
         let mut v = Vec::with_capacity(n);
         for _ in 0..n {
             v.push(match ty {
@@ -153,7 +188,12 @@ impl Src<'_> {
 }
 
 pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
-    let nl = |from: usize| bytes[from..].iter().position(|&c| c == b'\n').map(|k| from + k + 1);
+    let nl = |from: usize| {
+        bytes[from..]
+            .iter()
+            .position(|&c| c == b'\n')
+            .map(|k| from + k + 1)
+    };
     // Line 1: `# vtk DataFile Version x.y`; line 2: a title; line 3: ASCII or BINARY.
     let l2 = nl(0).ok_or_else(|| fail(At::Line(1), "truncated header"))?;
     let l3 = nl(l2).ok_or_else(|| fail(At::Line(2), "truncated header"))?;
@@ -164,13 +204,21 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
     let binary = match mode.as_str() {
         "ASCII" => false,
         "BINARY" => true,
-        other => return Err(fail(t.at(), format!("expected ASCII or BINARY, found `{other}`"))),
+        other => {
+            return Err(fail(
+                t.at(),
+                format!("expected ASCII or BINARY, found `{other}`"),
+            ))
+        }
     };
     let mut s = Src { t, binary };
     s.t.expect("DATASET")?;
     let ds = s.t.word("the dataset type")?;
     if !ds.eq_ignore_ascii_case("UNSTRUCTURED_GRID") {
-        return Err(fail(s.t.at(), format!("dataset {ds}: only UNSTRUCTURED_GRID holds tetrahedra")));
+        return Err(fail(
+            s.t.at(),
+            format!("dataset {ds}: only UNSTRUCTURED_GRID holds tetrahedra"),
+        ));
     }
     let (mut points, mut conn, mut offsets, mut types) = (None, None, None, None);
     while let Some(w) = s.t.next() {
@@ -182,7 +230,15 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
                 let mut p = Vec::with_capacity(n);
                 for (k, c) in v.chunks_exact(3).enumerate() {
                     let x = DVec3::new(c[0], c[1], c[2]);
-                    super::text::finite(x, At::Element { what: "point", index: k as u64, line: None }, "the position")?;
+                    super::text::finite(
+                        x,
+                        At::Element {
+                            what: "point",
+                            index: k as u64,
+                            line: None,
+                        },
+                        "the position",
+                    )?;
                     p.push(x);
                 }
                 points = Some(p);
@@ -191,7 +247,10 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
                 let a = s.t.u64("the cell count")?;
                 let b = s.count("cell entries", 2)?;
                 let save = (s.t.pos, s.t.line);
-                if s.t.next().is_some_and(|w| w.eq_ignore_ascii_case("OFFSETS")) {
+                if s.t
+                    .next()
+                    .is_some_and(|w| w.eq_ignore_ascii_case("OFFSETS"))
+                {
                     // 5.1: OFFSETS then CONNECTIVITY arrays; `a` offsets, `b` entries.
                     let ty = s.t.word("the offsets type")?.to_string();
                     let a = capped(s.t.at(), "offsets", a, 2, s.t.left())?;
@@ -205,7 +264,12 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
                     let (mut c, mut o) = (Vec::with_capacity(b), vec![0i64]);
                     let mut i = 0;
                     for k in 0..a {
-                        let m = *list.get(i).ok_or_else(|| fail(None, format!("CELLS: cell {k} is past the {b} entries (wrong count)")))?;
+                        let m = *list.get(i).ok_or_else(|| {
+                            fail(
+                                None,
+                                format!("CELLS: cell {k} is past the {b} entries (wrong count)"),
+                            )
+                        })?;
                         let end = i + 1 + m.max(0) as usize;
                         if m < 0 || end > list.len() {
                             return Err(fail(None, format!("CELLS: cell {k} has {m} nodes, past the {b} entries (wrong count)")));
@@ -215,7 +279,10 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
                         i = end;
                     }
                     if i != list.len() {
-                        return Err(fail(None, format!("CELLS: {a} cells use {i} of the {b} entries (wrong count)")));
+                        return Err(fail(
+                            None,
+                            format!("CELLS: {a} cells use {i} of the {b} entries (wrong count)"),
+                        ));
                     }
                     conn = Some(c);
                     offsets = Some(o);
@@ -235,14 +302,26 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
                 }
             }
             "POINT_DATA" | "CELL_DATA" => break,
-            other => return Err(fail(s.t.at(), format!("unexpected `{other}` (POINTS, CELLS and CELL_TYPES are read)"))),
+            other => {
+                return Err(fail(
+                    s.t.at(),
+                    format!("unexpected `{other}` (POINTS, CELLS and CELL_TYPES are read)"),
+                ))
+            }
         }
     }
     let points = points.ok_or_else(|| fail(None, "no POINTS"))?;
     let (conn, offsets) = conn.zip(offsets).ok_or_else(|| fail(None, "no CELLS"))?;
     let types = types.ok_or_else(|| fail(None, "no CELL_TYPES"))?;
     if offsets.len() != types.len() + 1 {
-        return Err(fail(None, format!("{} cells but {} cell types (wrong count)", offsets.len().saturating_sub(1), types.len())));
+        return Err(fail(
+            None,
+            format!(
+                "{} cells but {} cell types (wrong count)",
+                offsets.len().saturating_sub(1),
+                types.len()
+            ),
+        ));
     }
     cells(points, &conn, &offsets, &types)
 }

@@ -34,8 +34,12 @@ fn tags(xml: &[u8]) -> Parsed<Vec<Tag<'_>>> {
     while let Some(k) = xml[i..].iter().position(|&c| c == b'<') {
         line += xml[i..i + k].iter().filter(|&&c| c == b'\n').count();
         i += k + 1;
-        let end = xml[i..].iter().position(|&c| c == b'>').ok_or_else(|| fail(At::Line(line), "an unclosed tag (truncated file)"))?;
-        let inner = std::str::from_utf8(&xml[i..i + end]).map_err(|_| fail(At::Line(line), "a tag is not UTF-8"))?;
+        let end = xml[i..]
+            .iter()
+            .position(|&c| c == b'>')
+            .ok_or_else(|| fail(At::Line(line), "an unclosed tag (truncated file)"))?;
+        let inner = std::str::from_utf8(&xml[i..i + end])
+            .map_err(|_| fail(At::Line(line), "a tag is not UTF-8"))?;
         line += inner.matches('\n').count();
         let start_body = i + end + 1;
         i = start_body;
@@ -43,7 +47,9 @@ fn tags(xml: &[u8]) -> Parsed<Vec<Tag<'_>>> {
             continue;
         }
         let inner = inner.trim_end_matches('/');
-        let name_end = inner.find(|c: char| c.is_whitespace()).unwrap_or(inner.len());
+        let name_end = inner
+            .find(|c: char| c.is_whitespace())
+            .unwrap_or(inner.len());
         let name = &inner[..name_end];
         let mut attrs = Vec::new();
         let mut rest = &inner[name_end..];
@@ -51,17 +57,34 @@ fn tags(xml: &[u8]) -> Parsed<Vec<Tag<'_>>> {
             let key = rest[..eq].trim();
             let after = rest[eq + 1..].trim_start();
             let q = after.chars().next().filter(|c| *c == '"' || *c == '\'');
-            let Some(q) = q else { return Err(fail(At::Line(line), format!("attribute {key} of <{name}> is not quoted"))) };
-            let close = after[1..].find(q).ok_or_else(|| fail(At::Line(line), format!("attribute {key} of <{name}> is not closed")))?;
+            let Some(q) = q else {
+                return Err(fail(
+                    At::Line(line),
+                    format!("attribute {key} of <{name}> is not quoted"),
+                ));
+            };
+            let close = after[1..].find(q).ok_or_else(|| {
+                fail(
+                    At::Line(line),
+                    format!("attribute {key} of <{name}> is not closed"),
+                )
+            })?;
             attrs.push((key, &after[1..1 + close]));
             rest = &after[close + 2..];
         }
         let mut body: &[u8] = &[];
         if name == "DataArray" && !inner.ends_with('/') {
-            let close = find(&xml[i..], b"</DataArray").ok_or_else(|| fail(At::Line(line), "<DataArray> is not closed (truncated file)"))?;
+            let close = find(&xml[i..], b"</DataArray").ok_or_else(|| {
+                fail(At::Line(line), "<DataArray> is not closed (truncated file)")
+            })?;
             body = &xml[i..i + close];
         }
-        out.push(Tag { name, attrs, body, line });
+        out.push(Tag {
+            name,
+            attrs,
+            body,
+            line,
+        });
         if name == "AppendedData" {
             break;
         }
@@ -133,7 +156,12 @@ impl File<'_> {
     /// The raw bytes of one array: its header (size, or compressed block table) and data.
     fn decode(&self, t: &Tag, base64_text: bool, bytes: &[u8]) -> Parsed<Vec<u8>> {
         let at = At::Line(t.line);
-        let bad = |m: &str| fail(at.clone(), format!("DataArray {}: {m}", t.attr("Name").unwrap_or("")));
+        let bad = |m: &str| {
+            fail(
+                at.clone(),
+                format!("DataArray {}: {m}", t.attr("Name").unwrap_or("")),
+            )
+        };
         let hw = if self.header64 { 8 } else { 4 };
         // In base64, the header is its own padded chunk: decode it first to learn its size.
         let whole: Cow<[u8]> = if base64_text {
@@ -142,10 +170,17 @@ impl File<'_> {
             Cow::Borrowed(bytes)
         };
         if !self.zlib {
-            let n = self.uint(&whole, 0).ok_or_else(|| bad("truncated header"))? as usize;
-            return whole.get(hw..hw + n).map(<[u8]>::to_vec).ok_or_else(|| bad("fewer bytes than its header says (truncated file)"));
+            let n = self
+                .uint(&whole, 0)
+                .ok_or_else(|| bad("truncated header"))? as usize;
+            return whole
+                .get(hw..hw + n)
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| bad("fewer bytes than its header says (truncated file)"));
         }
-        let blocks = self.uint(&whole, 0).ok_or_else(|| bad("truncated header"))? as usize;
+        let blocks = self
+            .uint(&whole, 0)
+            .ok_or_else(|| bad("truncated header"))? as usize;
         if blocks > whole.len() {
             return Err(bad("a corrupt block count"));
         }
@@ -153,8 +188,12 @@ impl File<'_> {
         let mut out = Vec::new();
         let mut pos = head;
         for k in 0..blocks {
-            let c = self.uint(&whole, 3 + k).ok_or_else(|| bad("truncated header"))? as usize;
-            let chunk = whole.get(pos..pos.saturating_add(c)).ok_or_else(|| bad("a compressed block past the end (truncated file)"))?;
+            let c = self
+                .uint(&whole, 3 + k)
+                .ok_or_else(|| bad("truncated header"))? as usize;
+            let chunk = whole
+                .get(pos..pos.saturating_add(c))
+                .ok_or_else(|| bad("a compressed block past the end (truncated file)"))?;
             flate2::read::ZlibDecoder::new(chunk)
                 .take(1 << 34)
                 .read_to_end(&mut out)
@@ -171,18 +210,38 @@ impl File<'_> {
         let ty = t.attr("type").unwrap_or("");
         let format = t.attr("format").unwrap_or("ascii");
         if format == "ascii" {
-            let text = std::str::from_utf8(t.body).map_err(|_| fail(at.clone(), "non-UTF-8 data"))?;
+            let text =
+                std::str::from_utf8(t.body).map_err(|_| fail(at.clone(), "non-UTF-8 data"))?;
             return text
                 .split_ascii_whitespace()
-                .map(|w| w.parse::<f64>().map_err(|_| fail(at.clone(), format!("DataArray {name}: `{w}` is not a number"))))
+                .map(|w| {
+                    w.parse::<f64>().map_err(|_| {
+                        fail(
+                            at.clone(),
+                            format!("DataArray {name}: `{w}` is not a number"),
+                        )
+                    })
+                })
                 .collect();
         }
         let raw = match format {
             "binary" => self.decode(t, true, t.body)?,
             "appended" => {
-                let (data, b64) = self.appended.ok_or_else(|| fail(at.clone(), "format=\"appended\" without <AppendedData>"))?;
-                let off: usize = t.attr("offset").and_then(|o| o.parse().ok()).ok_or_else(|| fail(at.clone(), "an appended DataArray without a valid offset"))?;
-                let rest = data.get(off..).ok_or_else(|| fail(at.clone(), format!("offset {off} past the appended data (truncated file)")))?;
+                let (data, b64) = self.appended.ok_or_else(|| {
+                    fail(at.clone(), "format=\"appended\" without <AppendedData>")
+                })?;
+                let off: usize =
+                    t.attr("offset")
+                        .and_then(|o| o.parse().ok())
+                        .ok_or_else(|| {
+                            fail(at.clone(), "an appended DataArray without a valid offset")
+                        })?;
+                let rest = data.get(off..).ok_or_else(|| {
+                    fail(
+                        at.clone(),
+                        format!("offset {off} past the appended data (truncated file)"),
+                    )
+                })?;
                 if b64 {
                     let end = rest.iter().position(|&c| c == b'<').unwrap_or(rest.len());
                     self.decode(t, true, &rest[..end])?
@@ -190,16 +249,30 @@ impl File<'_> {
                     self.decode(t, false, rest)?
                 }
             }
-            other => return Err(fail(at, format!("DataArray {name}: unknown format `{other}`"))),
+            other => {
+                return Err(fail(
+                    at,
+                    format!("DataArray {name}: unknown format `{other}`"),
+                ))
+            }
         };
         let size = match ty {
             "Int8" | "UInt8" => 1,
             "Int16" | "UInt16" => 2,
             "Int32" | "UInt32" | "Float32" => 4,
             "Int64" | "UInt64" | "Float64" => 8,
-            other => return Err(fail(at, format!("DataArray {name}: unknown type `{other}`"))),
+            other => {
+                return Err(fail(
+                    at,
+                    format!("DataArray {name}: unknown type `{other}`"),
+                ))
+            }
         };
-        let mut r = super::text::Bytes { bytes: &raw, pos: 0, big_endian: self.big };
+        let mut r = super::text::Bytes {
+            bytes: &raw,
+            pos: 0,
+            big_endian: self.big,
+        };
         let mut v = Vec::with_capacity(raw.len() / size);
         let what = "a value";
         while r.left() >= size {
@@ -223,13 +296,25 @@ impl File<'_> {
 pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
     let xml_end = find(bytes, b"<AppendedData").map_or(bytes.len(), |k| k);
     let tags = tags(&bytes[..bytes.len().min(xml_end + 4096)])?;
-    let root = tags.iter().find(|t| t.name == "VTKFile").ok_or_else(|| fail(None, "no <VTKFile> element"))?;
+    let root = tags
+        .iter()
+        .find(|t| t.name == "VTKFile")
+        .ok_or_else(|| fail(None, "no <VTKFile> element"))?;
     if root.attr("type") != Some("UnstructuredGrid") {
-        return Err(fail(At::Line(root.line), format!("VTKFile type {:?}: only UnstructuredGrid holds tetrahedra", root.attr("type").unwrap_or(""))));
+        return Err(fail(
+            At::Line(root.line),
+            format!(
+                "VTKFile type {:?}: only UnstructuredGrid holds tetrahedra",
+                root.attr("type").unwrap_or("")
+            ),
+        ));
     }
     let appended = tags.iter().find(|t| t.name == "AppendedData").map(|t| {
         let after = &bytes[xml_end..];
-        let start = after.iter().position(|&c| c == b'_').map_or(after.len(), |k| k + 1);
+        let start = after
+            .iter()
+            .position(|&c| c == b'_')
+            .map_or(after.len(), |k| k + 1);
         (&after[start..], t.attr("encoding") == Some("base64"))
     });
     let file = File {
@@ -238,13 +323,21 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
         zlib: match root.attr("compressor") {
             None | Some("") => false,
             Some("vtkZLibDataCompressor") => true,
-            Some(other) => return Err(fail(At::Line(root.line), format!("compressor {other}: only zlib (vtkZLibDataCompressor) is read"))),
+            Some(other) => {
+                return Err(fail(
+                    At::Line(root.line),
+                    format!("compressor {other}: only zlib (vtkZLibDataCompressor) is read"),
+                ))
+            }
         },
         appended,
     };
     let pieces = tags.iter().filter(|t| t.name == "Piece").count();
     if pieces != 1 {
-        return Err(fail(None, format!("{pieces} <Piece> elements: one is read")));
+        return Err(fail(
+            None,
+            format!("{pieces} <Piece> elements: one is read"),
+        ));
     }
     // The DataArrays under <Points> and <Cells>, by the section they follow.
     let mut section = "";
@@ -265,15 +358,31 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
     fn need<'t, 'a>(t: Option<&'t Tag<'a>>, what: &str) -> Parsed<&'t Tag<'a>> {
         t.ok_or_else(|| fail(None, format!("no {what} DataArray")))
     }
-    let (pt, ct, ot, tt) = (need(points, "Points")?, need(conn, "connectivity")?, need(offsets, "offsets")?, need(types, "types")?);
+    let (pt, ct, ot, tt) = (
+        need(points, "Points")?,
+        need(conn, "connectivity")?,
+        need(offsets, "offsets")?,
+        need(types, "types")?,
+    );
     let p = file.values(pt)?;
     if p.len() % 3 != 0 {
-        return Err(fail(At::Line(pt.line), format!("{} point coordinates, not a multiple of 3", p.len())));
+        return Err(fail(
+            At::Line(pt.line),
+            format!("{} point coordinates, not a multiple of 3", p.len()),
+        ));
     }
     let mut positions = Vec::with_capacity(p.len() / 3);
     for (k, c) in p.chunks_exact(3).enumerate() {
         let x = DVec3::new(c[0], c[1], c[2]);
-        super::text::finite(x, At::Element { what: "point", index: k as u64, line: None }, "the position")?;
+        super::text::finite(
+            x,
+            At::Element {
+                what: "point",
+                index: k as u64,
+                line: None,
+            },
+            "the position",
+        )?;
         positions.push(x);
     }
     let ints = |t: &Tag| -> Parsed<Vec<i64>> {
@@ -281,7 +390,14 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
     };
     let (c, o, ty) = (ints(ct)?, ints(ot)?, ints(tt)?);
     if o.len() != ty.len() {
-        return Err(fail(At::Line(ot.line), format!("{} offsets but {} cell types (wrong count)", o.len(), ty.len())));
+        return Err(fail(
+            At::Line(ot.line),
+            format!(
+                "{} offsets but {} cell types (wrong count)",
+                o.len(),
+                ty.len()
+            ),
+        ));
     }
     // VTU offsets are the ends of the cells.
     let mut starts = Vec::with_capacity(o.len() + 1);
