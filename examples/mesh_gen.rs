@@ -7,6 +7,7 @@
 //! cargo run --release --example mesh_gen -- tet NX NY NZ CELL OUT.msh [binary]
 //! cargo run --release --example mesh_gen -- beam              # assets/meshes/beam.msh
 //! cargo run --release --example mesh_gen -- quads N OUT.ply   # N x N vertices
+//! cargo run --release --example mesh_gen -- load FILE          # time loading a mesh file
 //! ```
 //!
 //! Each cube (i, j, k) of side CELL is split into the 6 tetrahedra around its diagonal
@@ -27,6 +28,7 @@ fn main() {
             args.get(6).is_some_and(|a| a == "binary"),
         ),
         Some("quads") if args.len() >= 3 => quads(num(1) as u32, &args[2]),
+        Some("load") if args.len() >= 2 => load(&args[1]),
         _ => {
             eprintln!(
                 "usage: mesh_gen tet NX NY NZ CELL OUT.msh [binary] | beam | quads N OUT.ply"
@@ -188,4 +190,24 @@ fn quads(n: u32, out: &str) {
         }
     }
     eprintln!("{out}: {} vertices, {faces} quads", n * n);
+}
+
+/// Loads a mesh file as `mesh.kind` would (format by extension) and reports its size and
+/// the wall time; run under `/usr/bin/time -v` for the peak memory.
+fn load(path: &str) {
+    let start = std::time::Instant::now();
+    let options = msc::model::mesh::FileOptions::default();
+    match msc::model::mesh::load_file(std::path::Path::new(path), None, &options) {
+        Ok(m) => println!(
+            "{path}: {} particles, {} springs, {} triangles in {:.3} s",
+            m.positions.len(),
+            m.edges.len(),
+            m.faces.len(),
+            start.elapsed().as_secs_f64()
+        ),
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    }
 }
