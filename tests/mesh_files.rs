@@ -4,8 +4,8 @@
 //! bench workload. Bad files are in tests/bad_meshes.rs.
 
 use glam::DVec3;
-use msc::model::mesh::{self, At, FileOptions, MeshFormat, Polygons};
-use msc::model::{Mesh, MeshError};
+use msc::model::mesh::{self, FileOptions, MeshFormat, Polygons};
+use msc::model::Mesh;
 use std::path::{Path, PathBuf};
 
 fn data(name: &str) -> PathBuf {

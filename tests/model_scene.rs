@@ -985,7 +985,7 @@ fn obj_scene_is_relative_to_the_file_and_centred() {
     // Four sides and both diagonals (mesh.polygons = "both_diagonals", the default).
     assert_eq!(s.system.springs().len(), 6);
     assert_eq!(s.system.faces().len(), 2);
-    let fan = f.load(text, &["mesh.polygons=triangulate".into()]).unwrap();
+    let fan = f.load(text, &["mesh.polygons=triangulate"]).unwrap();
     assert_eq!(fan.system.springs().len(), 5);
     let lo = s
         .system

@@ -280,8 +280,7 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
         tets: Vec::new(),
         refused: HashMap::new(),
     };
-    loop {
-        let Ok(w) = s.word("a section") else { break };
+    while let Ok(w) = s.word("a section") {
         let Some(name) = w.strip_prefix('$') else {
             return Err(fail(
                 s.at(),
@@ -367,8 +366,8 @@ fn elements2(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<()> {
             let mut t = [0i64; 4];
             for k in 0..nodes {
                 let v = s.int("a node tag")?;
-                if k < 4 {
-                    t[k] = v;
+                if let Some(slot) = t.get_mut(k) {
+                    *slot = v;
                 }
             }
             add(out, ty, dim, t, line);
@@ -442,8 +441,8 @@ fn elements4(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<()> {
             let mut t = [0i64; 4];
             for j in 0..nodes {
                 let v = s.size("a node tag")?;
-                if j < 4 {
-                    t[j] = v;
+                if let Some(slot) = t.get_mut(j) {
+                    *slot = v;
                 }
             }
             add(out, ty, dim, t, if binary { 0 } else { line });

@@ -57,7 +57,9 @@ pub(super) fn build(t: Tets, scale: f64) -> Parsed<Mesh> {
     let mut first = [None::<usize>; 2];
     for (k, &tet) in tets.iter().enumerate() {
         let (v6, lmax) = signed_volume6(&positions, tet);
-        if !(v6.abs() > DEGENERATE * lmax.powi(3)) || tet_repeats(tet) {
+        // NaN compares false: a non-finite volume is degenerate too.
+        let has_volume = v6.abs() > DEGENERATE * lmax.powi(3);
+        if !has_volume || tet_repeats(tet) {
             return Err(fail(
                 at(k),
                 format!(
