@@ -102,13 +102,13 @@ fn bad_ply_files() {
         "nan.ply",
         format!("{PLY_HEAD}0 0 0\n1 nan 0\n0 1 0\n3 0 1 2\n").as_bytes(),
         ply,
-        &["vertex 1", "line 11", "not finite"],
+        &["vertex 1", "line 11", "non-finite"],
     );
     says(
         "inf.ply",
         format!("{PLY_HEAD}0 0 0\n1 0 -inf\n0 1 0\n3 0 1 2\n").as_bytes(),
         ply,
-        &["vertex 1", "not finite"],
+        &["vertex 1", "non-finite"],
     );
     // Wrong counts: a vertex row with an extra value, a missing row, rows left over.
     says(

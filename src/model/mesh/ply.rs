@@ -317,7 +317,7 @@ fn read_vertices(r: &mut Reader, el: &Element, count: usize, d: &mut PlyData) ->
         if !x.is_finite() {
             return Err(fail(
                 r.element("vertex", v),
-                format!("the position ({}, {}, {}) is not finite", x.x, x.y, x.z),
+                format!("a non-finite position ({}, {}, {})", x.x, x.y, x.z),
             ));
         }
         r.end_row("vertex")?;
