@@ -278,11 +278,11 @@ fn write_obj(dir: &std::path::Path, name: &str, text: &str) -> std::path::PathBu
 
 fn obj_error(r: Result<Mesh, MeshError>, needle: &str) {
     match r {
-        Err(e @ MeshError::Obj { .. }) => {
+        Err(e @ MeshError::File { .. }) => {
             let s = e.to_string();
             assert!(s.contains(needle), "'{s}' does not mention '{needle}'");
         }
-        other => panic!("expected MeshError::Obj, got {other:?}"),
+        other => panic!("expected MeshError::File, got {other:?}"),
     }
 }
 
@@ -303,7 +303,9 @@ fn obj_two_triangles_and_quad() {
     for p in [&tris, &quad] {
         let m = mesh::obj(p, 2.0).unwrap();
         assert_eq!(m.positions.len(), 4);
-        assert_eq!(m.edges.len(), 5, "{}", p.display());
+        // The quad gets both diagonals (mesh.polygons = "both_diagonals", the default).
+        let edges = if p == &quad { 6 } else { 5 };
+        assert_eq!(m.edges.len(), edges, "{}", p.display());
         assert_eq!(m.faces.len(), 2);
         check_topology(&m, true);
         let max = m
@@ -324,7 +326,7 @@ fn obj_two_triangles_and_quad() {
     check_topology(&m, true);
     // Negative (relative) indices.
     let rel = write_obj(dir.path(), "rel.obj", &format!("{square}f -4 -3 -2 -1\n"));
-    assert_eq!(mesh::obj(&rel, 1.0).unwrap().edges.len(), 5);
+    assert_eq!(mesh::obj(&rel, 1.0).unwrap().edges.len(), 6);
 }
 
 #[test]
@@ -963,7 +965,7 @@ fn mesh_errors_name_the_key() {
     let text = "[mesh]\nkind = \"obj\"\npath = \"no_such_mesh.obj\"\n[integrator]\nsteps = 1\n";
     let e = f.err(text, &[]);
     assert!(
-        matches!(&e, SceneError::Mesh { source, .. } if matches!(**source, MeshError::Obj { .. })),
+        matches!(&e, SceneError::Mesh { source, .. } if matches!(**source, MeshError::File { .. })),
         "{e:?}"
     );
     assert_at(&e, "mesh.path", Some(3));
@@ -980,8 +982,11 @@ fn obj_scene_is_relative_to_the_file_and_centred() {
     let text = "[mesh]\nkind = \"obj\"\npath = \"quad.obj\"\nscale = 0.5\ncenter = [0, 0, 3]\n[integrator]\nsteps = 1\n";
     let s = f.load(text, &[]).unwrap();
     assert_eq!(s.system.len(), 4);
-    assert_eq!(s.system.springs().len(), 5);
+    // Four sides and both diagonals (mesh.polygons = "both_diagonals", the default).
+    assert_eq!(s.system.springs().len(), 6);
     assert_eq!(s.system.faces().len(), 2);
+    let fan = f.load(text, &["mesh.polygons=triangulate"]).unwrap();
+    assert_eq!(fan.system.springs().len(), 5);
     let lo = s
         .system
         .positions()

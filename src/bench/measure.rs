@@ -39,9 +39,17 @@ pub(super) fn measure(
         return finish(rec, result);
     }
     stage("building")?;
-    let built = match (workload, rec.ddef_samples) {
-        (Workload::Cloth, _) => workload::cloth(n, opts.sweeps, opts.charged_fraction),
-        (Workload::Ddef, Some(m)) => workload::ddef(n, m, opts.ddef_rebuild_every),
+    let built = match (workload, rec.ddef_samples, &opts.mesh) {
+        (Workload::Mesh, _, Some(path)) => {
+            rec.mesh = Some(path.display().to_string());
+            workload::mesh_file(path, opts.sweeps, opts.charged_fraction).map(|(b, s)| {
+                rec.mesh_load_seconds = Some(s);
+                b
+            })
+        }
+        (Workload::Mesh, _, None) => Err(workload::WorkloadError::NoMeshFile),
+        (Workload::Cloth, ..) => workload::cloth(n, opts.sweeps, opts.charged_fraction),
+        (Workload::Ddef, Some(m), _) => workload::ddef(n, m, opts.ddef_rebuild_every),
         _ => workload::coulomb(n),
     };
     let built = match built {
@@ -61,7 +69,7 @@ pub(super) fn measure(
     if workload != Workload::Ddef {
         rec.coulomb_interactions_per_eval = (rec.charged as u64).pow(2);
     }
-    if workload == Workload::Cloth && opts.backend == Backend::Gpu {
+    if matches!(workload, Workload::Cloth | Workload::Mesh) && opts.backend == Backend::Gpu {
         let b = bytes::jacobi_sweep_bytes(system.len(), system.springs(), system.pinned());
         rec.jacobi_sweep_bytes = Some(b.compulsory);
         rec.jacobi_sweep_bytes_issued = Some(b.issued);
@@ -230,7 +238,7 @@ fn measure_cpu(
     let samples = timing::time_blocking(&mut sim, opts.steps, opts.repeats)?;
     timing::fill(rec, &samples, opts.steps);
     rec.threads = Some(rayon::current_num_threads());
-    if rec.workload == Workload::Cloth {
+    if matches!(rec.workload, Workload::Cloth | Workload::Mesh) {
         stage("sweeps")?;
         rec.jacobi_sweep_ms = Some(cpu_sweep_seconds(&sim, opts.sweeps) * 1e3);
     }

@@ -106,6 +106,8 @@ pub struct BenchOptions {
     pub ddef_rebuild_every: u32,
     /// Worlds workload: the world counts W, run in increasing order.
     pub worlds: Vec<usize>,
+    /// Mesh workload: the mesh file.
+    pub mesh: Option<std::path::PathBuf>,
 }
 
 impl Default for BenchOptions {
@@ -127,6 +129,7 @@ impl Default for BenchOptions {
             ddef_samples: DDEF_SAMPLES.to_vec(),
             ddef_rebuild_every: 1,
             worlds: DEFAULT_WORLDS.to_vec(),
+            mesh: None,
         }
     }
 }
@@ -190,6 +193,8 @@ pub fn run(
                 .iter()
                 .flat_map(|&s| counts.iter().map(move |&w| (w, None, Some(s))))
                 .collect(),
+            // One row: the file is the size.
+            Workload::Mesh => vec![(0, None, None)],
             _ => sizes.iter().map(|&n| (n, None, None)).collect(),
         };
         let last = cases.iter().map(|c| c.0).max().unwrap_or(0);

@@ -43,6 +43,9 @@ pub struct Record {
     pub n: usize,
     /// Cloth: vertices along x and y.
     pub grid: Option<[u32; 2]>,
+    /// Mesh workload: the file, and the seconds reading it into a mesh took.
+    pub mesh: Option<String>,
+    pub mesh_load_seconds: Option<f64>,
     pub springs: usize,
     pub charged: usize,
     pub integrator: &'static str,
@@ -177,18 +180,20 @@ impl Record {
             n_requested: n,
             n,
             grid: None,
+            mesh: None,
+            mesh_load_seconds: None,
             springs: 0,
             charged: 0,
             integrator: match workload {
-                Workload::Cloth | Workload::Worlds => "imex",
+                Workload::Cloth | Workload::Worlds | Workload::Mesh => "imex",
                 Workload::Coulomb | Workload::Ddef => "symplectic_euler",
             },
             solver: match workload {
-                Workload::Cloth | Workload::Worlds => Some("jacobi"),
+                Workload::Cloth | Workload::Worlds | Workload::Mesh => Some("jacobi"),
                 Workload::Coulomb | Workload::Ddef => None,
             },
             sweeps: match workload {
-                Workload::Cloth | Workload::Worlds => Some(opts.sweeps),
+                Workload::Cloth | Workload::Worlds | Workload::Mesh => Some(opts.sweeps),
                 Workload::Coulomb | Workload::Ddef => None,
             },
             steps: opts.steps,

@@ -22,6 +22,9 @@ pub enum Workload {
     /// W small worlds ([`WorldScene`]) with varied parameters, stepped as one GPU batch and
     /// one after another: one row per world scene and W.
     Worlds,
+    /// A mesh file (`--mesh FILE`, any format `mesh.kind` reads) with the cloth's material
+    /// and solver settings: one row, with the time the file took to load.
+    Mesh,
 }
 
 impl Workload {
@@ -31,6 +34,7 @@ impl Workload {
             Self::Coulomb => "coulomb",
             Self::Ddef => "ddef",
             Self::Worlds => "worlds",
+            Self::Mesh => "mesh",
         }
     }
 }
@@ -81,6 +85,10 @@ pub enum WorkloadError {
         #[source]
         source: mesh::MeshError,
     },
+    #[error("{0}")]
+    MeshFile(mesh::MeshError),
+    #[error("the mesh workload needs a file (--mesh FILE)")]
+    NoMeshFile,
     #[error("the built-in torus scene: {0}")]
     Scene(String),
     #[error("size {n}: {source}")]
@@ -141,6 +149,42 @@ pub fn cloth(n: usize, sweeps: u32, charged_fraction: f64) -> Result<Built, Work
     let m = mesh::grid([CLOTH_SIZE, CLOTH_SIZE], [nx, ny], true, false)
         .map_err(|source| WorkloadError::Mesh { n, source })?;
     let count = m.positions.len();
+    let mut pinned = vec![false; count];
+    let top = (ny as usize - 1) * nx as usize;
+    pinned[top] = true;
+    pinned[top + nx as usize - 1] = true;
+    let mut built = cloth_material(m, pinned, sweeps, charged_fraction)
+        .map_err(|source| WorkloadError::Model { n, source })?;
+    built.grid = Some([nx, ny]);
+    Ok(built)
+}
+
+/// The mesh workload: the file at `path` (format by extension, as [`mesh::load_file`]
+/// reads it) with the cloth's material, unpinned; and the seconds loading it took.
+pub fn mesh_file(
+    path: &std::path::Path,
+    sweeps: u32,
+    charged_fraction: f64,
+) -> Result<(Built, f64), WorkloadError> {
+    let start = std::time::Instant::now();
+    let m = mesh::load_file(path, None, &mesh::FileOptions::default())
+        .map_err(WorkloadError::MeshFile)?;
+    let seconds = start.elapsed().as_secs_f64();
+    let n = m.positions.len();
+    let pinned = vec![false; n];
+    let built = cloth_material(m, pinned, sweeps, charged_fraction)
+        .map_err(|source| WorkloadError::Model { n, source })?;
+    Ok((built, seconds))
+}
+
+/// A mesh with the cloth workload's springs, masses, charges and IMEX + Jacobi settings.
+fn cloth_material(
+    m: mesh::Mesh,
+    pinned: Vec<bool>,
+    sweeps: u32,
+    charged_fraction: f64,
+) -> Result<Built, ModelError> {
+    let count = m.positions.len();
     let springs = m
         .edges
         .iter()
@@ -161,10 +205,6 @@ pub fn cloth(n: usize, sweeps: u32, charged_fraction: f64) -> Result<Built, Work
     } else {
         0.0
     };
-    let mut pinned = vec![false; count];
-    let top = (ny as usize - 1) * nx as usize;
-    pinned[top] = true;
-    pinned[top + nx as usize - 1] = true;
     let system = System::new(SystemDesc {
         positions: m.positions,
         masses: vec![CLOTH_MASS / count as f64; count],
@@ -173,8 +213,7 @@ pub fn cloth(n: usize, sweeps: u32, charged_fraction: f64) -> Result<Built, Work
         springs,
         faces: m.faces,
         ..Default::default()
-    })
-    .map_err(|source| WorkloadError::Model { n, source })?;
+    })?;
     let config = Config {
         integrator: Integrator::Imex,
         dt: CLOTH_DT,
@@ -195,7 +234,7 @@ pub fn cloth(n: usize, sweeps: u32, charged_fraction: f64) -> Result<Built, Work
     Ok(Built {
         system,
         config,
-        grid: Some([nx, ny]),
+        grid: None,
     })
 }
 

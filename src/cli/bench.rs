@@ -23,7 +23,10 @@ pub enum WorkloadArg {
     /// world, stepped as one GPU batch and one after another: world-steps per second of
     /// both and their ratio, one row per world scene and --worlds W
     Worlds,
-    /// Cloth, then Coulomb (DDEF and worlds only when asked for)
+    /// A mesh file (--mesh FILE) with the cloth's material and solver settings, unpinned:
+    /// one row, with the seconds the file took to load
+    Mesh,
+    /// Cloth, then Coulomb (DDEF, worlds and mesh only when asked for)
     All,
 }
 
@@ -120,6 +123,11 @@ pub struct BenchArgs {
             turn, one after another, each on its own solver on the same device"
     )]
     pub worlds: Vec<usize>,
+    /// Mesh workload: the mesh file (.obj, .ply, .stl, or tetrahedra: .msh, .vtk, .vtu,
+    /// .node/.ele, .mesh); given alone it runs the mesh workload, given with --workload W
+    /// it adds a mesh row after W's
+    #[arg(long, value_name = "FILE", required_if_eq("workload", "mesh"))]
+    pub mesh: Option<PathBuf>,
     /// Also write the JSON lines to FILE (atomically, when the benchmark ends)
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -227,14 +235,22 @@ impl BenchArgs {
         } else {
             bench::CPU_SIZES.to_vec()
         };
+        let mut workloads = match self.workload {
+            WorkloadArg::Cloth => vec![Workload::Cloth],
+            WorkloadArg::Coulomb => vec![Workload::Coulomb],
+            WorkloadArg::Ddef => vec![Workload::Ddef],
+            WorkloadArg::Worlds => vec![Workload::Worlds],
+            WorkloadArg::Mesh => vec![Workload::Mesh],
+            // `--mesh FILE` alone runs the mesh workload.
+            WorkloadArg::All if self.mesh.is_some() => vec![],
+            WorkloadArg::All => vec![Workload::Cloth, Workload::Coulomb],
+        };
+        // A mesh file given with another workload adds its row after that workload's.
+        if self.mesh.is_some() && !workloads.contains(&Workload::Mesh) {
+            workloads.push(Workload::Mesh);
+        }
         BenchOptions {
-            workloads: match self.workload {
-                WorkloadArg::Cloth => vec![Workload::Cloth],
-                WorkloadArg::Coulomb => vec![Workload::Coulomb],
-                WorkloadArg::Ddef => vec![Workload::Ddef],
-                WorkloadArg::Worlds => vec![Workload::Worlds],
-                WorkloadArg::All => vec![Workload::Cloth, Workload::Coulomb],
-            },
+            workloads,
             sizes,
             sweeps: self.sweeps,
             steps: self.steps,
@@ -250,6 +266,7 @@ impl BenchArgs {
             ddef_samples: self.samples.clone(),
             ddef_rebuild_every: self.rebuild_every,
             worlds: self.worlds.clone(),
+            mesh: self.mesh.clone(),
         }
     }
 }

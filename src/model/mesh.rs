@@ -1,13 +1,28 @@
 //! Meshes to springs: the [`Mesh`] type, its errors, its sizes computed from the
 //! parameters before it is built, and the checks and edge merging every builder shares.
 //! Every mesh edge becomes one spring; edges shared by several faces are merged so each
-//! appears once. The builders: procedural shapes in `procedural`, OBJ import in `obj`.
+//! appears once. The builders: procedural shapes in `procedural`; mesh files in `file`
+//! (surface formats through `surface`, tetrahedral ones through `volume`).
 
+mod file;
+mod gmsh;
+mod medit;
 mod obj;
+pub mod ply;
 mod procedural;
+mod stl;
+mod surface;
+mod tetgen;
+mod text;
+mod volume;
+mod vtk;
+mod vtu;
 
+pub use file::{load_bytes, load_file, At, FileOptions, MeshFormat, STL_MERGE_TOLERANCE};
 pub use obj::obj;
 pub use procedural::{grid, icosphere, lattice, torus};
+pub use surface::Polygons;
+pub use text::Fail;
 
 use crate::model::System;
 use glam::DVec3;
@@ -28,8 +43,15 @@ pub enum MeshError {
         param: &'static str,
         message: String,
     },
-    #[error("cannot read OBJ file {path}: {message}")]
-    Obj { path: String, message: String },
+    /// A mesh file that cannot be read or is malformed: the format, the file, where in it
+    /// (a line of a text file, an element of a binary one) and what is wrong.
+    #[error("cannot read {} file {path}{}: {message}", format.name(), at.as_ref().map(|a| format!(", {a}")).unwrap_or_default())]
+    File {
+        format: MeshFormat,
+        path: String,
+        at: Option<At>,
+        message: String,
+    },
     /// An allocation for the mesh failed: the mesh does not fit in memory.
     #[error("cannot allocate {bytes} bytes for the mesh's {what}: it does not fit in memory")]
     OutOfMemory {

@@ -2,6 +2,7 @@
 //! PLY from elsewhere (ASCII, binary little- or big-endian), for `msc fit` targets and
 //! `msc render`. One reader, so every consumer accepts the same files.
 
+use crate::model::mesh::ply;
 use glam::DVec3;
 use std::path::{Path, PathBuf};
 
@@ -46,326 +47,21 @@ pub fn read_ply(path: &Path) -> Result<PlyFrame, PlyReadError> {
     })
 }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Format {
-    Ascii,
-    BinaryLe,
-    BinaryBe,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Scalar {
-    I8,
-    U8,
-    I16,
-    U16,
-    I32,
-    U32,
-    F32,
-    F64,
-}
-
-impl Scalar {
-    fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "char" | "int8" => Self::I8,
-            "uchar" | "uint8" => Self::U8,
-            "short" | "int16" => Self::I16,
-            "ushort" | "uint16" => Self::U16,
-            "int" | "int32" => Self::I32,
-            "uint" | "uint32" => Self::U32,
-            "float" | "float32" => Self::F32,
-            "double" | "float64" => Self::F64,
-            _ => return None,
-        })
-    }
-    fn size(self) -> usize {
-        match self {
-            Self::I8 | Self::U8 => 1,
-            Self::I16 | Self::U16 => 2,
-            Self::I32 | Self::U32 | Self::F32 => 4,
-            Self::F64 => 8,
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-enum Property {
-    Scalar(Scalar, String),
-    List(Scalar, Scalar),
-}
-
-#[derive(Clone, Debug)]
-struct Element {
-    name: String,
-    count: usize,
-    properties: Vec<Property>,
-}
-
-/// Parses PLY bytes. Positions must be finite; face indices must name vertices.
+/// Parses PLY bytes ([`crate::model::mesh::ply`]). Positions must be finite; face
+/// indices must name vertices; polygons are split into fans.
 pub fn parse_ply(bytes: &[u8]) -> Result<PlyFrame, String> {
-    let end = b"end_header";
-    let pos = bytes
-        .windows(end.len())
-        .position(|w| w == end)
-        .ok_or("no end_header line")?;
-    let mut body = pos + end.len();
-    // The header line ends with \n (or \r\n).
-    while body < bytes.len() && (bytes[body] == b'\r' || bytes[body] == b'\n') {
-        body += 1;
-        if bytes[body - 1] == b'\n' {
-            break;
-        }
-    }
-    let header = std::str::from_utf8(&bytes[..pos]).map_err(|_| "the header is not UTF-8")?;
-    let mut lines = header.lines();
-    if lines.next().map(str::trim) != Some("ply") {
-        return Err("the file does not start with `ply`".into());
-    }
-    let mut format = None;
-    let (mut step, mut time) = (None, None);
-    let mut elements: Vec<Element> = Vec::new();
-    for line in lines {
-        let t: Vec<&str> = line.split_whitespace().collect();
-        match t.first().copied() {
-            Some("format") => {
-                format = Some(match t.get(1).copied() {
-                    Some("ascii") => Format::Ascii,
-                    Some("binary_little_endian") => Format::BinaryLe,
-                    Some("binary_big_endian") => Format::BinaryBe,
-                    other => return Err(format!("unknown format {other:?}")),
-                })
-            }
-            Some("comment") => {
-                for w in t.windows(2) {
-                    match w[0] {
-                        "step" => step = w[1].parse().ok().or(step),
-                        "time" => time = w[1].parse().ok().or(time),
-                        _ => {}
-                    }
-                }
-            }
-            Some("element") => {
-                let (name, count) = match (t.get(1), t.get(2).and_then(|c| c.parse().ok())) {
-                    (Some(n), Some(c)) => (n.to_string(), c),
-                    _ => return Err(format!("bad element line `{line}`")),
-                };
-                elements.push(Element {
-                    name,
-                    count,
-                    properties: Vec::new(),
-                });
-            }
-            Some("property") => {
-                let el = elements
-                    .last_mut()
-                    .ok_or_else(|| format!("property before any element: `{line}`"))?;
-                let bad = || format!("bad property line `{line}`");
-                let p = if t.get(1) == Some(&"list") {
-                    match (
-                        t.get(2).and_then(|s| Scalar::parse(s)),
-                        t.get(3).and_then(|s| Scalar::parse(s)),
-                    ) {
-                        (Some(c), Some(i)) => Property::List(c, i),
-                        _ => return Err(bad()),
-                    }
-                } else {
-                    match (t.get(1).and_then(|s| Scalar::parse(s)), t.get(2)) {
-                        (Some(s), Some(name)) => Property::Scalar(s, name.to_string()),
-                        _ => return Err(bad()),
-                    }
-                };
-                el.properties.push(p);
-            }
-            _ => {}
-        }
-    }
-    let format = format.ok_or("no format line")?;
-    let mut reader = Reader {
-        bytes,
-        pos: body,
-        format,
-    };
-    let mut frame = PlyFrame {
-        step,
-        time,
-        ..PlyFrame::default()
-    };
-    let mut seen_vertex = false;
-    for el in &elements {
-        // Rows are at least one byte each: a count beyond the file's size is corrupt, and
-        // must not reserve memory.
-        if el.count > bytes.len() {
-            return Err(format!(
-                "{} {} elements cannot fit in {} bytes",
-                el.count,
-                el.name,
-                bytes.len()
-            ));
-        }
-        match el.name.as_str() {
-            "vertex" if !seen_vertex => {
-                seen_vertex = true;
-                read_vertices(&mut reader, el, &mut frame)?;
-            }
-            "face" => read_faces(&mut reader, el, &mut frame)?,
-            _ => {
-                for _ in 0..el.count {
-                    for p in &el.properties {
-                        reader.skip(p)?;
-                    }
-                }
-            }
-        }
-    }
-    if !seen_vertex {
-        return Err("no vertex element".into());
-    }
-    let n = frame.positions.len();
-    if let Some(k) = frame.faces.iter().flatten().find(|&&k| k as usize >= n) {
-        return Err(format!(
-            "face vertex index {k} out of range for {n} vertices"
-        ));
-    }
-    Ok(frame)
-}
-
-fn read_vertices(reader: &mut Reader, el: &Element, frame: &mut PlyFrame) -> Result<(), String> {
-    let col = |c: &str| {
-        el.properties
-            .iter()
-            .position(|p| matches!(p, Property::Scalar(_, n) if n == c))
-    };
-    let need = |c: &str| col(c).ok_or_else(|| format!("the vertex element has no `{c}` property"));
-    let (cx, cy, cz) = (need("x")?, need("y")?, need("z")?);
-    let vel = match (col("vx"), col("vy"), col("vz")) {
-        (Some(a), Some(b), Some(c)) => Some((a, b, c)),
-        _ => None,
-    };
-    let charge = col("charge");
-    frame.positions.reserve(el.count);
-    let mut row = vec![0.0; el.properties.len()];
-    for v in 0..el.count {
-        for (k, p) in el.properties.iter().enumerate() {
-            match p {
-                Property::Scalar(s, _) => row[k] = reader.scalar(*s)?,
-                Property::List(..) => reader.skip(p)?,
-            }
-        }
-        let x = DVec3::new(row[cx], row[cy], row[cz]);
-        if !x.is_finite() {
-            return Err(format!("vertex {v} has a non-finite position"));
-        }
-        frame.positions.push(x);
-        if let Some((a, b, c)) = vel {
-            let vel = DVec3::new(row[a], row[b], row[c]);
-            frame.velocities.get_or_insert_with(Vec::new).push(vel);
-        }
-        if let Some(q) = charge {
-            frame.charges.get_or_insert_with(Vec::new).push(row[q]);
-        }
-    }
-    Ok(())
-}
-
-fn read_faces(reader: &mut Reader, el: &Element, frame: &mut PlyFrame) -> Result<(), String> {
-    let mut list: Vec<u32> = Vec::new();
-    for r in 0..el.count {
-        for p in &el.properties {
-            let Property::List(c, i) = p else {
-                reader.skip(p)?;
-                continue;
-            };
-            let n = reader.scalar(*c)?;
-            if !(n >= 0.0 && n <= reader.bytes.len() as f64) {
-                return Err(format!("face {r}: bad list length {n}"));
-            }
-            list.clear();
-            for _ in 0..n as usize {
-                let v = reader.scalar(*i)?;
-                if !(v >= 0.0 && v <= f64::from(u32::MAX)) {
-                    return Err(format!("face {r}: vertex index {v}"));
-                }
-                list.push(v as u32);
-            }
-            for k in 2..list.len() {
-                frame.faces.push([list[0], list[k - 1], list[k]]);
-            }
-        }
-    }
-    Ok(())
-}
-
-struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-    format: Format,
-}
-
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], String> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.bytes.len());
-        let end = end.ok_or("truncated: the file ends early")?;
-        let s = &self.bytes[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-    fn token(&mut self) -> Result<&str, String> {
-        while self.pos < self.bytes.len() && self.bytes[self.pos].is_ascii_whitespace() {
-            self.pos += 1;
-        }
-        let start = self.pos;
-        while self.pos < self.bytes.len() && !self.bytes[self.pos].is_ascii_whitespace() {
-            self.pos += 1;
-        }
-        if start == self.pos {
-            return Err("truncated: the file ends early".into());
-        }
-        std::str::from_utf8(&self.bytes[start..self.pos]).map_err(|_| "non-UTF-8 data".into())
-    }
-    fn scalar(&mut self, s: Scalar) -> Result<f64, String> {
-        if self.format == Format::Ascii {
-            let t = self.token()?;
-            return t.parse::<f64>().map_err(|_| format!("bad number `{t}`"));
-        }
-        let le = self.format == Format::BinaryLe;
-        let b = self.take(s.size())?;
-        macro_rules! num {
-            ($t:ty) => {{
-                let a = b.try_into().map_err(|_| "short read")?;
-                (if le {
-                    <$t>::from_le_bytes(a)
-                } else {
-                    <$t>::from_be_bytes(a)
-                }) as f64
-            }};
-        }
-        Ok(match s {
-            Scalar::I8 => num!(i8),
-            Scalar::U8 => num!(u8),
-            Scalar::I16 => num!(i16),
-            Scalar::U16 => num!(u16),
-            Scalar::I32 => num!(i32),
-            Scalar::U32 => num!(u32),
-            Scalar::F32 => num!(f32),
-            Scalar::F64 => num!(f64),
-        })
-    }
-    fn skip(&mut self, p: &Property) -> Result<(), String> {
-        match p {
-            Property::Scalar(s, _) => self.scalar(*s).map(|_| ()),
-            Property::List(c, i) => {
-                let count = self.scalar(*c)?;
-                if !(count >= 0.0 && count <= self.bytes.len() as f64) {
-                    return Err(format!("bad list length {count}"));
-                }
-                for _ in 0..count as usize {
-                    self.scalar(*i)?;
-                }
-                Ok(())
-            }
-        }
-    }
+    let d = ply::parse(bytes).map_err(|f| match f.at {
+        Some(at) => format!("{at}: {}", f.message),
+        None => f.message,
+    })?;
+    Ok(PlyFrame {
+        step: d.step,
+        time: d.time,
+        faces: d.triangles(),
+        positions: d.positions,
+        velocities: d.velocities,
+        charges: d.charges,
+    })
 }
 
 #[cfg(test)]
@@ -407,7 +103,7 @@ mod tests {
         assert_eq!(f.positions, vec![DVec3::new(1.5, -2.0, 3.5)]);
 
         let short = &bin[..bin.len() - 3];
-        assert!(parse_ply(short).unwrap_err().contains("ends early"));
+        assert!(parse_ply(short).unwrap_err().contains("truncated"));
         assert!(parse_ply(b"ply\nformat ascii 1.0\nend_header\n")
             .unwrap_err()
             .contains("no vertex"));

@@ -6,6 +6,13 @@ pub(super) struct Builtin {
     pub text: &'static str,
 }
 
+/// Mesh files embedded in the program, read by any scene as `mesh.path = "builtin:NAME"`
+/// (so a built-in scene's resolved TOML loads anywhere).
+pub(super) const ASSETS: &[(&str, &[u8])] = &[(
+    "builtin:beam.msh",
+    include_bytes!("../../assets/meshes/beam.msh"),
+)];
+
 pub(super) const BUILTINS: &[Builtin] = &[
     Builtin {
         name: "torus",
@@ -46,6 +53,11 @@ pub(super) const BUILTINS: &[Builtin] = &[
         name: "cloth_large",
         description: "256 x 256 uncharged cloth for benchmarks",
         text: include_str!("../../scenes/cloth_large.toml"),
+    },
+    Builtin {
+        name: "beam",
+        description: "soft tetrahedral beam (Gmsh mesh, 1,008 tetrahedra) clamped at one end, sagging under gravity",
+        text: include_str!("../../scenes/beam.toml"),
     },
 ];
 

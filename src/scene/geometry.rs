@@ -1,5 +1,5 @@
-//! The mesh of a scene (`[mesh]`): the generated kinds and OBJ files, placed at
-//! `mesh.center`, with each kind's keys checked.
+//! The mesh of a scene (`[mesh]`): the generated kinds and mesh files (OBJ, PLY, STL and
+//! the tetrahedral formats), placed at `mesh.center`, with each kind's keys checked.
 
 use super::ctx::{finite3, Ctx};
 use super::schema::{MeshKind, MeshSpec};
@@ -24,6 +24,7 @@ pub(super) fn build_mesh(m: &MeshSpec, ctx: &Ctx, base_dir: &Path) -> Result<Mes
         ("bending", m.bending.is_some()),
         ("path", m.path.is_some()),
         ("scale", m.scale.is_some()),
+        ("polygons", m.polygons.is_some()),
     ];
     for (k, set) in given {
         if set && !used.contains(&k) {
@@ -91,14 +92,33 @@ pub(super) fn build_mesh(m: &MeshSpec, ctx: &Ctx, base_dir: &Path) -> Result<Mes
                 "[nx, ny, nz]",
             )?,
         ),
-        MeshKind::Obj => {
+        MeshKind::Obj | MeshKind::Ply | MeshKind::Stl | MeshKind::Tet => {
             let path = req(ctx, kind, "path", &m.path)?;
-            let full = base_dir.join(path);
-            mesh::obj(&full, m.scale.unwrap_or(1.0))
+            let options = mesh::FileOptions {
+                scale: m.scale.unwrap_or(1.0),
+                polygons: m.polygons.unwrap_or_default(),
+            };
+            let format = kind.file_format().expect("a file kind");
+            match embedded(ctx, &path)? {
+                Some((name, bytes)) => {
+                    let format = format
+                        .or_else(|| mesh::MeshFormat::from_extension(Path::new(name)))
+                        .expect("a built-in asset has a known extension");
+                    mesh::load_bytes(name, bytes, format, &options)
+                }
+                None => {
+                    let full = base_dir.join(&path);
+                    if kind == MeshKind::Tet {
+                        check_volume_extension(ctx, &full)?;
+                    }
+                    mesh::load_file(&full, format, &options)
+                }
+            }
         }
     }
     .map_err(|e| ctx.mesh(e))?;
-    let shift = if kind == MeshKind::Obj {
+    let from_file = kind.file_format().is_some();
+    let shift = if from_file {
         let lo = mesh
             .positions
             .iter()
@@ -114,16 +134,51 @@ pub(super) fn build_mesh(m: &MeshSpec, ctx: &Ctx, base_dir: &Path) -> Result<Mes
     for p in &mut mesh.positions {
         *p += shift;
     }
-    check_extent(
-        &mesh,
-        ctx,
-        if kind == MeshKind::Obj {
-            "mesh.scale"
-        } else {
-            "mesh"
-        },
-    )?;
+    check_extent(&mesh, ctx, if from_file { "mesh.scale" } else { "mesh" })?;
     Ok(mesh)
+}
+
+/// The embedded mesh a `builtin:NAME` path names.
+pub(super) fn embedded(
+    ctx: &Ctx,
+    path: &str,
+) -> Result<Option<(&'static str, &'static [u8])>, SceneError> {
+    if !path.starts_with("builtin:") {
+        return Ok(None);
+    }
+    match super::builtin::ASSETS
+        .iter()
+        .find(|(name, _)| *name == path)
+    {
+        Some(&asset) => Ok(Some(asset)),
+        None => Err(ctx.invalid(
+            "mesh.path",
+            format!(
+                "no built-in mesh '{path}' (built-in meshes: {})",
+                super::builtin::ASSETS
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+    }
+}
+
+/// `mesh.kind = "tet"` reads the volume formats only: a surface file is named as such.
+fn check_volume_extension(ctx: &Ctx, path: &Path) -> Result<(), SceneError> {
+    match mesh::MeshFormat::from_extension(path) {
+        Some(f) if !f.is_volume() => Err(ctx.invalid(
+            "mesh.path",
+            format!(
+                "{} is a {f} surface mesh: read it with mesh.kind = \"{}\" (kind \"tet\" \
+                 reads .msh, .vtk, .vtu, .node/.ele and .mesh)",
+                path.display(),
+                f.kind()
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A mesh whose coordinates or edge lengths overflow f64 (`mesh.scale = 1e300`) is the

@@ -10,12 +10,14 @@
 //! description = "..."             # optional, free text
 //! gravity = [0.0, 0.0, 0.0]       # m/s^2
 //! [mesh]
-//! kind = "torus"                  # torus | icosphere | grid | lattice | obj
-//! center = [0.0, 0.0, 0.0]        # where the mesh origin goes (OBJ: its bounding-box centre)
+//! kind = "torus"                  # torus | icosphere | grid | lattice | obj | ply | stl | tet
+//! center = [0.0, 0.0, 0.0]        # where the mesh origin goes (a file: its bounding-box centre)
 //! # torus: major_radius, minor_radius, rings, sides   icosphere: radius, subdivisions
 //! # grid: size = [w, h], resolution = [nx, ny], shear = true, bending = false
 //! # lattice: size = [x, y, z], resolution = [nx, ny, nz]
-//! # obj: path (relative to the scene file; to the working directory for a built-in), scale = 1
+//! # obj, ply, stl, tet: path (relative to the scene file; to the working directory for a
+//! #   built-in; "builtin:beam.msh" is embedded), scale = 1; obj and ply: polygons = "both_diagonals" | "edges" | "triangulate"
+//! #   tet: .msh (Gmsh 2.2/4.1), .vtk, .vtu, .node/.ele (TetGen) or .mesh (Medit)
 //! [material]
 //! mass = 0.01                     # kg per particle, or total_mass (kg, spread evenly)
 //! stiffness = 10.0                # N/m
@@ -71,11 +73,12 @@ pub use size::{available_memory, SceneSize, Shortfall};
 
 use crate::config::Config;
 use crate::digest::FileDigest;
+use crate::model::mesh::MeshFormat;
 use crate::model::{MeshError, System};
 use ctx::Ctx;
 use keys::{line_of, SourceMap};
 use resolve::resolve;
-use schema::{MeshKind, SceneFile};
+use schema::SceneFile;
 use std::path::{Path, PathBuf};
 
 /// What `[output]` asks a run to write.
@@ -117,7 +120,8 @@ pub struct LoadedScene {
     /// The scene as TOML after `--set` overrides, for reproducing the run.
     pub resolved_toml: String,
     /// Every file the scene read, in the order read: the scene file (none for a built-in)
-    /// and an OBJ mesh; each under its absolute path, with its size and SHA-256.
+    /// and a mesh file (TetGen: the .node and .ele files); each under its absolute path,
+    /// with its size and SHA-256.
     pub inputs: Vec<FileDigest>,
 }
 
@@ -132,7 +136,7 @@ pub fn load(scene: &str, overrides: &[String]) -> Result<LoadedScene, SceneError
     load_checked(scene, overrides, |_, _| Ok(()))
 }
 
-/// [`load`], with a check of the scene's size before its mesh is built (an OBJ mesh:
+/// [`load`], with a check of the scene's size before its mesh is built (a mesh file:
 /// after reading the file, before the system): first against the host memory available
 /// ([`available_memory`]), then by `device` (e.g. a GPU adapter's buffer limits). A
 /// shortfall is a [`SceneError::TooLarge`] naming the mesh, its size and the bytes.
@@ -197,9 +201,17 @@ pub fn load_checked(
         }
         None => name::sanitize(&src.default_name),
     };
-    let obj = match (file.mesh.kind, &file.mesh.path) {
-        (MeshKind::Obj, Some(p)) => Some(src.base_dir.join(p)),
-        _ => None,
+    // The mesh files read from disk (an embedded asset of a built-in scene is not).
+    let mesh_files: Vec<PathBuf> = match (file.mesh.kind.file_format(), &file.mesh.path) {
+        (Some(format), Some(p)) if !p.starts_with("builtin:") => {
+            let full = src.base_dir.join(p);
+            if format.is_none() && MeshFormat::from_extension(&full) == Some(MeshFormat::TetGen) {
+                vec![full.with_extension("node"), full.with_extension("ele")]
+            } else {
+                vec![full]
+            }
+        }
+        _ => Vec::new(),
     };
     let (system, config, output) = build(file, &ctx, &src.base_dir, device)?;
     let shown = |p: &Path| {
@@ -212,10 +224,12 @@ pub fn load_checked(
     if let Some(p) = &src.path {
         inputs.push(FileDigest::of_bytes(shown(p), src.text.as_bytes()));
     }
-    if let Some(p) = obj {
+    for p in mesh_files {
         let digest = FileDigest::of_file(shown(&p), &p).map_err(|e| {
-            ctx.mesh(MeshError::Obj {
+            ctx.mesh(MeshError::File {
+                format: MeshFormat::from_extension(&p).unwrap_or(MeshFormat::Obj),
                 path: p.display().to_string(),
+                at: None,
                 message: e.to_string(),
             })
         })?;

@@ -8,6 +8,7 @@ use super::FrameFormat;
 use crate::config::{
     CoulombMethod, DdefGrid, DdefVariant, ExternalField, Integrator, SolverMethod,
 };
+use crate::model::mesh::{MeshFormat, Polygons};
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -42,6 +43,9 @@ pub(super) enum MeshKind {
     Grid,
     Lattice,
     Obj,
+    Ply,
+    Stl,
+    Tet,
 }
 
 impl MeshKind {
@@ -52,6 +56,9 @@ impl MeshKind {
             Self::Grid => "grid",
             Self::Lattice => "lattice",
             Self::Obj => "obj",
+            Self::Ply => "ply",
+            Self::Stl => "stl",
+            Self::Tet => "tet",
         }
     }
     pub fn from_name(s: &str) -> Option<Self> {
@@ -61,6 +68,9 @@ impl MeshKind {
             "grid" => Self::Grid,
             "lattice" => Self::Lattice,
             "obj" => Self::Obj,
+            "ply" => Self::Ply,
+            "stl" => Self::Stl,
+            "tet" => Self::Tet,
             _ => return None,
         })
     }
@@ -71,7 +81,19 @@ impl MeshKind {
             Self::Icosphere => &["radius", "subdivisions"],
             Self::Grid => &["size", "resolution", "shear", "bending"],
             Self::Lattice => &["size", "resolution"],
-            Self::Obj => &["path", "scale"],
+            Self::Obj | Self::Ply => &["path", "scale", "polygons"],
+            Self::Stl | Self::Tet => &["path", "scale"],
+        }
+    }
+    /// A kind read from a file (`mesh.path`), and the format it reads (`None` for `tet`:
+    /// the file's extension picks Gmsh, VTK, VTU, TetGen or Medit).
+    pub fn file_format(self) -> Option<Option<MeshFormat>> {
+        match self {
+            Self::Obj => Some(Some(MeshFormat::Obj)),
+            Self::Ply => Some(Some(MeshFormat::Ply)),
+            Self::Stl => Some(Some(MeshFormat::Stl)),
+            Self::Tet => Some(None),
+            _ => None,
         }
     }
 }
@@ -80,7 +102,7 @@ impl MeshKind {
 #[serde(deny_unknown_fields)]
 pub(super) struct MeshSpec {
     pub kind: MeshKind,
-    /// Where the mesh's origin goes (for an OBJ: the centre of its bounding box).
+    /// Where the mesh's origin goes (for a mesh file: the centre of its bounding box).
     pub center: Option<[f64; 3]>,
     pub major_radius: Option<f64>,
     pub minor_radius: Option<f64>,
@@ -95,6 +117,8 @@ pub(super) struct MeshSpec {
     pub bending: Option<bool>,
     pub path: Option<String>,
     pub scale: Option<f64>,
+    /// Springs of polygons with 4 or more vertices (OBJ, PLY).
+    pub polygons: Option<Polygons>,
 }
 
 #[derive(Debug, Default, Deserialize)]

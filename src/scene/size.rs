@@ -19,7 +19,7 @@ pub const BYTES_PER_SPRING: u64 = 200;
 /// Host bytes per triangle: the mesh's and the system's two copies (3 x 12).
 pub const BYTES_PER_FACE: u64 = 36;
 
-/// A scene's size, known before its mesh is built (OBJ meshes: after reading the file).
+/// A scene's size, known before its mesh is built (mesh files: after reading the file).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SceneSize {
     /// The mesh kind (`grid`, `torus`, ...).
@@ -39,7 +39,7 @@ impl SceneSize {
                 MeshKind::Torus => "mesh.rings",
                 MeshKind::Icosphere => "mesh.subdivisions",
                 MeshKind::Grid | MeshKind::Lattice => "mesh.resolution",
-                MeshKind::Obj => "mesh.path",
+                MeshKind::Obj | MeshKind::Ply | MeshKind::Stl | MeshKind::Tet => "mesh.path",
             },
             particles: c.vertices,
             springs: c.edges,
@@ -56,7 +56,7 @@ impl SceneSize {
     }
 }
 
-/// The counts of a procedural mesh from its parameters; `None` for an OBJ file or when a
+/// The counts of a procedural mesh from its parameters; `None` for a mesh file or when a
 /// parameter is missing or malformed (the mesh builder then reports it).
 pub(super) fn estimate(m: &MeshSpec) -> Option<SceneSize> {
     let counts = match m.kind {
@@ -73,7 +73,7 @@ pub(super) fn estimate(m: &MeshSpec) -> Option<SceneSize> {
         MeshKind::Lattice => {
             MeshCounts::lattice(<[u32; 3]>::try_from(m.resolution.as_deref()?).ok()?)
         }
-        MeshKind::Obj => return None,
+        MeshKind::Obj | MeshKind::Ply | MeshKind::Stl | MeshKind::Tet => return None,
     };
     Some(SceneSize::new(m.kind, counts))
 }

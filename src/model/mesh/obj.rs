@@ -1,90 +1,145 @@
-//! OBJ import: a triangulated OBJ file's faces to a mesh, equal vertices merged.
+//! OBJ import: `v` vertices, `f` polygons and `l` polylines to a surface soup, read line by
+//! line so every error names its line.
 
-use super::{positive, unique_edges, Mesh, MeshError};
-use crate::model::System;
+use super::file::{load_file, FileOptions, MeshFormat};
+use super::surface::Soup;
+use super::text::{fail, finite, Parsed};
+use super::{At, Mesh, MeshError};
 use glam::DVec3;
-use std::collections::HashMap;
 use std::path::Path;
 
-/// Loads an OBJ file; every face edge becomes one spring. Positions are multiplied by `scale`.
+/// Loads an OBJ file with the default options and positions multiplied by `scale`; see
+/// [`load_file`] and the reader's rules below.
 ///
-/// Polygons are triangulated; points and lines are ignored; `mtllib` is not read.
-/// Coordinates are parsed as f64 (correctly rounded), so distinct values in the file stay
-/// distinct particles. Vertices not used by any face are dropped, and vertices with equal
-/// positions (e.g. repeated by separate `o`/`g` groups; -0 equals 0) are merged into one
-/// particle, because two charged particles at one point would feel an infinite Coulomb
-/// force.
+/// `f` records are polygons (springs by [`super::Polygons`], drawn as fans of triangles);
+/// `l` records are polylines: a chain of springs between consecutive vertices, never a
+/// face (`l 1 2` is one spring). `p`, texture and normal records, groups, materials and
+/// smoothing are ignored (`mtllib` is not opened). Indices may be negative (relative) and
+/// carry `/vt/vn` parts. Coordinates are parsed as f64 (correctly rounded), so distinct
+/// values in the file stay distinct particles. Vertices not used by any face or line are
+/// dropped, and vertices with equal positions (e.g. repeated by separate `o`/`g` groups;
+/// -0 equals 0) are merged into one particle, because two charged particles at one point
+/// would feel an infinite Coulomb force. A UTF-8 byte-order mark is skipped.
 pub fn obj(path: &Path, scale: f64) -> Result<Mesh, MeshError> {
-    positive("scale", scale)?;
-    let err = |message: String| MeshError::Obj {
-        path: path.display().to_string(),
-        message,
+    let options = FileOptions {
+        scale,
+        ..FileOptions::default()
     };
-    let file = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
-    let mut reader = std::io::BufReader::new(file);
-    let options = tobj::LoadOptions {
-        triangulate: true,
-        ignore_points: true,
-        ignore_lines: true,
-        ..Default::default()
-    };
-    let (models, _materials) = tobj::load_obj_buf(&mut reader, &options, |_| {
-        // Materials are irrelevant to the simulation: never open them.
-        Err(tobj::LoadError::OpenFileFailed)
-    })
-    .map_err(|e| err(e.to_string()))?;
+    load_file(path, Some(MeshFormat::Obj), &options)
+}
 
-    let mut positions: Vec<DVec3> = Vec::new();
-    let mut index_of: HashMap<[u64; 3], u32> = HashMap::new();
-    let mut faces = Vec::new();
-    let mut edges = Vec::new();
-    for model in &models {
-        let m = &model.mesh;
-        let mut local = Vec::with_capacity(m.positions.len() / 3);
-        for (v, p) in m.positions.chunks_exact(3).enumerate() {
-            let p = DVec3::new(p[0], p[1], p[2]) * scale;
-            if !p.is_finite() {
-                return Err(err(format!(
-                    "object '{}': vertex {v} is not finite",
-                    model.name
-                )));
-            }
-            // + 0.0 turns -0 into +0, so equal positions share one key.
-            let key = [p.x, p.y, p.z].map(|c| (c + 0.0).to_bits());
-            let next = positions.len();
-            let id = *index_of.entry(key).or_insert_with(|| {
-                positions.push(p);
-                next as u32
-            });
-            if positions.len() > System::MAX_PARTICLES {
-                return Err(err(format!("more than {} vertices", System::MAX_PARTICLES)));
-            }
-            local.push(id);
+/// The polygons and polylines of an OBJ text (without its byte-order mark).
+pub(super) fn parse(bytes: &[u8]) -> Parsed<Soup> {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        let line = bytes[..e.valid_up_to()]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+            + 1;
+        fail(At::Line(line), "the file is not UTF-8 text")
+    })?;
+    let mut soup = Soup::new();
+    // The largest positive index and its line: checked once all vertices are read.
+    let mut max_index: Option<(u64, usize)> = None;
+    let mut pending = String::new();
+    let mut start_line = 0;
+    let mut poly: Vec<u32> = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        // A trailing backslash joins the next line.
+        if pending.is_empty() {
+            start_line = i + 1;
         }
-        for tri in m.indices.chunks_exact(3) {
-            let mut f = [0u32; 3];
-            for (slot, &ix) in f.iter_mut().zip(tri) {
-                *slot = *local.get(ix as usize).ok_or_else(|| {
-                    err(format!(
-                        "object '{}': face index {ix} is out of range ({} vertices)",
-                        model.name,
-                        local.len()
-                    ))
-                })?;
+        if let Some(head) = raw.strip_suffix('\\') {
+            pending.push_str(head);
+            pending.push(' ');
+            continue;
+        }
+        pending.push_str(raw);
+        let line = std::mem::take(&mut pending);
+        let at = At::Line(start_line);
+        let content = line.split('#').next().unwrap_or("");
+        let mut words = content.split_whitespace();
+        let Some(keyword) = words.next() else {
+            continue;
+        };
+        match keyword {
+            "v" => {
+                let mut c = [0.0; 3];
+                for (k, slot) in c.iter_mut().enumerate() {
+                    let w = words.next().ok_or_else(|| {
+                        fail(at.clone(), format!("`v` has {k} coordinates, expected 3"))
+                    })?;
+                    *slot = w.parse().map_err(|_| {
+                        fail(
+                            at.clone(),
+                            format!("vertex coordinate `{w}` is not a number"),
+                        )
+                    })?;
+                }
+                let p = DVec3::from_array(c);
+                finite(p, at, &format!("vertex {}", soup.positions.len() + 1))?;
+                soup.positions.push(p);
             }
-            // A triangle degenerate after merging has no area: keep its edges, not the face.
-            edges.extend([[f[0], f[1]], [f[1], f[2]], [f[2], f[0]]]);
-            if f[0] != f[1] && f[1] != f[2] && f[2] != f[0] {
-                faces.push(f);
+            "f" | "l" => {
+                poly.clear();
+                for w in words {
+                    let first = w.split('/').next().unwrap_or("");
+                    let ix: i64 = first
+                        .parse()
+                        .map_err(|_| fail(at.clone(), format!("`{w}` is not a vertex index")))?;
+                    let n = soup.positions.len() as i64;
+                    let v = match ix {
+                        0 => return Err(fail(at, "vertex index 0: OBJ indices start at 1")),
+                        i if i > 0 => {
+                            if max_index.is_none_or(|(m, _)| i as u64 > m) {
+                                max_index = Some((i as u64, start_line));
+                            }
+                            i - 1
+                        }
+                        i if n + i >= 0 => n + i,
+                        i => {
+                            return Err(fail(
+                                at,
+                                format!("relative vertex index {i} reaches before the first vertex ({n} defined so far)"),
+                            ))
+                        }
+                    };
+                    poly.push(u32::try_from(v).map_err(|_| {
+                        fail(at.clone(), format!("vertex index {ix} is out of range"))
+                    })?);
+                }
+                if keyword == "f" {
+                    if poly.len() < 3 {
+                        return Err(fail(
+                            at,
+                            format!("a face needs at least 3 vertices, got {}", poly.len()),
+                        ));
+                    }
+                    soup.corners.extend_from_slice(&poly);
+                    soup.close_polygon();
+                } else {
+                    if poly.len() < 2 {
+                        return Err(fail(
+                            at,
+                            format!("a line needs at least 2 vertices, got {}", poly.len()),
+                        ));
+                    }
+                    soup.segments.extend(poly.windows(2).map(|w| [w[0], w[1]]));
+                }
             }
+            _ => {}
         }
     }
-    if positions.is_empty() {
-        return Err(err("the file has no vertices used by a face".into()));
+    if let Some((m, line)) = max_index {
+        if m > soup.positions.len() as u64 {
+            return Err(fail(
+                At::Line(line),
+                format!(
+                    "vertex index {m} is out of range (the file has {} vertices)",
+                    soup.positions.len()
+                ),
+            ));
+        }
     }
-    Ok(Mesh {
-        positions,
-        edges: unique_edges(edges),
-        faces,
-    })
+    Ok(soup)
 }

@@ -1,0 +1,128 @@
+//! TetGen `.node` + `.ele` import: the nodes of the one file, the tetrahedra of the other
+//! (either path may be given; the other is beside it). Node numbers may start at 0 or 1,
+//! as the first node says; `#` starts a comment.
+
+use super::text::{capped, fail, Parsed, Tokens};
+use super::volume::{self, Tets};
+use super::{At, Mesh};
+use std::path::Path;
+
+pub(super) fn load(path: &Path, scale: f64) -> Parsed<Mesh> {
+    let node = path.with_extension("node");
+    let ele = path.with_extension("ele");
+    let read = |p: &Path| std::fs::read(p).map_err(|e| fail(None, format!("{}: {e}", p.display())));
+    let (nb, eb) = (read(&node)?, read(&ele)?);
+    let named = |f: super::text::Fail, p: &Path| super::text::Fail {
+        message: format!("{}: {}", p.display(), f.message),
+        ..f
+    };
+    let (positions, first) = nodes(super::text::strip_bom(&nb)?).map_err(|f| named(f, &node))?;
+    let t = elements(super::text::strip_bom(&eb)?, positions, first).map_err(|f| named(f, &ele))?;
+    volume::build(t, scale)
+}
+
+/// The node positions and the number of the first node (0 or 1).
+fn nodes(bytes: &[u8]) -> Parsed<(Vec<glam::DVec3>, u64)> {
+    let mut t = Tokens::new(bytes, Some(b'#'));
+    let n = t.u64("the node count")?;
+    let dim = t.u64("the dimension")?;
+    if dim != 3 {
+        return Err(fail(
+            t.at(),
+            format!("dimension {dim}: only 3D nodes make tetrahedra"),
+        ));
+    }
+    let attrs = t.u64("the attribute count")?;
+    let markers = t.u64("the boundary-marker flag")?;
+    // Each node line holds at least an index and three coordinates.
+    let n = capped(t.at(), "nodes", n, 8, t.left())?;
+    let mut p = Vec::with_capacity(n);
+    let mut first = 0;
+    for k in 0..n {
+        let id = t.u64("a node number")?;
+        if k == 0 {
+            if id > 1 {
+                return Err(fail(
+                    t.at(),
+                    format!("the first node is numbered {id}: TetGen numbers from 0 or 1"),
+                ));
+            }
+            first = id;
+        } else if id != first + k as u64 {
+            return Err(fail(
+                t.at(),
+                format!(
+                    "node number {id}, expected {} (nodes are numbered in order)",
+                    first + k as u64
+                ),
+            ));
+        }
+        p.push(t.point(&format!("node {id}"))?);
+        for _ in 0..attrs + markers.min(1) {
+            t.f64("a node attribute")?;
+        }
+    }
+    if let Some(w) = t.next() {
+        return Err(fail(
+            t.at(),
+            format!("`{w}` after the last of {n} nodes (wrong count)"),
+        ));
+    }
+    Ok((p, first))
+}
+
+fn elements(bytes: &[u8], positions: Vec<glam::DVec3>, first: u64) -> Parsed<Tets> {
+    let mut t = Tokens::new(bytes, Some(b'#'));
+    let n = t.u64("the tetrahedron count")?;
+    let per = t.u64("the nodes per tetrahedron")?;
+    if per != 4 {
+        return Err(fail(
+            t.at(),
+            format!(
+                "{per} nodes per tetrahedron: only linear (4-node) tetrahedra are read; \
+                     {n} elements of {per} nodes refused"
+            ),
+        ));
+    }
+    let attrs = t.u64("the attribute count")?;
+    let n = capped(t.at(), "tetrahedra", n, 10, t.left())?;
+    let mut out = Tets {
+        positions,
+        tets: Vec::with_capacity(n),
+        lines: Vec::with_capacity(n),
+    };
+    let nodes = out.positions.len() as u64;
+    for k in 0..n {
+        t.u64("a tetrahedron number")?;
+        let mut tet = [0u32; 4];
+        for slot in &mut tet {
+            let v = t.u64("a node number")?;
+            if v < first || v - first >= nodes {
+                return Err(fail(
+                    At::Element {
+                        what: "tetrahedron",
+                        index: k as u64,
+                        line: Some(t.line),
+                    },
+                    format!(
+                        "node {v} is out of range (the .node file has nodes {first} to {})",
+                        first + nodes - 1
+                    ),
+                ));
+            }
+            *slot = (v - first) as u32;
+        }
+        for _ in 0..attrs {
+            t.f64("a tetrahedron attribute")?;
+        }
+        out.tets.push(tet);
+        out.lines.push(t.line as u32);
+    }
+    if let Some(w) = t.next() {
+        return Err(fail(
+            t.at(),
+            format!("`{w}` after the last of {n} tetrahedra (wrong count)"),
+        ));
+    }
+    Ok(out)
+}

@@ -1,0 +1,407 @@
+//! VTK XML `.vtu` import: one `UnstructuredGrid` piece, its `Points` and its `Cells`
+//! (`connectivity`, `offsets`, `types`) in any of VTK's encodings: `ascii`, inline
+//! `binary` (base64) and `appended` (raw or base64), zlib-compressed or not, UInt32 or
+//! UInt64 headers, either byte order. A small tag scanner rather than an XML library:
+//! appended raw data is not XML.
+
+use super::text::{fail, Parsed};
+use super::volume::Tets;
+use super::vtk;
+use super::At;
+use glam::DVec3;
+use std::borrow::Cow;
+use std::io::Read;
+
+/// One tag: its name, attributes and (for a `DataArray`) its text content.
+struct Tag<'a> {
+    name: &'a str,
+    attrs: Vec<(&'a str, &'a str)>,
+    body: &'a [u8],
+    line: usize,
+}
+
+impl Tag<'_> {
+    fn attr(&self, k: &str) -> Option<&str> {
+        self.attrs.iter().find(|(a, _)| *a == k).map(|(_, v)| *v)
+    }
+}
+
+/// The tags of the XML part (before any appended data), in order.
+fn tags(xml: &[u8]) -> Parsed<Vec<Tag<'_>>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    let mut line = 1;
+    while let Some(k) = xml[i..].iter().position(|&c| c == b'<') {
+        line += xml[i..i + k].iter().filter(|&&c| c == b'\n').count();
+        i += k + 1;
+        let end = xml[i..]
+            .iter()
+            .position(|&c| c == b'>')
+            .ok_or_else(|| fail(At::Line(line), "an unclosed tag (truncated file)"))?;
+        let inner = std::str::from_utf8(&xml[i..i + end])
+            .map_err(|_| fail(At::Line(line), "a tag is not UTF-8"))?;
+        line += inner.matches('\n').count();
+        let start_body = i + end + 1;
+        i = start_body;
+        if inner.starts_with('/') || inner.starts_with('?') || inner.starts_with('!') {
+            continue;
+        }
+        let inner = inner.trim_end_matches('/');
+        let name_end = inner
+            .find(|c: char| c.is_whitespace())
+            .unwrap_or(inner.len());
+        let name = &inner[..name_end];
+        let mut attrs = Vec::new();
+        let mut rest = &inner[name_end..];
+        while let Some(eq) = rest.find('=') {
+            let key = rest[..eq].trim();
+            let after = rest[eq + 1..].trim_start();
+            let q = after.chars().next().filter(|c| *c == '"' || *c == '\'');
+            let Some(q) = q else {
+                return Err(fail(
+                    At::Line(line),
+                    format!("attribute {key} of <{name}> is not quoted"),
+                ));
+            };
+            let close = after[1..].find(q).ok_or_else(|| {
+                fail(
+                    At::Line(line),
+                    format!("attribute {key} of <{name}> is not closed"),
+                )
+            })?;
+            attrs.push((key, &after[1..1 + close]));
+            rest = &after[close + 2..];
+        }
+        let mut body: &[u8] = &[];
+        if name == "DataArray" && !inner.ends_with('/') {
+            let close = find(&xml[i..], b"</DataArray").ok_or_else(|| {
+                fail(At::Line(line), "<DataArray> is not closed (truncated file)")
+            })?;
+            body = &xml[i..i + close];
+        }
+        out.push(Tag {
+            name,
+            attrs,
+            body,
+            line,
+        });
+        if name == "AppendedData" {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Standard base64 (whitespace ignored); `None` on a bad character.
+fn base64(text: &[u8]) -> Option<Vec<u8>> {
+    let val = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let (mut acc, mut bits) = (0u32, 0);
+    for &c in text {
+        if c.is_ascii_whitespace() {
+            continue;
+        }
+        if c == b'=' {
+            // Padding ends a chunk; VTK concatenates separately padded chunks.
+            acc = 0;
+            bits = 0;
+            continue;
+        }
+        acc = (acc << 6) | val(c)?;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+struct File<'a> {
+    big: bool,
+    header64: bool,
+    zlib: bool,
+    /// The appended data after its `_` marker, and whether it is base64.
+    appended: Option<(&'a [u8], bool)>,
+}
+
+impl File<'_> {
+    fn uint(&self, b: &[u8], k: usize) -> Option<u64> {
+        let w = if self.header64 { 8 } else { 4 };
+        let s = b.get(k * w..(k + 1) * w)?;
+        let mut a = [0u8; 8];
+        if self.big {
+            a[8 - w..].copy_from_slice(s);
+            a.reverse();
+        } else {
+            a[..w].copy_from_slice(s);
+        }
+        Some(u64::from_le_bytes(a))
+    }
+
+    /// The raw bytes of one array: its header (size, or compressed block table) and data.
+    fn decode(&self, t: &Tag, base64_text: bool, bytes: &[u8]) -> Parsed<Vec<u8>> {
+        let at = At::Line(t.line);
+        let bad = |m: &str| {
+            fail(
+                at.clone(),
+                format!("DataArray {}: {m}", t.attr("Name").unwrap_or("")),
+            )
+        };
+        let hw = if self.header64 { 8 } else { 4 };
+        // In base64, the header is its own padded chunk: decode it first to learn its size.
+        let whole: Cow<[u8]> = if base64_text {
+            Cow::Owned(base64(bytes).ok_or_else(|| bad("bad base64"))?)
+        } else {
+            Cow::Borrowed(bytes)
+        };
+        if !self.zlib {
+            let n = self
+                .uint(&whole, 0)
+                .ok_or_else(|| bad("truncated header"))? as usize;
+            return whole
+                .get(hw..hw + n)
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| bad("fewer bytes than its header says (truncated file)"));
+        }
+        let blocks = self
+            .uint(&whole, 0)
+            .ok_or_else(|| bad("truncated header"))? as usize;
+        if blocks > whole.len() {
+            return Err(bad("a corrupt block count"));
+        }
+        let head = (3 + blocks) * hw;
+        let mut out = Vec::new();
+        let mut pos = head;
+        for k in 0..blocks {
+            let c = self
+                .uint(&whole, 3 + k)
+                .ok_or_else(|| bad("truncated header"))? as usize;
+            let chunk = whole
+                .get(pos..pos.saturating_add(c))
+                .ok_or_else(|| bad("a compressed block past the end (truncated file)"))?;
+            flate2::read::ZlibDecoder::new(chunk)
+                .take(1 << 34)
+                .read_to_end(&mut out)
+                .map_err(|e| bad(&format!("zlib: {e}")))?;
+            pos += c;
+        }
+        Ok(out)
+    }
+
+    /// The values of one DataArray as f64.
+    fn values(&self, t: &Tag) -> Parsed<Vec<f64>> {
+        let at = At::Line(t.line);
+        let name = t.attr("Name").unwrap_or("");
+        let ty = t.attr("type").unwrap_or("");
+        let format = t.attr("format").unwrap_or("ascii");
+        if format == "ascii" {
+            let text =
+                std::str::from_utf8(t.body).map_err(|_| fail(at.clone(), "non-UTF-8 data"))?;
+            return text
+                .split_ascii_whitespace()
+                .map(|w| {
+                    w.parse::<f64>().map_err(|_| {
+                        fail(
+                            at.clone(),
+                            format!("DataArray {name}: `{w}` is not a number"),
+                        )
+                    })
+                })
+                .collect();
+        }
+        let raw = match format {
+            "binary" => self.decode(t, true, t.body)?,
+            "appended" => {
+                let (data, b64) = self.appended.ok_or_else(|| {
+                    fail(at.clone(), "format=\"appended\" without <AppendedData>")
+                })?;
+                let off: usize =
+                    t.attr("offset")
+                        .and_then(|o| o.parse().ok())
+                        .ok_or_else(|| {
+                            fail(at.clone(), "an appended DataArray without a valid offset")
+                        })?;
+                let rest = data.get(off..).ok_or_else(|| {
+                    fail(
+                        at.clone(),
+                        format!("offset {off} past the appended data (truncated file)"),
+                    )
+                })?;
+                if b64 {
+                    let end = rest.iter().position(|&c| c == b'<').unwrap_or(rest.len());
+                    self.decode(t, true, &rest[..end])?
+                } else {
+                    self.decode(t, false, rest)?
+                }
+            }
+            other => {
+                return Err(fail(
+                    at,
+                    format!("DataArray {name}: unknown format `{other}`"),
+                ))
+            }
+        };
+        let size = match ty {
+            "Int8" | "UInt8" => 1,
+            "Int16" | "UInt16" => 2,
+            "Int32" | "UInt32" | "Float32" => 4,
+            "Int64" | "UInt64" | "Float64" => 8,
+            other => {
+                return Err(fail(
+                    at,
+                    format!("DataArray {name}: unknown type `{other}`"),
+                ))
+            }
+        };
+        let mut r = super::text::Bytes {
+            bytes: &raw,
+            pos: 0,
+            big_endian: self.big,
+        };
+        let mut v = Vec::with_capacity(raw.len() / size);
+        let what = "a value";
+        while r.left() >= size {
+            v.push(match ty {
+                "Int8" => r.i8(what)? as f64,
+                "UInt8" => r.u8(what)? as f64,
+                "Int16" => r.i16(what)? as f64,
+                "UInt16" => r.u16(what)? as f64,
+                "Int32" => r.i32(what)? as f64,
+                "UInt32" => r.u32(what)? as f64,
+                "Float32" => r.f32(what)? as f64,
+                "Float64" => r.f64(what)?,
+                "Int64" => r.i64(what)? as f64,
+                _ => r.u64(what)? as f64,
+            });
+        }
+        Ok(v)
+    }
+}
+
+pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
+    let xml_end = find(bytes, b"<AppendedData").map_or(bytes.len(), |k| k);
+    let tags = tags(&bytes[..bytes.len().min(xml_end + 4096)])?;
+    let root = tags
+        .iter()
+        .find(|t| t.name == "VTKFile")
+        .ok_or_else(|| fail(None, "no <VTKFile> element"))?;
+    if root.attr("type") != Some("UnstructuredGrid") {
+        return Err(fail(
+            At::Line(root.line),
+            format!(
+                "VTKFile type {:?}: only UnstructuredGrid holds tetrahedra",
+                root.attr("type").unwrap_or("")
+            ),
+        ));
+    }
+    let appended = tags.iter().find(|t| t.name == "AppendedData").map(|t| {
+        let after = &bytes[xml_end..];
+        let start = after
+            .iter()
+            .position(|&c| c == b'_')
+            .map_or(after.len(), |k| k + 1);
+        (&after[start..], t.attr("encoding") == Some("base64"))
+    });
+    let file = File {
+        big: root.attr("byte_order") == Some("BigEndian"),
+        header64: root.attr("header_type") == Some("UInt64"),
+        zlib: match root.attr("compressor") {
+            None | Some("") => false,
+            Some("vtkZLibDataCompressor") => true,
+            Some(other) => {
+                return Err(fail(
+                    At::Line(root.line),
+                    format!("compressor {other}: only zlib (vtkZLibDataCompressor) is read"),
+                ))
+            }
+        },
+        appended,
+    };
+    let pieces = tags.iter().filter(|t| t.name == "Piece").count();
+    if pieces != 1 {
+        return Err(fail(
+            None,
+            format!("{pieces} <Piece> elements: one is read"),
+        ));
+    }
+    // The DataArrays under <Points> and <Cells>, by the section they follow.
+    let mut section = "";
+    let (mut points, mut conn, mut offsets, mut types) = (None, None, None, None);
+    for t in &tags {
+        match t.name {
+            "Points" | "Cells" | "PointData" | "CellData" | "FieldData" => section = t.name,
+            "DataArray" => match (section, t.attr("Name")) {
+                ("Points", _) if points.is_none() => points = Some(t),
+                ("Cells", Some("connectivity")) => conn = Some(t),
+                ("Cells", Some("offsets")) => offsets = Some(t),
+                ("Cells", Some("types")) => types = Some(t),
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    fn need<'t, 'a>(t: Option<&'t Tag<'a>>, what: &str) -> Parsed<&'t Tag<'a>> {
+        t.ok_or_else(|| fail(None, format!("no {what} DataArray")))
+    }
+    let (pt, ct, ot, tt) = (
+        need(points, "Points")?,
+        need(conn, "connectivity")?,
+        need(offsets, "offsets")?,
+        need(types, "types")?,
+    );
+    let p = file.values(pt)?;
+    if p.len() % 3 != 0 {
+        return Err(fail(
+            At::Line(pt.line),
+            format!("{} point coordinates, not a multiple of 3", p.len()),
+        ));
+    }
+    let mut positions = Vec::with_capacity(p.len() / 3);
+    for (k, c) in p.chunks_exact(3).enumerate() {
+        let x = DVec3::new(c[0], c[1], c[2]);
+        super::text::finite(
+            x,
+            At::Element {
+                what: "point",
+                index: k as u64,
+                line: None,
+            },
+            "the position",
+        )?;
+        positions.push(x);
+    }
+    let ints = |t: &Tag| -> Parsed<Vec<i64>> {
+        Ok(file.values(t)?.into_iter().map(|x| x as i64).collect())
+    };
+    let (c, o, ty) = (ints(ct)?, ints(ot)?, ints(tt)?);
+    if o.len() != ty.len() {
+        return Err(fail(
+            At::Line(ot.line),
+            format!(
+                "{} offsets but {} cell types (wrong count)",
+                o.len(),
+                ty.len()
+            ),
+        ));
+    }
+    // VTU offsets are the ends of the cells.
+    let mut starts = Vec::with_capacity(o.len() + 1);
+    starts.push(0);
+    starts.extend_from_slice(&o);
+    vtk::cells(positions, &c, &starts, &ty)
+}

@@ -1,0 +1,597 @@
+//! Bad mesh files, format by format: truncated files, wrong counts, indices out of range,
+//! NaN and inf, degenerate and inverted tetrahedra (named by index), another format under
+//! the wrong extension, a 2 GB header count that must not allocate. Each must be a typed
+//! `MeshError::File` naming the file and the line or element.
+
+use msc::model::mesh::{self, At, FileOptions, MeshFormat};
+use msc::model::MeshError;
+use std::path::{Path, PathBuf};
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+/// Loads `bytes` saved as `name` and returns the error, which must be a `MeshError::File`
+/// naming the file.
+fn refused(name: &str, bytes: &[u8], format: Option<MeshFormat>) -> (String, Option<At>) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), name, bytes);
+    match mesh::load_file(&p, format, &FileOptions::default()) {
+        Err(e @ MeshError::File { .. }) => {
+            let s = e.to_string();
+            assert!(s.contains(name), "'{s}' does not name {name}");
+            let MeshError::File { at, .. } = e else {
+                unreachable!()
+            };
+            (s, at)
+        }
+        Err(e) => panic!("{name}: expected MeshError::File, got {e:?}"),
+        Ok(m) => panic!("{name}: loaded {} vertices", m.positions.len()),
+    }
+}
+
+fn says(name: &str, bytes: &[u8], format: Option<MeshFormat>, needles: &[&str]) {
+    let (s, _) = refused(name, bytes, format);
+    for n in needles {
+        assert!(s.contains(n), "{name}: '{s}' does not say '{n}'");
+    }
+}
+
+const TRI_OBJ: &str = "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n";
+
+#[test]
+fn bad_obj_files() {
+    #[rustfmt::skip]
+    let cases: [(&str, &[u8], &[&str]); 12] = [
+        ("idx.obj", b"v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 9\n", &["line 4", "index 9", "3 vertices"]),
+        ("rel.obj", b"v 0 0 0\nf -1 -2 -3\n", &["line 2", "-2"]),
+        ("zero.obj", b"v 0 0 0\nv 1 0 0\nv 0 1 0\nf 0 1 2\n", &["line 4", "start at 1"]),
+        ("nan.obj", b"v 0 0 0\nv nan 0 0\nv 0 1 0\nf 1 2 3\n", &["line 2", "not finite"]),
+        ("inf.obj", b"v 0 0 0\nv 1 inf 0\nv 0 1 0\nf 1 2 3\n", &["line 2", "not finite"]),
+        ("short.obj", b"v 0 0\nf 1 1 1\n", &["line 1", "2 coordinates"]),
+        ("word.obj", b"v 0 zero 0\n", &["line 1", "zero"]),
+        ("twoface.obj", b"v 0 0 0\nv 1 0 0\nf 1 2\n", &["line 3", "at least 3"]),
+        ("oneline.obj", b"v 0 0 0\nl 1\n", &["line 2", "at least 2"]),
+        ("empty.obj", b"# nothing\n", &["no vertices"]),
+        // Truncated mid-record.
+        ("cut.obj", &TRI_OBJ.as_bytes()[..22], &["line 3", "2 coordinates"]),
+        // Another format under .obj.
+        ("ply.obj", b"ply\nformat ascii 1.0\nend_header\n", &["PLY", "mesh.kind = \"ply\""]),
+    ];
+    for (name, bytes, needles) in cases {
+        says(name, bytes, Some(MeshFormat::Obj), needles);
+    }
+}
+
+const PLY_HEAD: &str =
+    "ply\nformat ascii 1.0\nelement vertex 3\nproperty double x\nproperty double y\n\
+    property double z\nelement face 1\nproperty list uchar int vertex_indices\nend_header\n";
+
+#[test]
+fn bad_ply_files() {
+    let ply = Some(MeshFormat::Ply);
+    let good = format!("{PLY_HEAD}0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n");
+    mesh::load_bytes(
+        "good.ply",
+        good.as_bytes(),
+        MeshFormat::Ply,
+        &FileOptions::default(),
+    )
+    .unwrap();
+    says(
+        "idx.ply",
+        format!("{PLY_HEAD}0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n").as_bytes(),
+        ply,
+        &["face 0", "index 7"],
+    );
+    says(
+        "neg.ply",
+        format!("{PLY_HEAD}0 0 0\n1 0 0\n0 1 0\n3 0 -1 2\n").as_bytes(),
+        ply,
+        &["face 0", "-1"],
+    );
+    says(
+        "nan.ply",
+        format!("{PLY_HEAD}0 0 0\n1 nan 0\n0 1 0\n3 0 1 2\n").as_bytes(),
+        ply,
+        &["vertex 1", "line 11", "non-finite"],
+    );
+    says(
+        "inf.ply",
+        format!("{PLY_HEAD}0 0 0\n1 0 -inf\n0 1 0\n3 0 1 2\n").as_bytes(),
+        ply,
+        &["vertex 1", "non-finite"],
+    );
+    // Wrong counts: a vertex row with an extra value, a missing row, rows left over.
+    says(
+        "extra.ply",
+        format!("{PLY_HEAD}0 0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n").as_bytes(),
+        ply,
+        &["line 10", "more values"],
+    );
+    // The face row read as a vertex row.
+    says(
+        "fewer.ply",
+        format!("{PLY_HEAD}0 0 0\n1 0 0\n3 0 1 2\n").as_bytes(),
+        ply,
+        &["line 12", "more values"],
+    );
+    says(
+        "more.ply",
+        format!("{PLY_HEAD}0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n3 0 1 2\n").as_bytes(),
+        ply,
+        &["after the last element"],
+    );
+    says(
+        "cut.ply",
+        &good.as_bytes()[..good.len() - 4],
+        ply,
+        &["ends early"],
+    );
+    // Binary: truncated, and a 2 GB vertex count in a small file (no allocation).
+    let mut bin = b"ply\nformat binary_little_endian 1.0\nelement vertex 3\nproperty float x\n\
+        property float y\nproperty float z\nend_header\n"
+        .to_vec();
+    for v in [0f32, 0., 0., 1., 0., 0., 0., 1., 0.] {
+        bin.extend(v.to_le_bytes());
+    }
+    says(
+        "cut_bin.ply",
+        &bin[..bin.len() - 2],
+        ply,
+        &["34 bytes left", "truncated"],
+    );
+    let huge = String::from_utf8_lossy(&bin).replace("vertex 3", "vertex 2147483648");
+    says(
+        "huge.ply",
+        huge.as_bytes(),
+        ply,
+        &["2147483648 vertex", "bytes left"],
+    );
+    says(
+        "huge_face.ply",
+        good.replace("face 1", "face 4000000000").as_bytes(),
+        ply,
+        &["4000000000 face"],
+    );
+    says(
+        "noheader.ply",
+        b"ply\nformat ascii 1.0\n",
+        ply,
+        &["end_header"],
+    );
+    says("stl.ply", b"solid x\nfacet normal 0 0 1\n", ply, &["STL"]);
+    says(
+        "twoverts.ply",
+        format!("{PLY_HEAD}0 0 0\n1 0 0\n0 1 0\n2 0 1\n").as_bytes(),
+        ply,
+        &["face 0", "at least 3"],
+    );
+}
+
+fn binary_stl(tris: &[[[f32; 3]; 3]], count: u32) -> Vec<u8> {
+    let mut b = vec![0u8; 80];
+    b.extend(count.to_le_bytes());
+    for t in tris {
+        b.extend([0u8; 12]);
+        for v in t {
+            for c in v {
+                b.extend(c.to_le_bytes());
+            }
+        }
+        b.extend([0u8; 2]);
+    }
+    b
+}
+
+#[test]
+fn bad_stl_files() {
+    let stl = Some(MeshFormat::Stl);
+    let tri = [[0.0f32, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]];
+    let good = binary_stl(&[tri, [tri[0], tri[2], [0.0, 0.0, 1.0]]], 2);
+    let m = mesh::load_bytes("g.stl", &good, MeshFormat::Stl, &FileOptions::default()).unwrap();
+    assert_eq!(
+        (m.positions.len(), m.edges.len(), m.faces.len()),
+        (4, 5, 2),
+        "shared vertices merged"
+    );
+    says(
+        "cut.stl",
+        &good[..good.len() - 7],
+        stl,
+        &["2 triangles", "truncated"],
+    );
+    says("count.stl", &binary_stl(&[tri], 3), stl, &["3 triangles"]);
+    says(
+        "huge.stl",
+        &binary_stl(&[tri], 2_000_000_000),
+        stl,
+        &["2000000000 triangles"],
+    );
+    says(
+        "nan.stl",
+        &binary_stl(&[tri, [tri[0], [f32::NAN, 0.0, 0.0], tri[2]]], 2),
+        stl,
+        &["triangle 1", "not finite"],
+    );
+    says(
+        "inf.stl",
+        &binary_stl(&[[tri[0], tri[1], [0.0, f32::INFINITY, 0.0]]], 1),
+        stl,
+        &["triangle 0", "not finite"],
+    );
+    let ascii = "solid t\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 1 0 0\nvertex 0 1 0\nendloop\nendfacet\nendsolid t\n";
+    mesh::load_bytes(
+        "a.stl",
+        ascii.as_bytes(),
+        MeshFormat::Stl,
+        &FileOptions::default(),
+    )
+    .unwrap();
+    says(
+        "acut.stl",
+        &ascii.as_bytes()[..60],
+        stl,
+        &["line 5", "truncated"],
+    );
+    says(
+        "anan.stl",
+        ascii.replace("vertex 1 0 0", "vertex 1 nan 0").as_bytes(),
+        stl,
+        &["line 5", "not finite"],
+    );
+    says(
+        "afour.stl",
+        ascii.replace("endloop", "vertex 1 1 0\nendloop").as_bytes(),
+        stl,
+        &["line 7", "endloop"],
+    );
+    says(
+        "aword.stl",
+        ascii.replace("vertex 0 1 0", "vertex 0 one 0").as_bytes(),
+        stl,
+        &["line 6", "one"],
+    );
+    says("obj.stl", TRI_OBJ.as_bytes(), stl, &["84"]);
+    says(
+        "msh.stl",
+        b"$MeshFormat\n4.1 0 8\n$EndMeshFormat\n",
+        stl,
+        &["Gmsh", "mesh.kind = \"tet\""],
+    );
+}
+
+/// A Gmsh 4.1 ASCII file with the given nodes and tetrahedra (node tags from 1).
+fn msh(nodes: &[[f64; 3]], tets: &[[usize; 4]]) -> String {
+    let n = nodes.len();
+    let mut s = format!("$MeshFormat\n4.1 0 8\n$EndMeshFormat\n$Nodes\n1 {n} 1 {n}\n3 1 0 {n}\n");
+    for k in 1..=n {
+        s += &format!("{k}\n");
+    }
+    for p in nodes {
+        s += &format!("{} {} {}\n", p[0], p[1], p[2]);
+    }
+    let m = tets.len();
+    s += &format!("$EndNodes\n$Elements\n1 {m} 1 {m}\n3 1 4 {m}\n");
+    for (e, t) in tets.iter().enumerate() {
+        s += &format!("{} {} {} {} {}\n", e + 1, t[0], t[1], t[2], t[3]);
+    }
+    s + "$EndElements\n"
+}
+
+const NODES: [[f64; 3]; 5] = [
+    [0., 0., 0.],
+    [1., 0., 0.],
+    [0., 1., 0.],
+    [0., 0., 1.],
+    [1., 1., 1.],
+];
+
+#[test]
+fn bad_gmsh_files() {
+    let tet = None;
+    let good = msh(&NODES, &[[1, 2, 3, 4], [2, 3, 4, 5]]);
+    let m = mesh::load_bytes(
+        "g.msh",
+        good.as_bytes(),
+        MeshFormat::Gmsh,
+        &FileOptions::default(),
+    )
+    .unwrap();
+    assert_eq!((m.positions.len(), m.edges.len(), m.faces.len()), (5, 9, 6));
+    // Degenerate (flat) and inverted tetrahedra, named by index and line.
+    let (s, at) = refused(
+        "flat.msh",
+        msh(
+            &[[0., 0., 0.], [1., 0., 0.], [0., 1., 0.], [1., 1., 0.]],
+            &[[1, 2, 3, 4]],
+        )
+        .as_bytes(),
+        tet,
+    );
+    assert!(
+        s.contains("degenerate") && s.contains("tetrahedron 0"),
+        "{s}"
+    );
+    assert_eq!(
+        at,
+        Some(At::Element {
+            what: "tetrahedron",
+            index: 0,
+            line: Some(19)
+        })
+    );
+    let (s, at) = refused(
+        "inv.msh",
+        msh(&NODES, &[[1, 2, 3, 4], [2, 3, 4, 5], [1, 3, 2, 5]]).as_bytes(),
+        tet,
+    );
+    assert!(s.contains("inverted") && s.contains("tetrahedron 2"), "{s}");
+    assert!(matches!(at, Some(At::Element { index: 2, .. })), "{at:?}");
+    says(
+        "rep.msh",
+        msh(&NODES, &[[1, 2, 3, 3]]).as_bytes(),
+        tet,
+        &["tetrahedron 0", "degenerate"],
+    );
+    says(
+        "idx.msh",
+        msh(&NODES, &[[1, 2, 3, 9]]).as_bytes(),
+        tet,
+        &["tetrahedron 0", "node tag 9"],
+    );
+    let nan = msh(
+        &[[0., 0., 0.], [1., f64::NAN, 0.], [0., 1., 0.], [0., 0., 1.]],
+        &[[1, 2, 3, 4]],
+    );
+    says("nan.msh", nan.as_bytes(), tet, &["node 2", "not finite"]);
+    let inf = msh(
+        &[
+            [0., 0., 0.],
+            [1., 0., 0.],
+            [0., 1., 0.],
+            [0., 0., f64::INFINITY],
+        ],
+        &[[1, 2, 3, 4]],
+    );
+    says("inf.msh", inf.as_bytes(), tet, &["node 4", "not finite"]);
+    // Wrong counts and truncation.
+    says(
+        "count.msh",
+        good.replace("3 1 4 2\n", "3 1 4 3\n").as_bytes(),
+        tet,
+        &["$EndElements"],
+    );
+    says(
+        "fewer.msh",
+        good.replace("3 1 4 2\n", "3 1 4 1\n").as_bytes(),
+        tet,
+        &["expected $EndElements"],
+    );
+    says(
+        "cut.msh",
+        &good.as_bytes()[..good.len() - 30],
+        tet,
+        &["truncated"],
+    );
+    says(
+        "huge.msh",
+        good.replace("1 5 1 5\n3 1 0 5", "1 2147483648 1 5\n3 1 0 5")
+            .as_bytes(),
+        tet,
+        &["2147483648 nodes", "bytes left"],
+    );
+    // Other volume elements: named by type and count.
+    let hex = good.replace(
+        "1 2 1 2\n3 1 4 2\n1 1 2 3 4\n2 2 3 4 5\n",
+        "2 3 1 3\n3 1 4 2\n1 1 2 3 4\n2 2 3 4 5\n3 1 5 1\n3 1 2 3 4 5 1 2 3\n",
+    );
+    says(
+        "hex.msh",
+        hex.as_bytes(),
+        tet,
+        &["1 8-node hexahedra (Gmsh type 5)"],
+    );
+    // Points, lines and triangles (Gmsh writes them beside the volume) are skipped.
+    let tri = good.replace("1 2 1 2\n3 1 4 2\n", "2 3 1 3\n2 1 2 1\n3 1 2 3\n3 1 4 2\n");
+    let m = mesh::load_bytes(
+        "t.msh",
+        tri.as_bytes(),
+        MeshFormat::Gmsh,
+        &FileOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(m.edges.len(), 9);
+    says(
+        "v3.msh",
+        good.replace("4.1 0 8", "3.0 0 8").as_bytes(),
+        tet,
+        &["version 3.0"],
+    );
+    says(
+        "vtk.msh",
+        b"# vtk DataFile Version 3.0\nx\nASCII\n",
+        tet,
+        &["legacy VTK", ".vtk"],
+    );
+    // A surface mesh given to kind "tet" by its extension is a scene error (see below).
+}
+
+#[test]
+fn bad_vtk_vtu_tetgen_and_medit_files() {
+    let tet = None;
+    let vtk = |points: &str, cells: &str, types: &str| {
+        format!("# vtk DataFile Version 4.2\nt\nASCII\nDATASET UNSTRUCTURED_GRID\nPOINTS 5 double\n{points}\nCELLS {cells}\nCELL_TYPES {types}\n")
+    };
+    let pts = "0 0 0 1 0 0 0 1 0 0 0 1 1 1 1";
+    let good = vtk(pts, "2 10\n4 0 1 2 3\n4 1 2 3 4", "2\n10 10");
+    mesh::load_bytes(
+        "g.vtk",
+        good.as_bytes(),
+        MeshFormat::Vtk,
+        &FileOptions::default(),
+    )
+    .unwrap();
+    says(
+        "idx.vtk",
+        vtk(pts, "1 5\n4 0 1 2 7", "1\n10").as_bytes(),
+        tet,
+        &["tetrahedron 0", "point 7"],
+    );
+    says(
+        "nan.vtk",
+        vtk(
+            &pts.replace("0 0 1 1", "0 0 nan 1"),
+            "1 5\n4 0 1 2 3",
+            "1\n10",
+        )
+        .as_bytes(),
+        tet,
+        &["point 3", "not finite"],
+    );
+    says(
+        "count.vtk",
+        vtk(pts, "2 9\n4 0 1 2 3\n4 1 3 2", "2\n10 10").as_bytes(),
+        tet,
+        &["CELLS"],
+    );
+    says(
+        "types.vtk",
+        vtk(pts, "2 10\n4 0 1 2 3\n4 1 2 3 4", "1\n10").as_bytes(),
+        tet,
+        &["2 cells but 1 cell types"],
+    );
+    says(
+        "hex.vtk",
+        vtk(pts, "2 10\n4 0 1 2 3\n4 1 2 3 4", "2\n10 12").as_bytes(),
+        tet,
+        &["1 hexahedra (VTK cell type 12)"],
+    );
+    says(
+        "inv.vtk",
+        vtk(pts, "2 10\n4 0 1 2 3\n4 0 2 1 4", "2\n10 10").as_bytes(),
+        tet,
+        &["tetrahedron 1", "inverted"],
+    );
+    says(
+        "cut.vtk",
+        &good.as_bytes()[..good.len() - 3],
+        tet,
+        &["line 11", "truncated"],
+    );
+    says(
+        "huge.vtk",
+        good.replace("POINTS 5", "POINTS 2147483648").as_bytes(),
+        tet,
+        &["2147483648 points"],
+    );
+    // VTU: the real file with its data cut, and a bad index.
+    let vtu = std::fs::read_to_string(data("box_ascii.vtu")).unwrap();
+    says(
+        "cut.vtu",
+        &vtu.as_bytes()[..vtu.len() / 2],
+        tet,
+        &["truncated"],
+    );
+    let zlib = std::fs::read(data("box_zlib.vtu")).unwrap();
+    says("zcut.vtu", &zlib[..zlib.len() - 200], tet, &["VTU"]);
+    let conn = vtu.find("Name=\"connectivity\"").unwrap();
+    let body = conn + vtu[conn..].find('>').unwrap() + 1;
+    let bad = format!("{}\n99999 {}", &vtu[..body], &vtu[body..]);
+    says("idx.vtu", bad.as_bytes(), tet, &["point"]);
+    // TetGen: .node and .ele beside each other.
+    let dir = tempfile::tempdir().unwrap();
+    let node = "5 3 0 0\n1 0 0 0\n2 1 0 0\n3 0 1 0\n4 0 0 1\n5 1 1 1\n";
+    write(dir.path(), "t.node", node.as_bytes());
+    let tetgen = |ele: &str| {
+        write(dir.path(), "t.ele", ele.as_bytes());
+        mesh::load_file(&dir.path().join("t.ele"), None, &FileOptions::default())
+    };
+    assert_eq!(
+        tetgen("2 4 0\n1 1 2 3 4\n2 2 3 4 5\n").unwrap().edges.len(),
+        9
+    );
+    for (ele, needles) in [
+        (
+            "1 4 0\n1 1 2 3 9\n",
+            &["tetrahedron 0", "line 2", "node 9"][..],
+        ),
+        ("2 4 0\n1 1 2 3 4\n", &["t.ele", "truncated"]),
+        ("1 4 0\n1 1 2 3 4\n2 2 3 4 5\n", &["wrong count"]),
+        (
+            "1 10 0\n1 1 2 3 4 5 6 7 8 9 10\n",
+            &["10 nodes per tetrahedron"],
+        ),
+        (
+            "2 4 0\n1 1 2 3 4\n2 1 3 2 5\n",
+            &["tetrahedron 1", "inverted"],
+        ),
+        ("2147483648 4 0\n1 1 2 3 4\n", &["2147483648 tetrahedra"]),
+    ] {
+        let s = tetgen(ele).unwrap_err().to_string();
+        for n in needles {
+            assert!(s.contains(n), "{ele:?}: '{s}' does not say '{n}'");
+        }
+    }
+    write(
+        dir.path(),
+        "t.node",
+        node.replace("4 0 0 1", "4 0 inf 1").as_bytes(),
+    );
+    let s = tetgen("1 4 0\n1 1 2 3 4\n").unwrap_err().to_string();
+    assert!(
+        s.contains("t.node") && s.contains("line 5") && s.contains("not finite"),
+        "{s}"
+    );
+    // Medit.
+    let medit = "MeshVersionFormatted 2\nDimension 3\nVertices\n5\n0 0 0 0\n1 0 0 0\n0 1 0 0\n0 0 1 0\n1 1 1 0\nTetrahedra\n2\n1 2 3 4 0\n2 3 4 5 0\nEnd\n";
+    mesh::load_bytes(
+        "g.mesh",
+        medit.as_bytes(),
+        MeshFormat::Medit,
+        &FileOptions::default(),
+    )
+    .unwrap();
+    says(
+        "idx.mesh",
+        medit.replace("2 3 4 5 0", "2 3 4 6 0").as_bytes(),
+        tet,
+        &["tetrahedron 1", "line 13", "vertex 6"],
+    );
+    says(
+        "cut.mesh",
+        medit.replace("End\n", "").as_bytes(),
+        tet,
+        &["End"],
+    );
+    says(
+        "nan.mesh",
+        medit.replace("1 1 1 0", "1 nan 1 0").as_bytes(),
+        tet,
+        &["line 9", "not finite"],
+    );
+    says(
+        "hex.mesh",
+        medit
+            .replace("End", "Hexahedra\n1\n1 2 3 4 5 1 2 3 0\nEnd")
+            .as_bytes(),
+        tet,
+        &["1 Hexahedra"],
+    );
+    says(
+        "huge.mesh",
+        medit
+            .replace("Vertices\n5", "Vertices\n2147483648")
+            .as_bytes(),
+        tet,
+        &["2147483648 vertices"],
+    );
+}
