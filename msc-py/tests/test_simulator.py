@@ -11,6 +11,7 @@ from __future__ import annotations
 import _thread
 import threading
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -87,7 +88,7 @@ def test_gpu_matches_cpu(tiny: Path, gpu: None) -> None:
 
 
 @pytest.mark.parametrize("backend", ["cpu", "gpu"])
-def test_new_parameters_step_as_a_simulator_built_with_them(tiny: Path, backend: str, request: pytest.FixtureRequest) -> None:
+def test_new_parameters_step_as_a_simulator_built_with_them(tiny: Path, backend: Literal["cpu", "gpu"], request: pytest.FixtureRequest) -> None:
     if backend == "gpu":
         request.getfixturevalue("gpu")
     scene = msc.load_scene(tiny)
@@ -154,7 +155,7 @@ def test_a_shared_device_runs_several_simulators(tiny: Path, gpu: None) -> None:
 
 
 @pytest.mark.parametrize("backend", ["cpu", "gpu"])
-def test_two_threads_on_one_simulator_take_turns(tiny: Path, backend: str, request: pytest.FixtureRequest) -> None:
+def test_two_threads_on_one_simulator_take_turns(tiny: Path, backend: Literal["cpu", "gpu"], request: pytest.FixtureRequest) -> None:
     if backend == "gpu":
         request.getfixturevalue("gpu")
     scene = msc.load_scene(tiny)
