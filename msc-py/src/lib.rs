@@ -3,6 +3,7 @@
 //! checks them, runs the crate's code with the GIL released and raises the crate's
 //! errors as the exceptions of `msc.errors`; the logic stays in the crate.
 
+mod bench;
 mod config;
 mod convert;
 mod device;
@@ -25,6 +26,7 @@ fn _msc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<simulator::PySimulator>()?;
     m.add_class::<worlds::PyWorlds>()?;
     m.add_function(wrap_pyfunction!(scene::load_scene, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::bench_workload, m)?)?;
     m.add_function(wrap_pyfunction!(scene::scenes, m)?)?;
     m.add_function(wrap_pyfunction!(device::adapters, m)?)?;
     m.add_function(wrap_pyfunction!(runs::run, m)?)?;

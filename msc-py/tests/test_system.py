@@ -104,3 +104,15 @@ def test_load_scene_applies_overrides_and_names_bad_ones(tiny: Path) -> None:
         msc.load_scene("no-such-scene")
     with pytest.raises(msc.SceneError, match="mesh.rngs"):
         msc.load_scene(tiny, set={"mesh.rngs": 4})
+
+
+def test_bench_workloads_are_those_of_msc_bench() -> None:
+    system, config = msc.bench_workload("cloth", 256, sweeps=12)
+    assert len(system) == 256 and int(system.pinned.sum()) == 2
+    assert (config.integrator, config.solver, config.iterations) == ("imex", "jacobi", 12)
+    cloud, _ = msc.bench_workload("coulomb", 100)
+    assert int((cloud.charges != 0).sum()) == 100
+    with pytest.raises(msc.ModelError, match="at least 4 particles"):
+        msc.bench_workload("cloth", 2)
+    with pytest.raises(ValueError, match="workload"):
+        msc.bench_workload("fluid", 10)  # type: ignore[arg-type]

@@ -209,6 +209,13 @@ class Worlds:
     def backend(self) -> str: ...
 
 def adapters(*, allow_software: bool = True) -> list[dict[str, Any]]: ...
+def bench_workload(
+    name: Literal["cloth", "coulomb"],
+    n: int,
+    *,
+    sweeps: int = 20,
+    charged_fraction: float = 0.0,
+) -> Tuple[System, Config]: ...
 def scenes() -> list[Tuple[str, str]]: ...
 def load_scene(
     scene: PathLike, set: Overrides = None, steps: Optional[int] = None
