@@ -3,9 +3,11 @@
 //! f64 CPU reference and the GPU solver. It sits above both backends, so neither imports
 //! the other's error type.
 
-use crate::cpu::CpuSimulation;
+use glam::DVec3;
+
+use crate::cpu::{CpuSimulation, UpdateError};
 use crate::gpu::{GpuSolver, GpuWorlds};
-use crate::model::State;
+use crate::model::{ModelError, State, System};
 use crate::sim::{DdefCounts, Energies, SolveStats};
 
 /// Errors a backend can raise while stepping or reading back.
@@ -18,6 +20,21 @@ pub enum SimError {
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
     Ddef(#[from] crate::ddef::DdefError),
+    /// A state or parameters written into a running simulation that the model rejects.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// An operation this backend does not offer.
+    #[error("not supported by this backend: {0}")]
+    Unsupported(String),
+}
+
+impl From<UpdateError> for SimError {
+    fn from(e: UpdateError) -> Self {
+        match e {
+            UpdateError::Model(m) => Self::Model(m),
+            UpdateError::Config(c) => Self::Config(c),
+        }
+    }
 }
 
 /// A time stepper over one system: the CPU reference or the GPU solver.
@@ -44,6 +61,43 @@ pub trait Simulator {
     fn ddef_counts(&self) -> Option<DdefCounts> {
         None
     }
+    /// Steps done so far.
+    fn steps_done(&mut self) -> Result<u64, SimError> {
+        Ok(self.state()?.step)
+    }
+    /// Replaces the positions and velocities (one per particle); the time and step count
+    /// stay. On the GPU it is queued behind the steps already submitted.
+    fn set_state(&mut self, _x: &[DVec3], _v: &[DVec3]) -> Result<(), SimError> {
+        Err(SimError::Unsupported("set_state".into()))
+    }
+    /// Replaces the masses, charges, pins and spring parameters with `system`'s, which
+    /// must keep the simulation's [`crate::model::Topology`]; the state stays.
+    fn set_parameters(&mut self, _system: &System) -> Result<(), SimError> {
+        Err(SimError::Unsupported("set_parameters".into()))
+    }
+    /// Positions in f32: on the GPU as the device holds them, with no f64 conversion.
+    fn positions_f32(&mut self) -> Result<Vec<[f32; 3]>, SimError> {
+        Ok(self
+            .state()?
+            .x
+            .iter()
+            .map(|p| p.as_vec3().to_array())
+            .collect())
+    }
+    /// Velocities in f32 (see [`Simulator::positions_f32`]).
+    fn velocities_f32(&mut self) -> Result<Vec<[f32; 3]>, SimError> {
+        Ok(self
+            .state()?
+            .v
+            .iter()
+            .map(|p| p.as_vec3().to_array())
+            .collect())
+    }
+    /// Waits for the steps submitted so far (the GPU's steps return once submitted; the
+    /// CPU's once done).
+    fn synchronize(&mut self) -> Result<(), SimError> {
+        Ok(())
+    }
 }
 
 impl Simulator for CpuSimulation {
@@ -68,6 +122,15 @@ impl Simulator for CpuSimulation {
     fn ddef_counts(&self) -> Option<DdefCounts> {
         self.ddef_totals()
     }
+    fn steps_done(&mut self) -> Result<u64, SimError> {
+        Ok(self.current().step)
+    }
+    fn set_state(&mut self, x: &[DVec3], v: &[DVec3]) -> Result<(), SimError> {
+        Ok(CpuSimulation::set_state(self, x, v)?)
+    }
+    fn set_parameters(&mut self, system: &System) -> Result<(), SimError> {
+        Ok(CpuSimulation::set_parameters(self, system)?)
+    }
 }
 
 impl Simulator for GpuSolver {
@@ -91,6 +154,24 @@ impl Simulator for GpuSolver {
             rebuilds: self.ddef_rebuilds()?,
             evaluations: self.ddef_evaluations()?,
         })
+    }
+    fn steps_done(&mut self) -> Result<u64, SimError> {
+        Ok(GpuSolver::steps_done(self))
+    }
+    fn set_state(&mut self, x: &[DVec3], v: &[DVec3]) -> Result<(), SimError> {
+        Ok(self.write_state(x, v)?)
+    }
+    fn set_parameters(&mut self, system: &System) -> Result<(), SimError> {
+        Ok(GpuSolver::set_parameters(self, system)?)
+    }
+    fn positions_f32(&mut self) -> Result<Vec<[f32; 3]>, SimError> {
+        Ok(self.read_positions_f32()?)
+    }
+    fn velocities_f32(&mut self) -> Result<Vec<[f32; 3]>, SimError> {
+        Ok(self.read_velocities_f32()?)
+    }
+    fn synchronize(&mut self) -> Result<(), SimError> {
+        Ok(GpuSolver::synchronize(self)?)
     }
 }
 

@@ -17,6 +17,8 @@ fn sim_gpu_error(e: SimError) -> GpuError {
         SimError::Gpu(g) => g,
         SimError::Config(c) => GpuError::Config(c),
         SimError::Ddef(d) => GpuError::Ddef(d),
+        SimError::Model(m) => GpuError::Model(m),
+        SimError::Unsupported(u) => GpuError::Unsupported(u),
     }
 }
 

@@ -16,9 +16,12 @@ use super::solvers::{
 };
 use crate::config::{Config, ConfigError, Integrator, SolverMethod};
 use crate::ddef::{DdefError, DdefSolver};
-use crate::model::{Adjacency, Spring, State, System};
+use crate::model::{Adjacency, Spring, State, System, Topology};
 use crate::sim::{DdefCounts, Energies, SolveStats};
 use glam::DVec3;
+
+mod update;
+pub use update::{parameters_fixed, UpdateError};
 
 /// The intermediate values of one step that the forward sensitivities (`crate::grad`)
 /// differentiate through, from [`CpuSimulation::step_traced`]: the tangents then follow
@@ -38,6 +41,8 @@ pub(crate) struct StepTrace {
 /// The CPU reference simulation of one system.
 pub struct CpuSimulation {
     system: System,
+    /// What parameter updates keep (`update`).
+    topology: Topology,
     config: Config,
     state: State,
     last_solve: Option<SolveStats>,
@@ -87,6 +92,7 @@ impl CpuSimulation {
             };
         Ok(Self {
             system: system.clone(),
+            topology: Topology::of(system),
             config: config.clone(),
             state,
             last_solve: None,

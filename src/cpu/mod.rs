@@ -8,5 +8,5 @@ pub mod operator;
 mod rows;
 pub mod solvers;
 
-pub use integrators::CpuSimulation;
+pub use integrators::{parameters_fixed, CpuSimulation, UpdateError};
 pub use solvers::{estimate_block_jacobi_rho, BlockLaplacian, SolverScratch};

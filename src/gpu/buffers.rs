@@ -2,6 +2,7 @@
 //! holds, and their creation from a system (f64 to f32 with range checks, the sliced
 //! adjacency, the constant local-global matrix, the `Params` uniform).
 
+use glam::DVec3;
 use wgpu::util::DeviceExt;
 
 use super::adjacency;
@@ -131,40 +132,13 @@ impl Buffers {
         sz: &Sizes,
         n_wg: u32,
     ) -> Result<Self, GpuError> {
-        let n = system.len();
         let h = dt.seconds();
-        let sqrt_k = COULOMB_K.sqrt();
-        let mut x = Vec::with_capacity(n);
-        let mut v = Vec::with_capacity(n);
-        let mut props = Vec::with_capacity(n);
+        let (x, v) = state_vec4(system.positions(), system.velocities())?;
+        let props = particle_props(system)?;
         let charged = system.charged_indices();
-        for i in 0..n {
-            x.push(vec4(system.positions()[i], 1.0, "position of particle", i)?);
-            v.push(vec4(
-                system.velocities()[i],
-                0.0,
-                "velocity of particle",
-                i,
-            )?);
-            let q = system.charges()[i];
-            props.push([
-                to_f32(system.masses()[i], "mass of particle", i)?,
-                to_f32(q * sqrt_k, "charge of particle", i)?,
-                to_f32(q, "charge of particle", i)?,
-                if system.pinned()[i] { 1.0 } else { 0.0 },
-            ]);
-        }
         let springs: Vec<[u32; 2]> = system.springs().iter().map(|s| [s.i, s.j]).collect();
-        let mut sparams = Vec::with_capacity(springs.len());
-        for (k, s) in system.springs().iter().enumerate() {
-            sparams.push([
-                to_f32(s.stiffness, "stiffness of spring", k)?,
-                to_f32(s.rest_length, "rest length of spring", k)?,
-                to_f32(s.damping, "damping of spring", k)?,
-                0.0,
-            ]);
-        }
-        let (adj_shift, adj) = adjacency::words(n, system.springs());
+        let sparams = spring_params(system)?;
+        let (adj_shift, adj) = adjacency::words(system.len(), system.springs());
         let (sf_init, bd_init) = if config.integrator == Integrator::LocalGlobal {
             local_global_init(system, &|_| h)?
         } else {
@@ -262,6 +236,54 @@ impl Buffers {
         let params = uniform(device, &params);
         Ok(Self { list, params })
     }
+}
+
+/// Positions (xyz, 1) and velocities (xyz, 0) as the `X` and `V` buffers hold them.
+pub(super) fn state_vec4(x: &[DVec3], v: &[DVec3]) -> Result<(Vec<Vec4>, Vec<Vec4>), GpuError> {
+    let x = x
+        .iter()
+        .enumerate()
+        .map(|(i, p)| vec4(*p, 1.0, "position of particle", i))
+        .collect::<Result<_, _>>()?;
+    let v = v
+        .iter()
+        .enumerate()
+        .map(|(i, p)| vec4(*p, 0.0, "velocity of particle", i))
+        .collect::<Result<_, _>>()?;
+    Ok((x, v))
+}
+
+/// The `Props` rows: (mass, charge * sqrt(k_c), charge, pinned) per particle.
+pub(super) fn particle_props(system: &System) -> Result<Vec<Vec4>, GpuError> {
+    let sqrt_k = COULOMB_K.sqrt();
+    (0..system.len())
+        .map(|i| {
+            let q = system.charges()[i];
+            Ok([
+                to_f32(system.masses()[i], "mass of particle", i)?,
+                to_f32(q * sqrt_k, "charge of particle", i)?,
+                to_f32(q, "charge of particle", i)?,
+                if system.pinned()[i] { 1.0 } else { 0.0 },
+            ])
+        })
+        .collect()
+}
+
+/// The `SParams` rows: (k, L, c, 0) per spring.
+pub(super) fn spring_params(system: &System) -> Result<Vec<Vec4>, GpuError> {
+    system
+        .springs()
+        .iter()
+        .enumerate()
+        .map(|(k, s)| {
+            Ok([
+                to_f32(s.stiffness, "stiffness of spring", k)?,
+                to_f32(s.rest_length, "rest length of spring", k)?,
+                to_f32(s.damping, "damping of spring", k)?,
+                0.0,
+            ])
+        })
+        .collect()
 }
 
 fn uniform(device: &wgpu::Device, params: &Params) -> wgpu::Buffer {

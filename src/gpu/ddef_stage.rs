@@ -111,6 +111,11 @@ impl SolverDdef {
         Ok(())
     }
 
+    /// The positions were replaced from the host: the next evaluation runs the host stage.
+    pub(super) fn positions_changed(&mut self) {
+        self.current = false;
+    }
+
     /// The kernels, for a replay that records an evaluation whose lists are current.
     pub(super) fn kernels(&self) -> &GpuDdef {
         &self.gpu

@@ -58,6 +58,9 @@ pub enum GpuError {
     },
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// An input to a running solver (a state, new parameters) that the model rejects.
+    #[error(transparent)]
+    Model(#[from] crate::model::ModelError),
     /// The host stage of a DDEF force evaluation (grid, point location) failed.
     #[error(transparent)]
     Ddef(#[from] crate::ddef::DdefError),

@@ -112,6 +112,17 @@ fn f32_singular_distance(qs_max: f64) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// Checks a state written into a running solver: the positions and velocities bounds of
+/// [`check`].
+pub fn check_state(x: &[DVec3], v: &[DVec3]) -> Result<(), GpuError> {
+    let (x_max, v_max) = (max_coordinate(), (F32_MAX / 3.0).sqrt());
+    for (i, (xi, vi)) in x.iter().zip(v).enumerate() {
+        vec_at_most("position of particle", i, *xi, x_max, " m")?;
+        vec_at_most("velocity of particle", i, *vi, v_max, " m/s")?;
+    }
+    Ok(())
+}
+
 /// Checks every value [`super::GpuSolver`] uploads (see the module comment).
 pub fn check(system: &System, config: &Config) -> Result<(), GpuError> {
     let x_max = max_coordinate();

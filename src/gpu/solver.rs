@@ -27,6 +27,8 @@ use super::submit::{Replay, Submitter};
 use super::tangent::{self, TangentDirection, TangentVectors};
 use super::GpuError;
 use crate::config::{Config, Integrator};
+
+mod update;
 use crate::model::{State, System};
 use crate::sim::{Energies, SolveStats};
 
@@ -87,6 +89,11 @@ pub struct GpuSolver {
     /// `coulomb.method = "ddef"`: the host stage's state and the DDEF kernels.
     ddef: Option<SolverDdef>,
     tangents: Option<Tangents>,
+    /// The last batch of steps submitted by [`Self::advance`], still possibly running:
+    /// the next call waits for it, so at most two batches are in flight across calls.
+    in_flight: Option<wgpu::SubmissionIndex>,
+    /// What updates of a single system's solver check against (`None` in a batch).
+    fixed: Option<update::Fixed>,
 }
 
 impl GpuSolver {
@@ -174,7 +181,9 @@ impl GpuSolver {
     ) -> Result<Self, GpuError> {
         let parts = assemble(&host, system, config, directions)?;
         let (n, ns) = (system.len() as u32, system.springs().len() as u32);
-        Ok(Self::from_parts(host, summary, parts, config, n, ns))
+        let mut solver = Self::from_parts(host, summary, parts, config, n, ns);
+        solver.fixed = Some(update::Fixed::new(system, config));
+        Ok(solver)
     }
 
     /// A solver over `parts` (one system's, or a batch's packed worlds) of `n` particle
@@ -209,6 +218,8 @@ impl GpuSolver {
             saved_stats: None,
             ddef: parts.ddef,
             tangents: parts.tangents,
+            in_flight: None,
+            fixed: None,
         }
     }
 
@@ -332,7 +343,7 @@ impl GpuSolver {
         let device = self.host.device.clone();
         scoped(&device, || {
             let mut remaining = n;
-            let mut previous: Option<wgpu::SubmissionIndex> = None;
+            let mut previous = self.in_flight.take();
             let per_submit = (DISPATCHES_PER_SUBMIT / self.program.step.len().max(1) as u64)
                 .clamp(1, u64::from(u32::MAX));
             while remaining > 0 {
@@ -347,6 +358,7 @@ impl GpuSolver {
                 previous = Some(index);
                 remaining -= batch;
             }
+            self.in_flight = previous;
             Ok(())
         })?;
         self.host.check_lost()

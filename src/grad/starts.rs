@@ -57,6 +57,8 @@ fn sim_error(e: SimError) -> GradError {
         SimError::Gpu(g) => GradError::Gpu(g),
         SimError::Config(c) => GradError::Config(c),
         SimError::Ddef(d) => GradError::Gpu(crate::gpu::GpuError::Ddef(d)),
+        SimError::Model(m) => GradError::Model(m),
+        SimError::Unsupported(u) => GradError::Gpu(crate::gpu::GpuError::Unsupported(u)),
     }
 }
 

@@ -7,9 +7,11 @@
 pub mod adjacency;
 pub mod close_pairs;
 pub mod mesh;
+pub mod update;
 
 pub use adjacency::{AdjEntry, Adjacency};
 pub use mesh::{Mesh, MeshCounts, MeshError};
+pub use update::{check_state, Topology};
 
 use glam::DVec3;
 
@@ -78,6 +80,16 @@ pub enum ModelError {
         what: &'static str,
         value: f64,
     },
+    #[error("{what} has {got} entries but the system has {expected} springs")]
+    SpringArrayLength {
+        what: &'static str,
+        got: usize,
+        expected: usize,
+    },
+    /// An update of a running simulator that would change what it keeps fixed
+    /// ([`Topology`]).
+    #[error("a running simulator keeps its {what}: {detail}; build a new simulator to change it")]
+    TopologyChanged { what: &'static str, detail: String },
     #[error("too many particles: {count} exceeds the limit of {limit}")]
     TooManyParticles { count: usize, limit: usize },
     /// Charges so large that k_c q_i q_j overflows f64 whatever their distance: no

@@ -24,14 +24,14 @@ pub enum BackendArg {
 
 /// A started backend.
 pub struct Backend {
-    pub sim: Box<dyn Simulator>,
+    pub sim: Box<dyn Simulator + Send>,
     /// The GPU adapter, `None` on the CPU.
     pub adapter: Option<AdapterSummary>,
     /// Why `auto` fell back to the CPU, for a one-line note.
     pub fallback_note: Option<String>,
 }
 
-fn cpu(system: &System, config: &Config) -> Result<Box<dyn Simulator>, RunError> {
+fn cpu(system: &System, config: &Config) -> Result<Box<dyn Simulator + Send>, RunError> {
     Ok(Box::new(
         CpuSimulation::new(system, config).map_err(RunError::Config)?,
     ))
@@ -72,6 +72,18 @@ fn gpu(
     ))
 }
 
+/// Whether `auto` runs the CPU reference after this GPU error: no hardware adapter, a
+/// feature the GPU solver lacks, or values f32 cannot hold (the f64 reference can).
+pub fn falls_back(e: &GpuError) -> bool {
+    matches!(
+        e,
+        GpuError::NoAdapter(_)
+            | GpuError::Unsupported(_)
+            | GpuError::F32Range { .. }
+            | GpuError::F32Pair { .. }
+    )
+}
+
 /// Starts the chosen backend.
 pub fn start(choice: BackendArg, system: &System, config: &Config) -> Result<Backend, RunError> {
     start_with_handles(choice, system, config).map(|(b, _)| b)
@@ -96,14 +108,7 @@ pub fn start_with_handles(
         BackendArg::Gpu => gpu(system, config, true).map(with).map_err(RunError::Gpu),
         BackendArg::Auto => match gpu(system, config, false) {
             Ok(b) => Ok(with(b)),
-            // No hardware adapter, a feature the GPU solver lacks, or values f32 cannot
-            // hold: the f64 CPU reference can do it.
-            Err(
-                e @ (GpuError::NoAdapter(_)
-                | GpuError::Unsupported(_)
-                | GpuError::F32Range { .. }
-                | GpuError::F32Pair { .. }),
-            ) => Ok((
+            Err(e) if falls_back(&e) => Ok((
                 Backend {
                     sim: cpu(system, config)?,
                     adapter: None,

@@ -56,6 +56,7 @@
 //! ```
 
 mod builtin;
+mod config_only;
 mod ctx;
 mod error;
 mod geometry;
@@ -68,6 +69,7 @@ mod schema;
 mod settings;
 mod size;
 
+pub use config_only::{config_from, CONFIG_KEYS};
 pub use error::{Location, SceneError};
 pub use size::{available_memory, SceneSize, Shortfall};
 

@@ -1,0 +1,65 @@
+"""The exceptions msc raises.
+
+Every error is a :class:`MscError`; each subclass names a kind of failure and carries
+the library's own message, which names what is wrong: the scene key, the particle or
+spring index, the limit and its size. Input errors are also :class:`ValueError`\\ s.
+"""
+
+from __future__ import annotations
+
+
+class MscError(Exception):
+    """Base class of every error msc raises."""
+
+
+class SceneError(MscError, ValueError):
+    """A scene file, a built-in scene name or an override (``set=``) is wrong."""
+
+
+class ConfigError(SceneError):
+    """A simulation setting is out of range, or forbids the operation asked for.
+
+    ``key`` is the scene file's dotted key (``integrator.dt``, ``coulomb.method``).
+    """
+
+    key: str
+
+
+class ModelError(MscError, ValueError):
+    """A system's arrays are wrong (shape, length, value); the message names the index."""
+
+
+class GpuError(MscError, RuntimeError):
+    """The GPU solver failed or cannot take the input: no adapter, a device limit, a
+    value outside float32's range, a lost device."""
+
+
+class DivergenceError(MscError, ArithmeticError):
+    """The simulation became non-finite.
+
+    From :func:`msc.run`: ``step`` and ``time`` say where, ``out`` holds the outputs so
+    far (``summary.json`` has ``"finite": false``).
+    """
+
+
+class FitError(MscError):
+    """A fit could not run (parameters, target frames) or stopped without converging.
+
+    When it stopped, ``out`` is its ``fit.json`` and ``result`` that file's contents.
+    """
+
+
+class BackendWarning(UserWarning):
+    """``backend="auto"`` found no GPU able to run the system and used the CPU reference."""
+
+
+__all__ = [
+    "BackendWarning",
+    "ConfigError",
+    "DivergenceError",
+    "FitError",
+    "GpuError",
+    "ModelError",
+    "MscError",
+    "SceneError",
+]

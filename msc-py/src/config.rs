@@ -1,0 +1,199 @@
+//! `msc.Config`: how a system is simulated, from keyword arguments named after the scene
+//! file's keys (or `set=` with the dotted keys themselves). The crate builds and checks
+//! it exactly as it reads a scene file's settings.
+
+use msc::config::{Config, CoulombMethod, ExternalField};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::convert::{overrides, toml_value};
+use crate::errors::settings_error;
+
+#[pyclass(module = "msc", name = "Config", frozen)]
+pub struct PyConfig {
+    pub config: Config,
+}
+
+/// Keyword arguments and the scene keys they set.
+const KEYS: [(&str, &str); 14] = [
+    ("integrator", "integrator.method"),
+    ("dt", "integrator.dt"),
+    ("steps", "integrator.steps"),
+    ("duration", "integrator.duration"),
+    ("solver", "integrator.solver.method"),
+    ("iterations", "integrator.solver.iterations"),
+    ("omega", "integrator.solver.omega"),
+    ("tolerance", "integrator.solver.tolerance"),
+    ("rho", "integrator.solver.rho"),
+    (
+        "local_global_iterations",
+        "integrator.local_global_iterations",
+    ),
+    ("gravity", "gravity"),
+    ("coulomb", "coulomb.method"),
+    ("softening", "coulomb.softening"),
+    ("external_field", "external_field"),
+];
+
+#[pymethods]
+impl PyConfig {
+    /// Settings not given take the scene file's defaults.
+    #[new]
+    #[pyo3(signature = (*, set=None, external_charges=None, **kwargs))]
+    fn new(
+        py: Python<'_>,
+        set: Option<&Bound<'_, PyAny>>,
+        external_charges: Option<&Bound<'_, PyAny>>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let mut args = Vec::new();
+        if let Some(kw) = kwargs {
+            for (k, v) in kw.iter() {
+                let name: String = k.extract()?;
+                let Some((_, key)) = KEYS.iter().find(|(n, _)| *n == name) else {
+                    let known: Vec<&str> = KEYS.iter().map(|(n, _)| *n).collect();
+                    return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                        "Config() got an unexpected keyword argument '{name}' (known: {}, \
+                         external_charges, set)",
+                        known.join(", ")
+                    )));
+                };
+                if !v.is_none() {
+                    args.push(format!("{key}={}", toml_value(&v, key)?));
+                }
+            }
+        }
+        if let Some(ec) = external_charges.filter(|e| !e.is_none()) {
+            args.push(format!(
+                "external_charges={}",
+                toml_value(ec, "external_charges")?
+            ));
+        }
+        args.extend(overrides(set)?);
+        let config = msc::scene::config_from(&args).map_err(|e| settings_error(py, e))?;
+        Ok(Self { config })
+    }
+
+    #[getter]
+    fn integrator(&self) -> &'static str {
+        self.config.integrator.name()
+    }
+    /// Time step (s).
+    #[getter]
+    fn dt(&self) -> f64 {
+        self.config.dt
+    }
+    /// Steps of a run.
+    #[getter]
+    fn steps(&self) -> u64 {
+        self.config.steps
+    }
+    #[getter]
+    fn solver(&self) -> &'static str {
+        self.config.solver.method.name()
+    }
+    #[getter]
+    fn iterations(&self) -> u32 {
+        self.config.solver.iterations
+    }
+    #[getter]
+    fn omega(&self) -> f64 {
+        self.config.solver.omega
+    }
+    #[getter]
+    fn tolerance(&self) -> f64 {
+        self.config.solver.tolerance
+    }
+    #[getter]
+    fn rho(&self) -> Option<f64> {
+        self.config.solver.rho
+    }
+    #[getter]
+    fn local_global_iterations(&self) -> u32 {
+        self.config.local_global_iterations
+    }
+    /// m/s^2.
+    #[getter]
+    fn gravity(&self) -> (f64, f64, f64) {
+        self.config.gravity.into()
+    }
+    #[getter]
+    fn coulomb(&self) -> &'static str {
+        self.config.coulomb.method.name()
+    }
+    /// m.
+    #[getter]
+    fn softening(&self) -> f64 {
+        self.config.coulomb.softening
+    }
+    /// One dict per external charge: charge (C), position (m, at t = 0), orbit or None.
+    #[getter]
+    fn external_charges<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        self.config
+            .external_charges
+            .iter()
+            .map(|c| {
+                let d = PyDict::new(py);
+                d.set_item("charge", c.charge)?;
+                d.set_item("position", <(f64, f64, f64)>::from(c.position))?;
+                match c.orbit {
+                    Some(o) => {
+                        let od = PyDict::new(py);
+                        od.set_item("center", <(f64, f64, f64)>::from(o.center))?;
+                        od.set_item("axis", <(f64, f64, f64)>::from(o.axis))?;
+                        od.set_item("angular_velocity", o.angular_velocity)?;
+                        d.set_item("orbit", od)?;
+                    }
+                    None => d.set_item("orbit", py.None())?,
+                }
+                Ok(d)
+            })
+            .collect()
+    }
+    /// The external field as a dict (kind and its parameters), or None.
+    #[getter]
+    fn external_field<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(f) = self.config.external_field else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("kind", f.name())?;
+        match f {
+            ExternalField::Uniform(e) => d.set_item("value", <(f64, f64, f64)>::from(e))?,
+            ExternalField::Swirl { scale, min_z } | ExternalField::Vortex { scale, min_z } => {
+                d.set_item("scale", scale)?;
+                d.set_item("min_z", min_z)?;
+            }
+        }
+        Ok(Some(d))
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other
+            .cast::<PyConfig>()
+            .is_ok_and(|o| o.get().config == self.config)
+    }
+
+    fn __repr__(&self) -> String {
+        let c = &self.config;
+        let ddef = match c.coulomb.method {
+            CoulombMethod::Ddef(d) => format!(", ddef samples={}", d.samples),
+            _ => String::new(),
+        };
+        format!(
+            "msc.Config(integrator='{}', dt={}, steps={}, solver='{}', iterations={}, \
+             gravity={:?}, coulomb='{}'{ddef}, softening={}, external_charges={}, \
+             external_field={})",
+            c.integrator.name(),
+            c.dt,
+            c.steps,
+            c.solver.method.name(),
+            c.solver.iterations,
+            c.gravity.to_array(),
+            c.coulomb.method.name(),
+            c.coulomb.softening,
+            c.external_charges.len(),
+            c.external_field.map_or("None", |f| f.name()),
+        )
+    }
+}

@@ -1,0 +1,370 @@
+//! Python values to the crate's types and back: numpy arrays of vectors, scalars and
+//! indices (shape-checked, errors naming the argument and the offending index), scene
+//! overrides from a dict (values written as TOML), JSON values as Python objects.
+
+use glam::DVec3;
+use numpy::{AllowTypeChange, PyArray1, PyArrayLikeDyn, PyArrayMethods, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyMapping, PyString};
+
+use crate::errors::{error, Kind};
+
+fn model_error(py: Python<'_>, message: String) -> PyErr {
+    error(py, Kind::Model, message)
+}
+
+fn shape_text(shape: &[usize]) -> String {
+    let parts: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    if parts.len() == 1 {
+        format!("({},)", parts[0])
+    } else {
+        format!("({})", parts.join(", "))
+    }
+}
+
+/// An array-like of float64 (any numeric dtype is converted, as `numpy.asarray` would).
+fn floats<'py>(
+    obj: &Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<PyArrayLikeDyn<'py, f64, AllowTypeChange>> {
+    obj.extract().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what}: expected an array of numbers, got {}",
+            type_name(obj)
+        ))
+    })
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "an object".into())
+}
+
+/// An (n, 3) array of vectors.
+pub fn vectors(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<DVec3>> {
+    let py = obj.py();
+    let a = floats(obj, what)?;
+    let shape = a.shape().to_vec();
+    if shape.len() != 2 || shape[1] != 3 {
+        return Err(model_error(
+            py,
+            format!("{what} must have shape (n, 3), got {}", shape_text(&shape)),
+        ));
+    }
+    Ok(match a.as_slice() {
+        Ok(s) => s
+            .chunks_exact(3)
+            .map(|c| DVec3::new(c[0], c[1], c[2]))
+            .collect(),
+        Err(_) => a
+            .as_array()
+            .rows()
+            .into_iter()
+            .map(|r| DVec3::new(r[0], r[1], r[2]))
+            .collect(),
+    })
+}
+
+/// A 1-D array of `len` numbers, or one number for all of them (`len` given).
+pub fn scalars(obj: &Bound<'_, PyAny>, what: &str, len: Option<usize>) -> PyResult<Vec<f64>> {
+    let py = obj.py();
+    if let (Some(n), Ok(v)) = (len, obj.extract::<f64>()) {
+        if obj.is_instance_of::<PyFloat>() || obj.is_instance_of::<PyInt>() {
+            return Ok(vec![v; n]);
+        }
+    }
+    let a = floats(obj, what)?;
+    let shape = a.shape().to_vec();
+    match (shape.as_slice(), len) {
+        ([], Some(n)) => Ok(vec![a.as_array().iter().copied().next().unwrap_or(0.0); n]),
+        ([m], Some(n)) if *m != n => Err(model_error(
+            py,
+            format!("{what} has {m} entries, expected {n}"),
+        )),
+        ([_], _) => Ok(a.as_array().iter().copied().collect()),
+        _ => Err(model_error(
+            py,
+            format!(
+                "{what} must be a 1-D array{}, got shape {}",
+                if len.is_some() { " or one number" } else { "" },
+                shape_text(&shape)
+            ),
+        )),
+    }
+}
+
+/// `numpy.asarray(obj)` with its dtype's kind (`"b"`, `"i"`, `"u"`, `"f"`, ...).
+fn as_array<'py>(obj: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, String)> {
+    let np = obj.py().import("numpy")?;
+    let a = np.call_method1("asarray", (obj,))?;
+    let kind: String = a.getattr("dtype")?.getattr("kind")?.extract()?;
+    Ok((a, kind))
+}
+
+/// An integer array of shape (m, `width`): index rows (springs, faces). Each entry must
+/// lie in 0..n; an error names the row.
+pub fn index_rows(
+    obj: &Bound<'_, PyAny>,
+    what: &str,
+    width: usize,
+    n: usize,
+) -> PyResult<Vec<Vec<u32>>> {
+    let py = obj.py();
+    let (a, kind) = as_array(obj)?;
+    let size: usize = a.getattr("size")?.extract()?;
+    if size == 0 {
+        return Ok(Vec::new());
+    }
+    if kind != "i" && kind != "u" {
+        return Err(model_error(
+            py,
+            format!("{what} must hold integer particle indices, got dtype kind '{kind}'"),
+        ));
+    }
+    let a = a.call_method1("astype", ("int64",))?;
+    let a: PyArrayLikeDyn<'_, i64, AllowTypeChange> = a.extract()?;
+    let shape = a.shape().to_vec();
+    if shape.len() != 2 || shape[1] != width {
+        return Err(model_error(
+            py,
+            format!(
+                "{what} must have shape (m, {width}), got {}",
+                shape_text(&shape)
+            ),
+        ));
+    }
+    let view = a.as_array();
+    let mut rows = Vec::with_capacity(shape[0]);
+    for (k, row) in view.rows().into_iter().enumerate() {
+        let mut out = Vec::with_capacity(width);
+        for &i in row {
+            if i < 0 || i as u64 >= n as u64 {
+                return Err(model_error(
+                    py,
+                    format!("{what} {k}: index {i} is out of range (the system has {n} particles)"),
+                ));
+            }
+            out.push(i as u32);
+        }
+        rows.push(out);
+    }
+    Ok(rows)
+}
+
+/// A boolean mask of length n, or a list of particle indices.
+pub fn mask(obj: &Bound<'_, PyAny>, what: &str, n: usize) -> PyResult<Vec<bool>> {
+    let py = obj.py();
+    let (a, kind) = as_array(obj)?;
+    let shape: Vec<usize> = a.getattr("shape")?.extract()?;
+    if shape.len() != 1 {
+        return Err(model_error(
+            py,
+            format!(
+                "{what} must be a 1-D mask or list of indices, got shape {}",
+                shape_text(&shape)
+            ),
+        ));
+    }
+    if kind == "b" {
+        let v: Vec<bool> = a.call_method0("tolist")?.extract()?;
+        if v.len() != n {
+            return Err(model_error(
+                py,
+                format!(
+                    "{what} has {} entries, expected {n} (one per particle)",
+                    v.len()
+                ),
+            ));
+        }
+        return Ok(v);
+    }
+    let mut m = vec![false; n];
+    if shape[0] == 0 {
+        return Ok(m);
+    }
+    if kind != "i" && kind != "u" {
+        return Err(model_error(
+            py,
+            format!("{what} must be booleans or integer indices, got dtype kind '{kind}'"),
+        ));
+    }
+    let idx: Vec<i64> = a.call_method0("tolist")?.extract()?;
+    for (k, &i) in idx.iter().enumerate() {
+        if i < 0 || i as u64 >= n as u64 {
+            return Err(model_error(
+                py,
+                format!("{what}[{k}]: index {i} is out of range (the system has {n} particles)"),
+            ));
+        }
+        m[i as usize] = true;
+    }
+    Ok(m)
+}
+
+/// A flat buffer as an (n, 3) array, without a copy.
+pub fn rows3<'py, T: numpy::Element>(py: Python<'py>, flat: Vec<T>) -> PyResult<Bound<'py, PyAny>> {
+    let n = flat.len() / 3;
+    Ok(PyArray1::from_vec(py, flat).reshape([n, 3])?.into_any())
+}
+
+/// Vectors as an (n, 3) float64 array.
+pub fn vec3_array<'py>(py: Python<'py>, v: &[DVec3]) -> PyResult<Bound<'py, PyAny>> {
+    let mut flat = Vec::with_capacity(3 * v.len());
+    for p in v {
+        flat.extend_from_slice(&[p.x, p.y, p.z]);
+    }
+    rows3(py, flat)
+}
+
+/// f32 vectors as an (n, 3) float32 array (no copy) or float64 array.
+pub fn f32_rows<'py>(
+    py: Python<'py>,
+    v: Vec<[f32; 3]>,
+    f64_out: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    if f64_out {
+        let mut flat = Vec::with_capacity(3 * v.len());
+        for p in &v {
+            flat.extend_from_slice(&[f64::from(p[0]), f64::from(p[1]), f64::from(p[2])]);
+        }
+        rows3(py, flat)
+    } else {
+        rows3(py, flatten(v))
+    }
+}
+
+/// The components of `v` in order, in the same allocation.
+fn flatten(v: Vec<[f32; 3]>) -> Vec<f32> {
+    let mut v = std::mem::ManuallyDrop::new(v);
+    let (ptr, len, cap) = (v.as_mut_ptr(), v.len(), v.capacity());
+    // SAFETY: [f32; 3] is three f32 with f32's alignment and no padding, so the
+    // allocation of `cap` arrays is one of `3 cap` f32 with the same layout.
+    unsafe { Vec::from_raw_parts(ptr.cast::<f32>(), 3 * len, 3 * cap) }
+}
+
+/// `dtype` as "float32" or "float64" (None: float64).
+pub fn float_dtype(py: Python<'_>, dtype: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+    let Some(d) = dtype else { return Ok(true) };
+    let name: String = py
+        .import("numpy")?
+        .call_method1("dtype", (d,))?
+        .getattr("name")?
+        .extract()?;
+    match name.as_str() {
+        "float64" => Ok(true),
+        "float32" => Ok(false),
+        other => Err(PyValueError::new_err(format!(
+            "dtype must be float32 or float64, got {other}"
+        ))),
+    }
+}
+
+/// A Python value as TOML: bool, int, float, str, sequences and mappings of them.
+pub fn toml_value(obj: &Bound<'_, PyAny>, key: &str) -> PyResult<toml::Value> {
+    if obj.is_instance_of::<PyBool>() {
+        return Ok(toml::Value::Boolean(obj.extract()?));
+    }
+    if obj.is_instance_of::<PyString>() {
+        return Ok(toml::Value::String(obj.extract()?));
+    }
+    if obj.is_instance_of::<PyInt>() {
+        return Ok(toml::Value::Integer(obj.extract()?));
+    }
+    if obj.is_instance_of::<PyFloat>() {
+        return Ok(toml::Value::Float(obj.extract()?));
+    }
+    if let Ok(m) = obj.cast::<PyMapping>() {
+        let mut t = toml::Table::new();
+        for item in m.items()?.iter() {
+            let (k, v): (String, Bound<'_, PyAny>) = item.extract()?;
+            let sub = format!("{key}.{k}");
+            t.insert(k, toml_value(&v, &sub)?);
+        }
+        return Ok(toml::Value::Table(t));
+    }
+    // numpy scalars and arrays, tuples, lists.
+    if obj.hasattr("tolist")? {
+        let plain = obj.call_method0("tolist")?;
+        if !plain.is(obj) {
+            return toml_value(&plain, key);
+        }
+    }
+    if let Ok(items) = obj.try_iter() {
+        let values = items
+            .map(|item| toml_value(&item?, key))
+            .collect::<PyResult<Vec<_>>>()?;
+        return Ok(toml::Value::Array(values));
+    }
+    if let Ok(v) = obj.extract::<f64>() {
+        return Ok(toml::Value::Float(v));
+    }
+    Err(PyTypeError::new_err(format!(
+        "{key}: a {} has no scene-file (TOML) form",
+        type_name(obj)
+    )))
+}
+
+/// `set=`: a mapping of dotted keys to values, or a sequence of "key=value" strings (as
+/// `--set` takes them).
+pub fn overrides(set: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
+    let Some(set) = set else {
+        return Ok(Vec::new());
+    };
+    if set.is_none() {
+        return Ok(Vec::new());
+    }
+    if let Ok(m) = set.cast::<PyMapping>() {
+        let mut out = Vec::new();
+        for item in m.items()?.iter() {
+            let (k, v): (String, Bound<'_, PyAny>) = item.extract()?;
+            out.push(format!("{k}={}", toml_value(&v, &k)?));
+        }
+        return Ok(out);
+    }
+    if set.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(
+            "set= takes a dict {key: value} or a list of \"key=value\" strings, not one string",
+        ));
+    }
+    set.extract::<Vec<String>>().map_err(|_| {
+        PyTypeError::new_err("set= takes a dict {key: value} or a list of \"key=value\" strings")
+    })
+}
+
+/// A JSON value as Python objects (dicts, lists, numbers, strings, None).
+pub fn json<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    use serde_json::Value;
+    Ok(match v {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => i.into_pyobject(py)?.into_any(),
+            (None, Some(u)) => u.into_pyobject(py)?.into_any(),
+            _ => n.as_f64().unwrap_or(f64::NAN).into_pyobject(py)?.into_any(),
+        },
+        Value::String(s) => PyString::new(py, s).into_any(),
+        Value::Array(a) => {
+            let items = a
+                .iter()
+                .map(|x| json(py, x))
+                .collect::<PyResult<Vec<_>>>()?;
+            PyList::new(py, items)?.into_any()
+        }
+        Value::Object(o) => {
+            let d = PyDict::new(py);
+            for (k, x) in o {
+                d.set_item(k, json(py, x)?)?;
+            }
+            d.into_any()
+        }
+    })
+}
+
+/// A serializable value (a summary, an adapter) as Python objects.
+pub fn to_py<'py, T: serde::Serialize>(py: Python<'py>, v: &T) -> PyResult<Bound<'py, PyAny>> {
+    let value = serde_json::to_value(v).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    json(py, &value)
+}

@@ -1,0 +1,278 @@
+//! The crate's errors as the exceptions of `msc.errors` (defined in Python, so they carry
+//! docstrings and attributes): each crate error picks its class, and the message is the
+//! crate's own, its causes joined on one line.
+
+use msc::batch::BatchError;
+use msc::cli::CliError;
+use msc::config::ConfigError;
+use msc::ddef::DdefError;
+use msc::gpu::GpuError;
+use msc::grad::GradError;
+use msc::model::ModelError;
+use msc::run::RunError;
+use msc::scene::SceneError;
+use msc::SimError;
+use pyo3::exceptions::PyKeyboardInterrupt;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+
+/// The classes of `msc.errors`, and KeyboardInterrupt for a run stopped by a signal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Msc,
+    Scene,
+    Config,
+    Model,
+    Gpu,
+    Divergence,
+    Fit,
+    Interrupt,
+}
+
+const CLASSES: [&str; 7] = [
+    "MscError",
+    "SceneError",
+    "ConfigError",
+    "ModelError",
+    "GpuError",
+    "DivergenceError",
+    "FitError",
+];
+
+static TYPES: [PyOnceLock<Py<PyType>>; 7] = [const { PyOnceLock::new() }; 7];
+
+/// The class `name` of `msc.errors` (also used for `BackendWarning`).
+pub fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
+    py.import("msc.errors")?
+        .getattr(name)?
+        .cast_into()
+        .map_err(Into::into)
+}
+
+/// An exception of `kind` with `message`.
+pub fn error(py: Python<'_>, kind: Kind, message: impl Into<String>) -> PyErr {
+    let message = message.into();
+    if kind == Kind::Interrupt {
+        return PyKeyboardInterrupt::new_err(message);
+    }
+    let i = kind as usize;
+    match TYPES[i].import(py, "msc.errors", CLASSES[i]) {
+        Ok(ty) => PyErr::from_type(ty.clone(), message),
+        Err(e) => e,
+    }
+}
+
+/// `err` with attributes set on its exception value (best effort: a failure to set one
+/// keeps the error as it is).
+pub fn with_attrs<'py>(
+    py: Python<'py>,
+    err: PyErr,
+    attrs: impl IntoIterator<Item = (&'static str, Bound<'py, PyAny>)>,
+) -> PyErr {
+    let value = err.value(py);
+    for (name, v) in attrs {
+        let _ = value.setattr(name, v);
+    }
+    err
+}
+
+/// The exception class a crate error belongs to.
+pub trait Classify: std::error::Error + Sized + 'static {
+    fn kind(&self) -> Kind;
+    /// The exception, with the crate's message (causes joined by `: `).
+    fn raise(self, py: Python<'_>) -> PyErr {
+        error(py, self.kind(), msc::run::error::one_line(&self))
+    }
+}
+
+/// `result.or_raise(py)`: the crate's error as its Python exception.
+pub trait OrRaise<T> {
+    fn or_raise(self, py: Python<'_>) -> PyResult<T>;
+}
+
+impl<T, E: Classify> OrRaise<T> for Result<T, E> {
+    fn or_raise(self, py: Python<'_>) -> PyResult<T> {
+        self.map_err(|e| e.raise(py))
+    }
+}
+
+impl Classify for ModelError {
+    fn kind(&self) -> Kind {
+        Kind::Model
+    }
+}
+
+impl Classify for ConfigError {
+    fn kind(&self) -> Kind {
+        Kind::Config
+    }
+    fn raise(self, py: Python<'_>) -> PyErr {
+        let key = self.key.clone().into_pyobject(py).map(|k| k.into_any());
+        let err = error(py, Kind::Config, self.to_string());
+        match key {
+            Ok(k) => with_attrs(py, err, [("key", k)]),
+            Err(_) => err,
+        }
+    }
+}
+
+impl Classify for SceneError {
+    fn kind(&self) -> Kind {
+        Kind::Scene
+    }
+}
+
+impl Classify for DdefError {
+    fn kind(&self) -> Kind {
+        match self {
+            DdefError::NonFinitePosition { .. } => Kind::Divergence,
+            _ => Kind::Msc,
+        }
+    }
+}
+
+impl Classify for GpuError {
+    fn kind(&self) -> Kind {
+        match self {
+            GpuError::Model(_) => Kind::Model,
+            GpuError::Config(_) => Kind::Config,
+            GpuError::Ddef(d) => d.kind(),
+            _ => Kind::Gpu,
+        }
+    }
+    fn raise(self, py: Python<'_>) -> PyErr {
+        match self {
+            GpuError::Config(c) => c.raise(py),
+            e => error(py, e.kind(), msc::run::error::one_line(&e)),
+        }
+    }
+}
+
+impl Classify for SimError {
+    fn kind(&self) -> Kind {
+        match self {
+            SimError::Gpu(g) => g.kind(),
+            SimError::Config(_) => Kind::Config,
+            SimError::Ddef(d) => d.kind(),
+            SimError::Model(_) => Kind::Model,
+            _ => Kind::Msc,
+        }
+    }
+    fn raise(self, py: Python<'_>) -> PyErr {
+        match self {
+            SimError::Config(c) => c.raise(py),
+            SimError::Gpu(g) => g.raise(py),
+            e => error(py, e.kind(), msc::run::error::one_line(&e)),
+        }
+    }
+}
+
+impl Classify for RunError {
+    fn kind(&self) -> Kind {
+        match self {
+            RunError::Scene { .. } => Kind::Scene,
+            RunError::Option { .. } | RunError::Config(_) => Kind::Config,
+            RunError::Gpu(g) => g.kind(),
+            RunError::Sim { source, .. } => source.kind(),
+            _ => Kind::Msc,
+        }
+    }
+}
+
+impl Classify for BatchError {
+    fn kind(&self) -> Kind {
+        match self {
+            BatchError::Plan { source, .. } => source.kind(),
+            BatchError::Vary { .. } | BatchError::Manifest { .. } => Kind::Scene,
+            BatchError::Interrupted { .. } => Kind::Interrupt,
+            BatchError::RunsFailed {
+                failed: 0,
+                diverged: 1..,
+                ..
+            } => Kind::Divergence,
+            _ => Kind::Msc,
+        }
+    }
+}
+
+impl Classify for GradError {
+    fn kind(&self) -> Kind {
+        Kind::Fit
+    }
+}
+
+impl Classify for CliError {
+    fn kind(&self) -> Kind {
+        match self {
+            CliError::Run(r) => r.kind(),
+            CliError::Diverged { .. } => Kind::Divergence,
+            CliError::Interrupted { .. } => Kind::Interrupt,
+            CliError::Fit(_) | CliError::FitStalled { .. } => Kind::Fit,
+            CliError::Batch(b) => b.kind(),
+            CliError::Ddef(d) => d.kind(),
+            _ => Kind::Msc,
+        }
+    }
+    fn raise(self, py: Python<'_>) -> PyErr {
+        let message = msc::run::error::one_line(&self);
+        let err = error(py, self.kind(), message);
+        match self {
+            CliError::Diverged {
+                step, time, out, ..
+            } => {
+                let attrs = [
+                    ("step", step.into_pyobject(py).ok().map(|o| o.into_any())),
+                    ("time", time.into_pyobject(py).ok().map(|o| o.into_any())),
+                    ("out", out.into_pyobject(py).ok().map(|o| o.into_any())),
+                ];
+                with_attrs(
+                    py,
+                    err,
+                    attrs.into_iter().filter_map(|(k, v)| Some((k, v?))),
+                )
+            }
+            _ => err,
+        }
+    }
+}
+
+/// A scene error of settings alone (`msc.Config`): a ConfigError, with the key it names.
+pub fn settings_error(py: Python<'_>, e: SceneError) -> PyErr {
+    let key = match &e {
+        SceneError::Invalid { key, .. } | SceneError::Schema { key, .. } => Some(key.clone()),
+        _ => None,
+    };
+    let err = error(py, Kind::Config, msc::run::error::one_line(&e));
+    match key.and_then(|k| k.into_pyobject(py).ok()) {
+        Some(k) => with_attrs(py, err, [("key", k.into_any())]),
+        None => err,
+    }
+}
+
+/// An error of `msc fit`: a FitError, but for a scene that does not load and a stop.
+pub fn fit_error(py: Python<'_>, e: CliError) -> PyErr {
+    match e.kind() {
+        Kind::Scene | Kind::Interrupt => e.raise(py),
+        _ => {
+            let message = msc::run::error::one_line(&e);
+            let err = error(py, Kind::Fit, message);
+            match e {
+                CliError::FitStalled { out, .. } => match out.into_pyobject(py) {
+                    Ok(o) => with_attrs(py, err, [("out", o.into_any())]),
+                    Err(_) => err,
+                },
+                _ => err,
+            }
+        }
+    }
+}
+
+/// A poisoned lock: a call on this object panicked earlier.
+pub fn poisoned(py: Python<'_>, what: &str) -> PyErr {
+    error(
+        py,
+        Kind::Msc,
+        format!("this {what} is unusable: an earlier call on it panicked"),
+    )
+}

@@ -1,0 +1,254 @@
+//! `msc.run`, `msc.sweep` and `msc.fit`: the commands themselves, given the arguments the
+//! command line would get (so every default, check and output is the command's), run on
+//! a worker thread that Ctrl-C stops as it stops the command. They return the run's
+//! summary, the rows of `runs.csv` and `fit.json` as Python objects.
+
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+use msc::batch::BatchError;
+use msc::cli::{Cli, CliError, Command};
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyMapping};
+
+use crate::convert::{json, overrides, to_py, toml_value};
+use crate::errors::{fit_error, with_attrs, Classify};
+use crate::scene::path_or_name;
+use crate::steps::interruptible;
+
+/// Parses the command line `args` (without the program name).
+fn command(args: Vec<String>) -> PyResult<Command> {
+    let argv = std::iter::once("msc".to_string()).chain(args);
+    Cli::try_parse_from(argv)
+        .map(|c| c.command)
+        .map_err(|e| PyValueError::new_err(e.to_string().trim().to_string()))
+}
+
+/// `--set` for each override, `--backend`, `--steps`.
+fn common(
+    set: Option<&Bound<'_, PyAny>>,
+    backend: &str,
+    steps: Option<u64>,
+) -> PyResult<Vec<String>> {
+    crate::simulator::backend_arg(backend)?;
+    let mut a = vec![
+        "--backend".to_string(),
+        backend.to_string(),
+        "--quiet".into(),
+    ];
+    for s in overrides(set)? {
+        a.extend(["--set".to_string(), s]);
+    }
+    if let Some(n) = steps {
+        a.extend(["--steps".to_string(), n.to_string()]);
+    }
+    Ok(a)
+}
+
+fn path_arg(p: &Bound<'_, PyAny>) -> PyResult<String> {
+    path_or_name(p)
+}
+
+fn read_json<'py>(py: Python<'py>, path: &Path) -> PyResult<Bound<'py, PyAny>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| PyOSError::new_err(format!("cannot read {}: {e}", path.display())))?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| PyValueError::new_err(format!("{}: {e}", path.display())))?;
+    json(py, &value)
+}
+
+/// Runs a scene into its folder (`msc run`): energy.csv, frames, summary.json; returns
+/// the summary. A diverged run raises DivergenceError (its outputs written, `out` on the
+/// exception); Ctrl-C stops after the current step, writes everything and raises
+/// KeyboardInterrupt.
+#[pyfunction]
+#[pyo3(signature = (scene, *, out=None, set=None, steps=None, backend="auto"))]
+pub fn run<'py>(
+    py: Python<'py>,
+    scene: &Bound<'py, PyAny>,
+    out: Option<&Bound<'py, PyAny>>,
+    set: Option<&Bound<'py, PyAny>>,
+    steps: Option<u64>,
+    backend: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut args = vec!["run".to_string(), path_arg(scene)?];
+    args.extend(common(set, backend, steps)?);
+    if let Some(o) = out {
+        args.extend(["--out".to_string(), path_arg(o)?]);
+    }
+    let Command::Run(run_args) = command(args)? else {
+        unreachable!("parsed as run")
+    };
+    let outcome = interruptible(py, || msc::cli::run::execute(&run_args))?;
+    match outcome {
+        Ok(o) => to_py(py, &o.summary),
+        Err(e) => Err(e.raise(py)),
+    }
+}
+
+/// The rows of a `runs.csv`: one dict per run, numbers as numbers, empty fields as None.
+fn rows<'py>(py: Python<'py>, csv: &Path) -> PyResult<Bound<'py, PyList>> {
+    let text = std::fs::read_to_string(csv)
+        .map_err(|e| PyOSError::new_err(format!("cannot read {}: {e}", csv.display())))?;
+    let mut lines = text.lines();
+    let header = msc::batch::record::parse_csv_line(lines.next().unwrap_or_default());
+    let list = PyList::empty(py);
+    for line in lines.filter(|l| !l.is_empty()) {
+        let d = PyDict::new(py);
+        for (k, v) in header.iter().zip(msc::batch::record::parse_csv_line(line)) {
+            d.set_item(k, field(py, k, &v)?)?;
+        }
+        list.append(d)?;
+    }
+    Ok(list)
+}
+
+/// A field of runs.csv: text columns stay text; others become int, float, bool or None.
+fn field<'py>(py: Python<'py>, column: &str, v: &str) -> PyResult<Bound<'py, PyAny>> {
+    if matches!(column, "run" | "status" | "backend" | "reason") {
+        return Ok(v.into_pyobject(py)?.into_any());
+    }
+    Ok(if v.is_empty() {
+        py.None().into_bound(py)
+    } else if let Ok(i) = v.parse::<i64>() {
+        i.into_pyobject(py)?.into_any()
+    } else if let Ok(f) = v.parse::<f64>() {
+        f.into_pyobject(py)?.into_any()
+    } else if v == "true" || v == "false" {
+        pyo3::types::PyBool::new(py, v == "true")
+            .to_owned()
+            .into_any()
+    } else {
+        v.into_pyobject(py)?.into_any()
+    })
+}
+
+/// Runs `scene` once per combination of `vary`'s values (`msc sweep`), one folder each
+/// under `out`, and returns the rows of runs.csv. A rerun with the same arguments skips
+/// the complete runs. With `check`, runs that failed or diverged raise (DivergenceError
+/// when every one diverged, else MscError) with the rows as `rows`; without, their
+/// status column says so.
+#[pyfunction]
+#[pyo3(signature = (scene, vary, *, out, set=None, steps=None, backend="auto", batch=true, check=true))]
+#[allow(clippy::too_many_arguments)]
+pub fn sweep<'py>(
+    py: Python<'py>,
+    scene: &Bound<'py, PyAny>,
+    vary: &Bound<'py, PyMapping>,
+    out: &Bound<'py, PyAny>,
+    set: Option<&Bound<'py, PyAny>>,
+    steps: Option<u64>,
+    backend: &str,
+    batch: bool,
+    check: bool,
+) -> PyResult<Bound<'py, PyList>> {
+    let out = PathBuf::from(path_arg(out)?);
+    let mut args = vec!["sweep".to_string(), path_arg(scene)?];
+    args.extend(common(set, backend, steps)?);
+    args.extend(["--out".to_string(), out.to_string_lossy().into_owned()]);
+    for item in vary.items()?.iter() {
+        let (key, values): (String, Bound<'_, PyAny>) = item.extract()?;
+        let values = values
+            .try_iter()?
+            .map(|v| Ok(toml_value(&v?, &key)?.to_string()))
+            .collect::<PyResult<Vec<_>>>()?;
+        args.extend(["--vary".to_string(), format!("{key}={}", values.join(","))]);
+    }
+    if !batch {
+        args.push("--no-batch".into());
+    }
+    let Command::Sweep(sweep_args) = command(args)? else {
+        unreachable!("parsed as sweep")
+    };
+    let outcome = interruptible(py, || msc::cli::sweep::execute(&sweep_args))?;
+    let csv = out.join(msc::batch::RUNS_CSV);
+    match outcome {
+        Ok(_) => rows(py, &csv),
+        Err(CliError::Batch(BatchError::RunsFailed { .. })) if !check => rows(py, &csv),
+        Err(e @ CliError::Batch(BatchError::RunsFailed { .. })) => {
+            let table = rows(py, &csv)?;
+            Err(with_attrs(py, e.raise(py), [("rows", table.into_any())]))
+        }
+        Err(e) => Err(e.raise(py)),
+    }
+}
+
+/// Estimates parameters (`msc fit`) so that `scene` matches the frames of `target` (a
+/// run folder or one PLY file); returns fit.json (history, result, stop reason). Raises
+/// FitError when it cannot run or stops without converging (`out` and `result` on the
+/// exception).
+#[pyfunction]
+#[pyo3(signature = (scene, target, params, *, init=None, set=None, frames="all", starts=1, max_iters=50, optimizer="auto", learning_rate=None, window=None, exact_solves=false, backend="auto", out=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn fit<'py>(
+    py: Python<'py>,
+    scene: &Bound<'py, PyAny>,
+    target: &Bound<'py, PyAny>,
+    params: &Bound<'py, PyAny>,
+    init: Option<&Bound<'py, PyAny>>,
+    set: Option<&Bound<'py, PyAny>>,
+    frames: &str,
+    starts: u32,
+    max_iters: u32,
+    optimizer: &str,
+    learning_rate: Option<f64>,
+    window: Option<u64>,
+    exact_solves: bool,
+    backend: &str,
+    out: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut args = vec!["fit".to_string(), path_arg(scene)?];
+    args.extend(["--target".to_string(), path_arg(target)?]);
+    args.extend(common(set, backend, None)?);
+    let params: Vec<String> = match params.extract::<String>() {
+        Ok(one) => vec![one],
+        Err(_) => params.extract()?,
+    };
+    for p in params {
+        args.extend(["--param".to_string(), p]);
+    }
+    if let Some(init) = init {
+        for v in init.try_iter()? {
+            let v = v?;
+            let text = match toml_value(&v, "init")? {
+                toml::Value::Array(a) => a
+                    .iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                x => x.to_string(),
+            };
+            args.extend(["--init".to_string(), text]);
+        }
+    }
+    args.extend(["--frames".to_string(), frames.to_string()]);
+    args.extend(["--starts".to_string(), starts.to_string()]);
+    args.extend(["--max-iters".to_string(), max_iters.to_string()]);
+    args.extend(["--optimizer".to_string(), optimizer.to_string()]);
+    if let Some(r) = learning_rate {
+        args.extend(["--learning-rate".to_string(), r.to_string()]);
+    }
+    if let Some(w) = window {
+        args.extend(["--window".to_string(), w.to_string()]);
+    }
+    if exact_solves {
+        args.push("--exact-solves".into());
+    }
+    if let Some(o) = out {
+        args.extend(["--out".to_string(), path_arg(o)?]);
+    }
+    let Command::Fit(fit_args) = command(args)? else {
+        unreachable!("parsed as fit")
+    };
+    let outcome = interruptible(py, || msc::cli::fit::execute(&fit_args))?;
+    match outcome {
+        Ok(r) => read_json(py, &r.out),
+        Err(CliError::FitStalled { loss, out }) => {
+            let result = read_json(py, &out)?;
+            let e = fit_error(py, CliError::FitStalled { loss, out });
+            Err(with_attrs(py, e, [("result", result)]))
+        }
+        Err(e) => Err(fit_error(py, e)),
+    }
+}

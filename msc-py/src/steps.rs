@@ -1,0 +1,71 @@
+//! Long Rust work with the GIL released and Ctrl-C honoured. Stepping runs in chunks:
+//! between chunks the calling thread takes the GIL back and checks for signals, so
+//! Ctrl-C raises KeyboardInterrupt after a whole chunk (the step count says how far it
+//! got). Chunks double until one takes [`CHUNK_SECONDS`], so cheap steps are not slowed
+//! by the checks and long runs still answer within about that time. Whole runs (`run`,
+//! `sweep`, `fit`) go to a worker thread; on a signal the crate's stop request makes them
+//! finish the step under way and write every output, as the command line does.
+
+use std::time::{Duration, Instant};
+
+use pyo3::prelude::*;
+
+use crate::errors::{Classify, OrRaise};
+
+/// The wall time a chunk of steps grows to.
+pub const CHUNK_SECONDS: f64 = 0.05;
+
+/// Runs `step(k)` for chunks of k steps adding up to `n`, the GIL released.
+pub fn in_chunks<E: Classify + Send>(
+    py: Python<'_>,
+    n: u64,
+    mut step: impl FnMut(u64) -> Result<(), E> + Send,
+) -> PyResult<()> {
+    let mut left = n;
+    let mut chunk = 1u64;
+    while left > 0 {
+        let k = chunk.min(left);
+        let start = Instant::now();
+        py.detach(|| step(k)).or_raise(py)?;
+        left -= k;
+        py.check_signals()?;
+        if start.elapsed().as_secs_f64() < CHUNK_SECONDS {
+            chunk = chunk.saturating_mul(2);
+        }
+    }
+    Ok(())
+}
+
+/// Runs `work` on a worker thread while this one waits with the GIL released, checking
+/// for signals every 50 ms. On a signal the crate's stop request is raised, the work
+/// finishes what it must write, and the signal's exception (KeyboardInterrupt) is
+/// returned.
+pub fn interruptible<T: Send>(py: Python<'_>, work: impl FnOnce() -> T + Send) -> PyResult<T> {
+    msc::interrupt::clear();
+    std::thread::scope(|scope| {
+        let waiting = std::thread::current();
+        let worker = scope.spawn(move || {
+            let out = work();
+            waiting.unpark();
+            out
+        });
+        let mut signal = None;
+        while !worker.is_finished() {
+            py.detach(|| std::thread::park_timeout(Duration::from_millis(50)));
+            if signal.is_none() {
+                if let Err(e) = py.check_signals() {
+                    // The work stops after its current step and writes its outputs.
+                    msc::interrupt::request();
+                    signal = Some(e);
+                }
+            }
+        }
+        let joined = py.detach(|| worker.join());
+        msc::interrupt::clear();
+        match (joined, signal) {
+            (Err(panic), _) => std::panic::resume_unwind(panic),
+            (Ok(_), Some(e)) => Err(e),
+            (Ok(v), None) => Ok(v),
+        }
+    })
+}

@@ -1,0 +1,228 @@
+//! `msc.Worlds`: several systems stepped together, on the GPU as one batch (the same
+//! dispatches one system takes) or on the CPU reference one after another. Each world
+//! is read on its own, with the results it would have alone. Locking and chunked
+//! stepping as `msc.Simulator`.
+
+use std::sync::Mutex;
+
+use msc::config::Config;
+use msc::cpu::CpuSimulation;
+use msc::gpu::{GpuError, GpuWorlds, HeadlessOptions};
+use msc::model::System;
+use msc::run::backend::falls_back;
+use msc::run::BackendArg;
+use msc::simulator::{CpuWorlds, GpuBatch, Worlds};
+use msc::SimError;
+use pyo3::exceptions::{PyIndexError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::convert::{float_dtype, vec3_array};
+use crate::device::PyDevice;
+use crate::errors::{poisoned, OrRaise};
+use crate::simulator::{backend_arg, energies_dict, system_and_config, warn_fallback};
+use crate::steps::in_chunks;
+
+type Batch = Box<dyn Worlds + Send>;
+
+struct Inner {
+    batch: Batch,
+    /// Steps done by every world.
+    steps: u64,
+}
+
+#[pyclass(module = "msc", name = "Worlds", frozen)]
+pub struct PyWorlds {
+    inner: Mutex<Inner>,
+    dts: Vec<f64>,
+    sizes: Vec<usize>,
+    backend: String,
+}
+
+fn cpu_worlds(worlds: &[(System, Config)]) -> Result<Batch, SimError> {
+    let sims = worlds
+        .iter()
+        .map(|(s, c)| CpuSimulation::new(s, c))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Box::new(CpuWorlds(sims)))
+}
+
+fn gpu_worlds(worlds: &[(System, Config)], allow_software: bool) -> Result<Batch, GpuError> {
+    let refs: Vec<(&System, &Config)> = worlds.iter().map(|(s, c)| (s, c)).collect();
+    let batch = GpuWorlds::headless(&refs, &HeadlessOptions { allow_software })?;
+    Ok(Box::new(GpuBatch::new(batch)))
+}
+
+impl PyWorlds {
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Inner) -> Result<T, SimError> + Send,
+    ) -> PyResult<T> {
+        match py.detach(|| self.inner.lock().map(|mut g| f(&mut g)).map_err(|_| ())) {
+            Ok(r) => r.or_raise(py),
+            Err(()) => Err(poisoned(py, "batch of worlds")),
+        }
+    }
+
+    fn world(&self, w: usize) -> PyResult<usize> {
+        if w < self.sizes.len() {
+            Ok(w)
+        } else {
+            Err(PyIndexError::new_err(format!(
+                "world {w} of a batch of {}",
+                self.sizes.len()
+            )))
+        }
+    }
+}
+
+#[pymethods]
+impl PyWorlds {
+    /// Builds the batch from Scenes, Systems or (System, Config) pairs. On the GPU the
+    /// worlds must share the integrator, the solver and its iteration count, and the
+    /// Coulomb method (not DDEF); anything else may differ.
+    #[new]
+    #[pyo3(signature = (worlds, backend="auto", *, device=None))]
+    fn new(
+        py: Python<'_>,
+        worlds: &Bound<'_, PyList>,
+        backend: &str,
+        device: Option<&Bound<'_, PyDevice>>,
+    ) -> PyResult<Self> {
+        let choice = backend_arg(backend)?;
+        let list = worlds
+            .iter()
+            .map(|w| system_and_config(&w, None))
+            .collect::<PyResult<Vec<_>>>()?;
+        if list.is_empty() {
+            return Err(PyValueError::new_err("Worlds needs at least one world"));
+        }
+        let mut note = None;
+        let batch: Batch = match (device, choice) {
+            (Some(_), BackendArg::Cpu) => {
+                return Err(PyValueError::new_err(
+                    "device= runs the GPU batch: use backend=\"gpu\" or \"auto\"",
+                ))
+            }
+            (Some(d), _) => {
+                let dev = &d.get().device;
+                let refs: Vec<(&System, &Config)> = list.iter().map(|(s, c)| (s, c)).collect();
+                let b = py
+                    .detach(|| GpuWorlds::new(&dev.device, &dev.queue, &refs))
+                    .or_raise(py)?;
+                Box::new(GpuBatch::new(b))
+            }
+            (None, BackendArg::Cpu) => py.detach(|| cpu_worlds(&list)).or_raise(py)?,
+            (None, BackendArg::Gpu) => py.detach(|| gpu_worlds(&list, true)).or_raise(py)?,
+            (None, BackendArg::Auto) => match py.detach(|| gpu_worlds(&list, false)) {
+                Ok(b) => b,
+                Err(e) if falls_back(&e) => {
+                    note = Some(format!("{e}; running the CPU reference instead"));
+                    py.detach(|| cpu_worlds(&list)).or_raise(py)?
+                }
+                Err(e) => return Err(e).or_raise(py),
+            },
+        };
+        if let Some(n) = note {
+            warn_fallback(py, &n)?;
+        }
+        Ok(Self {
+            backend: batch.backend_name(),
+            dts: list.iter().map(|(_, c)| c.dt).collect(),
+            sizes: list.iter().map(|(s, _)| s.len()).collect(),
+            inner: Mutex::new(Inner { batch, steps: 0 }),
+        })
+    }
+
+    fn __len__(&self) -> usize {
+        self.sizes.len()
+    }
+
+    /// Advances every world `n` steps; Ctrl-C raises KeyboardInterrupt between chunks.
+    #[pyo3(signature = (n=1))]
+    fn step(&self, py: Python<'_>, n: u64) -> PyResult<()> {
+        in_chunks(py, n, |k| match self.inner.lock() {
+            Ok(mut g) => {
+                g.batch.step(k)?;
+                g.steps += k;
+                Ok(())
+            }
+            Err(_) => Err(SimError::Unsupported(
+                "stepping a batch an earlier call panicked on".into(),
+            )),
+        })
+    }
+
+    /// World `w`'s positions (m), shape (n_w, 3).
+    #[pyo3(signature = (w, dtype=None))]
+    fn positions<'py>(
+        &self,
+        py: Python<'py>,
+        w: usize,
+        dtype: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let w = self.world(w)?;
+        let f64_out = float_dtype(py, dtype)?;
+        let x = self.with(py, move |b| Ok(b.batch.state(w)?.x))?;
+        let a = vec3_array(py, &x)?;
+        if f64_out {
+            Ok(a)
+        } else {
+            a.call_method1("astype", ("float32",))
+        }
+    }
+
+    /// World `w`'s velocities (m/s), shape (n_w, 3).
+    #[pyo3(signature = (w, dtype=None))]
+    fn velocities<'py>(
+        &self,
+        py: Python<'py>,
+        w: usize,
+        dtype: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let w = self.world(w)?;
+        let f64_out = float_dtype(py, dtype)?;
+        let v = self.with(py, move |b| Ok(b.batch.state(w)?.v))?;
+        let a = vec3_array(py, &v)?;
+        if f64_out {
+            Ok(a)
+        } else {
+            a.call_method1("astype", ("float32",))
+        }
+    }
+
+    /// World `w`'s energy terms (J).
+    fn energies<'py>(&self, py: Python<'py>, w: usize) -> PyResult<Bound<'py, PyDict>> {
+        let w = self.world(w)?;
+        let e = self.with(py, move |b| b.batch.energies(w))?;
+        energies_dict(py, &e)
+    }
+
+    /// Steps done (the same for every world).
+    #[getter]
+    fn step_count(&self, py: Python<'_>) -> PyResult<u64> {
+        self.with(py, |b| Ok(b.steps))
+    }
+
+    /// World `w`'s simulated time (s): its own time step times the step count.
+    fn time(&self, py: Python<'_>, w: usize) -> PyResult<f64> {
+        let w = self.world(w)?;
+        let steps = self.step_count(py)?;
+        Ok(msc::sim::time_at(steps, self.dts[w]))
+    }
+
+    /// "cpu", or the GPU adapter's name.
+    #[getter]
+    fn backend(&self) -> &str {
+        &self.backend
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "msc.Worlds({} worlds, backend='{}')",
+            self.sizes.len(),
+            self.backend
+        )
+    }
+}
