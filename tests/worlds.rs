@@ -161,6 +161,53 @@ fn every_world_steps_as_it_does_alone_bit_for_bit() {
     }
 }
 
+/// A charged particle exactly at the origin without softening: the padding of its
+/// world's Coulomb sources (zero charges at the origin, up to a tile) must not be summed
+/// as sources, or 0 x inf = NaN where the world alone is finite. Batched equals alone, bit
+/// for bit (the sweep of the cloth with all-pairs Coulomb and two stiffnesses).
+#[test]
+fn a_charge_at_the_origin_without_softening_steps_as_it_does_alone() {
+    let world = |stiffness: &str| {
+        scene(
+            "cloth",
+            &[
+                "coulomb.method = \"all_pairs\"",
+                "coulomb.softening = 0.0",
+                "material.charge = 1e-7",
+                stiffness,
+            ],
+        )
+    };
+    let worlds = vec![
+        world("material.stiffness = 40"),
+        world("material.stiffness = 54"),
+    ];
+    for (system, _) in &worlds {
+        let at_origin = (0..system.len())
+            .filter(|&i| system.charges()[i] != 0.0)
+            .any(|i| system.positions()[i] == glam::DVec3::ZERO);
+        assert!(at_origin, "the test needs a charged particle at the origin");
+    }
+    let Some(mut b) = batch(&worlds) else {
+        return;
+    };
+    let steps = 10;
+    b.advance(steps).unwrap();
+    let states = b.read_states().unwrap();
+    let energies = b.read_energies().unwrap();
+    for (w, (system, config)) in worlds.iter().enumerate() {
+        let (state, e, _) = alone(system, config, steps).unwrap();
+        assert!(state.is_finite() && e.is_finite(), "world {w} alone");
+        assert!(
+            energies[w].is_finite() && states[w].is_finite(),
+            "world {w} of the batch: {:?}",
+            energies[w]
+        );
+        assert!(same_bits(&states[w], &state), "world {w}'s state");
+        assert_eq!(energies[w], e, "world {w}'s energies");
+    }
+}
+
 /// A world whose state turns non-finite does not touch the others: they still end as they
 /// do alone, and its own energies report the divergence.
 #[test]
