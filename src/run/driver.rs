@@ -249,7 +249,7 @@ impl<'a> RunDriver<'a> {
     pub fn finish(self) -> Result<Driven, RunError> {
         let wall_seconds = self.start.elapsed().as_secs_f64();
         let energy_rows = self.log.rows();
-        self.log.finish()?;
+        self.dir.finish_energy_log(self.log)?;
         Ok(Driven {
             step: self.step,
             energies: self.energies,
