@@ -43,7 +43,7 @@ pub enum OptimizerArg {
     Adam,
 }
 
-#[derive(Clone, Debug, Default, clap::Args)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct FitArgs {
     #[command(flatten)]
     pub scene: SceneArgs,
@@ -98,12 +98,32 @@ pub struct FitArgs {
     /// --exact-solves); `auto` and `cpu` use the f64 CPU reference
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
+    /// Largest RMS distance, relative to the scene's size, between the target's frame at
+    /// t = 0 and the scene's initial positions: a target from another geometry or initial
+    /// state is refused, since no parameter can match it
+    #[arg(long = "initial-tolerance", value_name = "T", default_value_t = DEFAULT_INITIAL_TOLERANCE,
+          value_parser = parse_initial_tolerance)]
+    pub initial_tolerance: f64,
     /// Output folder for fit.json [default: out/<scene name>-fit]
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// No progress lines
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// The default `--initial-tolerance`: a thousandth of the scene's size, far above the
+/// f32 rounding of frames written by `msc run` (about 1e-7) and far below any change of
+/// geometry.
+pub const DEFAULT_INITIAL_TOLERANCE: f64 = 1e-3;
+
+fn parse_initial_tolerance(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(t) if t >= 0.0 => Ok(t),
+        _ => Err(format!(
+            "expected a tolerance of 0 or more (inf turns the check off), got '{s}'"
+        )),
+    }
 }
 
 /// Forward residuals above this get a note: the loss and its gradient then describe
@@ -234,6 +254,23 @@ fn grad_error(e: GradError) -> CliError {
     CliError::Fit(Box::new(e))
 }
 
+/// `fit.json` must not replace the scene's files or the target (checked before the fit,
+/// not after it).
+fn check_output(
+    fit_json: &std::path::Path,
+    scene: &LoadedScene,
+    target: &std::path::Path,
+) -> Result<(), CliError> {
+    let mut inputs: Vec<(&std::path::Path, &'static str)> = scene
+        .inputs
+        .iter()
+        .map(|d| (std::path::Path::new(d.path.as_str()), "scene's file"))
+        .collect();
+    inputs.push((target, "target"));
+    crate::output::inputs::refuse_overwrite(fit_json, "--out", &inputs)?;
+    Ok(())
+}
+
 pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     let scene = args.scene.load(None)?;
     let specs: Vec<ParamSpec> = args
@@ -289,8 +326,15 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
             }
         }
     }
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("out").join(format!("{}-fit", scene.name)));
+    check_output(&out.join("fit.json"), &scene, &args.target)?;
     let frames =
         grad::target::read_target(&args.target).map_err(|e| grad_error(GradError::Target(e)))?;
+    grad::target::check_initial(&frames, scene.system.positions(), args.initial_tolerance)
+        .map_err(|e| grad_error(GradError::Target(e)))?;
     let end_time = crate::sim::time_at(scene.config.steps, scene.config.dt);
     let mut targets = grad::target::to_targets(&frames, scene.config.dt, end_time)
         .map_err(|e| grad_error(GradError::Target(e)))?;
@@ -439,10 +483,6 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         .map(|(t, r)| t * r)
         .collect();
 
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("out").join(format!("{}-fit", scene.name)));
     std::fs::create_dir_all(&out).map_err(|source| {
         CliError::from(crate::output::OutputError::CreateDir {
             path: out.clone(),
