@@ -104,12 +104,19 @@ pub enum BatchError {
     /// SIGINT or SIGTERM: the run under way stopped with its outputs written and the
     /// batch stopped after it; rerunning the same command finishes the batch.
     #[error(
-        "interrupted after {done} of {total} runs; {} lists them (the last one is marked \
-         interrupted); run the same command again to finish the batch",
-        csv.display()
+        "interrupted after {done} of {total} runs; {} lists them ({}); run the same \
+         command again to finish the batch",
+        csv.display(),
+        match interrupted {
+            0 => "none was under way".to_string(),
+            1 => "the one under way is marked interrupted".to_string(),
+            n => format!("the {n} under way are marked interrupted"),
+        }
     )]
     Interrupted {
         done: usize,
+        /// Of those, the runs stopped midway (a batch of worlds stops several at once).
+        interrupted: usize,
         total: usize,
         csv: PathBuf,
     },
@@ -126,7 +133,8 @@ impl BatchError {
             | Self::Plan { .. }
             | Self::Shard { .. }
             | Self::ReadPlan { .. }
-            | Self::PlanMismatch { .. } => 2,
+            | Self::PlanMismatch { .. }
+            | Self::Output(OutputError::WouldOverwriteInput { .. }) => 2,
             Self::Slurm(e) => e.exit_code(),
             Self::Output(_)
             | Self::RunsFailed { .. }

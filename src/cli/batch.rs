@@ -41,6 +41,7 @@ pub struct BatchArgs {
 /// when it wrote (and submitted) a Slurm script instead of running.
 pub fn execute(args: &BatchArgs) -> Result<Option<BatchReport>, CliError> {
     let plan = plan::manifest(&args.manifest, &args.set)?;
+    crate::batch::exec::check_input(&plan, &args.out, &args.manifest, "manifest")?;
     let mut rerun = vec![
         "batch".to_string(),
         args.manifest.to_string_lossy().into_owned(),
