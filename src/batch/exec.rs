@@ -162,10 +162,11 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::channel::<Message>();
         let count = workers.len();
+        let mut handles = Vec::with_capacity(count);
         for (w, &device) in workers.iter().enumerate() {
             let tx = tx.clone();
             let (plan, units) = (&plan, &units);
-            scope.spawn(move || {
+            handles.push(scope.spawn(move || {
                 let mut gpu = SharedGpu::new(options.backend, device);
                 // Round-robin: worker w runs the units w, w + W, w + 2W, ...
                 for u in (w..units.len()).step_by(count) {
@@ -198,7 +199,7 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
                     }
                 }
                 let _ = tx.send(Message::Opened(gpu.opened));
-            });
+            }));
         }
         drop(tx);
         for message in rx {
@@ -240,6 +241,17 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
             }
             if let Some(b) = &bar {
                 b.inc(1);
+            }
+        }
+        // Join every worker to the end of its OS thread, not only of its closure (all
+        // the scope itself waits for). A worker that opened a GPU device holds the EGL
+        // library's per-thread state (wgpu probes the GL backend on that thread), which
+        // the thread frees as it exits; had the process already gone on to exit(), EGL's
+        // own teardown freed the same state: "double free or corruption (fasttop)" after
+        // every output was written, about one GPU sweep in a thousand.
+        for h in handles {
+            if let Err(panic) = h.join() {
+                std::panic::resume_unwind(panic);
             }
         }
     });
@@ -356,7 +368,7 @@ pub(super) fn from_summary(spec: &RunSpec, summary: SummaryRecord, skipped: bool
     }
 }
 
-/// Loads every run's scene as [`run_one`] will, before anything runs, and checks that no
+/// Loads every run's scene as `run_one` will, before anything runs, and checks that no
 /// output of the batch in `out` would replace a file a scene reads.
 pub fn check_plan(plan: &Plan, steps: Option<u64>, out: &Path) -> Result<(), BatchError> {
     for spec in &plan.runs {
