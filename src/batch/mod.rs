@@ -6,7 +6,7 @@
 //! batches of worlds, each into its own folder with exactly the outputs of `msc run` (the
 //! same code writes them), sharing one GPU device (or one per worker with [`Devices`]),
 //! and keeps `runs.csv` up to date after every run. A
-//! [`Shard`] runs every N-th run only, with its own table and `plan.json`; [`merge`]
+//! [`Shard`] runs every N-th run only, with its own table and `plan.json`; [`merge`](fn@merge)
 //! joins the shards; [`slurm`] writes and submits array job scripts that run them. Every run's scene is loaded before any runs, so
 //! a bad key fails the whole plan at once. An interrupted batch resumes: runs that their
 //! `summary.json` vouches for (every input and output unchanged) are not redone.
@@ -142,5 +142,35 @@ impl BatchError {
             | Self::Incomplete { .. } => 1,
             Self::Interrupted { .. } => crate::interrupt::EXIT_CODE,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A batch of worlds stops several runs at once: the message counts them.
+    #[test]
+    fn an_interrupt_says_how_many_runs_it_stopped() {
+        let said = |interrupted| {
+            BatchError::Interrupted {
+                done: 3,
+                interrupted,
+                total: 5,
+                csv: PathBuf::from("o/runs.csv"),
+            }
+            .to_string()
+        };
+        assert!(
+            said(3).contains("the 3 under way are marked interrupted"),
+            "{}",
+            said(3)
+        );
+        assert!(
+            said(1).contains("the one under way is marked interrupted"),
+            "{}",
+            said(1)
+        );
+        assert!(said(0).contains("none was under way"), "{}", said(0));
     }
 }
