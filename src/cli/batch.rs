@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct BatchArgs {
-    /// The manifest (TOML): [[runs]] entries with scene = "file.toml" (relative to the
+    /// The manifest (TOML): `[[runs]]` entries with scene = "file.toml" (relative to the
     /// manifest) or a built-in name, and optional name = "folder" and set = ["KEY=VALUE"]
     #[arg(value_name = "MANIFEST")]
     pub manifest: PathBuf,

@@ -53,7 +53,7 @@ pub struct FitArgs {
     pub target: PathBuf,
     /// Parameters to estimate: charge (C per charged particle, or a scale when the
     /// scene's charges differ), stiffness (N/m, or a scale), charges (per particle),
-    /// stiffnesses (per spring), external_charge[:I] (C), external_position[:I] (m, x,y,z).
+    /// stiffnesses (per spring), `external_charge[:I]` (C), `external_position[:I]` (m, x,y,z).
     /// Repeat or separate with commas
     #[arg(
         long = "param",
@@ -104,7 +104,7 @@ pub struct FitArgs {
     #[arg(long = "initial-tolerance", value_name = "T", default_value_t = DEFAULT_INITIAL_TOLERANCE,
           value_parser = parse_initial_tolerance)]
     pub initial_tolerance: f64,
-    /// Output folder for fit.json [default: out/<scene name>-fit]
+    /// Output folder for fit.json (default: `out/<scene name>-fit`)
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// No progress lines

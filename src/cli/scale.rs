@@ -42,7 +42,8 @@ pub struct ScaleArgs {
     /// --slurm: the partition
     #[arg(long, value_name = "NAME")]
     pub partition: Option<String>,
-    /// --slurm: the job's name (default msc-<out folder name>)
+    /// --slurm: the job's name (default `msc-<out folder name>`, with characters other than
+    /// letters, digits, '-', '_' and '.' replaced by '_')
     #[arg(long, value_name = "NAME")]
     pub job_name: Option<String>,
 }

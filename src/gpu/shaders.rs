@@ -22,7 +22,7 @@ pub enum Access {
 /// One compute kernel: entry point `main`. A solver kernel has the `Params` uniform at
 /// group 0 binding 0, the storage buffers in `storage` at bindings 1.., and the `Dispatch`
 /// uniform (dynamic offset) at group 1 binding 0; a DDEF kernel has only its storage
-/// buffers in group 0 (see [`kernel_pipeline`]).
+/// buffers in group 0 (see `kernel_pipeline`).
 #[derive(Clone, Copy, Debug)]
 pub struct Kernel {
     pub name: &'static str,

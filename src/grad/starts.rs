@@ -62,7 +62,7 @@ fn sim_error(e: SimError) -> GradError {
 
 /// Steps between two looks at a stop request while the starts run: a batch of thousands
 /// of starts must still stop within a few seconds of SIGTERM (Slurm's grace is 30 s).
-const STOP_CHECK_STEPS: u64 = 8;
+pub const STOP_CHECK_STEPS: u64 = 8;
 
 /// The loss at every theta of `thetas` (forward runs only, no tangents), computed as
 /// [`super::evaluate`] computes it, from one run of all of them as worlds of a batch on

@@ -1,6 +1,6 @@
 //! One run's recording as a state machine, apart from what steps it: which step it needs
 //! next, the energy row, frame and divergence test at each output step, and what it did
-//! ([`Driven`]). [`super::drive`] steps one simulator under it; [`super::drive_worlds`]
+//! ([`Driven`]). [`super::drive`](fn@super::drive) steps one simulator under it; [`super::drive_worlds`]
 //! steps a batch of worlds, one driver per world.
 
 use super::RunError;
