@@ -185,7 +185,7 @@ fn a_charge_at_the_origin_without_softening_steps_as_it_does_alone() {
     for (system, _) in &worlds {
         let at_origin = (0..system.len())
             .filter(|&i| system.charges()[i] != 0.0)
-            .any(|i| system.positions()[i] == glam::DVec3::ZERO);
+            .any(|i| system.positions()[i] == msc::glam::DVec3::ZERO);
         assert!(at_origin, "the test needs a charged particle at the origin");
     }
     let Some(mut b) = batch(&worlds) else {
@@ -395,6 +395,8 @@ fn what_fitting_accepts_a_device_with_those_limits_builds() {
         .map(|_| scene("torus", &["coulomb.method = \"all_pairs\""]))
         .collect();
     let refs: Vec<(&System, &Config)> = worlds.iter().map(|(s, c)| (s, c)).collect();
+    // The library's own wgpu, as a caller passing its device names it.
+    use msc::wgpu;
     let full = adapter.limits();
     let variants = [
         // 145 particles pad to 256 slots, one workgroup each: 2 x 2 groups per dispatch.
