@@ -21,14 +21,14 @@ pub const HEADER: &str = "step,time,kinetic,elastic,coulomb,gravity,external,tot
 pub fn output_steps(steps: u64, every: u64) -> impl Iterator<Item = u64> {
     let every = every.max(1);
     let regular = (0..=steps / every).map(move |k| k * every);
-    let last = (steps % every != 0).then_some(steps);
+    let last = (!steps.is_multiple_of(every)).then_some(steps);
     regular.chain(last)
 }
 
 /// Number of rows [`output_steps`] yields.
 pub fn output_count(steps: u64, every: u64) -> u64 {
     let every = every.max(1);
-    steps / every + 1 + u64::from(steps % every != 0)
+    steps / every + 1 + u64::from(!steps.is_multiple_of(every))
 }
 
 /// A streaming writer for `energy.csv`.

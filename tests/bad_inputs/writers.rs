@@ -383,7 +383,8 @@ fn shard_counts_and_plan_files_are_checked_before_they_are_trusted() {
         f(&mut v);
         std::fs::write(&plan_path, serde_json::to_string(&v).unwrap()).unwrap();
     };
-    let cases: [(&dyn Fn(&mut serde_json::Value), &str); 4] = [
+    type Edit<'a> = &'a dyn Fn(&mut serde_json::Value);
+    let cases: [(Edit, &str); 4] = [
         (
             &|v| v["shards"] = serde_json::json!(u64::MAX),
             "shard count",
