@@ -376,11 +376,8 @@ pub fn check_plan(plan: &Plan, steps: Option<u64>, out: &Path) -> Result<(), Bat
             run: spec.name.clone(),
             source: Box::new(e),
         })?;
-        if let Some(src) = &scene.source {
-            check_input(plan, out, src, "scene file")?;
-        }
-        for d in &scene.inputs {
-            check_input(plan, out, Path::new(&d.path), "file a scene reads")?;
+        for (input, what) in crate::output::inputs::of_scene(&scene) {
+            check_input(plan, out, input, what)?;
         }
     }
     Ok(())

@@ -96,11 +96,7 @@ pub fn execute(args: &DdefErrorArgs) -> Result<Vec<StudyRow>, CliError> {
                 source: Box::new(source),
             })?;
             if let Some(json) = args.json.as_deref().filter(|p| p.as_os_str() != "-") {
-                let inputs: Vec<(&std::path::Path, &'static str)> = sc
-                    .inputs
-                    .iter()
-                    .map(|d| (std::path::Path::new(d.path.as_str()), "scene's file"))
-                    .collect();
+                let inputs = crate::output::inputs::of_scene(&sc);
                 crate::output::inputs::refuse_overwrite(json, "--json", &inputs)?;
             }
             let (x, q) = (sc.system.positions().to_vec(), sc.system.charges().to_vec());

@@ -19,7 +19,7 @@ use crate::grad::{
 use crate::output::write_atomic;
 use crate::run::{BackendArg, RunError};
 use crate::scene::LoadedScene;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Which target frames enter the loss.
@@ -101,7 +101,7 @@ pub struct FitArgs {
     /// Largest RMS distance, relative to the scene's size, between the target's frame at
     /// t = 0 and the scene's initial positions: a target from another geometry or initial
     /// state is refused, since no parameter can match it
-    #[arg(long = "initial-tolerance", value_name = "T", default_value_t = DEFAULT_INITIAL_TOLERANCE,
+    #[arg(long = "initial-tolerance", value_name = "T", default_value_t = grad::target::DEFAULT_INITIAL_TOLERANCE,
           value_parser = parse_initial_tolerance)]
     pub initial_tolerance: f64,
     /// Output folder for fit.json (default: `out/<scene name>-fit`)
@@ -111,11 +111,6 @@ pub struct FitArgs {
     #[arg(long, short)]
     pub quiet: bool,
 }
-
-/// The default `--initial-tolerance`: a thousandth of the scene's size, far above the
-/// f32 rounding of frames written by `msc run` (about 1e-7) and far below any change of
-/// geometry.
-pub const DEFAULT_INITIAL_TOLERANCE: f64 = 1e-3;
 
 fn parse_initial_tolerance(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -256,16 +251,8 @@ fn grad_error(e: GradError) -> CliError {
 
 /// `fit.json` must not replace the scene's files or the target (checked before the fit,
 /// not after it).
-fn check_output(
-    fit_json: &std::path::Path,
-    scene: &LoadedScene,
-    target: &std::path::Path,
-) -> Result<(), CliError> {
-    let mut inputs: Vec<(&std::path::Path, &'static str)> = scene
-        .inputs
-        .iter()
-        .map(|d| (std::path::Path::new(d.path.as_str()), "scene's file"))
-        .collect();
+fn check_output(fit_json: &Path, scene: &LoadedScene, target: &Path) -> Result<(), CliError> {
+    let mut inputs = crate::output::inputs::of_scene(scene);
     inputs.push((target, "target"));
     crate::output::inputs::refuse_overwrite(fit_json, "--out", &inputs)?;
     Ok(())

@@ -54,6 +54,11 @@ pub enum TargetError {
     },
 }
 
+/// The default tolerance of [`check_initial`] (`msc fit --initial-tolerance`): a thousandth
+/// of the scene's size, far above the f32 rounding of frames written by `msc run` (about
+/// 1e-7) and far below any change of geometry.
+pub const DEFAULT_INITIAL_TOLERANCE: f64 = 1e-3;
+
 /// Checks the target's frame at t = 0 (from its header; a target without one is not
 /// checked) against the scene's initial positions `initial`: the RMS distance over the
 /// scene's size (its bounding box's diagonal) must be at most `tolerance`. A frame with

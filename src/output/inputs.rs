@@ -49,6 +49,17 @@ pub fn inside(input: &Path, dir: &Path) -> bool {
     }
 }
 
+/// Every file `scene` reads (the scene file itself, an OBJ mesh), for the checks below.
+pub fn of_scene(scene: &crate::scene::LoadedScene) -> Vec<(&Path, &'static str)> {
+    let mut inputs: Vec<(&Path, &'static str)> = Vec::new();
+    if let Some(src) = &scene.source {
+        inputs.push((src.as_path(), "scene file"));
+    }
+    let read = scene.inputs.iter().map(|d| Path::new(d.path.as_str()));
+    inputs.extend(read.map(|p| (p, "file the scene reads")));
+    inputs
+}
+
 /// [`OutputError::WouldOverwriteInput`] for the first of `inputs` ((path, what it is))
 /// that `output`, named by the option `option`, would replace.
 pub fn refuse_overwrite(

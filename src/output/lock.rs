@@ -6,8 +6,9 @@
 //! The lock is the OS's advisory file lock (`flock` on Unix) on a hidden file in the
 //! folder, `.msc.lock`, which holds the process ids of its holders (an exclusive holder
 //! replaces the list, a shared one adds itself) for the message of the one refused. The OS releases it when the process ends, however it ends: a killed run never
-//! leaves a stale lock behind. The file itself stays (removing it would let a third process
-//! lock a new file while the second still holds the old one).
+//! leaves a stale lock behind. The file itself stays, emptied by an exclusive holder as it
+//! leaves (removing it would let a third process lock a new file while the second still
+//! holds the old one).
 
 use super::OutputError;
 use std::fs::{File, OpenOptions, TryLockError};
@@ -28,7 +29,18 @@ pub enum LockKind {
 /// A held lock; released when dropped (or when the process ends).
 #[derive(Debug)]
 pub struct FolderLock {
-    _file: File,
+    file: File,
+    kind: LockKind,
+}
+
+impl Drop for FolderLock {
+    /// An exclusive holder empties the file as it leaves, so a folder nobody writes holds
+    /// an empty `.msc.lock` (the lock itself goes with the file's closing).
+    fn drop(&mut self) {
+        if self.kind == LockKind::Exclusive {
+            let _ = self.file.set_len(0);
+        }
+    }
 }
 
 impl FolderLock {
@@ -71,7 +83,7 @@ impl FolderLock {
         let _ = cleared
             .and_then(|()| file.write_all(format!("{}\n", std::process::id()).as_bytes()))
             .and_then(|()| file.flush());
-        Ok(Self { _file: file })
+        Ok(Self { file, kind })
     }
 }
 
@@ -117,6 +129,12 @@ mod tests {
         }
         assert!(FolderLock::folder(dir.path(), LockKind::Shared).is_err());
         drop(first);
+        let lock_file = dir.path().join(LOCK_FILE);
+        assert_eq!(
+            std::fs::read(&lock_file).unwrap(),
+            b"",
+            "left behind by an ended writer"
+        );
         let a = FolderLock::folder(dir.path(), LockKind::Shared).unwrap();
         let b = FolderLock::folder(dir.path(), LockKind::Shared).unwrap();
         assert!(FolderLock::folder(dir.path(), LockKind::Exclusive).is_err());

@@ -121,17 +121,7 @@ pub fn run_scene_with<W: Watch>(
 /// Refuses a folder where an output would replace the scene file or a file the scene
 /// reads, such as its mesh (inputs are never overwritten).
 pub fn check_folder(scene: &LoadedScene, out: &Path) -> Result<(), RunError> {
-    let mut inputs: Vec<(&Path, &'static str)> = Vec::new();
-    if let Some(src) = &scene.source {
-        inputs.push((src.as_path(), "scene file"));
-    }
-    inputs.extend(
-        scene
-            .inputs
-            .iter()
-            .map(|d| (Path::new(d.path.as_str()), "file the scene reads")),
-    );
-    RunDir::check_inputs(out, &inputs)?;
+    RunDir::check_inputs(out, &crate::output::inputs::of_scene(scene))?;
     Ok(())
 }
 

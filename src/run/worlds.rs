@@ -242,6 +242,8 @@ mod tests {
             .collect();
         let runs = scenes.iter().zip(dirs.iter_mut()).collect();
         let batched = drive_worlds(&mut worlds, runs, None);
+        // Closed as the alone runs' folders were (each releases its lock).
+        drop(dirs);
         assert_eq!(batched.len(), scenes.len());
         // The stiff Verlet world diverges, the others finish: one world's end stops no
         // other.
