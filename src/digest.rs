@@ -27,6 +27,30 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The size and SHA-256 of bytes as they stream past: a writer's record of what it wrote
+/// (not of what a later reader finds on disk).
+#[derive(Clone, Debug, Default)]
+pub struct StreamDigest {
+    hasher: Sha256,
+    bytes: u64,
+}
+
+impl StreamDigest {
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.hasher.update(bytes);
+        self.bytes += bytes.len() as u64;
+    }
+
+    /// The digest of everything passed to [`Self::update`], recorded under `path`.
+    pub fn finish(self, path: impl Into<String>) -> FileDigest {
+        FileDigest {
+            path: path.into(),
+            bytes: self.bytes,
+            sha256: hex(&self.hasher.finalize()),
+        }
+    }
+}
+
 impl FileDigest {
     /// The digest of in-memory contents, recorded under `path`.
     pub fn of_bytes(path: impl Into<String>, bytes: &[u8]) -> Self {

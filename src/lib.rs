@@ -16,10 +16,16 @@
 //! 8. [`simulator`] (the trait both backends are driven through), [`output`] (energy CSV,
 //!    PLY frames, summary JSON);
 //! 9. [`grad`] (gradients and fits), [`render`] (offscreen drawing), [`plot`] (PNG plots),
-//!    [`bench`] (the standard workloads and their measurement);
+//!    [`bench`](mod@bench) (the standard workloads and their measurement);
 //! 10. [`run`]: driving one run into its folder (backend choice, stepping loop, summary);
 //! 11. [`batch`]: sweeps and manifest batches, shards and Slurm;
 //! 12. [`cli`]: the `msc` command.
+//!
+//! The library takes the caller's wgpu device and queue: they must come from the wgpu it is
+//! built on, re-exported as [`msc::wgpu`](wgpu) (and its vectors' [`msc::glam`](glam)), so
+//! a program that embeds it names one version of each.
+
+#![deny(rustdoc::broken_intra_doc_links)]
 
 pub mod batch;
 pub mod bench;
@@ -43,6 +49,12 @@ pub mod run;
 pub mod scene;
 pub mod sim;
 pub mod simulator;
+
+/// The glam this crate's vectors (`DVec3` positions, velocities) come from (glam 0.30).
+pub use glam;
+/// The wgpu this crate is built on: a caller's `Device`, `Queue` and buffers must be of
+/// this version (wgpu 30).
+pub use wgpu;
 
 pub use config::Config;
 pub use model::{State, System};

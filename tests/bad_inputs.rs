@@ -4,6 +4,12 @@
 //! Never a panic, an abort, or a silent wrong number. Add new cases to the tables.
 
 mod common;
+#[path = "bad_inputs/fit_inputs.rs"]
+mod fit_inputs;
+#[path = "bad_inputs/slurm_script.rs"]
+mod slurm_script;
+#[path = "bad_inputs/writers.rs"]
+mod writers;
 
 use common::{msc, read_json, stderr, stdout};
 use std::path::{Path, PathBuf};
@@ -797,7 +803,11 @@ fn the_scene_file_is_never_overwritten_by_outputs() {
     );
     assert_no_crash(&o, "run scene.toml --out .");
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("input of this run"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("an input of this command"),
+        "{}",
+        stderr(&o)
+    );
     assert_eq!(
         std::fs::read_to_string(dir.path().join("scene.toml")).unwrap(),
         SMALL

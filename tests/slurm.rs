@@ -2,7 +2,7 @@
 //! test, with a private configuration and ports, and stopped at the end): a 4-task array
 //! of `msc sweep` merges into the table of the unsharded sweep, value for value; a shard
 //! cancelled midway and resubmitted on its own finishes the batch with nothing lost or
-//! redone.
+//! redone; a script for an out folder with a space, `%` and shell syntax runs as written.
 //!
 //! Needs root (the daemons run as root, jobs run as the submitting user) and Debian's
 //! `slurm-wlm` and `munge`. Without root it is skipped with a message; without the
@@ -430,6 +430,60 @@ fn a_slurm_array_sweep_merges_into_the_unsharded_table_and_survives_a_cancelled_
     assert!(o.status.success(), "{}", text(&o));
     let merged = comparable_table(&read(work.join("cut/runs.csv")));
     assert_eq!(merged, whole);
+
+    // 3. An out folder with a space, '%' (Slurm's filename pattern character) and shell
+    //    syntax: sbatch reads the quoted #SBATCH lines back as the folder, the tasks' logs
+    //    land in its slurm-logs/ as JOBID_TASK.out, and the tasks run into it.
+    let odd = "odd dir 50%x $(touch PWNED)";
+    let o = msc(
+        &cluster,
+        &[
+            "sweep",
+            "scene.toml",
+            "--vary",
+            "integrator.dt=0.002,0.003",
+            "--steps",
+            "20",
+            "--out",
+            odd,
+            "--backend",
+            "cpu",
+            "--quiet",
+            "--slurm",
+            "--gres",
+            "none",
+            "--job-name",
+            "odd name #1",
+        ],
+        &work,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let script = work.join(odd).join("slurm-array.sh");
+    let o = cluster.sbatch_wait(&["--parsable", script.to_str().unwrap()], &work, limit);
+    assert!(
+        o.status.success(),
+        "sbatch: {}\n{}",
+        text(&o),
+        cluster.logs()
+    );
+    let job = String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    for k in 0..2 {
+        let log = work.join(odd).join(format!("slurm-logs/{job}_{k}.out"));
+        assert!(
+            log.is_file(),
+            "{} missing\n{}",
+            log.display(),
+            cluster.logs()
+        );
+    }
+    assert!(!work.join("PWNED").exists(), "a command in --out ran");
+    let o = msc(&cluster, &["merge", odd], &work);
+    assert!(o.status.success(), "{}", text(&o));
     drop(cluster);
     eprintln!(
         "the Slurm test took {:.1} s",

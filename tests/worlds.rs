@@ -163,6 +163,53 @@ fn every_world_steps_as_it_does_alone_bit_for_bit() {
     }
 }
 
+/// A charged particle exactly at the origin without softening: the padding of its
+/// world's Coulomb sources (zero charges at the origin, up to a tile) must not be summed
+/// as sources, or 0 x inf = NaN where the world alone is finite. Batched equals alone, bit
+/// for bit (the sweep of the cloth with all-pairs Coulomb and two stiffnesses).
+#[test]
+fn a_charge_at_the_origin_without_softening_steps_as_it_does_alone() {
+    let world = |stiffness: &str| {
+        scene(
+            "cloth",
+            &[
+                "coulomb.method = \"all_pairs\"",
+                "coulomb.softening = 0.0",
+                "material.charge = 1e-7",
+                stiffness,
+            ],
+        )
+    };
+    let worlds = vec![
+        world("material.stiffness = 40"),
+        world("material.stiffness = 54"),
+    ];
+    for (system, _) in &worlds {
+        let at_origin = (0..system.len())
+            .filter(|&i| system.charges()[i] != 0.0)
+            .any(|i| system.positions()[i] == msc::glam::DVec3::ZERO);
+        assert!(at_origin, "the test needs a charged particle at the origin");
+    }
+    let Some(mut b) = batch(&worlds) else {
+        return;
+    };
+    let steps = 10;
+    b.advance(steps).unwrap();
+    let states = b.read_states().unwrap();
+    let energies = b.read_energies().unwrap();
+    for (w, (system, config)) in worlds.iter().enumerate() {
+        let (state, e, _) = alone(system, config, steps).unwrap();
+        assert!(state.is_finite() && e.is_finite(), "world {w} alone");
+        assert!(
+            energies[w].is_finite() && states[w].is_finite(),
+            "world {w} of the batch: {:?}",
+            energies[w]
+        );
+        assert!(same_bits(&states[w], &state), "world {w}'s state");
+        assert_eq!(energies[w], e, "world {w}'s energies");
+    }
+}
+
 /// A world whose state turns non-finite does not touch the others: they still end as they
 /// do alone, and its own energies report the divergence.
 #[test]
@@ -390,7 +437,12 @@ fn worlds_that_cannot_share_a_batch_are_refused() {
 fn batches_are_cut_to_the_limits() {
     let worlds: Vec<(System, Config)> = (0..40).map(|_| scene("torus", &[])).collect();
     let refs: Vec<(&System, &Config)> = worlds.iter().map(|(s, c)| (s, c)).collect();
-    let mut limits = wgpu::Limits::default();
+    // WebGPU's defaults lack the storage buffers a batch binds: nothing fits.
+    assert_eq!(GpuWorlds::fitting(&wgpu::Limits::default(), &refs), 0);
+    let mut limits = wgpu::Limits {
+        max_storage_buffers_per_shader_stage: 32,
+        ..wgpu::Limits::default()
+    };
     assert_eq!(GpuWorlds::fitting(&limits, &refs), 40);
     // 145 particles pad to 256 slots: 4 KiB of positions per world.
     limits.max_storage_buffer_binding_size = 10 * 4096 + 100;
@@ -406,5 +458,55 @@ fn batches_are_cut_to_the_limits() {
         }
     } else {
         assert!(!require_gpu());
+    }
+}
+
+/// `fitting` never accepts what `new` refuses on a device with the same limits: devices
+/// opened with lowered limits (buffer sizes, workgroups per dimension) take exactly the
+/// batch `fitting` allows for them, and one world more fails with a typed limit error
+/// where a limit (not the batch byte budget) is what stopped `fitting`.
+#[test]
+fn what_fitting_accepts_a_device_with_those_limits_builds() {
+    let Some(adapter) = common::adapter() else {
+        assert!(!require_gpu());
+        return;
+    };
+    let worlds: Vec<(System, Config)> = (0..12)
+        .map(|_| scene("torus", &["coulomb.method = \"all_pairs\""]))
+        .collect();
+    let refs: Vec<(&System, &Config)> = worlds.iter().map(|(s, c)| (s, c)).collect();
+    // The library's own wgpu, as a caller passing its device names it.
+    use msc::wgpu;
+    let full = adapter.limits();
+    let variants = [
+        // 145 particles pad to 256 slots, one workgroup each: 2 x 2 groups per dispatch.
+        wgpu::Limits {
+            max_compute_workgroups_per_dimension: 2,
+            ..full.clone()
+        },
+        // About five worlds' positions.
+        wgpu::Limits {
+            max_storage_buffer_binding_size: 5 * 4096 + 100,
+            ..full.clone()
+        },
+    ];
+    for limits in variants {
+        let k = GpuWorlds::fitting(&limits, &refs);
+        assert!((1..refs.len()).contains(&k), "{k} of {}", refs.len());
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("msc test: lowered limits"),
+            required_features: wgpu::Features::empty(),
+            required_limits: limits.clone(),
+            ..Default::default()
+        }))
+        .expect("a device with lowered limits");
+        let b = GpuWorlds::new(&device, &queue, &refs[..k])
+            .unwrap_or_else(|e| panic!("fitting said {k} worlds fit: {e}"));
+        assert_eq!(b.len(), k);
+        match GpuWorlds::new(&device, &queue, &refs[..k + 1]) {
+            Err(GpuError::LimitExceeded { .. }) => {}
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("{} worlds built beyond the limits", k + 1),
+        }
     }
 }

@@ -12,6 +12,7 @@ use super::record::{write_runs_csv, RunRecord, RunStatus, SummaryRecord};
 use super::resume::{clear, completed};
 use super::shard::Shard;
 use super::{BatchError, RUNS_CSV};
+use crate::output::lock::{shard_lock_path, FolderLock, LockKind};
 use crate::output::OutputError;
 use crate::run::error::one_line;
 use crate::run::{self, run_scene, BackendArg, RunError};
@@ -109,14 +110,25 @@ impl BatchReport {
 /// every input and output unchanged: see `completed`) is not redone; its record is read
 /// back. Any other folder of a planned run is cleared and the run starts over.
 pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, BatchError> {
-    check_plan(plan, options.steps)?;
+    check_plan(plan, options.steps, &options.out)?;
     let workers = worker_devices(options)?;
     std::fs::create_dir_all(&options.out).map_err(|source| OutputError::CreateDir {
         path: options.out.clone(),
         source,
     })?;
+    let _locks = lock_batch(&options.out, options.shard.as_ref().map(|s| s.shard))?;
     let (plan, runs_csv) = match &options.shard {
         Some(s) => {
+            if s.shard.count > plan.runs.len() {
+                return Err(BatchError::Shard {
+                    arg: s.shard.arg(),
+                    message: format!(
+                        "N must be at most the plan's {} runs (a shard beyond them would \
+                         run nothing)",
+                        plan.runs.len()
+                    ),
+                });
+            }
             s.plan_file.write_or_check(&options.out)?;
             let mine = Plan {
                 columns: plan.columns.clone(),
@@ -138,20 +150,10 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
         None if !options.quiet => println!("{line}"),
         None => {}
     };
+    // A worker beyond the units would have nothing to run.
+    let workers = &workers[..workers.len().min(units.len().max(1))];
     if workers.len() > 1 {
-        say(
-            format!(
-                "{} workers: {}",
-                workers.len(),
-                workers
-                    .iter()
-                    .enumerate()
-                    .map(|(w, d)| format!("{w} on device {d}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            false,
-        );
+        say(workers_line(workers), false);
     }
     let mut slots: Vec<Option<RunRecord>> = vec![None; total];
     let mut done = 0;
@@ -160,10 +162,11 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::channel::<Message>();
         let count = workers.len();
+        let mut handles = Vec::with_capacity(count);
         for (w, &device) in workers.iter().enumerate() {
             let tx = tx.clone();
             let (plan, units) = (&plan, &units);
-            scope.spawn(move || {
+            handles.push(scope.spawn(move || {
                 let mut gpu = SharedGpu::new(options.backend, device);
                 // Round-robin: worker w runs the units w, w + W, w + 2W, ...
                 for u in (w..units.len()).step_by(count) {
@@ -196,7 +199,7 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
                     }
                 }
                 let _ = tx.send(Message::Opened(gpu.opened));
-            });
+            }));
         }
         drop(tx);
         for message in rx {
@@ -240,6 +243,17 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
                 b.inc(1);
             }
         }
+        // Join every worker to the end of its OS thread, not only of its closure (all
+        // the scope itself waits for). A worker that opened a GPU device holds the EGL
+        // library's per-thread state (wgpu probes the GL backend on that thread), which
+        // the thread frees as it exits; had the process already gone on to exit(), EGL's
+        // own teardown freed the same state: "double free or corruption (fasttop)" after
+        // every output was written, about one GPU sweep in a thousand.
+        for h in handles {
+            if let Err(panic) = h.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
     });
     if let Some(b) = &bar {
         b.finish_and_clear();
@@ -253,6 +267,10 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
     if crate::interrupt::requested() {
         return Err(BatchError::Interrupted {
             done: records.len(),
+            interrupted: records
+                .iter()
+                .filter(|r| r.status == RunStatus::Interrupted)
+                .count(),
             total,
             csv: runs_csv,
         });
@@ -262,6 +280,33 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
         devices_opened: opened,
         runs_csv,
     })
+}
+
+/// The batch folder's locks: the whole folder for a whole batch; for a shard, the folder
+/// shared with the other shards and the shard itself alone (two processes running the
+/// same shard would write the same runs).
+fn lock_batch(out: &Path, shard: Option<Shard>) -> Result<Vec<FolderLock>, OutputError> {
+    match shard {
+        None => Ok(vec![FolderLock::folder(out, LockKind::Exclusive)?]),
+        Some(shard) => {
+            let folder = FolderLock::folder(out, LockKind::Shared)?;
+            let table = shard.table_name();
+            let own = FolderLock::file(out, &shard_lock_path(out, &table), LockKind::Exclusive)?;
+            Ok(vec![folder, own])
+        }
+    }
+}
+
+/// `W workers: W0 on device 0, W1 on device 1`: how many workers share each device.
+fn workers_line(workers: &[usize]) -> String {
+    let devices = workers.iter().max().map_or(0, |d| d + 1);
+    let per_device: Vec<String> = (0..devices)
+        .map(|d| {
+            let n = workers.iter().filter(|&&w| w == d).count();
+            format!("{n} on device {d}")
+        })
+        .collect();
+    format!("{} workers: {}", workers.len(), per_device.join(", "))
 }
 
 /// What a worker tells the thread that keeps the table.
@@ -323,13 +368,54 @@ pub(super) fn from_summary(spec: &RunSpec, summary: SummaryRecord, skipped: bool
     }
 }
 
-/// Loads every run's scene as [`run_one`] will, before anything runs.
-pub fn check_plan(plan: &Plan, steps: Option<u64>) -> Result<(), BatchError> {
+/// Loads every run's scene as `run_one` will, before anything runs, and checks that no
+/// output of the batch in `out` would replace a file a scene reads.
+pub fn check_plan(plan: &Plan, steps: Option<u64>, out: &Path) -> Result<(), BatchError> {
     for spec in &plan.runs {
-        load(spec, steps).map_err(|e| BatchError::Plan {
+        let scene = load(spec, steps).map_err(|e| BatchError::Plan {
             run: spec.name.clone(),
             source: Box::new(e),
         })?;
+        for (input, what) in crate::output::inputs::of_scene(&scene) {
+            check_input(plan, out, input, what)?;
+        }
+    }
+    Ok(())
+}
+
+/// [`OutputError::WouldOverwriteInput`] when the batch in `out` would replace or clear
+/// `input`: a file inside a planned run's folder (cleared before the run), or the
+/// batch's own files (`runs.csv`, a shard's table, `plan.json`, the Slurm script).
+pub fn check_input(
+    plan: &Plan,
+    out: &Path,
+    input: &Path,
+    what: &'static str,
+) -> Result<(), BatchError> {
+    use crate::output::inputs::{inside, same_file};
+    let refused = || {
+        Err(BatchError::Output(OutputError::WouldOverwriteInput {
+            path: input.to_path_buf(),
+            what,
+            option: "--out",
+        }))
+    };
+    if plan.runs.iter().any(|r| inside(input, &out.join(&r.name))) {
+        return refused();
+    }
+    let batch_files = [
+        RUNS_CSV,
+        super::planfile::PLAN_FILE,
+        super::slurm::SCRIPT_FILE,
+    ];
+    if batch_files.iter().any(|f| same_file(&out.join(f), input)) {
+        return refused();
+    }
+    let is_shard_table = input
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("runs.shard-"));
+    if is_shard_table && input.parent().is_some_and(|p| same_file(p, out)) {
+        return refused();
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ use super::record::{header, parse_csv_line, write_runs_csv, RunRecord, RunStatus
 use super::resume::completed;
 use super::shard::Shard;
 use super::{BatchError, RUNS_CSV};
+use crate::output::lock::{FolderLock, LockKind};
 use crate::run::error::one_line;
 use crate::run::BackendArg;
 use clap::ValueEnum;
@@ -62,18 +63,14 @@ impl MergeReport {
 /// are missing: they are listed with status `missing`).
 pub fn merge(dir: &Path) -> Result<MergeReport, BatchError> {
     let plan_file = PlanFile::read(dir)?;
+    // Beside running shards, but not beside a whole batch writing the same runs.csv.
+    let _lock = FolderLock::folder(dir, LockKind::Shared)?;
     let plan_path = dir.join(super::planfile::PLAN_FILE);
     let backend =
         BackendArg::from_str(&plan_file.backend, true).map_err(|_| BatchError::ReadPlan {
-            path: plan_path.clone(),
+            path: plan_path,
             message: format!("unknown backend '{}'", plan_file.backend),
         })?;
-    if plan_file.shards == 0 {
-        return Err(BatchError::ReadPlan {
-            path: plan_path,
-            message: "the shard count is 0".into(),
-        });
-    }
     let plan = plan_file.plan();
     let tables = shard_rows(dir, &plan_file, &header(&plan));
     let mut records = Vec::with_capacity(plan.runs.len());
@@ -122,6 +119,8 @@ pub fn merge(dir: &Path) -> Result<MergeReport, BatchError> {
     }
     let runs_csv = dir.join(RUNS_CSV);
     write_runs_csv(&runs_csv, &plan, &records)?;
+    // The commands name this folder, wherever it was when the shards ran.
+    let rerun = plan_file.rerun.for_folder(dir);
     let reruns = todo
         .into_iter()
         .enumerate()
@@ -131,7 +130,7 @@ pub fn merge(dir: &Path) -> Result<MergeReport, BatchError> {
                 index: k,
                 count: plan_file.shards,
             };
-            let command = plan_file.rerun.command(&shard.arg());
+            let command = rerun.command(&shard.arg());
             (shard, runs, command)
         })
         .collect();

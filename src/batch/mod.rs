@@ -6,7 +6,7 @@
 //! batches of worlds, each into its own folder with exactly the outputs of `msc run` (the
 //! same code writes them), sharing one GPU device (or one per worker with [`Devices`]),
 //! and keeps `runs.csv` up to date after every run. A
-//! [`Shard`] runs every N-th run only, with its own table and `plan.json`; [`merge`]
+//! [`Shard`] runs every N-th run only, with its own table and `plan.json`; [`merge`](fn@merge)
 //! joins the shards; [`slurm`] writes and submits array job scripts that run them. Every run's scene is loaded before any runs, so
 //! a bad key fails the whole plan at once. An interrupted batch resumes: runs that their
 //! `summary.json` vouches for (every input and output unchanged) are not redone.
@@ -104,12 +104,19 @@ pub enum BatchError {
     /// SIGINT or SIGTERM: the run under way stopped with its outputs written and the
     /// batch stopped after it; rerunning the same command finishes the batch.
     #[error(
-        "interrupted after {done} of {total} runs; {} lists them (the last one is marked \
-         interrupted); run the same command again to finish the batch",
-        csv.display()
+        "interrupted after {done} of {total} runs; {} lists them ({}); run the same \
+         command again to finish the batch",
+        csv.display(),
+        match interrupted {
+            0 => "none was under way".to_string(),
+            1 => "the one under way is marked interrupted".to_string(),
+            n => format!("the {n} under way are marked interrupted"),
+        }
     )]
     Interrupted {
         done: usize,
+        /// Of those, the runs stopped midway (a batch of worlds stops several at once).
+        interrupted: usize,
         total: usize,
         csv: PathBuf,
     },
@@ -126,7 +133,8 @@ impl BatchError {
             | Self::Plan { .. }
             | Self::Shard { .. }
             | Self::ReadPlan { .. }
-            | Self::PlanMismatch { .. } => 2,
+            | Self::PlanMismatch { .. }
+            | Self::Output(OutputError::WouldOverwriteInput { .. }) => 2,
             Self::Slurm(e) => e.exit_code(),
             Self::Output(_)
             | Self::RunsFailed { .. }
@@ -134,5 +142,35 @@ impl BatchError {
             | Self::Incomplete { .. } => 1,
             Self::Interrupted { .. } => crate::interrupt::EXIT_CODE,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A batch of worlds stops several runs at once: the message counts them.
+    #[test]
+    fn an_interrupt_says_how_many_runs_it_stopped() {
+        let said = |interrupted| {
+            BatchError::Interrupted {
+                done: 3,
+                interrupted,
+                total: 5,
+                csv: PathBuf::from("o/runs.csv"),
+            }
+            .to_string()
+        };
+        assert!(
+            said(3).contains("the 3 under way are marked interrupted"),
+            "{}",
+            said(3)
+        );
+        assert!(
+            said(1).contains("the one under way is marked interrupted"),
+            "{}",
+            said(1)
+        );
+        assert!(said(0).contains("none was under way"), "{}", said(0));
     }
 }

@@ -327,7 +327,7 @@ fn resolve_scene(base: &Path, scene: &str) -> String {
 }
 
 /// A user-given run name must already be a safe folder name.
-fn check_name(name: &str) -> Result<(), String> {
+pub(super) fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("must not be empty".into());
     }

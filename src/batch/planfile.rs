@@ -37,6 +37,30 @@ impl Rerun {
     }
 }
 
+impl Rerun {
+    /// This command for a batch folder now at `dir`: when its `--out` (relative to its
+    /// `cwd`) is no longer that folder (the folder was moved or copied), `--out` names
+    /// `dir` instead, as an absolute path.
+    pub fn for_folder(&self, dir: &Path) -> Rerun {
+        let mut r = self.clone();
+        let Some(k) = r.args.iter().position(|a| a == "--out") else {
+            return r;
+        };
+        let Some(out) = r.args.get(k + 1) else {
+            return r;
+        };
+        let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        if !same(&self.cwd.join(out), dir) {
+            let here = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+            r.args[k + 1] = here.to_string_lossy().into_owned();
+        }
+        r
+    }
+}
+
 /// A word as the shell reads it back unchanged: bare when it is plain, else single-quoted.
 pub fn shell_quote(s: &str) -> String {
     let plain = !s.is_empty()
@@ -58,6 +82,18 @@ pub struct PlannedRun {
     pub scene: String,
     pub set: Vec<String>,
     pub columns: Vec<String>,
+}
+
+impl PlannedRun {
+    /// `NAME (scene SCENE, --set A --set B)`, for messages.
+    fn describe(&self) -> String {
+        let set: Vec<String> = self.set.iter().map(|s| format!("--set {s}")).collect();
+        if set.is_empty() {
+            format!("{} (scene {})", self.name, self.scene)
+        } else {
+            format!("{} (scene {}, {})", self.name, self.scene, set.join(" "))
+        }
+    }
 }
 
 /// The contents of `plan.json`.
@@ -158,10 +194,37 @@ impl PlanFile {
                 source.to_string()
             },
         })?;
-        serde_json::from_str(&text).map_err(|e| BatchError::ReadPlan {
-            path,
+        let plan: Self = serde_json::from_str(&text).map_err(|e| BatchError::ReadPlan {
+            path: path.clone(),
             message: e.to_string(),
-        })
+        })?;
+        plan.check()
+            .map_err(|message| BatchError::ReadPlan { path, message })?;
+        Ok(plan)
+    }
+
+    /// What every shard and `msc merge` rely on: at least one run, run names that are
+    /// distinct folder names inside the batch folder (a tampered `../x` would read outside
+    /// it, a duplicate would drop a run), and a shard count from 1 to the number of runs.
+    fn check(&self) -> Result<(), String> {
+        if self.runs.is_empty() {
+            return Err("it lists no run".into());
+        }
+        let mut seen = std::collections::HashSet::new();
+        for r in &self.runs {
+            super::plan::check_name(&r.name).map_err(|e| format!("run name {e}"))?;
+            if !seen.insert(r.name.as_str()) {
+                return Err(format!("the run name '{}' appears twice", r.name));
+            }
+        }
+        if self.shards == 0 || self.shards > self.runs.len() {
+            return Err(format!(
+                "the shard count {} is not from 1 to its {} runs",
+                self.shards,
+                self.runs.len()
+            ));
+        }
+        Ok(())
     }
 
     /// Writes `DIR/plan.json` (atomically) unless it is there already with the same plan;
@@ -202,11 +265,8 @@ impl PlanFile {
         } else if self.backend != other.backend {
             this("backend", self.backend.clone(), other.backend.clone())
         } else if self.steps != other.steps {
-            this(
-                "--steps",
-                format!("{:?}", self.steps),
-                format!("{:?}", other.steps),
-            )
+            let steps = |s: Option<u64>| s.map_or("no --steps".to_string(), |n| n.to_string());
+            this("--steps", steps(self.steps), steps(other.steps))
         } else if self.runs.len() != other.runs.len() {
             this(
                 "number of runs",
@@ -214,8 +274,14 @@ impl PlanFile {
                 other.runs.len().to_string(),
             )
         } else {
-            match self.runs.iter().zip(&other.runs).find(|(a, b)| a != b) {
-                Some((a, b)) => this("run", format!("{a:?}"), format!("{b:?}")),
+            match self
+                .runs
+                .iter()
+                .zip(&other.runs)
+                .enumerate()
+                .find(|(_, (a, b))| a != b)
+            {
+                Some((i, (a, b))) => this(&format!("run {}", i + 1), a.describe(), b.describe()),
                 None => "the plan's columns differ".into(),
             }
         }

@@ -26,13 +26,22 @@ pub(super) fn completed(
     scene: &LoadedScene,
     backend: BackendArg,
 ) -> Result<SummaryRecord, Option<String>> {
-    if !dir.exists() {
-        return Err(None);
+    match dir.try_exists() {
+        Ok(false) => return Err(None),
+        Ok(true) => {}
+        Err(e) => return Err(Some(format!("cannot look into the folder: {e}"))),
     }
     let why = |s: &str| Err(Some(s.to_string()));
     let summary_path = dir.join(SUMMARY_FILE);
-    if !summary_path.is_file() {
-        return why("no summary.json (the earlier run did not finish)");
+    // A summary that is there but cannot be read (permissions) is named as such, not
+    // mistaken for a run that never finished.
+    match std::fs::File::open(&summary_path) {
+        Ok(_) if summary_path.is_file() => {}
+        Ok(_) => return why("summary.json is not a file"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return why("no summary.json (the earlier run did not finish)")
+        }
+        Err(e) => return Err(Some(format!("cannot read summary.json: {e}"))),
     }
     let Some(s) = SummaryRecord::read(&summary_path) else {
         return why("summary.json is unreadable or from an older msc");

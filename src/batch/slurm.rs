@@ -1,6 +1,14 @@
 //! `--slurm` and `--submit`: a Slurm array job script that runs a sweep or batch as N
 //! shards, one array task each (the task reads its shard from `SLURM_ARRAY_TASK_ID`), and
 //! its submission with `sbatch`.
+//!
+//! Every value that reaches the script is checked first: a control character (a newline
+//! above all) is refused with the option that brought it, since it would end an `#SBATCH`
+//! line or a command. `#SBATCH` lines do not go through a shell but through sbatch's own
+//! word splitter (quotes group, `\` escapes, an unquoted `#` starts a comment), so their
+//! values are double-quoted with `\` and `"` escaped; the log paths also double every `%`,
+//! Slurm's filename pattern character. The command the tasks run is shell-quoted word by
+//! word.
 
 use super::planfile::{shell_quote, Rerun};
 use crate::output::{write_atomic, OutputError};
@@ -29,6 +37,12 @@ pub enum SlurmError {
         status: String,
         stderr: String,
     },
+    /// sbatch exited 0 but printed no job id.
+    #[error(
+        "sbatch accepted {} but printed no job id; look for the job with `squeue --me`",
+        script.display()
+    )]
+    NoJobId { script: PathBuf },
     #[error("--{option}: {message}")]
     Option {
         option: &'static str,
@@ -64,42 +78,48 @@ pub struct SlurmJob {
 impl SlurmJob {
     /// The script's text. Each task runs the same command; `MSC_SHARD_COUNT` pins N, so a
     /// task resubmitted on its own (`sbatch --array=K script`) is still shard K of N.
+    /// Checks every value first ([`SlurmError::Option`] names the one refused), so a
+    /// caller can call this before it creates anything.
     pub fn script(&self, out: &Path) -> Result<String, SlurmError> {
-        for (option, value) in [
-            ("gres", &self.gres),
-            ("time", &self.time),
-            ("partition", &self.partition),
-        ] {
-            if let Some(v) = value {
-                check_word(option, v)?;
-            }
+        if let Some(g) = &self.gres {
+            check_gres(g)?;
         }
-        check_word("job-name", &self.job_name)?;
+        if let Some(t) = &self.time {
+            check_time(t)?;
+        }
+        if let Some(p) = &self.partition {
+            check_partition(p)?;
+        }
+        check_printable("job-name", &self.job_name)?;
         if self.shards == 0 {
             return Err(SlurmError::Option {
                 option: "shards",
                 message: "must be at least 1".into(),
             });
         }
+        self.check_command()?;
         let out = std::path::absolute(out).unwrap_or_else(|_| out.to_path_buf());
-        let logs = out.join(LOG_DIR);
+        let logs = log_pattern(&out.join(LOG_DIR))?;
         let mut s = String::from("#!/bin/bash\n");
         s.push_str("# Written by msc: one array task per shard of the batch below.\n");
-        s.push_str(&format!("#SBATCH --job-name={}\n", self.job_name));
-        s.push_str(&format!("#SBATCH --array=0-{}\n", self.shards - 1));
-        s.push_str("#SBATCH --ntasks=1\n");
+        let mut sbatch = |option: &str, value: &str| {
+            s.push_str(&format!("#SBATCH --{option}={}\n", sbatch_quote(value)));
+        };
+        sbatch("job-name", &self.job_name);
+        sbatch("array", &format!("0-{}", self.shards - 1));
+        sbatch("ntasks", "1");
         if let Some(g) = &self.gres {
-            s.push_str(&format!("#SBATCH --gres={g}\n"));
+            sbatch("gres", g);
         }
         if let Some(t) = &self.time {
-            s.push_str(&format!("#SBATCH --time={t}\n"));
+            sbatch("time", t);
         }
         if let Some(p) = &self.partition {
-            s.push_str(&format!("#SBATCH --partition={p}\n"));
+            sbatch("partition", p);
         }
         // %A: the array's job id, %a: the task id.
-        s.push_str(&format!("#SBATCH --output={}/%A_%a.out\n", logs.display()));
-        s.push_str(&format!("#SBATCH --error={}/%A_%a.err\n", logs.display()));
+        sbatch("output", &format!("{logs}/%A_%a.out"));
+        sbatch("error", &format!("{logs}/%A_%a.err"));
         s.push_str("set -eu\n");
         s.push_str(&format!("export MSC_SHARD_COUNT={}\n", self.shards));
         s.push_str(&format!(
@@ -112,7 +132,33 @@ impl SlurmJob {
         Ok(s)
     }
 
+    /// The command's folder, program and arguments: printable, and paths in UTF-8 (the
+    /// script holds them as text). An argument is blamed on the option before it.
+    fn check_command(&self) -> Result<(), SlurmError> {
+        let c = &self.command;
+        for (what, path) in [
+            ("the working folder", &c.cwd),
+            ("the msc executable", &c.program),
+        ] {
+            let text = path.to_str().ok_or_else(|| SlurmError::Option {
+                option: "slurm",
+                message: format!("{what} {} is not UTF-8 text", path.display()),
+            })?;
+            check_printable("slurm", text).map_err(|_| SlurmError::Option {
+                option: "slurm",
+                message: format!("{what} {text:?} holds a control character"),
+            })?;
+        }
+        let mut previous: Option<&str> = None;
+        for a in &c.args {
+            check_printable(option_of(previous), a)?;
+            previous = Some(a);
+        }
+        Ok(())
+    }
+
     /// Writes the script (and creates the log folder, which Slurm does not) into `out`.
+    /// Nothing is created when a value is refused.
     pub fn write(&self, out: &Path) -> Result<PathBuf, SlurmError> {
         let text = self.script(out)?;
         let logs = out.join(LOG_DIR);
@@ -128,6 +174,29 @@ impl SlurmJob {
             let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755));
         }
         Ok(path)
+    }
+}
+
+/// The default job name: `msc-` and the out folder's name, with anything but letters,
+/// digits, `-`, `_` and `.` replaced by `_` (so that a folder such as `a b` still names
+/// a job, and the name is the user's only when given).
+pub fn default_job_name(out: &Path) -> String {
+    match out.file_name() {
+        Some(n) => {
+            let safe: String = n
+                .to_string_lossy()
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            format!("msc-{safe}")
+        }
+        None => "msc".into(),
     }
 }
 
@@ -150,21 +219,157 @@ pub fn submit(script: &Path) -> Result<String, SlurmError> {
     }
     // `--parsable` prints `jobid` or `jobid;cluster`.
     let text = String::from_utf8_lossy(&out.stdout);
-    Ok(text.trim().split(';').next().unwrap_or("").to_string())
-}
-
-/// An `#SBATCH` value must be one plain word.
-fn check_word(option: &'static str, v: &str) -> Result<(), SlurmError> {
-    if v.is_empty()
-        || v.chars()
-            .any(|c| c.is_whitespace() || c == '#' || c == '\'' || c == '"')
-    {
-        return Err(SlurmError::Option {
-            option,
-            message: format!("'{v}' must be one word without spaces, quotes or #"),
+    let id = text.trim().split(';').next().unwrap_or("").trim();
+    if id.is_empty() {
+        return Err(SlurmError::NoJobId {
+            script: script.to_path_buf(),
         });
     }
+    Ok(id.to_string())
+}
+
+/// The option an argument of the rerun command belongs to: the flag before it, or the
+/// positional scene or manifest.
+fn option_of(previous: Option<&str>) -> &'static str {
+    match previous {
+        Some("--out") => "out",
+        Some("--set") => "set",
+        Some("--vary") => "vary",
+        Some("--steps") => "steps",
+        Some("--backend") => "backend",
+        Some("--devices") => "devices",
+        Some("sweep") => "the scene",
+        Some("batch") => "the manifest",
+        _ => "slurm",
+    }
+}
+
+/// The value as a message shows it: control characters escaped, so a newline is seen.
+fn shown(v: &str) -> String {
+    v.escape_debug().to_string()
+}
+
+fn refuse(option: &'static str, message: String) -> SlurmError {
+    SlurmError::Option { option, message }
+}
+
+/// No control character (a newline would end an `#SBATCH` line or a command).
+fn check_printable(option: &'static str, v: &str) -> Result<(), SlurmError> {
+    if v.chars().any(char::is_control) {
+        return Err(refuse(
+            option,
+            format!(
+                "'{}' holds a control character (a newline, tab, escape, ...); it would \
+                 break the job script",
+                shown(v)
+            ),
+        ));
+    }
     Ok(())
+}
+
+/// A plain word: non-empty, of letters, digits and `chars`.
+fn plain(v: &str, chars: &str) -> bool {
+    !v.is_empty()
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || chars.contains(c))
+}
+
+/// `--partition`: partition names (letters, digits, `-`, `_`, `.`), comma-separated.
+fn check_partition(v: &str) -> Result<(), SlurmError> {
+    check_printable("partition", v)?;
+    if !v.split(',').all(|p| plain(p, "-_.")) {
+        return Err(refuse(
+            "partition",
+            format!(
+                "'{}' is not a partition name or a comma-separated list of them (letters, \
+                 digits, '-', '_', '.')",
+                shown(v)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `--gres`: `name[:type][:count]` items, comma-separated (e.g. `gpu:1`, `gpu:a100:2`).
+fn check_gres(v: &str) -> Result<(), SlurmError> {
+    check_printable("gres", v)?;
+    let item = |g: &str| g.split(':').all(|f| plain(f, "-_.()"));
+    if !v.split(',').all(item) {
+        return Err(refuse(
+            "gres",
+            format!(
+                "'{}' is not a generic resource list (name[:type][:count], comma-separated, \
+                 e.g. gpu:1; `none` leaves the line out)",
+                shown(v)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `--time`: one of Slurm's formats, `M`, `M:S`, `H:M:S`, `D-H`, `D-H:M`, `D-H:M:S`, or
+/// `UNLIMITED` / `INFINITE`.
+fn check_time(v: &str) -> Result<(), SlurmError> {
+    check_printable("time", v)?;
+    let digits = |f: &str| !f.is_empty() && f.chars().all(|c| c.is_ascii_digit());
+    let ok = if v.eq_ignore_ascii_case("unlimited") || v.eq_ignore_ascii_case("infinite") {
+        true
+    } else {
+        let (days, clock) = match v.split_once('-') {
+            Some((d, rest)) => (Some(d), rest),
+            None => (None, v),
+        };
+        let fields: Vec<&str> = clock.split(':').collect();
+        days.is_none_or(digits) && fields.len() <= 3 && fields.iter().all(|f| digits(f))
+    };
+    if !ok {
+        return Err(refuse(
+            "time",
+            format!(
+                "'{}' is not a Slurm time limit (minutes, M:S, H:M:S, D-H, D-H:M or D-H:M:S, \
+                 e.g. 02:00:00)",
+                shown(v)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A log path for `#SBATCH --output`: UTF-8, without `\` (which turns Slurm's filename
+/// patterns off, so every task would write one file named `%A_%a.out`), each `%` doubled
+/// (Slurm reads `%%` as one `%`).
+fn log_pattern(logs: &Path) -> Result<String, SlurmError> {
+    let text = logs.to_str().ok_or_else(|| {
+        refuse(
+            "out",
+            format!(
+                "{} is not UTF-8 text; the job script cannot name it",
+                logs.display()
+            ),
+        )
+    })?;
+    check_printable("out", text)?;
+    if text.contains('\\') {
+        return Err(refuse(
+            "out",
+            format!(
+                "'{text}' holds a backslash, which turns off Slurm's log file patterns; \
+                 choose a folder without one"
+            ),
+        ));
+    }
+    Ok(text.replace('%', "%%"))
+}
+
+/// A value as sbatch's `#SBATCH` word splitter reads it back unchanged: bare when plain,
+/// else in double quotes with `\` and `"` escaped by `\`.
+fn sbatch_quote(v: &str) -> String {
+    if plain(v, "-_./:,=+@%") {
+        v.to_string()
+    } else {
+        format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""))
+    }
 }
 
 #[cfg(test)]

@@ -4,10 +4,10 @@
 //! of Jacobi sweeps, optionally a fraction of charged particles) and a pure all-pairs
 //! Coulomb cloud (random charges in a cube, no springs, symplectic Euler: a step is the
 //! Coulomb evaluation plus two O(n) kernels). Per size, [`run`] builds the workload,
-//! warms up for a minimum wall time ([`timing`]), times `repeats` blocks of `steps` steps
+//! warms up for a minimum wall time (`timing`), times `repeats` blocks of `steps` steps
 //! (wall time of `step(k)` plus a wait for the GPU to finish, divided by k; the host's
 //! recording and submission apart from the wait), reads the SM clock around them where
-//! the platform reports it ([`clock`]), profiles a few more steps one at a time per kernel
+//! the platform reports it (`clock`), profiles a few more steps one at a time per kernel
 //! with timestamp queries when the adapter has them, and derives:
 //! - Coulomb interactions per second: n_targets x n_charged per evaluation (the kernel
 //!   runs over the charged particles only, so n_targets = n_charged, self pair included
@@ -17,7 +17,7 @@
 //! - Jacobi sweep bytes per second: [`bytes::jacobi_sweep_bytes`] (compulsory) over the
 //!   `jacobi_sweep` kernel's time per dispatch, as a fraction of memory bandwidth.
 //!
-//! The worlds workload ([`worlds`]) times W small worlds with varied parameters stepped
+//! The worlds workload (`worlds`) times W small worlds with varied parameters stepped
 //! as one GPU batch against the same worlds stepped one after another, each on its own
 //! solver on the same device, and reports world-steps per second for both and their ratio.
 //!

@@ -105,7 +105,7 @@ pub struct Record {
     /// "--peak-tflops" or the known device's name.
     pub peak_source: Option<String>,
     pub percent_of_fp32_peak: Option<f64>,
-    /// Bytes one Jacobi sweep must move (see [`bytes`]).
+    /// Bytes one Jacobi sweep must move (see [`bytes`](super::bytes)).
     pub jacobi_sweep_bytes: Option<u64>,
     /// Bytes its loads and stores add up to without any cache reuse.
     pub jacobi_sweep_bytes_issued: Option<u64>,

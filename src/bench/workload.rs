@@ -127,7 +127,7 @@ pub fn grid_shape(n: usize) -> Option<[u32; 2]> {
         return None;
     }
     let root = (n as f64).sqrt().floor() as usize;
-    let side = (1..=root).rev().find(|d| n % d == 0).unwrap_or(1);
+    let side = (1..=root).rev().find(|d| n.is_multiple_of(*d)).unwrap_or(1);
     let (nx, ny) = if side >= 2 && 4 * side >= n / side {
         (n / side, side)
     } else {

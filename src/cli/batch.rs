@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct BatchArgs {
-    /// The manifest (TOML): [[runs]] entries with scene = "file.toml" (relative to the
+    /// The manifest (TOML): `[[runs]]` entries with scene = "file.toml" (relative to the
     /// manifest) or a built-in name, and optional name = "folder" and set = ["KEY=VALUE"]
     #[arg(value_name = "MANIFEST")]
     pub manifest: PathBuf,
@@ -41,6 +41,7 @@ pub struct BatchArgs {
 /// when it wrote (and submitted) a Slurm script instead of running.
 pub fn execute(args: &BatchArgs) -> Result<Option<BatchReport>, CliError> {
     let plan = plan::manifest(&args.manifest, &args.set)?;
+    crate::batch::exec::check_input(&plan, &args.out, &args.manifest, "manifest")?;
     let mut rerun = vec![
         "batch".to_string(),
         args.manifest.to_string_lossy().into_owned(),

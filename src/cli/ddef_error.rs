@@ -95,6 +95,10 @@ pub fn execute(args: &DdefErrorArgs) -> Result<Vec<StudyRow>, CliError> {
                 scene: name.clone(),
                 source: Box::new(source),
             })?;
+            if let Some(json) = args.json.as_deref().filter(|p| p.as_os_str() != "-") {
+                let inputs = crate::output::inputs::of_scene(&sc);
+                crate::output::inputs::refuse_overwrite(json, "--json", &inputs)?;
+            }
             let (x, q) = (sc.system.positions().to_vec(), sc.system.charges().to_vec());
             let n = q.iter().filter(|&&c| c != 0.0).count();
             if n == 0 {

@@ -79,6 +79,7 @@ impl CliError {
                 crate::grad::GradError::NonFiniteState { .. }
                 | crate::grad::GradError::NonFiniteTangent { .. }
                 | crate::grad::GradError::NonFiniteLoss => 1,
+                crate::grad::GradError::Interrupted => crate::interrupt::EXIT_CODE,
                 _ => 2,
             },
             Self::FitStalled { .. } => 1,

@@ -19,7 +19,7 @@ use crate::grad::{
 use crate::output::write_atomic;
 use crate::run::{BackendArg, RunError};
 use crate::scene::LoadedScene;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Which target frames enter the loss.
@@ -43,7 +43,7 @@ pub enum OptimizerArg {
     Adam,
 }
 
-#[derive(Clone, Debug, Default, clap::Args)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct FitArgs {
     #[command(flatten)]
     pub scene: SceneArgs,
@@ -53,7 +53,7 @@ pub struct FitArgs {
     pub target: PathBuf,
     /// Parameters to estimate: charge (C per charged particle, or a scale when the
     /// scene's charges differ), stiffness (N/m, or a scale), charges (per particle),
-    /// stiffnesses (per spring), external_charge[:I] (C), external_position[:I] (m, x,y,z).
+    /// stiffnesses (per spring), `external_charge[:I]` (C), `external_position[:I]` (m, x,y,z).
     /// Repeat or separate with commas
     #[arg(
         long = "param",
@@ -98,12 +98,27 @@ pub struct FitArgs {
     /// --exact-solves); `auto` and `cpu` use the f64 CPU reference
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
-    /// Output folder for fit.json [default: out/<scene name>-fit]
+    /// Largest RMS distance, relative to the scene's size, between the target's frame at
+    /// t = 0 and the scene's initial positions: a target from another geometry or initial
+    /// state is refused, since no parameter can match it
+    #[arg(long = "initial-tolerance", value_name = "T", default_value_t = grad::target::DEFAULT_INITIAL_TOLERANCE,
+          value_parser = parse_initial_tolerance)]
+    pub initial_tolerance: f64,
+    /// Output folder for fit.json (default: `out/<scene name>-fit`)
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// No progress lines
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+fn parse_initial_tolerance(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(t) if t >= 0.0 => Ok(t),
+        _ => Err(format!(
+            "expected a tolerance of 0 or more (inf turns the check off), got '{s}'"
+        )),
+    }
 }
 
 /// Forward residuals above this get a note: the loss and its gradient then describe
@@ -234,6 +249,15 @@ fn grad_error(e: GradError) -> CliError {
     CliError::Fit(Box::new(e))
 }
 
+/// `fit.json` must not replace the scene's files or the target (checked before the fit,
+/// not after it).
+fn check_output(fit_json: &Path, scene: &LoadedScene, target: &Path) -> Result<(), CliError> {
+    let mut inputs = crate::output::inputs::of_scene(scene);
+    inputs.push((target, "target"));
+    crate::output::inputs::refuse_overwrite(fit_json, "--out", &inputs)?;
+    Ok(())
+}
+
 pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     let scene = args.scene.load(None)?;
     let specs: Vec<ParamSpec> = args
@@ -289,8 +313,15 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
             }
         }
     }
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("out").join(format!("{}-fit", scene.name)));
+    check_output(&out.join("fit.json"), &scene, &args.target)?;
     let frames =
         grad::target::read_target(&args.target).map_err(|e| grad_error(GradError::Target(e)))?;
+    grad::target::check_initial(&frames, scene.system.positions(), args.initial_tolerance)
+        .map_err(|e| grad_error(GradError::Target(e)))?;
     let end_time = crate::sim::time_at(scene.config.steps, scene.config.dt);
     let mut targets = grad::target::to_targets(&frames, scene.config.dt, end_time)
         .map_err(|e| grad_error(GradError::Target(e)))?;
@@ -439,10 +470,6 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         .map(|(t, r)| t * r)
         .collect();
 
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("out").join(format!("{}-fit", scene.name)));
     std::fs::create_dir_all(&out).map_err(|source| {
         CliError::from(crate::output::OutputError::CreateDir {
             path: out.clone(),

@@ -35,7 +35,7 @@ pub use scene_args::SceneArgs;
 pub use sweep::SweepArgs;
 pub use validate::ValidateArgs;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::ffi::OsString;
 
 /// Charged mass-spring systems on the GPU: implicit springs, all-pairs Coulomb (IMEX).
@@ -114,13 +114,31 @@ pub fn dispatch(command: &Command) -> Result<(), CliError> {
     }
 }
 
+/// The command definition, every option that takes a value accepting a negative number
+/// as its value: `--steps -1` is then refused by the option's own check, naming the
+/// option, rather than as an unknown argument `-1`.
+pub fn command() -> clap::Command {
+    Cli::command().mut_subcommands(|s| {
+        s.mut_args(|a| {
+            if a.get_action().takes_values() {
+                a.allow_negative_numbers(true)
+            } else {
+                a
+            }
+        })
+    })
+}
+
 /// Parses `args` (program name first), runs the command and returns the exit code.
 pub fn main_with_args<I, T>(args: I) -> i32
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let parsed = command()
+        .try_get_matches_from(args)
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             // clap prints `error: ...` with a usage hint; help and version exit 0.
@@ -147,11 +165,10 @@ pub fn main() -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn the_command_definition_is_consistent() {
-        Cli::command().debug_assert();
+        command().debug_assert();
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! `msc plot`: PNG plots of runs' energy logs.
 
 use super::CliError;
+use crate::output::inputs::refuse_overwrite;
+use crate::output::run_dir::{ENERGY_FILE, SUMMARY_FILE};
 use crate::plot::{self, Mode, PlotRequest, Plotted, Term};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct PlotArgs {
@@ -96,6 +98,19 @@ pub fn execute(args: &PlotArgs) -> Result<Plotted, CliError> {
             .into())
         }
     };
+    // The PNG must not replace what the plot reads: an energy log or a summary.
+    let mut inputs: Vec<(PathBuf, &'static str)> = Vec::new();
+    for run in args.runs.iter().chain(&args.reference) {
+        if run.is_dir() {
+            inputs.push((run.join(ENERGY_FILE), "energy log"));
+            inputs.push((run.join(SUMMARY_FILE), "run summary"));
+        } else {
+            inputs.push((run.clone(), "energy log"));
+        }
+    }
+    let inputs: Vec<(&Path, &'static str)> =
+        inputs.iter().map(|(p, w)| (p.as_path(), *w)).collect();
+    refuse_overwrite(&out, "--out", &inputs)?;
     let done = plot::plot(&PlotRequest {
         runs: args.runs.clone(),
         labels: args.labels.clone(),

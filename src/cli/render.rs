@@ -167,9 +167,30 @@ fn upload_buffer(device: &wgpu::Device, label: &str, n: usize) -> wgpu::Buffer {
     })
 }
 
+/// The GIF must not replace a frame or a file of the run folder (its scene, which gives
+/// the springs, its energy log and summary).
+fn check_gif(gif: &Path, frames: &RunFrames) -> Result<(), CliError> {
+    use crate::output::run_dir::{ENERGY_FILE, SCENE_FILE, SUMMARY_FILE};
+    let run_files = [
+        (frames.root.join(SCENE_FILE), "run's scene"),
+        (frames.root.join(ENERGY_FILE), "run's energy log"),
+        (frames.root.join(SUMMARY_FILE), "run's summary"),
+    ];
+    let inputs: Vec<(&Path, &'static str)> = run_files
+        .iter()
+        .map(|(p, w)| (p.as_path(), *w))
+        .chain(frames.frames.iter().map(|(_, p)| (p.as_path(), "frame")))
+        .collect();
+    crate::output::inputs::refuse_overwrite(gif, "--gif", &inputs)?;
+    Ok(())
+}
+
 /// Draws the frames of a run folder.
 pub fn execute(args: &RenderArgs) -> Result<RenderOutcome, CliError> {
     let frames = RunFrames::open(&args.run_dir).map_err(render_err)?;
+    if let Some(gif) = &args.gif {
+        check_gif(gif, &frames)?;
+    }
     let chosen = selected(frames.len(), args.every);
     let speed = args.style.color == ColorBy::Speed;
 

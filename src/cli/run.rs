@@ -12,7 +12,7 @@ use std::path::PathBuf;
 pub struct RunArgs {
     #[command(flatten)]
     pub scene: SceneArgs,
-    /// Output folder [default: out/<scene name>]. Earlier outputs there are replaced
+    /// Output folder (default: `out/<scene name>`). Earlier outputs there are replaced
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Which solver runs the scene

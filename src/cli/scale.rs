@@ -42,7 +42,8 @@ pub struct ScaleArgs {
     /// --slurm: the partition
     #[arg(long, value_name = "NAME")]
     pub partition: Option<String>,
-    /// --slurm: the job's name (default msc-<out folder name>)
+    /// --slurm: the job's name (default `msc-<out folder name>`, with characters other than
+    /// letters, digits, '-', '_' and '.' replaced by '_')
     #[arg(long, value_name = "NAME")]
     pub job_name: Option<String>,
 }
@@ -91,6 +92,11 @@ pub(super) fn execute(job: Job, scale: &ScaleArgs) -> Result<Option<BatchReport>
         program: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("msc")),
         args,
     };
+    let backend = job
+        .backend
+        .to_possible_value()
+        .map(|v| v.get_name().to_string())
+        .unwrap_or_default();
     if scale.slurm || scale.submit {
         if scale.shard.is_some() {
             return Err(CliError::Batch(BatchError::Shard {
@@ -101,30 +107,34 @@ pub(super) fn execute(job: Job, scale: &ScaleArgs) -> Result<Option<BatchReport>
             }));
         }
         // A plan that cannot run must not reach the cluster's queue.
-        crate::batch::exec::check_plan(job.plan, job.steps)?;
+        crate::batch::exec::check_plan(job.plan, job.steps, job.out)?;
+        let shards = scale
+            .shards
+            .map_or(job.plan.runs.len(), |n| n as usize)
+            .min(job.plan.runs.len());
+        let slurm_job = SlurmJob {
+            shards,
+            gres: (scale.gres != "none").then(|| scale.gres.clone()),
+            time: scale.time.clone(),
+            partition: scale.partition.clone(),
+            job_name: scale
+                .job_name
+                .clone()
+                .unwrap_or_else(|| slurm::default_job_name(job.out)),
+            command: rerun.clone(),
+        };
+        // Every value is checked before the folder is created.
+        slurm_job.script(job.out).map_err(BatchError::from)?;
         std::fs::create_dir_all(job.out).map_err(|source| {
             BatchError::Output(crate::output::OutputError::CreateDir {
                 path: job.out.to_path_buf(),
                 source,
             })
         })?;
-        let shards = scale
-            .shards
-            .map_or(job.plan.runs.len(), |n| n as usize)
-            .min(job.plan.runs.len());
-        let name = job
-            .out
-            .file_name()
-            .map(|n| format!("msc-{}", n.to_string_lossy()))
-            .unwrap_or_else(|| "msc".into());
-        let slurm_job = SlurmJob {
-            shards,
-            gres: (scale.gres != "none").then(|| scale.gres.clone()),
-            time: scale.time.clone(),
-            partition: scale.partition.clone(),
-            job_name: scale.job_name.clone().unwrap_or(name),
-            command: rerun,
-        };
+        // The tasks will write the same plan; a folder with another one is refused now,
+        // not by every task on the cluster.
+        PlanFile::new(job.command, job.plan, shards, &backend, job.steps, rerun)
+            .write_or_check(job.out)?;
         let script = slurm_job.write(job.out).map_err(BatchError::from)?;
         println!(
             "wrote {} ({} runs in an array of {shards} tasks)",
@@ -154,11 +164,6 @@ pub(super) fn execute(job: Job, scale: &ScaleArgs) -> Result<Option<BatchReport>
             s
         }
     };
-    let backend = job
-        .backend
-        .to_possible_value()
-        .map(|v| v.get_name().to_string())
-        .unwrap_or_default();
     let options = BatchOptions {
         out: job.out.to_path_buf(),
         backend: job.backend,

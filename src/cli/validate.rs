@@ -11,10 +11,13 @@
 //!   of any of the CPU's five terms at any compared step: an f32 reduction carries errors
 //!   relative to the energies it sums, so a term near zero (kinetic at rest, gravity
 //!   switched off, every term of a cloth hanging still at step 0) is judged against the
-//!   run's energy scale rather than against itself. E is at least M (D / t)^2 / 2, the
-//!   kinetic energy of the whole mass M moving by the object's size in the elapsed time
-//!   (the energy that the velocity scale stands for), so that a run whose every CPU term
-//!   is exactly zero (a cloth at rest without gravity) is not judged against zero.
+//!   run's energy scale rather than against itself. E is at least M (D / T)^2 / 2, the
+//!   kinetic energy of the whole mass M moving by the object's size in the time T the
+//!   comparison spans (the last compared step's time; one time step when only step 0 is
+//!   compared), so that a run whose every CPU term is exactly zero (a cloth at rest
+//!   without gravity) is not judged against zero. The floor uses the whole span, not the
+//!   time of each step: at step 0 (t = 0, or one step) it would be (steps)^2 times too
+//!   large, and an energy error larger than the whole system would pass.
 //!
 //! A run that turns non-finite on either backend is reported as diverged, naming the
 //! backend and the step, instead of a table of NaN.
@@ -143,14 +146,19 @@ pub struct Tracker {
     velocities: f64,
     /// Per step: (|a - b|, |b|) for kinetic .. total.
     energies: Vec<[(f64, f64); 6]>,
-    /// The largest |term| of the CPU so far (E).
+    /// The largest |term| of the CPU so far (E without its floor).
     energy_scale: f64,
+    /// The floor's ingredients at the latest step added: M D^2 / 2 and the elapsed time
+    /// (at least one time step).
+    mass_size: f64,
+    elapsed: f64,
 }
 
 impl Tracker {
     /// Adds one step: GPU state and energies `a`, `ea`; CPU `b`, `eb`. `dt` bounds the
     /// elapsed time from below (at step 0 the velocity scale is then size / dt); `mass`
-    /// is the total mass, for the energy scale's floor.
+    /// is the total mass, for the energy scale's floor (see the module documentation).
+    /// Steps are added in time order.
     pub fn add(&mut self, a: &State, ea: &Energies, b: &State, eb: &Energies, dt: f64, mass: f64) {
         let (lo, hi) = b.x.iter().fold(
             (DVec3::splat(f64::INFINITY), DVec3::splat(f64::NEG_INFINITY)),
@@ -174,17 +182,31 @@ impl Tracker {
         for (_, e) in &tb[..5] {
             self.energy_scale = worse(self.energy_scale, e.abs());
         }
-        self.energy_scale = worse(self.energy_scale, 0.5 * mass * (size / t).powi(2));
+        self.mass_size = 0.5 * mass * size * size;
+        self.elapsed = t;
+    }
+
+    /// E: the largest CPU term, at least M (D / T)^2 / 2 over the span T compared.
+    fn energy_scale(&self) -> f64 {
+        if self.elapsed > 0.0 {
+            worse(
+                self.energy_scale,
+                self.mass_size / (self.elapsed * self.elapsed),
+            )
+        } else {
+            self.energy_scale
+        }
     }
 
     pub fn finish(&self) -> Comparison {
         let names = Energies::default().terms().map(|(n, _)| n);
+        let scale = self.energy_scale();
         let energies = (0..6)
             .map(|k| {
                 let d = self
                     .energies
                     .iter()
-                    .map(|e| rel(e[k].0, e[k].1.max(self.energy_scale)))
+                    .map(|e| rel(e[k].0, e[k].1.max(scale)))
                     .fold(0.0, worse);
                 (names[k], d)
             })
@@ -378,6 +400,48 @@ mod tests {
             0.0,
         );
         assert!(alone.worst().1 > 1e3);
+    }
+
+    /// The torus (787 J) over 100 steps with an error of 1% of its largest energy term
+    /// planted in the GPU side's elastic energy at step 0 only: beyond the default
+    /// tolerance. With the floor taken at step 0's elapsed time (one step) the scale was
+    /// 8e6 J, and even an error as large as the whole system passed.
+    #[test]
+    fn a_planted_energy_error_at_step_0_fails() {
+        let scene = crate::scene::load("torus", &[]).unwrap();
+        let (system, config) = (&scene.system, &scene.config);
+        let mass: f64 = system.masses().iter().sum();
+        let mut cpu = CpuSimulation::new(system, config).unwrap();
+        let (mut clean, mut planted) = (Tracker::default(), Tracker::default());
+        let mut done = 0;
+        for target in output_steps(100, 10) {
+            cpu.step(target - done).unwrap();
+            done = target;
+            let (s, e) = (cpu.state().unwrap(), cpu.energies().unwrap());
+            clean.add(&s, &e, &s, &e, config.dt, mass);
+            let largest = e.terms()[..5]
+                .iter()
+                .fold(0.0f64, |m, (_, v)| m.max(v.abs()));
+            let wrong = if target == 0 {
+                Energies::new(
+                    e.kinetic,
+                    e.elastic + 0.01 * largest,
+                    e.coulomb,
+                    e.gravity,
+                    e.external,
+                )
+            } else {
+                e
+            };
+            planted.add(&s, &wrong, &s, &e, config.dt, mass);
+        }
+        assert_eq!(clean.finish().worst().1, 0.0);
+        let (name, worst) = planted.finish().worst();
+        assert!(
+            worst > DEFAULT_TOLERANCE,
+            "a 1% energy error passed: {name} differ by {worst:e}"
+        );
+        assert!((0.005..0.02).contains(&worst), "{name}: {worst:e}");
     }
 
     #[test]

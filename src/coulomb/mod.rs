@@ -18,7 +18,7 @@
 //! the AVX2+FMA and AVX-512+FMA builds (chosen at run time) issue `vfmadd`, and the
 //! portable build computes the very same fused operations (in software where the processor
 //! has no FMA, slowly), so every build on every machine gives the same bits. The result
-//! differs from the straightforward sequential sum ([`reference`]) only by the
+//! differs from the straightforward sequential sum ([`reference`](mod@reference)) only by the
 //! reassociation, the fusing and those few ulp per term.
 //!
 //! Excluded sources (and the ragged last chunk) run on a local copy whose excluded lanes

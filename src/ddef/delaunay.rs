@@ -538,7 +538,7 @@ impl Builder {
         }
         self.grow_marks();
         self.links.sort_unstable_by_key(|l| l.0);
-        if self.links.len() % 2 != 0 {
+        if !self.links.len().is_multiple_of(2) {
             return Err(err("cavity boundary is not closed"));
         }
         for w in self.links.chunks_exact(2) {

@@ -3,7 +3,7 @@
 
 use super::GpuError;
 
-/// Options for [`GpuSolver::headless`].
+/// Options for [`GpuSolver::headless`](super::GpuSolver::headless).
 #[derive(Clone, Debug, Default)]
 pub struct HeadlessOptions {
     /// Accept software adapters (lavapipe, llvmpipe, WARP). `false` for `--backend auto`.

@@ -23,7 +23,10 @@ pub(super) struct Span {
     pub(super) particles: Range<u32>,
     /// Its springs.
     pub(super) springs: Range<u32>,
-    /// Its Coulomb source slots (its charged particles, then padding up to a tile).
+    /// Its Coulomb source slots: its charged particles only. The padding slots after
+    /// them (up to a tile) are in no world's range, so no kernel reads them as sources: a
+    /// zero charge at the origin would still meet a charged particle sitting there without
+    /// softening (0 x inf = NaN) where the world alone has no such source.
     pub(super) charged: Range<u32>,
     /// The workgroups of a per-particle dispatch over its particles.
     pub(super) groups: Range<u32>,
@@ -127,8 +130,10 @@ pub(super) fn pack(worlds: &[(&System, &Config)], coulomb: bool) -> Result<Packe
             j: s.j + first,
             ..*s
         }));
+        let mut charged_end = charged0;
         if coulomb {
             charged.extend(system.charged_indices().iter().map(|&i| i + first));
+            charged_end = charged.len() as u32;
             let padded = round_up(charged.len() as u64, TILE) as usize;
             charged.resize(padded, NO_RANK);
         }
@@ -145,7 +150,7 @@ pub(super) fn pack(worlds: &[(&System, &Config)], coulomb: bool) -> Result<Packe
         spans.push(Span {
             particles: first..last,
             springs: spring0..desc.springs.len() as u32,
-            charged: charged0..charged.len() as u32,
+            charged: charged0..charged_end,
             groups: first / WORKGROUP_SIZE..end as u32 / WORKGROUP_SIZE,
         });
     }
@@ -213,7 +218,8 @@ mod tests {
                 .iter()
                 .map(|&i| i + first)
                 .collect();
-            let slots = &p.charged[span.charged.start as usize..][..mine.len()];
+            // The source range is exactly its charged particles, padding excluded.
+            let slots = &p.charged[span.charged.start as usize..span.charged.end as usize];
             assert_eq!(slots, &mine[..]);
             for i in span.particles.clone() {
                 assert_eq!(p.world_of[i as usize], w as u32);

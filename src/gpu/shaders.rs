@@ -22,7 +22,7 @@ pub enum Access {
 /// One compute kernel: entry point `main`. A solver kernel has the `Params` uniform at
 /// group 0 binding 0, the storage buffers in `storage` at bindings 1.., and the `Dispatch`
 /// uniform (dynamic offset) at group 1 binding 0; a DDEF kernel has only its storage
-/// buffers in group 0 (see [`kernel_pipeline`]).
+/// buffers in group 0 (see `kernel_pipeline`).
 #[derive(Clone, Copy, Debug)]
 pub struct Kernel {
     pub name: &'static str,
@@ -338,12 +338,13 @@ pub(super) fn kernel_pipeline(
 /// gave 4x over one target per invocation on lavapipe (BENCHMARKS.md). Hardware GPUs keep
 /// one target per invocation (256-invocation workgroups) until measured there.
 pub const COULOMB_TARGETS_CPU: u32 = 16;
-const _: () = assert!(super::layout::TILE % COULOMB_TARGETS_CPU == 0 && COULOMB_TARGETS_CPU <= 16);
+const _: () =
+    assert!(super::layout::TILE.is_multiple_of(COULOMB_TARGETS_CPU) && COULOMB_TARGETS_CPU <= 16);
 /// The same for `tangent_coulomb`, whose targets carry four vectors each (fewer fit in
 /// registers).
 pub const TANGENT_COULOMB_TARGETS_CPU: u32 = 8;
 const _: () = assert!(
-    super::layout::WORKGROUP_SIZE % TANGENT_COULOMB_TARGETS_CPU == 0
+    super::layout::WORKGROUP_SIZE.is_multiple_of(TANGENT_COULOMB_TARGETS_CPU)
         && TANGENT_COULOMB_TARGETS_CPU <= 8
 );
 

@@ -42,7 +42,7 @@ pub struct HostCounts {
     pub compute_passes: u64,
 }
 
-/// Dispatches recorded per queue submission by [`Simulator::step`] (whole steps, at least
+/// Dispatches recorded per queue submission by [`Simulator::step`](crate::Simulator::step) (whole steps, at least
 /// one): bounds the command buffer's host memory when steps have many solver sweeps.
 const DISPATCHES_PER_SUBMIT: u64 = 8192;
 
@@ -277,7 +277,7 @@ impl GpuSolver {
     }
 
     /// Seconds the host has spent blocked so far waiting for an earlier batch of steps
-    /// while submitting the next ([`Simulator::step`] keeps at most two in flight): what a
+    /// while submitting the next ([`Simulator::step`](crate::Simulator::step) keeps at most two in flight): what a
     /// benchmark subtracts from the time `step` takes to return to get the time spent
     /// recording and submitting.
     pub fn batch_wait_seconds(&self) -> f64 {
@@ -299,7 +299,7 @@ impl GpuSolver {
     /// With `coulomb.method = "ddef"` it records nothing and returns
     /// [`GpuError::Unsupported`] (see [`Self::supports_recording`]): each DDEF force
     /// evaluation needs a host stage on the current positions, which recording into a
-    /// caller's encoder cannot run; use [`Simulator::step`] there.
+    /// caller's encoder cannot run; use [`Simulator::step`](crate::Simulator::step) there.
     pub fn record_steps(
         &mut self,
         encoder: &mut wgpu::CommandEncoder,

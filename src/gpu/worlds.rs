@@ -16,7 +16,7 @@ use super::engine::Engine;
 use super::error::scoped;
 use super::launch::{chebyshev_rho, Planner};
 use super::layout::{Params, World, MAX_STORAGE_BUFFERS, SCALAR_SLOTS, SLOT_ENERGY, SLOT_RESIDUAL};
-use super::limits::{check_limits, first_oversized, grid, Sizes};
+use super::limits::{check_limits, grid, Sizes};
 use super::pack::{batch_sizes, pack, Packed, Span};
 use super::params::{specialization, world, TimeStep};
 use super::program::{self, NoHooks};
@@ -126,10 +126,19 @@ impl GpuWorlds {
         Self::build(host, summary, worlds, key)
     }
 
+    /// The checks [`Self::new`] applies to each world on its own, without a device: its
+    /// configuration for its system, and every value within f32 range. A world that
+    /// fails them fails any batch it is in.
+    pub fn check_world(system: &System, config: &Config) -> Result<(), GpuError> {
+        config.validate_for(system)?;
+        super::range::check(system, config)
+    }
+
     /// How many of `worlds` (taken in order from the first) fit one batch on a device
-    /// with `limits`: every buffer within the adapter's limits, all of them within
-    /// [`BATCH_BYTES`], at most [`MAX_WORLDS`]; at least 1 (a world too large alone
-    /// fails when its batch is built, with the limit it exceeds).
+    /// with `limits`: every limit [`Self::new`] checks met (so `new` never refuses a
+    /// batch this accepts for its limits), all buffers within [`BATCH_BYTES`], at most
+    /// [`MAX_WORLDS`]. 0 when not even the first world fits alone: `new` would refuse it,
+    /// naming the limit.
     pub fn fitting(limits: &wgpu::Limits, worlds: &[(&System, &Config)]) -> usize {
         let Some((_, config)) = worlds.first() else {
             return 0;
@@ -139,8 +148,11 @@ impl GpuWorlds {
         let fits = |k: usize| {
             let sz = batch_sizes(&worlds[..k], config, coulomb, iterations);
             let total: u64 = sz.storage.iter().map(|(_, b)| b).sum();
-            first_oversized(limits, &sz).is_none() && total <= BATCH_BYTES
+            check_batch_limits(limits, &sz).is_ok() && total <= BATCH_BYTES
         };
+        if !fits(1) {
+            return 0;
+        }
         // The largest prefix that fits (sizes grow with k): binary search.
         let (mut lo, mut hi) = (1, worlds.len().min(MAX_WORLDS));
         while lo < hi {
@@ -344,8 +356,7 @@ fn check(worlds: &[(&System, &Config)]) -> Result<BatchKey, GpuError> {
                  iterations and Coulomb method"
             )));
         }
-        config.validate_for(system)?;
-        super::range::check(system, config)?;
+        GpuWorlds::check_world(system, config)?;
     }
     Ok(key)
 }

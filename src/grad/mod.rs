@@ -115,4 +115,8 @@ pub enum GradError {
     /// The GPU backend ([`GradBackend::Gpu`]) failed or does not support the request.
     #[error(transparent)]
     Gpu(#[from] crate::gpu::GpuError),
+    /// A stop request (SIGINT/SIGTERM) came before this was done (a start of
+    /// [`starts::batch_losses`] not yet evaluated).
+    #[error("stopped by a stop request (Ctrl-C or SIGTERM) before it was done")]
+    Interrupted,
 }

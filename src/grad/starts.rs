@@ -62,11 +62,17 @@ fn sim_error(e: SimError) -> GradError {
     }
 }
 
+/// Steps between two looks at a stop request while the starts run: a batch of thousands
+/// of starts must still stop within a few seconds of SIGTERM (Slurm's grace is 30 s).
+pub const STOP_CHECK_STEPS: u64 = 8;
+
 /// The loss at every theta of `thetas` (forward runs only, no tangents), computed as
 /// [`super::evaluate`] computes it, from one run of all of them as worlds of a batch on
-/// `options.backend`: the CPU reference ([`CpuWorlds`]) or one GPU batch ([`GpuBatch`]).
-/// A start whose system cannot be built or whose run leaves f64/f32 range gets its own
-/// error; the others go on.
+/// `options.backend`: the CPU reference ([`CpuWorlds`], world after world) or one GPU
+/// batch ([`GpuBatch`]). A start whose system cannot be built, whose values the GPU
+/// cannot hold, whose run fails or leaves f64/f32 range gets its own error; the others go
+/// on. A stop request ends the runs within [`STOP_CHECK_STEPS`] steps: the starts not
+/// evaluated by then get [`GradError::Interrupted`].
 pub fn batch_losses(
     set: &ParamSet,
     thetas: &[Vec<f64>],
@@ -86,9 +92,18 @@ pub fn batch_losses(
     let mut out: Vec<Result<f64, GradError>> = Vec::with_capacity(thetas.len());
     let mut built: Vec<(usize, System, Config)> = Vec::new();
     for (s, theta) in thetas.iter().enumerate() {
-        match set.instantiate(theta) {
+        let start = set.instantiate(theta).and_then(|(system, config)| {
+            let config = forward_config(&config, options);
+            // What one world's batch would refuse (a value f32 cannot hold) is this
+            // start's error, not the batch's.
+            if matches!(options.backend, GradBackend::Gpu { .. }) {
+                GpuWorlds::check_world(&system, &config)?;
+            }
+            Ok((system, config))
+        });
+        match start {
             Ok((system, config)) => {
-                built.push((s, system, forward_config(&config, options)));
+                built.push((s, system, config));
                 out.push(Ok(0.0));
             }
             Err(e) => out.push(Err(e)),
@@ -97,35 +112,45 @@ pub fn batch_losses(
     if built.is_empty() {
         return Ok(out);
     }
-    let mut worlds: Box<dyn Worlds> = match options.backend {
-        GradBackend::Cpu => Box::new(CpuWorlds(
-            built
-                .iter()
-                .map(|(_, s, c)| CpuSimulation::new(s, c))
-                .collect::<Result<_, _>>()?,
-        )),
+    let scale = 1.0 / (targets.len() * n) as f64;
+    match options.backend {
+        GradBackend::Cpu => {
+            for (s, system, config) in &built {
+                out[*s] = cpu_loss(system, config, targets, scale);
+            }
+        }
         GradBackend::Gpu { allow_software } => {
             let pairs: Vec<(&System, &Config)> = built.iter().map(|(_, s, c)| (s, c)).collect();
             let batch = GpuWorlds::headless(&pairs, &HeadlessOptions { allow_software })?;
-            Box::new(GpuBatch::new(batch))
-        }
-    };
-    let scale = 1.0 / (targets.len() * n) as f64;
-    let mut done = 0;
-    for target in targets {
-        worlds.step(target.step - done).map_err(sim_error)?;
-        done = target.step;
-        for (w, (s, _, _)) in built.iter().enumerate() {
-            let Ok(loss) = out[*s] else { continue };
-            let state = worlds.state(w).map_err(sim_error)?;
-            out[*s] = if state.is_finite() {
-                Ok(loss + frame_loss(&state.x, &target.positions, scale))
-            } else {
-                Err(GradError::NonFiniteState {
-                    step: state.step,
-                    time: state.t,
-                })
-            };
+            let mut worlds = GpuBatch::new(batch);
+            let mut done = 0;
+            for target in targets {
+                while done < target.step {
+                    if crate::interrupt::requested() {
+                        for (s, _, _) in &built {
+                            if out[*s].is_ok() {
+                                out[*s] = Err(GradError::Interrupted);
+                            }
+                        }
+                        return Ok(out);
+                    }
+                    let k = (target.step - done).min(STOP_CHECK_STEPS);
+                    worlds.step(k).map_err(sim_error)?;
+                    done += k;
+                }
+                for (w, (s, _, _)) in built.iter().enumerate() {
+                    let Ok(loss) = out[*s] else { continue };
+                    let state = worlds.state(w).map_err(sim_error)?;
+                    out[*s] = if state.is_finite() {
+                        Ok(loss + frame_loss(&state.x, &target.positions, scale))
+                    } else {
+                        Err(GradError::NonFiniteState {
+                            step: state.step,
+                            time: state.t,
+                        })
+                    };
+                }
+            }
         }
     }
     for r in out.iter_mut() {
@@ -134,6 +159,37 @@ pub fn batch_losses(
         }
     }
     Ok(out)
+}
+
+/// One start's loss on the CPU reference, stepped alone; `Interrupted` on a stop request.
+fn cpu_loss(
+    system: &System,
+    config: &Config,
+    targets: &[Target],
+    scale: f64,
+) -> Result<f64, GradError> {
+    let mut world = CpuWorlds(vec![CpuSimulation::new(system, config)?]);
+    let mut loss = 0.0;
+    let mut done = 0;
+    for target in targets {
+        while done < target.step {
+            if crate::interrupt::requested() {
+                return Err(GradError::Interrupted);
+            }
+            let k = (target.step - done).min(STOP_CHECK_STEPS);
+            world.step(k).map_err(sim_error)?;
+            done += k;
+        }
+        let state = world.state(0).map_err(sim_error)?;
+        if !state.is_finite() {
+            return Err(GradError::NonFiniteState {
+                step: state.step,
+                time: state.t,
+            });
+        }
+        loss += frame_loss(&state.x, &target.positions, scale);
+    }
+    Ok(loss)
 }
 
 /// The index of the lowest loss (the first of equals), if any start has one.

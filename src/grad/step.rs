@@ -1,9 +1,9 @@
 //! One forward step that keeps what its tangent needs, and the tangent step itself.
 //!
-//! [`Forward`] advances a system with the CPU reference itself
+//! `Forward` advances a system with the CPU reference itself
 //! (`CpuSimulation::step_traced`, so the trajectories agree bit for bit, which a test
 //! checks) and keeps the intermediate values of each step (x_t, v_t, the local-global
-//! iterates, Verlet's half-step velocity). [`tangent_step`] then maps a
+//! iterates, Verlet's half-step velocity). `tangent_step` then maps a
 //! tangent (dx_t, dv_t) and a parameter [`Direction`] to (dx_{t+1}, dv_{t+1}).
 
 // Per-particle loops index several arrays by particle, as the kernels do.

@@ -32,6 +32,69 @@ pub enum TargetError {
         earlier: f64,
         later: f64,
     },
+    /// The target's frame at t = 0 is not the scene's initial state: it comes from
+    /// another geometry, which no fitted parameter can turn into this one.
+    #[error(
+        "{}: the target's frame at t = 0 is {} m (RMS) from the scene's initial positions, \
+         {} of the scene's size {} m, above the tolerance {}: the target comes from \
+         another geometry or initial state, so a fit would converge to nonsense. Fit \
+         against frames of this scene, or raise --initial-tolerance",
+        path.display(),
+        crate::display::num(*rms),
+        crate::display::num(*relative),
+        crate::display::num(*size),
+        crate::display::num(*tolerance)
+    )]
+    InitialState {
+        path: PathBuf,
+        rms: f64,
+        relative: f64,
+        size: f64,
+        tolerance: f64,
+    },
+}
+
+/// The default tolerance of [`check_initial`] (`msc fit --initial-tolerance`): a thousandth
+/// of the scene's size, far above the f32 rounding of frames written by `msc run` (about
+/// 1e-7) and far below any change of geometry.
+pub const DEFAULT_INITIAL_TOLERANCE: f64 = 1e-3;
+
+/// Checks the target's frame at t = 0 (from its header; a target without one is not
+/// checked) against the scene's initial positions `initial`: the RMS distance over the
+/// scene's size (its bounding box's diagonal) must be at most `tolerance`. A frame with
+/// another particle count is left to the loss's own check.
+pub fn check_initial(
+    frames: &[TargetFrame],
+    initial: &[DVec3],
+    tolerance: f64,
+) -> Result<(), TargetError> {
+    let Some(first) = frames.iter().find(|f| f.time == Some(0.0)) else {
+        return Ok(());
+    };
+    if first.positions.len() != initial.len() || initial.is_empty() {
+        return Ok(());
+    }
+    let (lo, hi) = initial.iter().fold(
+        (DVec3::splat(f64::INFINITY), DVec3::splat(f64::NEG_INFINITY)),
+        |(lo, hi), p| (lo.min(*p), hi.max(*p)),
+    );
+    // A single point (or a set at one place) has no size: judge in metres then.
+    let size = (hi - lo).length();
+    let sum: f64 = (first.positions.iter().zip(initial))
+        .map(|(a, b)| (*a - *b).length_squared())
+        .sum();
+    let rms = (sum / initial.len() as f64).sqrt();
+    let relative = rms / size.max(f64::MIN_POSITIVE);
+    if relative > tolerance || !rms.is_finite() {
+        return Err(TargetError::InitialState {
+            path: first.path.clone(),
+            rms,
+            relative,
+            size,
+            tolerance,
+        });
+    }
+    Ok(())
 }
 
 /// One target frame as read: positions, and the step and time its `msc` header comment
@@ -162,5 +225,36 @@ mod tests {
         assert!(e.contains("0.18") && e.contains("0.05"), "{e}");
         let e = to_targets(&[frame(0.36), frame(0.18)], 0.009, 0.0).unwrap_err();
         assert!(matches!(e, TargetError::Order { .. }));
+    }
+
+    /// A 2 m grid's first frame against a 1 m grid of the same 16 particles (issue 22's
+    /// case: the fit "converged" to a charge 400 times the true one).
+    #[test]
+    fn a_target_from_another_geometry_is_refused() {
+        let grid = |size: f64| -> Vec<DVec3> {
+            (0..16)
+                .map(|k| DVec3::new((k % 4) as f64, (k / 4) as f64, 0.0) * (size / 3.0))
+                .collect()
+        };
+        let frame = |positions: Vec<DVec3>, t: f64| TargetFrame {
+            path: PathBuf::from("target/frames/frame_000000.ply"),
+            step: Some(0),
+            time: Some(t),
+            positions,
+        };
+        let scene = grid(1.0);
+        // The same geometry, stored as f32: accepted.
+        let rounded: Vec<DVec3> = scene.iter().map(|p| p.as_vec3().as_dvec3()).collect();
+        check_initial(&[frame(rounded, 0.0)], &scene, 1e-3).unwrap();
+        let e = check_initial(&[frame(grid(2.0), 0.0)], &scene, 1e-3).unwrap_err();
+        match &e {
+            TargetError::InitialState { relative, .. } => assert!(*relative > 0.1, "{e}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(e.to_string().contains("--initial-tolerance"), "{e}");
+        // A target without a frame at t = 0 cannot be checked.
+        check_initial(&[frame(grid(2.0), 0.5)], &scene, 1e-3).unwrap();
+        // A looser tolerance accepts it.
+        check_initial(&[frame(grid(2.0), 0.0)], &scene, 1.0).unwrap();
     }
 }

@@ -3,6 +3,7 @@
 //! hidden `.NAME.tmp-*` file, never a complete-looking truncated output.
 
 use super::OutputError;
+use crate::digest::{FileDigest, StreamDigest};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -18,6 +19,8 @@ pub struct AtomicFile {
     target: PathBuf,
     temp: PathBuf,
     writer: Option<BufWriter<File>>,
+    /// Every byte handed to the file, for [`AtomicFile::commit_digest`].
+    written: StreamDigest,
 }
 
 impl AtomicFile {
@@ -43,6 +46,7 @@ impl AtomicFile {
                         target: target.to_path_buf(),
                         temp,
                         writer: Some(BufWriter::new(file)),
+                        written: StreamDigest::default(),
                     })
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -57,10 +61,18 @@ impl AtomicFile {
     }
 
     /// Flushes, fsyncs and renames the temporary file onto the target.
-    pub fn commit(mut self) -> Result<(), OutputError> {
+    pub fn commit(self) -> Result<(), OutputError> {
+        self.commit_digest("").map(|_| ())
+    }
+
+    /// [`Self::commit`], returning the size and SHA-256 of the bytes written (recorded
+    /// under `path`): what this writer put there, whatever another process may do to the
+    /// file afterwards.
+    pub fn commit_digest(mut self, path: &str) -> Result<FileDigest, OutputError> {
         let writer = self.writer.take().expect("writer present until commit");
         let file = writer.into_inner().map_err(|e| e.into_error());
-        self.rename_into_place(file)
+        self.rename_into_place(file)?;
+        Ok(std::mem::take(&mut self.written).finish(path))
     }
 
     /// Keeps the first `len` bytes written (those known to be on disk: flushed before),
@@ -98,7 +110,9 @@ impl AtomicFile {
 
 impl Write for AtomicFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.writer.as_mut().expect("not committed").write(buf)
+        let n = self.writer.as_mut().expect("not committed").write(buf)?;
+        self.written.update(&buf[..n]);
+        Ok(n)
     }
     fn flush(&mut self) -> io::Result<()> {
         self.writer.as_mut().expect("not committed").flush()

@@ -9,6 +9,7 @@
 
 use super::atomic::AtomicFile;
 use super::OutputError;
+use crate::digest::FileDigest;
 use crate::sim::Energies;
 use std::io::Write;
 use std::path::Path;
@@ -20,14 +21,14 @@ pub const HEADER: &str = "step,time,kinetic,elastic,coulomb,gravity,external,tot
 pub fn output_steps(steps: u64, every: u64) -> impl Iterator<Item = u64> {
     let every = every.max(1);
     let regular = (0..=steps / every).map(move |k| k * every);
-    let last = (steps % every != 0).then_some(steps);
+    let last = (!steps.is_multiple_of(every)).then_some(steps);
     regular.chain(last)
 }
 
 /// Number of rows [`output_steps`] yields.
 pub fn output_count(steps: u64, every: u64) -> u64 {
     let every = every.max(1);
-    steps / every + 1 + u64::from(steps % every != 0)
+    steps / every + 1 + u64::from(!steps.is_multiple_of(every))
 }
 
 /// A streaming writer for `energy.csv`.
@@ -51,6 +52,9 @@ impl EnergyLog {
             flushed: 0,
         };
         log.write(format!("{HEADER}\n").as_bytes())?;
+        // The header counts as flushed: a run that fails before its first row (say, its
+        // first frame cannot be written) still leaves a log with its header, not 0 bytes.
+        log.flush()?;
         Ok(log)
     }
 
@@ -91,9 +95,16 @@ impl EnergyLog {
         Ok(())
     }
 
-    /// Makes the file appear under its final name.
-    pub fn finish(mut self) -> Result<(), OutputError> {
-        self.file.take().expect("open until finished").commit()
+    /// Makes the file appear under its final name; returns the size and SHA-256 of what
+    /// was written, under the file's name.
+    pub fn finish(mut self) -> Result<FileDigest, OutputError> {
+        let file = self.file.take().expect("open until finished");
+        let name = file
+            .target()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        file.commit_digest(&name)
     }
 }
 
@@ -145,6 +156,22 @@ mod tests {
             .collect();
         assert_eq!(names.len(), 1, "no temporary file left: {names:?}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_log_dropped_before_its_first_flush_keeps_its_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("energy.csv");
+        {
+            let mut log = EnergyLog::create(&path).unwrap();
+            // Step 0's row is written, then its frame fails: the row was never flushed.
+            log.row(0, 0.0, &Energies::new(1.0, 2.0, 3.0, 4.0, 5.0))
+                .unwrap();
+        }
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("{HEADER}\n")
+        );
     }
 
     #[test]

@@ -10,6 +10,8 @@
 
 pub mod atomic;
 pub mod energy;
+pub mod inputs;
+pub mod lock;
 pub mod ply;
 pub mod ply_read;
 pub mod run_dir;
@@ -48,9 +50,39 @@ pub enum OutputError {
     NotAFile { path: PathBuf },
     #[error("cannot write {}: {message}", path.display())]
     Mismatch { path: PathBuf, message: String },
-    /// An output would replace a file the run reads (`msc run scene.toml --out .`).
-    #[error("{} is an input of this run (the {what}); the output would overwrite it: choose another --out", path.display())]
-    WouldOverwriteInput { path: PathBuf, what: &'static str },
+    /// An output would replace a file the command reads (`msc run scene.toml --out .`,
+    /// `msc plot R --out R/energy.csv`): nothing was written.
+    #[error(
+        "{} is an input of this command (the {what}); the output would overwrite it: \
+         choose another {option}",
+        path.display()
+    )]
+    WouldOverwriteInput {
+        path: PathBuf,
+        what: &'static str,
+        /// The option that names the output (`--out`, `--gif`, ...).
+        option: &'static str,
+    },
+    /// Another process holds the folder's lock ([`lock`]): two writers would mix their
+    /// outputs.
+    #[error(
+        "{} is being written by another msc process{}; wait for it to end, or choose \
+         another --out",
+        path.display(),
+        match holders.as_slice() {
+            [] => String::new(),
+            [p] => format!(" (pid {p})"),
+            many => format!(
+                " (pids {})",
+                many.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+            ),
+        }
+    )]
+    Locked {
+        path: PathBuf,
+        /// The holders' process ids, when known.
+        holders: Vec<u32>,
+    },
     /// An output just written could not be read back to record its size and hash.
     #[error("cannot read back {} to record its hash", path.display())]
     ReadBack {
@@ -76,6 +108,7 @@ impl OutputError {
             | Self::NotAFile { path }
             | Self::Mismatch { path, .. }
             | Self::WouldOverwriteInput { path, .. }
+            | Self::Locked { path, .. }
             | Self::ReadBack { path, .. } => path,
         }
     }

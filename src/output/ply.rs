@@ -5,6 +5,7 @@
 
 use super::atomic::AtomicFile;
 use super::OutputError;
+use crate::digest::FileDigest;
 use crate::model::State;
 use std::path::{Path, PathBuf};
 
@@ -26,13 +27,14 @@ pub fn is_numbered(name: &str, ext: &str) -> bool {
         .is_some_and(|d| d.len() >= 6 && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// Writes one frame atomically.
+/// Writes one frame atomically; returns the size and SHA-256 of what it wrote, under the
+/// file's name.
 pub fn write_frame(
     path: &Path,
     state: &State,
     charges: &[f64],
     faces: &[[u32; 3]],
-) -> Result<(), OutputError> {
+) -> Result<FileDigest, OutputError> {
     let n = state.x.len();
     if state.v.len() != n || charges.len() != n {
         return Err(OutputError::Mismatch {
@@ -84,7 +86,11 @@ pub fn write_frame(
     }
     let mut file = AtomicFile::create(path)?;
     file.write_bytes(&bytes)?;
-    file.commit()
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    file.commit_digest(&name)
 }
 
 /// Removes `frame_NNNNNN.ply` files a previous run left in `dir`, so a shorter run does not

@@ -1,6 +1,8 @@
 //! The folder one run writes into.
 
 use super::energy::EnergyLog;
+use super::inputs::{inside, refuse_overwrite};
+use super::lock::{FolderLock, LockKind};
 use super::{atomic::write_atomic, ply, OutputError, Summary};
 use crate::digest::FileDigest;
 use crate::model::State;
@@ -14,23 +16,32 @@ pub const FRAMES_DIR: &str = "frames";
 /// Images drawn from the frames (`msc render`, `msc run --render`): `frame_NNNNNN.png`.
 pub const RENDER_DIR: &str = "render";
 
-/// A run folder: creates it, and writes the outputs under their fixed names.
+/// A run folder: creates and locks it, and writes the outputs under their fixed names,
+/// recording the size and SHA-256 of each as written.
 #[derive(Debug)]
 pub struct RunDir {
     root: PathBuf,
     frames: bool,
-    frame_count: u64,
+    /// What this run wrote, as it wrote it: `scene.toml`, `energy.csv`, the frames.
+    scene: Option<FileDigest>,
+    energy: Option<FileDigest>,
+    written_frames: Vec<FileDigest>,
+    /// Held while the run writes: a second writer is refused.
+    _lock: FolderLock,
 }
 
 impl RunDir {
-    /// Creates `root` (and `frames/` when `frames` is set). An earlier run's `energy.csv`,
-    /// `summary.json`, frames and rendered images in the same folder are removed first, so
-    /// a run that is stopped never sits beside outputs that look like its own.
+    /// Creates `root` (and `frames/` when `frames` is set) and locks it
+    /// ([`OutputError::Locked`] when another process writes there). An earlier run's
+    /// `energy.csv`, `summary.json`, frames and rendered images in the same folder are
+    /// removed first, so a run that is stopped never sits beside outputs that look like
+    /// its own.
     pub fn create(root: &Path, frames: bool) -> Result<Self, OutputError> {
         std::fs::create_dir_all(root).map_err(|source| OutputError::CreateDir {
             path: root.to_path_buf(),
             source,
         })?;
+        let lock = FolderLock::folder(root, LockKind::Exclusive)?;
         for name in [ENERGY_FILE, SUMMARY_FILE] {
             let path = root.join(name);
             match std::fs::remove_file(&path) {
@@ -51,28 +62,27 @@ impl RunDir {
         Ok(Self {
             root: root.to_path_buf(),
             frames,
-            frame_count: 0,
+            scene: None,
+            energy: None,
+            written_frames: Vec::new(),
+            _lock: lock,
         })
     }
 
-    /// Refuses a folder where an output would replace one of `inputs` ((path, what) pairs,
-    /// e.g. the scene file): run folders are overwritten, inputs never are.
+    /// Refuses a folder where an output would replace one of `inputs` ((path, what)
+    /// pairs: the scene file, a mesh): run folders are overwritten, inputs never are. The
+    /// outputs are `scene.toml`, `energy.csv`, `summary.json`, and whatever lies in
+    /// `frames/` and `render/`, which a run clears.
     pub fn check_inputs(root: &Path, inputs: &[(&Path, &'static str)]) -> Result<(), OutputError> {
-        let outputs = [SCENE_FILE, ENERGY_FILE, SUMMARY_FILE].map(|n| root.join(n));
+        for name in [SCENE_FILE, ENERGY_FILE, SUMMARY_FILE] {
+            refuse_overwrite(&root.join(name), "--out", inputs)?;
+        }
         for &(input, what) in inputs {
-            let Ok(input_real) = input.canonicalize() else {
-                continue;
-            };
-            let in_frames =
-                input_real.parent() == root.join(FRAMES_DIR).canonicalize().ok().as_deref();
-            let clobbered = in_frames
-                || outputs
-                    .iter()
-                    .any(|o| o.canonicalize().is_ok_and(|o| o == input_real));
-            if clobbered {
+            if inside(input, &root.join(FRAMES_DIR)) || inside(input, &root.join(RENDER_DIR)) {
                 return Err(OutputError::WouldOverwriteInput {
                     path: input.to_path_buf(),
                     what,
+                    option: "--out",
                 });
             }
         }
@@ -87,7 +97,7 @@ impl RunDir {
         self.frames
     }
     pub fn frame_count(&self) -> u64 {
-        self.frame_count
+        self.written_frames.len() as u64
     }
     pub fn energy_path(&self) -> PathBuf {
         self.root.join(ENERGY_FILE)
@@ -102,12 +112,20 @@ impl RunDir {
         self.root.join(FRAMES_DIR).join(ply::frame_name(index))
     }
 
-    /// Opens `energy.csv` (visible under that name once finished).
+    /// Opens `energy.csv` (visible under that name once finished: see
+    /// [`Self::finish_energy_log`]).
     pub fn energy_log(&self) -> Result<EnergyLog, OutputError> {
         EnergyLog::create(&self.energy_path())
     }
-    pub fn write_scene(&self, toml: &str) -> Result<(), OutputError> {
-        write_atomic(&self.scene_path(), toml.as_bytes())
+    /// Finishes `energy.csv` and records what was written to it.
+    pub fn finish_energy_log(&mut self, log: EnergyLog) -> Result<(), OutputError> {
+        self.energy = Some(log.finish()?);
+        Ok(())
+    }
+    pub fn write_scene(&mut self, toml: &str) -> Result<(), OutputError> {
+        write_atomic(&self.scene_path(), toml.as_bytes())?;
+        self.scene = Some(FileDigest::of_bytes(SCENE_FILE, toml.as_bytes()));
+        Ok(())
     }
     /// Writes the next frame (numbered from 0); a no-op when frames are off.
     pub fn write_frame(
@@ -119,8 +137,10 @@ impl RunDir {
         if !self.frames {
             return Ok(());
         }
-        ply::write_frame(&self.frame_path(self.frame_count), state, charges, faces)?;
-        self.frame_count += 1;
+        let name = format!("{FRAMES_DIR}/{}", ply::frame_name(self.frame_count()));
+        let mut written = ply::write_frame(&self.root.join(&name), state, charges, faces)?;
+        written.path = name;
+        self.written_frames.push(written);
         Ok(())
     }
     pub fn write_summary(&self, summary: &Summary) -> Result<(), OutputError> {
@@ -129,18 +149,18 @@ impl RunDir {
 
     /// Size and SHA-256 of what this run wrote, for its summary to vouch for:
     /// `energy.csv`, `scene.toml` and each frame written, by path relative to the folder
-    /// (with `/`).
+    /// (with `/`). Recorded as each was written, so that a file replaced since (another
+    /// process, a user) is not vouched for; an output not written yet is an error.
     pub fn digest_outputs(&self) -> Result<Vec<FileDigest>, OutputError> {
-        let mut names = vec![ENERGY_FILE.to_string(), SCENE_FILE.to_string()];
-        names.extend((0..self.frame_count).map(|i| format!("{FRAMES_DIR}/{}", ply::frame_name(i))));
-        names
-            .into_iter()
-            .map(|name| {
-                let path = self.root.join(&name);
-                FileDigest::of_file(name, &path)
-                    .map_err(|source| OutputError::ReadBack { path, source })
-            })
-            .collect()
+        let missing = |name: &str| OutputError::Mismatch {
+            path: self.root.join(name),
+            message: "this run has not written it yet".into(),
+        };
+        let energy = self.energy.clone().ok_or_else(|| missing(ENERGY_FILE))?;
+        let scene = self.scene.clone().ok_or_else(|| missing(SCENE_FILE))?;
+        let mut all = vec![energy, scene];
+        all.extend(self.written_frames.iter().cloned());
+        Ok(all)
     }
 }
 
@@ -200,7 +220,7 @@ mod tests {
         dir.write_scene("name = \"x\"\n").unwrap();
         let mut log = dir.energy_log().unwrap();
         log.row(0, 0.0, &crate::sim::Energies::default()).unwrap();
-        log.finish().unwrap();
+        dir.finish_energy_log(log).unwrap();
         let system = crate::model::System::new(crate::model::SystemDesc {
             positions: vec![glam::DVec3::ZERO],
             velocities: vec![glam::DVec3::ZERO],
@@ -226,6 +246,12 @@ mod tests {
             ]
         );
         assert_eq!(check_outputs(&root, &outputs), Ok(()));
+        for d in &outputs {
+            assert_eq!(
+                *d,
+                FileDigest::of_file(d.path.clone(), &root.join(&d.path)).unwrap()
+            );
+        }
         // A listed file replaced by another of the same size.
         let scene = root.join(SCENE_FILE);
         std::fs::write(&scene, "name = \"y\"\n").unwrap();
@@ -238,5 +264,12 @@ mod tests {
         escaping.push(crate::digest::FileDigest::of_bytes("../outside", b"x"));
         let e = check_outputs(&root, &escaping).unwrap_err();
         assert!(e.contains("not a path inside"), "{e}");
+        // What was written is vouched for, not what is found later: a frame replaced
+        // by another writer after this one wrote it.
+        let frame = root.join("frames/frame_000001.ply");
+        std::fs::write(&frame, "another writer's frame").unwrap();
+        assert_eq!(dir.digest_outputs().unwrap(), outputs);
+        let e = check_outputs(&root, &outputs).unwrap_err();
+        assert!(e.contains("frame_000001.ply"), "{e}");
     }
 }

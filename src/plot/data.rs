@@ -176,6 +176,19 @@ impl EnergyTable {
             .fold(0.0f64, |m, v| m.max(v.abs()));
         (max > 0.0).then_some(max)
     }
+
+    /// Why [`Self::scale`] is `None`, in words: the term is zero throughout, or it has no
+    /// finite non-zero value (an infinite or NaN energy is not a zero one).
+    pub fn why_no_scale(&self, term: Term) -> String {
+        let col = self.column(term);
+        match col.iter().find(|v| !v.is_finite()) {
+            Some(v) => format!(
+                "has no finite non-zero {} energy (it is {v} where it is not zero)",
+                term.name()
+            ),
+            None => format!("has a zero {} energy throughout", term.name()),
+        }
+    }
 }
 
 /// (t, |E(t) - E_ref(t)| / scale) at the run's times inside the reference's span, where
@@ -188,10 +201,9 @@ pub fn relative_error(
 ) -> Result<Vec<(f64, f64)>, PlotError> {
     let scale = reference.scale(term).ok_or_else(|| PlotError::NoData {
         what: format!(
-            "the reference {} has a zero {} energy throughout; a relative error needs a \
-             non-zero scale",
+            "the reference {} {}; a relative error needs a finite non-zero scale",
             reference.path.display(),
-            term.name()
+            reference.why_no_scale(term)
         ),
     })?;
     let col = run.column(term);
@@ -207,9 +219,9 @@ pub fn relative_error(
 pub fn drift(run: &EnergyTable, term: Term) -> Result<Vec<(f64, f64)>, PlotError> {
     let scale = run.scale(term).ok_or_else(|| PlotError::NoData {
         what: format!(
-            "{} has a zero {} energy throughout; a relative drift needs a non-zero scale",
+            "{} {}; a relative drift needs a finite non-zero scale",
             run.path.display(),
-            term.name()
+            run.why_no_scale(term)
         ),
     })?;
     let col = run.column(term);

@@ -1,6 +1,6 @@
 //! One run's recording as a state machine, apart from what steps it: which step it needs
 //! next, the energy row, frame and divergence test at each output step, and what it did
-//! ([`Driven`]). [`super::drive`] steps one simulator under it; [`super::drive_worlds`]
+//! ([`Driven`]). [`super::drive`](fn@super::drive) steps one simulator under it; [`super::drive_worlds`]
 //! steps a batch of worlds, one driver per world.
 
 use super::RunError;
@@ -249,7 +249,7 @@ impl<'a> RunDriver<'a> {
     pub fn finish(self) -> Result<Driven, RunError> {
         let wall_seconds = self.start.elapsed().as_secs_f64();
         let energy_rows = self.log.rows();
-        self.log.finish()?;
+        self.dir.finish_energy_log(self.log)?;
         Ok(Driven {
             step: self.step,
             energies: self.energies,

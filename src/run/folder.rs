@@ -118,19 +118,17 @@ pub fn run_scene_with<W: Watch>(
     Ok((outcome, watcher))
 }
 
-/// Refuses a folder where an output would replace the scene file (inputs are never
-/// overwritten).
+/// Refuses a folder where an output would replace the scene file or a file the scene
+/// reads, such as its mesh (inputs are never overwritten).
 pub fn check_folder(scene: &LoadedScene, out: &Path) -> Result<(), RunError> {
-    if let Some(src) = &scene.source {
-        RunDir::check_inputs(out, &[(src.as_path(), "scene file")])?;
-    }
+    RunDir::check_inputs(out, &crate::output::inputs::of_scene(scene))?;
     Ok(())
 }
 
 /// Creates the run folder (clearing an earlier run's outputs) and writes the scene copy,
 /// before the first step, so that even a killed run leaves what it was running.
 pub fn open_folder(scene: &LoadedScene, out: &Path) -> Result<RunDir, RunError> {
-    let dir = RunDir::create(out, scene.output.frames == FrameFormat::Ply)?;
+    let mut dir = RunDir::create(out, scene.output.frames == FrameFormat::Ply)?;
     dir.write_scene(&scene.resolved_toml)?;
     Ok(dir)
 }

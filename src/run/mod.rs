@@ -1,6 +1,6 @@
 //! Driving one run, for `msc run` and the batches (`crate::batch`) alike: the backend
 //! choice ([`backend`]), loading the scene with `--steps` ([`load`]), one run's recording
-//! ([`driver`]), the stepping loop of one run ([`drive`]) or of a batch of worlds
+//! ([`driver`]), the stepping loop of one run ([`drive`](fn@drive)) or of a batch of worlds
 //! ([`worlds`]), the run folder with its summary ([`folder`]) and what a run can fail
 //! with ([`error`]). Below the command line: nothing here parses arguments or prints
 //! reports.

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 /// Drives world `w` of `worlds` as `runs[w]` (its scene and folder), all together: one
 /// `step` call advances every world, up to the smallest next output step among the worlds
-/// still running. Returns one outcome per world, in order, each what [`super::drive`]
+/// still running. Returns one outcome per world, in order, each what [`super::drive`](fn@super::drive)
 /// would return for that world alone (its `wall_seconds` counts from the batch's start to
 /// the world's end). A world that ended is still stepped with the rest (worlds never
 /// interact) but records nothing more. `bar` shows the batch's steps.
@@ -242,6 +242,8 @@ mod tests {
             .collect();
         let runs = scenes.iter().zip(dirs.iter_mut()).collect();
         let batched = drive_worlds(&mut worlds, runs, None);
+        // Closed as the alone runs' folders were (each releases its lock).
+        drop(dirs);
         assert_eq!(batched.len(), scenes.len());
         // The stiff Verlet world diverges, the others finish: one world's end stops no
         // other.

@@ -73,7 +73,7 @@ pub enum SceneError {
         /// Boxed to keep `SceneError` small.
         source: Box<MeshError>,
     },
-    /// The particles and springs failed [`System::new`]'s checks.
+    /// The particles and springs failed [`System::new`](crate::model::System::new)'s checks.
     #[error("{at}: {key}: {source}")]
     Model {
         at: Location,

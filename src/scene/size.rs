@@ -47,7 +47,7 @@ impl SceneSize {
         }
     }
 
-    /// Estimated host bytes of a run of this scene (see [`BYTES_PER_PARTICLE`]).
+    /// Estimated host bytes of a run of this scene (see `BYTES_PER_PARTICLE`).
     pub fn host_bytes(&self) -> u64 {
         let b = self.particles as u128 * BYTES_PER_PARTICLE as u128
             + self.springs as u128 * BYTES_PER_SPRING as u128
