@@ -7,10 +7,9 @@
 // Per-particle loops index several arrays by particle, as the kernels do.
 #![allow(clippy::needless_range_loop)]
 
-use super::forces::{
-    field_forces_into, for_each_indexed, gather_spring_forces, spring_assemble, spring_axis,
-    spring_forces,
-};
+use super::forces::{field_forces_into, gather_spring_forces, spring_axis, spring_forces};
+use super::operator::spring_assemble;
+use super::rows::for_each_indexed;
 use super::solvers::{
     estimate_block_jacobi_rho, solve, BlockLaplacian, SolverScratch, RHO_ESTIMATE_ITERATIONS,
 };

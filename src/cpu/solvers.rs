@@ -72,7 +72,7 @@ pub fn diagonal_inverse(op: &BlockLaplacian, out: &mut Vec<DVec3>) {
 pub fn block_diagonal_inverse(op: &BlockLaplacian, out: &mut Vec<DMat3>) {
     out.resize(op.len(), DMat3::ZERO);
     let kernel = |(i, o): (usize, &mut DMat3)| *o = op.diagonal_block(i).inverse();
-    super::forces::for_each_indexed(out, kernel);
+    super::rows::for_each_indexed(out, kernel);
 }
 
 /// One weighted Jacobi sweep (`jacobi_sweep`, seed 000 eq. 48):

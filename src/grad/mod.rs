@@ -71,17 +71,16 @@ pub mod sensitivity;
 pub mod starts;
 pub mod step;
 pub mod target;
+pub mod trajectory;
 
 pub use gpu_tangent::GpuTangents;
 pub use loss::{evaluate, Evaluation, FrameReport, Target};
 pub use optim::{fit, FitHistoryEntry, FitOptions, FitOutcome, Optimizer, StopReason};
 pub use params::{Direction, Param, ParamSet};
-pub use sensitivity::{
-    simulate, simulate_with_tangents, GradBackend, GradOptions, GradStats, Tangent, TangentFrame,
-    TangentRun,
-};
+pub use sensitivity::{GradBackend, GradOptions, GradStats, Tangent};
 pub use step::TangentSolve;
 pub use target::{TargetError, TargetFrame};
+pub use trajectory::{simulate, simulate_with_tangents, TangentFrame, TangentRun};
 
 /// Errors of gradient computation and fitting. Each names the step, parameter or size.
 #[derive(Debug, thiserror::Error)]
