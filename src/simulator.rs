@@ -5,8 +5,8 @@
 
 use crate::cpu::CpuSimulation;
 use crate::gpu::{GpuSolver, GpuWorlds};
+use crate::measures::{DdefCounts, Energies, SolveStats};
 use crate::model::State;
-use crate::sim::{DdefCounts, Energies, SolveStats};
 
 /// Errors a backend can raise while stepping or reading back.
 #[derive(Debug, thiserror::Error)]

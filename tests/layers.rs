@@ -13,10 +13,11 @@ use std::path::{Path, PathBuf};
 
 /// The layers, lowest first. A module may import any module of a lower layer.
 const LAYERS: &[&[&str]] = &[
-    &["display", "digest", "interrupt", "progress", "sim"],
+    &["display", "digest", "interrupt", "progress", "measures"],
     &["model"],
     &["config"],
-    &["physics", "coulomb", "scene"],
+    &["physics", "scene"],
+    &["coulomb"],
     &["ddef"],
     &["cpu"],
     &["gpu"],

@@ -291,7 +291,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     }
     let frames =
         grad::target::read_target(&args.target).map_err(|e| grad_error(GradError::Target(e)))?;
-    let end_time = crate::sim::time_at(scene.config.steps, scene.config.dt);
+    let end_time = crate::measures::time_at(scene.config.steps, scene.config.dt);
     let mut targets = grad::target::to_targets(&frames, scene.config.dt, end_time)
         .map_err(|e| grad_error(GradError::Target(e)))?;
     if args.frames == FramesArg::Last {

@@ -26,10 +26,10 @@ use super::scene_args::SceneArgs;
 use super::CliError;
 use crate::cpu::CpuSimulation;
 use crate::gpu::{GpuSolver, HeadlessOptions};
+use crate::measures::Energies;
 use crate::model::State;
 use crate::output::energy::output_steps;
 use crate::run::RunError;
-use crate::sim::Energies;
 use crate::simulator::Simulator;
 use glam::DVec3;
 

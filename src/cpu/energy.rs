@@ -4,8 +4,8 @@
 //! values are deterministic whatever the thread count.
 
 use crate::config::{Config, CoulombMethod, ExternalField};
+use crate::measures::Energies;
 use crate::model::{Spring, State, System, COULOMB_K};
-use crate::sim::Energies;
 use glam::DVec3;
 use rayon::prelude::*;
 

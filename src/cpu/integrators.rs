@@ -15,8 +15,8 @@ use super::solvers::{
 };
 use crate::config::{Config, ConfigError, Integrator, SolverMethod};
 use crate::ddef::{DdefError, DdefSolver};
+use crate::measures::{DdefCounts, Energies, SolveStats};
 use crate::model::{Adjacency, Spring, State, System};
-use crate::sim::{DdefCounts, Energies, SolveStats};
 use glam::DVec3;
 
 /// The intermediate values of one step that the forward sensitivities (`crate::grad`)
@@ -167,7 +167,7 @@ impl CpuSimulation {
             }
         };
         self.state.step += 1;
-        self.state.t = crate::sim::time_at(self.state.step, self.config.dt);
+        self.state.t = crate::measures::time_at(self.state.step, self.config.dt);
         stats
     }
 
@@ -352,7 +352,7 @@ impl CpuSimulation {
         }
         self.work.copy_from_slice(&self.state.x);
         position_update(&mut self.work, &self.rhs, h);
-        let t_new = crate::sim::time_at(self.state.step + 1, h);
+        let t_new = crate::measures::time_at(self.state.step + 1, h);
         self.total_force(true, true, t_new);
         let (m, pinned) = (self.system.masses(), self.system.pinned());
         kick(&mut self.rhs, &self.gathered, m, pinned, 0.5 * h);

@@ -11,7 +11,7 @@
 
 use super::rows::map_rows_sum;
 use crate::config::{SolverConfig, SolverMethod};
-use crate::sim::SolveStats;
+use crate::measures::SolveStats;
 use glam::{DMat3, DVec3};
 
 pub use super::operator::{relative_residual, BlockLaplacian};

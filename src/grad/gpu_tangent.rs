@@ -10,8 +10,8 @@ use super::sensitivity::{check_frames, GradOptions, GradStats, Tangent};
 use super::GradError;
 use crate::config::Config;
 use crate::gpu::{GpuError, GpuSolver, HeadlessOptions, TangentDirection};
+use crate::measures::SolveStats;
 use crate::model::{State, System};
-use crate::sim::SolveStats;
 
 /// The GPU solver of one system with tangents along fixed parameter directions.
 pub struct GpuTangents {

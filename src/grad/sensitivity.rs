@@ -203,7 +203,7 @@ pub(crate) fn drive_cpu(
             .flat_map(|s| s.live.iter_mut().enumerate())
             .collect();
         let solve = options.tangent_solve;
-        let results: Vec<(usize, crate::sim::SolveStats, bool)> = jobs
+        let results: Vec<(usize, crate::measures::SolveStats, bool)> = jobs
             .par_iter_mut()
             .with_max_len(1)
             .map(|(p, live)| {

@@ -9,7 +9,7 @@
 
 use super::atomic::AtomicFile;
 use super::OutputError;
-use crate::sim::Energies;
+use crate::measures::Energies;
 use std::io::Write;
 use std::path::Path;
 

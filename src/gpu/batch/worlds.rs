@@ -31,8 +31,8 @@ use crate::gpu::layout::{
 use crate::gpu::solver::assemble::Parts;
 use crate::gpu::solver::gpu_solver::{headless_host, GpuSolver};
 use crate::gpu::solver::program::{self, NoHooks};
+use crate::measures::{Energies, SolveStats};
 use crate::model::{State, System};
-use crate::sim::{Energies, SolveStats};
 
 /// What worlds of one batch must share: the kernels and dispatch sequence of a step.
 /// Everything else (sizes, topology, every physical parameter) may differ per world.

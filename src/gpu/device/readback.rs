@@ -6,7 +6,7 @@ use glam::{DMat3, DVec3};
 
 use super::poll_error;
 use crate::gpu::error::GpuError;
-use crate::sim::Energies;
+use crate::measures::Energies;
 
 /// Maps the first `size` bytes of the MAP_READ buffer `staging` (after the work writing
 /// it was submitted), waits, and returns them; the buffer is unmapped again.

@@ -57,9 +57,9 @@ impl TimeStep {
         self.0
     }
 
-    /// Simulated time after `steps` steps (the host's one rule, [`crate::sim::time_at`]).
+    /// Simulated time after `steps` steps (the host's one rule, [`crate::measures::time_at`]).
     pub(in crate::gpu) fn time_at(self, steps: u64) -> f64 {
-        crate::sim::time_at(steps, self.0)
+        crate::measures::time_at(steps, self.0)
     }
 
     /// `Params.dt` and `Params.dt2`: h and h^2 rounded to f32 (h^2 formed in f64).

@@ -28,8 +28,8 @@ use crate::gpu::host::profile::{profile, KernelTime};
 use crate::gpu::host::range;
 use crate::gpu::host::recording::{dispatch_count, Op, StageKernels};
 use crate::gpu::host::replay::Replay;
+use crate::measures::SolveStats;
 use crate::model::System;
-use crate::sim::SolveStats;
 
 /// Queue submissions and compute passes a solver has made so far, over all its work
 /// (steps, readbacks, profiling; passes recorded into a caller's encoder are counted, the

@@ -13,8 +13,8 @@ use crate::gpu::host::buffers::Buf;
 use crate::gpu::host::recording::Op;
 use crate::gpu::host::replay::Replay;
 use crate::gpu::layout::{SLOT_ENERGY, SLOT_RESIDUAL};
+use crate::measures::{Energies, SolveStats};
 use crate::model::State;
-use crate::sim::{Energies, SolveStats};
 
 impl GpuSolver {
     /// Diagnostics: per spring at the current state, the force on particle i (elastic and

@@ -81,10 +81,10 @@ pub fn drive_with(
 mod tests {
     use super::*;
     use crate::config::Config;
+    use crate::measures::{Energies, SolveStats};
     use crate::model::{State, System, SystemDesc};
     use crate::scene::FrameFormat;
     use crate::scene::OutputConfig;
-    use crate::sim::{Energies, SolveStats};
     use crate::simulator::SimError;
     use glam::DVec3;
 
