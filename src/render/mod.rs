@@ -25,6 +25,7 @@ pub mod options;
 mod pipelines;
 pub mod renderer;
 mod targets;
+pub mod upload;
 
 pub use camera::{Bounds, Camera, View};
 pub use device::{headless_device, HeadlessDevice};
@@ -32,6 +33,7 @@ pub use frames::{Frame, RunFrames};
 pub use image::{GifWriter, Image};
 pub use options::{ColorBy, ParticleSize, Rgb, Size};
 pub use renderer::{RenderOptions, Renderer, SceneGeometry};
+pub use upload::Uploads;
 
 use crate::output::OutputError;
 use std::path::PathBuf;

@@ -1,9 +1,9 @@
 //! Driving one run, for `msc run` and the batches (`crate::batch`) alike: the backend
 //! choice ([`backend`]), loading the scene with `--steps` ([`load`]), one run's recording
 //! ([`driver`]), the stepping loop of one run ([`stepping`]) or of a batch of worlds
-//! ([`worlds`]), the run folder with its summary ([`folder`]) and what a run can fail
-//! with ([`error`]). Below the command line: nothing here parses arguments or prints
-//! reports.
+//! ([`worlds`]), the run folder with its summary ([`folder`]), a scene validated on both
+//! backends ([`validate`]) and what a run can fail with ([`error`]). Below the command
+//! line: nothing here parses arguments or prints reports.
 
 pub mod backend;
 pub mod driver;
@@ -11,6 +11,7 @@ pub mod error;
 pub mod folder;
 pub mod load;
 pub mod stepping;
+pub mod validate;
 pub mod worlds;
 
 pub use backend::{Backend, BackendArg, GpuHandles};
