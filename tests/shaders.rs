@@ -3,8 +3,9 @@
 //! Rust mirror structs and shared constants match the WGSL layout.
 
 use msc::gpu::kernels;
+use msc::gpu::layout::World;
 use msc::gpu::layout::{self, layout_constants, mirror_layouts};
-use msc::gpu::shader::{Access, Kernel, Library, Worlds, LAYOUT};
+use msc::gpu::shader::{layout, Access, Kernel, Library, Worlds};
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 use naga::{AddressSpace, StorageAccess, TypeInner};
 
@@ -156,7 +157,13 @@ fn the_world_values_are_written_once_for_both_compositions() {
         f
     };
     assert_eq!(functions(&one), functions(&batch));
-    assert!(functions(&one).contains(&"world_dt".to_string()));
+    // Every plain field of the Rust `World` has its accessor, generated or written.
+    for (name, ty) in World::WGSL_FIELDS {
+        if matches!(*ty, "f32" | "u32" | "vec4<f32>") && !name.starts_with('_') {
+            let f = format!("world_{name}");
+            assert!(functions(&one).contains(&f), "no {f}");
+        }
+    }
 }
 
 /// The host builds bind group layouts from `Kernel::storage`; the WGSL declarations must
@@ -217,7 +224,7 @@ fn bindings_match_the_host_table_and_default_limits() {
 
 #[test]
 fn mirror_structs_match_wgsl_layout() {
-    let module = naga::front::wgsl::parse_str(LAYOUT).expect("layout parses");
+    let module = naga::front::wgsl::parse_str(&layout()).expect("layout parses");
     for layout in mirror_layouts() {
         let (name, size, fields) = (layout.name, layout.size, layout.fields);
         let ty = module
@@ -257,7 +264,7 @@ fn constant(module: &naga::Module, what: &str, name: &str) -> u32 {
 /// constant in the kernel, never a bare integer on either side.
 #[test]
 fn wgsl_constants_match_the_host() {
-    let module = naga::front::wgsl::parse_str(LAYOUT).expect("layout parses");
+    let module = naga::front::wgsl::parse_str(&layout()).expect("layout parses");
     for (name, value) in layout_constants() {
         assert_eq!(constant(&module, "layout.wgsl", name), value, "{name}");
     }

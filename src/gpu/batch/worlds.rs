@@ -448,15 +448,9 @@ fn assemble(
         specialization(config),
     );
     let ns = system.springs().len() as u32;
-    let mut recorder = Recorder::batch(
-        device,
-        &mut engine,
-        &buffers,
-        config,
-        dts[0],
-        (n, ns, nc),
-        worlds.len() as u32,
-    );
+    let configs: Vec<&Config> = worlds.iter().map(|(_, c)| *c).collect();
+    let mut recorder =
+        Recorder::batch(device, &mut engine, &buffers, &configs, dts[0], (n, ns, nc));
     let program = program::build(&mut recorder, config, &mut NoHooks)?;
     engine.seal(device);
     Ok(Parts {

@@ -49,12 +49,13 @@ pub(in crate::gpu) struct Recorder<'a> {
     pub(in crate::gpu) n: u32,
     pub(in crate::gpu) ns: u32,
     pub(in crate::gpu) nc: u32,
-    /// `coulomb.method = "ddef"`: a step's Coulomb sum is a DDEF evaluation.
-    pub(in crate::gpu) ddef: bool,
     pub(in crate::gpu) solve: SolveSpec,
     /// Worlds of a batch (1 for one system): a reduction's second stage runs one
     /// workgroup per world.
     pub(in crate::gpu) worlds: u32,
+    /// The configuration of each world (one for one system), for a launcher that records
+    /// a term only when some world uses it.
+    pub(in crate::gpu) configs: Vec<Config>,
 }
 
 impl<'a> Recorder<'a> {
@@ -89,29 +90,29 @@ impl<'a> Recorder<'a> {
             } else {
                 0
             },
-            ddef: config.coulomb.method.ddef().is_some(),
             solve: SolveSpec {
                 method,
                 iterations,
                 weights,
             },
             worlds: 1,
+            configs: vec![config.clone()],
         }
     }
 
-    /// A recorder for a batch of `worlds` worlds packed in `buffers`: `n` particle slots,
-    /// `ns` springs and `nc` Coulomb source slots (0: no Coulomb sum). Chebyshev's
-    /// weights come from the world table, one set per world.
-    #[allow(clippy::too_many_arguments)]
+    /// A recorder for a batch of worlds under `configs` (one per world, all with one
+    /// `BatchKey`) packed in `buffers`: `n` particle slots, `ns` springs and `nc` Coulomb
+    /// source slots (0: no Coulomb sum). Chebyshev's weights come from the world table,
+    /// one set per world.
     pub(in crate::gpu) fn batch(
         device: &'a wgpu::Device,
         engine: &'a mut Engine,
         buffers: &'a Buffers,
-        config: &Config,
+        configs: &[&Config],
         dt: TimeStep,
         (n, ns, nc): (u32, u32, u32),
-        worlds: u32,
     ) -> Self {
+        let config = configs[0];
         Self {
             device,
             engine,
@@ -120,14 +121,22 @@ impl<'a> Recorder<'a> {
             n,
             ns,
             nc,
-            ddef: false,
             solve: SolveSpec {
                 method: config.solver.method,
                 iterations: config.solver.iterations,
                 weights: vec![1.0; config.solver.iterations as usize],
             },
-            worlds,
+            worlds: configs.len() as u32,
+            configs: configs.iter().map(|&c| c.clone()).collect(),
         }
+    }
+
+    /// `coulomb.method = "ddef"` (one system only: a batch refuses it): a step's Coulomb
+    /// sum is a DDEF evaluation.
+    pub(in crate::gpu) fn ddef(&self) -> bool {
+        self.configs
+            .iter()
+            .any(|c| c.coulomb.method.ddef().is_some())
     }
 
     /// Workgroup grid of a 1D dispatch over `count` items (2D past the per-dimension

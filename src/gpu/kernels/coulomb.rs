@@ -51,7 +51,7 @@ impl Recorder<'_> {
             m0,
             nc,
         )?);
-        if self.ddef && !exact {
+        if self.ddef() && !exact {
             ops.push(Op::Ddef { moved });
         } else {
             ops.push(self.dispatch(

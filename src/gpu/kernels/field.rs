@@ -30,6 +30,12 @@ pub const EXTERNAL_FORCES: Kernel = Kernel {
 pub const KERNELS: &[Kernel] = &[EXTERNAL_FORCES];
 
 impl Recorder<'_> {
+    /// Whether a non-spring force reads the velocities (none yet): Verlet then evaluates
+    /// them at each kick instead of reusing the last step's.
+    pub(in crate::gpu) fn field_reads_velocity(&self) -> bool {
+        false
+    }
+
     /// All non-spring forces at `time`: external and gravity per particle, then the
     /// Coulomb sum (exact all-pairs when `exact`, else the configured method).
     pub(in crate::gpu) fn field(

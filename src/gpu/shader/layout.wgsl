@@ -39,32 +39,11 @@ struct ExtCharge {
 }
 
 // The parameters of one world (a scene: dt, softening, fields, external charges,
-// gravity, relaxation) and its ranges in the packed buffers. One world's come from
-// `Params.world`; a batch of worlds reads them from a storage array (see world.wgsl).
-struct World {
-    // time step h, h^2, Jacobi relaxation omega, softening eps^2
-    dt: f32,
-    dt2: f32,
-    omega: f32,
-    eps2: f32,
-    // xyz: gravity (m/s^2)
-    gravity: vec4<f32>,
-    // FIELD_UNIFORM: xyz = E (V/m); FIELD_SWIRL, FIELD_VORTEX: x = scale, y = min_z
-    field: vec4<f32>,
-    // FIELD_NONE, FIELD_UNIFORM, FIELD_SWIRL or FIELD_VORTEX
-    field_kind: u32,
-    n_ext: u32,
-    // the world's Coulomb sources [charged_begin, charged_end) (whole tiles apart)
-    charged_begin: u32,
-    charged_end: u32,
-    // the workgroups of a per-particle dispatch that hold its particles
-    wg_begin: u32,
-    wg_end: u32,
-    _pad0: u32,
-    _pad1: u32,
-    ext: array<ExtCharge, MAX_EXT_CHARGES>,
-}
-
+// gravity, relaxation) and its ranges in the packed buffers: `struct World`, written here
+// by the composer from its Rust declaration (gpu::layout::World, one line per field). One
+// world's come from `Params.world`; a batch of worlds reads them from a storage array
+// (see world.wgsl).
+{World}
 // Constant over a run; written once at setup.
 struct Params {
     // particles (a batch: padded to whole workgroups per world), springs, Coulomb source

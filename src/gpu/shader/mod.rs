@@ -4,7 +4,8 @@
 //! is self-contained and carries only what it uses:
 //! - `layout`: constants, the uniform structs and their bindings, dispatch indexing
 //!   (every kernel);
-//! - `world`: world w's values (time step, softening, fields, ...), written once and
+//! - `world`: world w's values (time step, softening, fields, ...): an accessor per plain
+//!   field of `gpu::layout::World`, generated, and the others written in `world.wgsl`,
 //!   composed for one system (`world_one.wgsl`: the `Params` uniform's) or for a batch of
 //!   worlds (`world_batch.wgsl`: a world table bound as group 2);
 //! - `reduce`: the workgroup tree sum;
@@ -16,7 +17,7 @@
 
 use std::borrow::Cow;
 
-use crate::gpu::layout::{Params, TILE, WORKGROUP_SIZE};
+use crate::gpu::layout::{world_wgsl, Params, World, TILE, WORKGROUP_SIZE};
 
 /// How a kernel accesses a storage binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +47,8 @@ pub enum Worlds {
 
 /// `world.wgsl`'s placeholder for the world's record.
 const WORLD_RECORD: &str = "{world}";
+/// `layout.wgsl`'s placeholder for `struct World`.
+const WORLD_STRUCT: &str = "{World}";
 
 impl Library {
     pub const ALL: [Library; 7] = [
@@ -73,13 +76,13 @@ impl Library {
     /// The library's WGSL for `worlds` (only `World` differs between the two).
     pub fn text(self, worlds: Worlds) -> Cow<'static, str> {
         match self {
-            Library::Layout => Cow::Borrowed(LAYOUT),
+            Library::Layout => Cow::Owned(layout()),
             Library::World => {
                 let (what, record) = match worlds {
                     Worlds::One => (include_str!("world_one.wgsl"), "params.world"),
                     Worlds::Batch => (include_str!("world_batch.wgsl"), "worlds[w]"),
                 };
-                let values = include_str!("world.wgsl").replace(WORLD_RECORD, record);
+                let values = world_values().replace(WORLD_RECORD, record);
                 Cow::Owned(format!("{what}\n{values}"))
             }
             Library::Reduce => Cow::Borrowed(include_str!("reduce.wgsl")),
@@ -92,7 +95,27 @@ impl Library {
 }
 
 /// The layout library alone (constants and structs the host mirrors; no entry point).
-pub const LAYOUT: &str = include_str!("layout.wgsl");
+pub fn layout() -> String {
+    include_str!("layout.wgsl").replace(WORLD_STRUCT, &world_wgsl())
+}
+
+/// World w's values against `{world}`: `world.wgsl`, after an accessor
+/// `world_<field>(w)` for each plain field of [`World`] (a scalar or `vec4<f32>`, not
+/// padding) that it does not write itself.
+fn world_values() -> String {
+    let written = include_str!("world.wgsl");
+    let mut s = String::new();
+    for (name, ty) in World::WGSL_FIELDS {
+        let plain = matches!(*ty, "f32" | "u32" | "vec4<f32>") && !name.starts_with('_');
+        if plain && !written.contains(&format!("fn world_{name}(")) {
+            s.push_str(&format!(
+                "fn world_{name}(w: u32) -> {ty} {{\n    return {WORLD_RECORD}.{name};\n}}\n\n"
+            ));
+        }
+    }
+    s.push_str(written);
+    s
+}
 
 /// One compute kernel: entry point `main`. A solver kernel has the `Params` uniform at
 /// group 0 binding 0, the storage buffers in `storage` at bindings 1.., and the `Dispatch`

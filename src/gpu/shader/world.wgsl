@@ -3,39 +3,11 @@
 // of worlds. What a world is (the world of a particle, which invocations are rows, the
 // Chebyshev weight, scalar slots) comes first, from world_one.wgsl or world_batch.wgsl.
 // Each value is read one field at a time (no copy of the whole World struct per
-// invocation). A new per-world value: a field of `World` (layout.wgsl and its mirror in
-// gpu::layout), then its accessor here.
-
-fn world_dt(w: u32) -> f32 {
-    return {world}.dt;
-}
-
-fn world_dt2(w: u32) -> f32 {
-    return {world}.dt2;
-}
-
-fn world_omega(w: u32) -> f32 {
-    return {world}.omega;
-}
-
-fn world_eps2(w: u32) -> f32 {
-    return {world}.eps2;
-}
+// invocation). Every plain field of gpu::layout::World (a scalar or vec4) gets its
+// accessor `world_<field>(w)` generated before this file; only the others are here.
 
 fn world_gravity(w: u32) -> vec3<f32> {
     return {world}.gravity.xyz;
-}
-
-fn world_field(w: u32) -> vec4<f32> {
-    return {world}.field;
-}
-
-fn world_field_kind(w: u32) -> u32 {
-    return {world}.field_kind;
-}
-
-fn world_n_ext(w: u32) -> u32 {
-    return {world}.n_ext;
 }
 
 fn world_ext(w: u32, k: u32) -> ExtCharge {

@@ -147,7 +147,7 @@ pub(in crate::gpu) fn build(
         Integrator::SymplecticEuler | Integrator::Verlet => {
             let verlet = config.integrator == Integrator::Verlet;
             p.springs(&mut step, SpringMode::Explicit)?;
-            if verlet {
+            if verlet && !p.field_reads_velocity() {
                 // a(x_t, t) is the previous step's a' (the CPU reference reuses it too):
                 // its field part runs as a prologue only when not current.
                 p.field(&mut prologue, ForceTime::T, false)?;

@@ -104,12 +104,8 @@ pub(in crate::gpu) fn check(
     config: &Config,
     directions: &[TangentDirection],
 ) -> Result<(), GpuError> {
-    if config.coulomb.method.ddef().is_some() {
-        // DDEF's grid and lists change discontinuously with the positions; there is no
-        // tangent of it (the CPU reference refuses it too).
-        return Err(GpuError::Unsupported(
-            "tangents through coulomb.method = \"ddef\" are not defined; use \"all_pairs\"".into(),
-        ));
+    if let Some(e) = config.not_differentiable() {
+        return Err(GpuError::Unsupported(format!("tangents: {e}")));
     }
     if directions.is_empty() {
         return Err(GpuError::Unsupported("tangents: no direction given".into()));
