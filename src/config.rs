@@ -382,6 +382,20 @@ impl Config {
         }
     }
 
+    /// What the forward tangents (on either backend) cannot differentiate in this
+    /// configuration, naming its scene key; `None` when they can. Refused rather than
+    /// silently dropped from the derivative.
+    pub fn not_differentiable(&self) -> Option<ConfigError> {
+        if self.coulomb.method.ddef().is_some() {
+            // DDEF's grid and lists change discontinuously with the positions.
+            return Some(ConfigError::new(
+                "coulomb.method",
+                "\"ddef\" cannot be differentiated yet; use \"all_pairs\"",
+            ));
+        }
+        None
+    }
+
     /// [`Self::validate`], then [`Self::check_coulomb`] as a [`ConfigError`]: what a
     /// backend checks before it starts.
     pub fn validate_for(&self, system: &System) -> Result<(), ConfigError> {

@@ -4,22 +4,23 @@
 //! The crate is layered (docs/architecture.md; `tests/layers.rs` checks it): a module
 //! imports only from the layers listed before its own.
 //! 1. [`display`] (numbers in messages), [`digest`] (SHA-256 of files), [`interrupt`]
-//!    (SIGINT/SIGTERM as a stop request), [`progress`] (progress bars), [`sim`] (what a
+//!    (SIGINT/SIGTERM as a stop request), [`progress`] (progress bars), [`measures`] (what a
 //!    backend reports: energies, solve stats, the step-to-time rule);
 //! 2. [`model`]: particles, springs, meshes and the CSR adjacency;
 //! 3. [`config`]: integrator, solver, Coulomb and external-world settings (data only);
-//! 4. [`physics`] (the f64 formulas with their derivatives), [`coulomb`] (the vectorized
-//!    f64 all-pairs sum), [`scene`] (TOML scene files and `--set` overrides);
-//! 5. [`ddef`]: the paper's DDEF far-field approximation (CPU);
-//! 6. [`cpu`]: the f64 CPU reference;
-//! 7. [`gpu`]: WGSL kernels and the wgpu host;
-//! 8. [`simulator`] (the trait both backends are driven through), [`output`] (energy CSV,
+//! 4. [`physics`] (the f64 formulas with their derivatives), [`scene`] (TOML scene files
+//!    and `--set` overrides);
+//! 5. [`coulomb`]: the vectorized f64 all-pairs sum (on `physics`' point-charge factor);
+//! 6. [`ddef`]: the paper's DDEF far-field approximation (CPU);
+//! 7. [`cpu`]: the f64 CPU reference;
+//! 8. [`gpu`]: WGSL kernels and the wgpu host;
+//! 9. [`simulator`] (the trait both backends are driven through), [`output`] (energy CSV,
 //!    PLY frames, summary JSON);
-//! 9. [`grad`] (gradients and fits), [`render`] (offscreen drawing), [`plot`] (PNG plots),
+//! 10. [`grad`] (gradients and fits), [`render`] (offscreen drawing), [`plot`] (PNG plots),
 //!    [`bench`](mod@bench) (the standard workloads and their measurement);
-//! 10. [`run`]: driving one run into its folder (backend choice, stepping loop, summary);
-//! 11. [`batch`]: sweeps and manifest batches, shards and Slurm;
-//! 12. [`cli`]: the `msc` command.
+//! 11. [`run`]: driving one run into its folder (backend choice, stepping loop, summary);
+//! 12. [`batch`]: sweeps and manifest batches, shards and Slurm;
+//! 13. [`cli`]: the `msc` command.
 //!
 //! The library takes the caller's wgpu device and queue: they must come from the wgpu it is
 //! built on, re-exported as [`msc::wgpu`](wgpu) (and its vectors' [`msc::glam`](glam)), so
@@ -39,6 +40,7 @@ pub mod display;
 pub mod gpu;
 pub mod grad;
 pub mod interrupt;
+pub mod measures;
 pub mod model;
 pub mod output;
 pub mod physics;
@@ -47,7 +49,6 @@ pub mod progress;
 pub mod render;
 pub mod run;
 pub mod scene;
-pub mod sim;
 pub mod simulator;
 
 /// The glam this crate's vectors (`DVec3` positions, velocities) come from (glam 0.30).
@@ -57,6 +58,6 @@ pub use glam;
 pub use wgpu;
 
 pub use config::Config;
+pub use measures::{Energies, SolveStats};
 pub use model::{State, System};
-pub use sim::{Energies, SolveStats};
 pub use simulator::{SimError, Simulator};

@@ -7,8 +7,8 @@ use glam::DVec3;
 
 use crate::cpu::{CpuSimulation, UpdateError};
 use crate::gpu::{GpuSolver, GpuWorlds};
+use crate::measures::{DdefCounts, Energies, SolveStats};
 use crate::model::{ModelError, State, System};
-use crate::sim::{DdefCounts, Energies, SolveStats};
 
 /// Errors a backend can raise while stepping or reading back.
 #[derive(Debug, thiserror::Error)]

@@ -17,8 +17,8 @@ use common::{require_gpu, skip_no_adapter};
 use msc::config::Config;
 use msc::cpu::CpuSimulation;
 use msc::gpu::{BatchKey, GpuError, GpuSolver, GpuWorlds, HeadlessOptions};
+use msc::measures::{Energies, SolveStats};
 use msc::model::{State, System};
-use msc::sim::{Energies, SolveStats};
 
 const OPTIONS: HeadlessOptions = HeadlessOptions {
     allow_software: true,

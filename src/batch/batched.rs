@@ -1,31 +1,16 @@
-//! Batching a plan's runs on the GPU: which runs step together (the same [`BatchKey`],
-//! chunked to what the adapter's limits and memory fit, at most [`MAX_WORLDS`]), and a
-//! chunk run as one batch of worlds into the same folders, with the same files and values,
-//! as one run after another would write.
+//! Running a chunk of planned runs on the GPU as batches of worlds, into the same folders,
+//! with the same files and values, as one run after another would write.
 
-use super::exec::{failed, from_summary, load, run_fresh, BatchOptions};
-use super::gpu::SharedGpu;
+use super::gpu::{panic_text, run_fresh, SharedGpu};
 use super::plan::Plan;
+use super::planned::{fitting, Planned, MAX_CHUNK_WORLDS};
 use super::record::{RunRecord, SummaryRecord};
-use super::resume::{clear, completed};
-use crate::gpu::{BatchKey, GpuWorlds, HeadlessOptions};
+use super::resume::clear;
+use crate::gpu::GpuWorlds;
 use crate::run::error::one_line;
-use crate::run::{check_folder, drive_worlds, finish_folder, open_folder, BackendArg, RanOn};
-use crate::scene::LoadedScene;
+use crate::run::{check_folder, drive_worlds, finish_folder, open_folder, RanOn};
 use crate::simulator::{GpuBatch, Worlds};
-use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::Instant;
-
-/// The most worlds of one batch, whatever the adapter would fit.
-pub const MAX_WORLDS: usize = 256;
-
-/// What a worker runs at once: one run, or a chunk of runs stepped as one batch.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Unit {
-    One(usize),
-    Batch(Vec<usize>),
-}
 
 /// One run done: its index in the plan, its record, why an earlier run in its folder was
 /// not trusted, and a note to print.
@@ -36,123 +21,36 @@ pub(super) struct Done {
     pub note: Option<String>,
 }
 
-/// The units of `plan`: without batching (`--no-batch`, the CPU backend, `auto` without
-/// a hardware adapter), one per run. With it, the runs to do are grouped by [`BatchKey`]
-/// in plan order and each group chunked by what one batch fits on the adapter the batch
-/// opens (a worker splits further if its own device fits fewer); a run that loads with
-/// an error, is complete from an earlier batch, or has no key (DDEF) is a unit alone.
-/// Units come in the order of their first run.
-pub(super) fn units(plan: &Plan, options: &BatchOptions) -> Vec<Unit> {
-    let alone = || (0..plan.runs.len()).map(Unit::One).collect();
-    let allow_software = match options.backend {
-        _ if options.no_batch => return alone(),
-        BackendArg::Cpu => return alone(),
-        BackendArg::Gpu => true,
-        BackendArg::Auto => false,
-    };
-    let Ok((_, limits)) = crate::gpu::headless_adapter_limits(&HeadlessOptions { allow_software })
-    else {
-        return alone();
-    };
-    // (first run, unit) so units keep plan order; a group's open chunk with its scenes.
-    let mut out: Vec<(usize, Unit)> = vec![];
-    let mut open: HashMap<BatchKey, Vec<(usize, LoadedScene)>> = HashMap::new();
-    let close = |chunk: Vec<(usize, LoadedScene)>, out: &mut Vec<(usize, Unit)>| {
-        let ids: Vec<usize> = chunk.into_iter().map(|(i, _)| i).collect();
-        match ids.as_slice() {
-            [] => {}
-            [i] => out.push((*i, Unit::One(*i))),
-            _ => out.push((ids[0], Unit::Batch(ids))),
-        }
-    };
-    for (i, spec) in plan.runs.iter().enumerate() {
-        let dir = options.out.join(&spec.name);
-        let key = load(spec, options.steps).ok().and_then(|scene| {
-            let todo = completed(&dir, &scene, options.backend).is_err();
-            let key = BatchKey::of(&scene.config).ok()?;
-            todo.then_some((key, scene))
-        });
-        let Some((key, scene)) = key else {
-            out.push((i, Unit::One(i)));
-            continue;
-        };
-        let chunk = open.entry(key).or_default();
-        chunk.push((i, scene));
-        let worlds: Vec<_> = chunk.iter().map(|(_, s)| (&s.system, &s.config)).collect();
-        let fit = GpuWorlds::fitting(&limits, &worlds).min(MAX_WORLDS);
-        if fit < chunk.len() && chunk.len() > 1 {
-            // The new run does not fit with the others: they are a chunk (a worker
-            // splits it further if its device fits fewer).
-            let mut full = std::mem::take(chunk);
-            let last = full.split_off(full.len() - 1);
-            close(full, &mut out);
-            *chunk = last;
-        }
-        if chunk.len() >= MAX_WORLDS {
-            close(std::mem::take(chunk), &mut out);
-        }
-    }
-    for (_, chunk) in open {
-        close(chunk, &mut out);
-    }
-    out.sort_by_key(|(first, _)| *first);
-    out.into_iter().map(|(_, u)| u).collect()
-}
-
-/// A run about to start: loaded, its folder cleared.
+/// A run about to start: planned, its folder cleared.
 struct Ready {
-    i: usize,
-    scene: LoadedScene,
-    dir: PathBuf,
+    run: Planned,
     redo: Option<String>,
 }
 
-/// Runs a chunk: each run is loaded and checked for completion as [`super::exec`] does
-/// one run; the runs to do step together as batches of what the worker's device fits,
-/// or one at a time where no GPU serves them or the batch cannot be built (with a note).
+/// Runs a chunk of planned runs, none complete: their folders cleared, they step together
+/// as batches of what the worker's device fits (the chunk as planned when the device has
+/// the limits it was fitted to), or one at a time where no GPU serves them or the batch
+/// cannot be built (with a note).
 pub(super) fn run_chunk(
-    ids: &[usize],
+    chunk: Vec<Planned>,
     plan: &Plan,
-    options: &BatchOptions,
+    planned_for: Option<&wgpu::Limits>,
     gpu: &mut SharedGpu,
 ) -> Vec<Done> {
     let mut done = vec![];
     let mut ready = vec![];
-    for &i in ids {
-        let spec = &plan.runs[i];
-        let dir = options.out.join(&spec.name);
-        let mut finished = |record, redo| {
+    for run in chunk {
+        let redo = run.verdict.as_ref().err().cloned().flatten();
+        if let Err(e) = clear(&run.dir) {
             done.push(Done {
-                i,
-                record,
+                i: run.i,
+                record: RunRecord::failed(&plan.runs[run.i], one_line(&e)),
                 redo,
                 note: None,
-            })
-        };
-        let scene = match load(spec, options.steps) {
-            Ok(s) => s,
-            Err(e) => {
-                finished(failed(spec, one_line(&e)), None);
-                continue;
-            }
-        };
-        let redo = match completed(&dir, &scene, options.backend) {
-            Ok(s) => {
-                finished(from_summary(spec, s, true), None);
-                continue;
-            }
-            Err(why) => why,
-        };
-        if let Err(e) = clear(&dir) {
-            finished(failed(spec, one_line(&e)), redo);
+            });
             continue;
         }
-        ready.push(Ready {
-            i,
-            scene,
-            dir,
-            redo,
-        });
+        ready.push(Ready { run, redo });
     }
     let limits = match gpu.open() {
         Ok(Some(d)) => Some(d.device.limits()),
@@ -161,15 +59,12 @@ pub(super) fn run_chunk(
     let mut rest = ready.as_slice();
     while !rest.is_empty() {
         let n = match &limits {
-            Some(limits) => {
-                let worlds: Vec<_> = (rest.iter().take(MAX_WORLDS))
-                    .map(|r| (&r.scene.system, &r.scene.config))
-                    .collect();
-                GpuWorlds::fitting(limits, &worlds).clamp(1, worlds.len())
-            }
+            // Fitted when the batch was planned, on a device with these limits.
+            Some(l) if Some(l) == planned_for => rest.len().min(MAX_CHUNK_WORLDS),
+            Some(l) => fitting(l, rest.iter().map(|r| &r.run)),
             None => 1,
         };
-        let (now, later) = rest.split_at(n.min(MAX_WORLDS));
+        let (now, later) = rest.split_at(n.min(rest.len()));
         if now.len() == 1 {
             done.extend(now.iter().map(|r| alone(r, plan, gpu)));
         } else {
@@ -182,9 +77,9 @@ pub(super) fn run_chunk(
 
 /// One run on its own, as `msc sweep --no-batch` runs it.
 fn alone(r: &Ready, plan: &Plan, gpu: &mut SharedGpu) -> Done {
-    let record = run_fresh(&plan.runs[r.i], &r.scene, &r.dir, gpu);
+    let record = run_fresh(&plan.runs[r.run.i], &r.run.scene, &r.run.dir, gpu);
     Done {
-        i: r.i,
+        i: r.run.i,
         record,
         redo: r.redo.clone(),
         note: gpu.note.take(),
@@ -205,12 +100,13 @@ fn batch(now: &[Ready], plan: &Plan, gpu: &mut SharedGpu) -> Vec<Done> {
     };
     let mut started = vec![];
     for r in now {
-        let opened = check_folder(&r.scene, &r.dir).and_then(|()| open_folder(&r.scene, &r.dir));
+        let opened = check_folder(&r.run.scene, &r.run.dir)
+            .and_then(|()| open_folder(&r.run.scene, &r.run.dir));
         match opened {
             Ok(d) => started.push((r, d)),
             Err(e) => done.push(Done {
-                i: r.i,
-                record: failed(&plan.runs[r.i], one_line(&e)),
+                i: r.run.i,
+                record: RunRecord::failed(&plan.runs[r.run.i], one_line(&e)),
                 redo: r.redo.clone(),
                 note: None,
             }),
@@ -221,7 +117,7 @@ fn batch(now: &[Ready], plan: &Plan, gpu: &mut SharedGpu) -> Vec<Done> {
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let setup = Instant::now();
         let worlds: Vec<_> = (started.iter())
-            .map(|(r, _)| (&r.scene.system, &r.scene.config))
+            .map(|(r, _)| (&r.run.scene.system, &r.run.scene.config))
             .collect();
         let gpu_worlds = GpuWorlds::new(&device.0, &device.1, &worlds)?;
         let setup_seconds = setup.elapsed().as_secs_f64();
@@ -232,14 +128,16 @@ fn batch(now: &[Ready], plan: &Plan, gpu: &mut SharedGpu) -> Vec<Done> {
             setup_seconds,
             ddef: None,
         };
-        let runs = (started.iter_mut()).map(|(r, d)| (&r.scene, d)).collect();
+        let runs = (started.iter_mut())
+            .map(|(r, d)| (&r.run.scene, d))
+            .collect();
         let driven = drive_worlds(&mut worlds, runs, None);
         Ok::<_, crate::gpu::GpuError>(
             started
                 .iter()
                 .zip(driven)
                 .map(|((r, d), driven)| {
-                    driven.and_then(|driven| finish_folder(&r.scene, d, driven, on.clone()))
+                    driven.and_then(|driven| finish_folder(&r.run.scene, d, driven, on.clone()))
                 })
                 .collect::<Vec<_>>(),
         )
@@ -263,10 +161,13 @@ fn batch(now: &[Ready], plan: &Plan, gpu: &mut SharedGpu) -> Vec<Done> {
         }
         Err(panic) => {
             gpu.device = None;
-            let what = super::exec::panic_text(&*panic);
+            let what = panic_text(&*panic);
             let failures = started.iter().map(|(r, _)| Done {
-                i: r.i,
-                record: failed(&plan.runs[r.i], format!("internal error (panic): {what}")),
+                i: r.run.i,
+                record: RunRecord::failed(
+                    &plan.runs[r.run.i],
+                    format!("internal error (panic): {what}"),
+                ),
                 redo: r.redo.clone(),
                 note: None,
             });
@@ -279,21 +180,21 @@ fn batch(now: &[Ready], plan: &Plan, gpu: &mut SharedGpu) -> Vec<Done> {
         started.len()
     ));
     for ((r, _), outcome) in started.iter().zip(outcomes) {
-        let spec = &plan.runs[r.i];
+        let spec = &plan.runs[r.run.i];
         let record = match outcome {
             Ok(o) => match SummaryRecord::from_summary(&o.summary) {
-                Some(s) => from_summary(spec, s, false),
-                None => failed(spec, "the run's summary could not be read back".into()),
+                Some(s) => RunRecord::from_summary(spec, s, false),
+                None => RunRecord::failed(spec, "the run's summary could not be read back".into()),
             },
             Err(e) => {
                 if e.is_device_loss() {
                     gpu.device = None;
                 }
-                failed(spec, one_line(&e))
+                RunRecord::failed(spec, one_line(&e))
             }
         };
         done.push(Done {
-            i: r.i,
+            i: r.run.i,
             record,
             redo: r.redo.clone(),
             note: note.take(),

@@ -4,60 +4,19 @@
 //! each run, one GPU device shared by all GPU runs of a worker, and resumption of an
 //! interrupted batch.
 
-use super::batched::{run_chunk, units, Done, Unit};
-use super::gpu::{worker_devices, SharedGpu};
-use super::plan::{Plan, RunSpec};
-use super::planfile::PlanFile;
-use super::record::{write_runs_csv, RunRecord, RunStatus, SummaryRecord};
-use super::resume::{clear, completed};
+use super::batched::{run_chunk, Done};
+use super::gpu::{run_fresh, worker_devices, SharedGpu};
+use super::options::BatchOptions;
+use super::plan::Plan;
+use super::planned::{plan_runs, units, Planned, Unit};
+use super::record::{write_runs_csv, RunRecord, RunStatus};
+use super::resume::clear;
 use super::shard::Shard;
 use super::{BatchError, RUNS_CSV};
 use crate::output::lock::{shard_lock_path, FolderLock, LockKind};
 use crate::output::OutputError;
 use crate::run::error::one_line;
-use crate::run::{self, run_scene, BackendArg, RunError};
-use crate::scene::LoadedScene;
 use std::path::{Path, PathBuf};
-
-/// How to run a plan.
-#[derive(Clone, Debug)]
-pub struct BatchOptions {
-    /// The batch folder: one sub-folder per run, and `runs.csv`.
-    pub out: PathBuf,
-    pub backend: BackendArg,
-    /// Overrides every run's step count, as `msc run --steps`.
-    pub steps: Option<u64>,
-    /// No per-run lines and no progress bar (failures are still reported on stderr).
-    pub quiet: bool,
-    /// Run only this shard's runs, with its own table, after writing (or checking)
-    /// `plan.json`.
-    pub shard: Option<ShardRun>,
-    /// How many GPU devices run the batch at once.
-    pub devices: Devices,
-    /// `--no-batch`: on the GPU too, one run at a time (else runs that can share a batch
-    /// of worlds step together).
-    pub no_batch: bool,
-}
-
-/// A sharded batch: the shard, and the plan file every shard writes.
-#[derive(Clone, Debug)]
-pub struct ShardRun {
-    pub shard: Shard,
-    pub plan_file: PlanFile,
-}
-
-/// `--devices`: one worker per device, runs dealt round-robin in plan order.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Devices {
-    /// One device (the best adapter), the default.
-    #[default]
-    One,
-    /// Every usable device of [`crate::gpu::device_adapters`].
-    All,
-    /// N workers on the usable devices, worker `w` on device `w mod D` (more workers
-    /// than devices share them).
-    Count(usize),
-}
 
 /// What a batch did.
 #[derive(Debug)]
@@ -97,9 +56,11 @@ impl BatchReport {
 /// request ([`BatchError::Interrupted`], after the run under way wrote its outputs),
 /// stops it.
 ///
-/// First every run's scene is loaded with its overrides, as the run will load it: one
-/// that does not load (an unknown key, a bad value, a missing file) is
-/// [`BatchError::Plan`], and nothing is run or written.
+/// First the batch is planned once (`planned`): every run's scene is loaded with its
+/// overrides, as the run would load it (one that does not load, an unknown key, a bad
+/// value, a missing file, is [`BatchError::Plan`], and nothing is run or written), its
+/// earlier folder judged, and the runs that can step together chunked; the workers run
+/// those records.
 ///
 /// With a shard, only the runs `i` with `i mod N = K` run, into the same folder, with
 /// the table `runs.shard-K-of-N.csv`, after `plan.json` is written or found equal. With
@@ -110,7 +71,8 @@ impl BatchReport {
 /// every input and output unchanged: see `completed`) is not redone; its record is read
 /// back. Any other folder of a planned run is cleared and the run starts over.
 pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, BatchError> {
-    check_plan(plan, options.steps, &options.out)?;
+    let owns = |i: usize| options.shard.as_ref().is_none_or(|s| s.shard.owns(i));
+    let planned = plan_runs(plan, owns, options)?;
     let workers = worker_devices(options)?;
     std::fs::create_dir_all(&options.out).map_err(|source| OutputError::CreateDir {
         path: options.out.clone(),
@@ -133,7 +95,7 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
             let mine = Plan {
                 columns: plan.columns.clone(),
                 runs: (plan.runs.iter().enumerate())
-                    .filter(|(i, _)| s.shard.owns(*i))
+                    .filter(|(i, _)| owns(*i))
                     .map(|(_, r)| r.clone())
                     .collect(),
             };
@@ -142,7 +104,14 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
         None => (plan.clone(), options.out.join(RUNS_CSV)),
     };
     let total = plan.runs.len();
-    let units = units(&plan, options);
+    let (units, planned_for) = units(planned, options);
+    // A worker beyond the units would have nothing to run.
+    let workers = &workers[..workers.len().min(units.len().max(1))];
+    // Round-robin: worker w runs the units w, w + W, w + 2W, ...
+    let mut dealt: Vec<Vec<Unit>> = (0..workers.len()).map(|_| Vec::new()).collect();
+    for (u, unit) in units.into_iter().enumerate() {
+        dealt[u % workers.len()].push(unit);
+    }
     let bar = crate::progress::bar(total as u64, "runs", options.quiet);
     let say = |line: String, failure: bool| match &bar {
         Some(b) => b.println(line),
@@ -150,8 +119,6 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
         None if !options.quiet => println!("{line}"),
         None => {}
     };
-    // A worker beyond the units would have nothing to run.
-    let workers = &workers[..workers.len().min(units.len().max(1))];
     if workers.len() > 1 {
         say(workers_line(workers), false);
     }
@@ -161,29 +128,28 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
     let mut write_error = None;
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::channel::<Message>();
-        let count = workers.len();
-        let mut handles = Vec::with_capacity(count);
-        for (w, &device) in workers.iter().enumerate() {
+        let mut handles = Vec::with_capacity(workers.len());
+        for (&device, mine) in workers.iter().zip(dealt) {
             let tx = tx.clone();
-            let (plan, units) = (&plan, &units);
+            let (plan, planned_for) = (&plan, planned_for.as_ref());
             handles.push(scope.spawn(move || {
                 let mut gpu = SharedGpu::new(options.backend, device);
-                // Round-robin: worker w runs the units w, w + W, w + 2W, ...
-                for u in (w..units.len()).step_by(count) {
+                for unit in mine {
                     if crate::interrupt::requested() {
                         break;
                     }
-                    let done = match &units[u] {
-                        Unit::One(i) => {
-                            let (record, redo) = run_one(&plan.runs[*i], options, &mut gpu);
+                    let done = match unit {
+                        Unit::One(run) => {
+                            let i = run.i;
+                            let (record, redo) = run_one(run, plan, &mut gpu);
                             vec![Done {
-                                i: *i,
+                                i,
                                 record,
                                 redo,
                                 note: gpu.note.take(),
                             }]
                         }
-                        Unit::Batch(ids) => run_chunk(ids, plan, options, &mut gpu),
+                        Unit::Batch(chunk) => run_chunk(chunk, plan, planned_for, &mut gpu),
                     };
                     let stop = done.into_iter().any(|d| {
                         tx.send(Message::Run {
@@ -342,151 +308,16 @@ fn describe(r: &RunRecord) -> String {
     }
 }
 
-pub(super) fn failed(spec: &RunSpec, why: String) -> RunRecord {
-    RunRecord {
-        name: spec.name.clone(),
-        columns: spec.columns.clone(),
-        status: RunStatus::Failed(why),
-        summary: None,
-        skipped: false,
-    }
-}
-
-pub(super) fn from_summary(spec: &RunSpec, summary: SummaryRecord, skipped: bool) -> RunRecord {
-    RunRecord {
-        name: spec.name.clone(),
-        columns: spec.columns.clone(),
-        status: if summary.interrupted {
-            RunStatus::Interrupted
-        } else if summary.finite {
-            RunStatus::Ok
-        } else {
-            RunStatus::Diverged
-        },
-        summary: Some(summary),
-        skipped,
-    }
-}
-
-/// Loads every run's scene as `run_one` will, before anything runs, and checks that no
-/// output of the batch in `out` would replace a file a scene reads.
-pub fn check_plan(plan: &Plan, steps: Option<u64>, out: &Path) -> Result<(), BatchError> {
-    for spec in &plan.runs {
-        let scene = load(spec, steps).map_err(|e| BatchError::Plan {
-            run: spec.name.clone(),
-            source: Box::new(e),
-        })?;
-        for (input, what) in crate::output::inputs::of_scene(&scene) {
-            check_input(plan, out, input, what)?;
-        }
-    }
-    Ok(())
-}
-
-/// [`OutputError::WouldOverwriteInput`] when the batch in `out` would replace or clear
-/// `input`: a file inside a planned run's folder (cleared before the run), or the
-/// batch's own files (`runs.csv`, a shard's table, `plan.json`, the Slurm script).
-pub fn check_input(
-    plan: &Plan,
-    out: &Path,
-    input: &Path,
-    what: &'static str,
-) -> Result<(), BatchError> {
-    use crate::output::inputs::{inside, same_file};
-    let refused = || {
-        Err(BatchError::Output(OutputError::WouldOverwriteInput {
-            path: input.to_path_buf(),
-            what,
-            option: "--out",
-        }))
-    };
-    if plan.runs.iter().any(|r| inside(input, &out.join(&r.name))) {
-        return refused();
-    }
-    let batch_files = [
-        RUNS_CSV,
-        super::planfile::PLAN_FILE,
-        super::slurm::SCRIPT_FILE,
-    ];
-    if batch_files.iter().any(|f| same_file(&out.join(f), input)) {
-        return refused();
-    }
-    let is_shard_table = input
-        .file_name()
-        .is_some_and(|n| n.to_string_lossy().starts_with("runs.shard-"));
-    if is_shard_table && input.parent().is_some_and(|p| same_file(p, out)) {
-        return refused();
-    }
-    Ok(())
-}
-
-/// A planned run's scene, loaded as `msc run` loads it.
-pub(super) fn load(spec: &RunSpec, steps: Option<u64>) -> Result<LoadedScene, RunError> {
-    run::load::load(&spec.scene, &spec.set, steps)
-}
-
 /// Runs one planned run, or reads it back when an earlier batch completed it. Also
 /// returns why an earlier run in its folder was not trusted, when there was one.
-fn run_one(
-    spec: &RunSpec,
-    options: &BatchOptions,
-    gpu: &mut SharedGpu,
-) -> (RunRecord, Option<String>) {
-    let dir = options.out.join(&spec.name);
-    // Checked before the batch started; a file may have changed since.
-    let scene = match load(spec, options.steps) {
-        Ok(s) => s,
-        Err(e) => return (failed(spec, one_line(&e)), None),
-    };
-    let redo = match completed(&dir, &scene, options.backend) {
-        Ok(done) => return (from_summary(spec, done, true), None),
+fn run_one(run: Planned, plan: &Plan, gpu: &mut SharedGpu) -> (RunRecord, Option<String>) {
+    let spec = &plan.runs[run.i];
+    let redo = match run.verdict {
+        Ok(done) => return (RunRecord::from_summary(spec, done, true), None),
         Err(why) => why,
     };
-    if let Err(e) = clear(&dir) {
-        return (failed(spec, one_line(&e)), redo);
+    if let Err(e) = clear(&run.dir) {
+        return (RunRecord::failed(spec, one_line(&e)), redo);
     }
-    (run_fresh(spec, &scene, &dir, gpu), redo)
-}
-
-pub(super) fn run_fresh(
-    spec: &RunSpec,
-    scene: &LoadedScene,
-    dir: &Path,
-    gpu: &mut SharedGpu,
-) -> RunRecord {
-    // A panic inside a backend (wgpu reports some device errors by panicking) must not
-    // end the batch: record it, and do not reuse a device that may be broken.
-    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_scene(scene, dir, false, |system, config| {
-            gpu.start(system, config)
-        })
-    }));
-    match ran {
-        Ok(Ok(outcome)) => match SummaryRecord::from_summary(&outcome.summary) {
-            Some(s) => from_summary(spec, s, false),
-            None => failed(spec, "the run's summary could not be read back".into()),
-        },
-        Ok(Err(e)) => {
-            if e.is_device_loss() {
-                gpu.device = None;
-            }
-            failed(spec, one_line(&e))
-        }
-        Err(panic) => {
-            gpu.device = None;
-            failed(
-                spec,
-                format!("internal error (panic): {}", panic_text(&*panic)),
-            )
-        }
-    }
-}
-
-/// What a caught panic said.
-pub(super) fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
-    panic
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| panic.downcast_ref::<&str>().copied())
-        .unwrap_or("unknown panic")
+    (run_fresh(spec, &run.scene, &run.dir, gpu), redo)
 }

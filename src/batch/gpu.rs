@@ -1,13 +1,19 @@
-//! The GPU side of a batch: how many workers run on which devices (`--devices`), and
-//! each worker's backend, one device opened at its first GPU run and shared by the rest.
+//! The GPU side of a batch: how many workers run on which devices (`--devices`), each
+//! worker's backend (one device opened at its first GPU run and shared by the rest), and a
+//! run alone on it ([`run_fresh`]).
 
-use super::exec::{BatchOptions, Devices};
+use super::options::{BatchOptions, Devices};
+use super::plan::RunSpec;
+use super::record::{RunRecord, SummaryRecord};
 use super::BatchError;
 use crate::config::Config;
 use crate::gpu::{device_adapters, open_headless_device_on, HeadlessDevice};
 use crate::gpu::{GpuError, GpuSolver, HeadlessOptions};
 use crate::model::System;
-use crate::run::{backend, Backend, BackendArg, RunError};
+use crate::run::error::one_line;
+use crate::run::{backend, run_scene, Backend, BackendArg, RunError};
+use crate::scene::LoadedScene;
+use std::path::Path;
 
 /// The device index of each worker: one worker on device 0 unless `--devices` asks for
 /// more. The CPU backend has one worker; `auto` without a hardware adapter too (it runs
@@ -111,4 +117,49 @@ impl SharedGpu {
             Err(e) => Err(RunError::Gpu(e)),
         }
     }
+}
+
+/// Runs `scene` alone into its (cleared) folder `dir` on the worker's backend; a failure
+/// or a panic is the run's record, and a device that may be broken is not reused.
+pub(super) fn run_fresh(
+    spec: &RunSpec,
+    scene: &LoadedScene,
+    dir: &Path,
+    gpu: &mut SharedGpu,
+) -> RunRecord {
+    // A panic inside a backend (wgpu reports some device errors by panicking) must not
+    // end the batch: record it, and do not reuse a device that may be broken.
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_scene(scene, dir, false, |system, config| {
+            gpu.start(system, config)
+        })
+    }));
+    match ran {
+        Ok(Ok(outcome)) => match SummaryRecord::from_summary(&outcome.summary) {
+            Some(s) => RunRecord::from_summary(spec, s, false),
+            None => RunRecord::failed(spec, "the run's summary could not be read back".into()),
+        },
+        Ok(Err(e)) => {
+            if e.is_device_loss() {
+                gpu.device = None;
+            }
+            RunRecord::failed(spec, one_line(&e))
+        }
+        Err(panic) => {
+            gpu.device = None;
+            RunRecord::failed(
+                spec,
+                format!("internal error (panic): {}", panic_text(&*panic)),
+            )
+        }
+    }
+}
+
+/// What a caught panic said.
+pub(super) fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("unknown panic")
 }

@@ -2,8 +2,8 @@
 //! folder's `summary.json` (trusted only as a resumed batch trusts it) and the shards'
 //! tables (for the reason a run failed), and the list of runs still to do.
 
-use super::exec::{from_summary, load};
 use super::planfile::PlanFile;
+use super::planned::load;
 use super::record::{header, parse_csv_line, write_runs_csv, RunRecord, RunStatus};
 use super::resume::completed;
 use super::shard::Shard;
@@ -92,7 +92,7 @@ pub fn merge(dir: &Path) -> Result<MergeReport, BatchError> {
             Ok(scene) => match completed(&dir.join(&spec.name), &scene, backend) {
                 Ok(s) => {
                     let skipped = row.is_some_and(|r| r.skipped == "true");
-                    from_summary(spec, s, skipped)
+                    RunRecord::from_summary(spec, s, skipped)
                 }
                 Err(why) => {
                     let status = match row {

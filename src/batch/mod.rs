@@ -7,25 +7,32 @@
 //! same code writes them), sharing one GPU device (or one per worker with [`Devices`]),
 //! and keeps `runs.csv` up to date after every run. A
 //! [`Shard`] runs every N-th run only, with its own table and `plan.json`; [`merge`](fn@merge)
-//! joins the shards; [`slurm`] writes and submits array job scripts that run them. Every run's scene is loaded before any runs, so
-//! a bad key fails the whole plan at once. An interrupted batch resumes: runs that their
-//! `summary.json` vouches for (every input and output unchanged) are not redone.
+//! joins the shards; [`slurm`] writes and submits array job scripts that run them. A
+//! batch is planned once before anything runs: every run's scene is loaded (so a bad key
+//! fails the whole plan at once), judged against what an earlier batch left in its folder
+//! and keyed for the batch of worlds it may join; the workers run those records. An
+//! interrupted batch resumes: runs that their `summary.json` vouches for (every input and
+//! output unchanged) are not redone.
 
 mod batched;
 pub mod exec;
 mod gpu;
 pub mod merge;
+pub mod options;
 pub mod plan;
 pub mod planfile;
+mod planned;
 pub mod record;
 mod resume;
 pub mod shard;
 pub mod slurm;
 
-pub use exec::{run_batch, BatchOptions, BatchReport, Devices, ShardRun};
+pub use exec::{run_batch, BatchReport};
 pub use merge::{merge, MergeReport};
+pub use options::{BatchOptions, Devices, ShardRun};
 pub use plan::{Plan, RunSpec, Vary};
 pub use planfile::{PlanFile, Rerun};
+pub use planned::{check_input, check_plan, MAX_CHUNK_WORLDS};
 pub use record::{RunRecord, RunStatus, SummaryRecord};
 pub use shard::Shard;
 

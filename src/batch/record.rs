@@ -1,6 +1,6 @@
 //! What a batch records per run, and `runs.csv`.
 
-use super::plan::Plan;
+use super::plan::{Plan, RunSpec};
 use crate::digest::FileDigest;
 use crate::output::{write_atomic, OutputError};
 use std::path::Path;
@@ -134,6 +134,36 @@ pub fn header(plan: &Plan) -> Vec<String> {
 
 fn sci(v: Option<f64>) -> String {
     v.map(|x| format!("{x:e}")).unwrap_or_default()
+}
+
+impl RunRecord {
+    /// A run that could not run (or whose outcome cannot be read), and why.
+    pub(super) fn failed(spec: &RunSpec, why: String) -> Self {
+        Self {
+            name: spec.name.clone(),
+            columns: spec.columns.clone(),
+            status: RunStatus::Failed(why),
+            summary: None,
+            skipped: false,
+        }
+    }
+
+    /// A run that wrote `summary`; `skipped`: by an earlier batch, not redone.
+    pub(super) fn from_summary(spec: &RunSpec, summary: SummaryRecord, skipped: bool) -> Self {
+        Self {
+            name: spec.name.clone(),
+            columns: spec.columns.clone(),
+            status: if summary.interrupted {
+                RunStatus::Interrupted
+            } else if summary.finite {
+                RunStatus::Ok
+            } else {
+                RunStatus::Diverged
+            },
+            summary: Some(summary),
+            skipped,
+        }
+    }
 }
 
 impl RunRecord {

@@ -177,7 +177,7 @@ fn ceiling(
 
 #[cfg(test)]
 mod tests {
-    use super::super::record::kernel_records;
+    use super::super::timing::kernel_records;
     use super::*;
     use crate::gpu::{AdapterSummary, KernelTime};
 

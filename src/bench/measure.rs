@@ -5,22 +5,12 @@ use super::clock;
 use super::record::{Record, Status};
 use super::timing;
 use super::DDEF_ERROR_TARGETS;
-use super::{bytes, workload, Backend, BenchError, BenchOptions, Event, Workload};
+use super::{bytes, workload, Backend, BenchError, BenchOptions, Event, StageFn, Stop, Workload};
 use crate::cpu::CpuSimulation;
 use crate::gpu::{GpuDdef, GpuError, GpuSolver, HeadlessOptions};
 use crate::output::OutputError;
-use crate::simulator::{SimError, Simulator};
+use crate::simulator::Simulator;
 use std::time::Instant;
-
-fn sim_gpu_error(e: SimError) -> GpuError {
-    match e {
-        SimError::Gpu(g) => g,
-        SimError::Config(c) => GpuError::Config(c),
-        SimError::Ddef(d) => GpuError::Ddef(d),
-        SimError::Model(m) => GpuError::Model(m),
-        SimError::Unsupported(u) => GpuError::Unsupported(u),
-    }
-}
 
 /// Builds and measures one size into `rec`; only a missing adapter is an error.
 pub(super) fn measure(
@@ -106,30 +96,6 @@ fn finish(rec: &mut Record, result: Result<(), Stop>) -> Result<(), BenchError> 
     }
 }
 
-/// Why a measurement stopped.
-pub(super) enum Stop {
-    Gpu(GpuError),
-    Output(OutputError),
-}
-
-impl From<GpuError> for Stop {
-    fn from(e: GpuError) -> Self {
-        Self::Gpu(e)
-    }
-}
-impl From<OutputError> for Stop {
-    fn from(e: OutputError) -> Self {
-        Self::Output(e)
-    }
-}
-impl From<SimError> for Stop {
-    fn from(e: SimError) -> Self {
-        Self::Gpu(sim_gpu_error(e))
-    }
-}
-
-pub(super) type StageFn<'a> = dyn FnMut(&'static str) -> Result<(), OutputError> + 'a;
-
 fn measure_gpu(
     rec: &mut Record,
     built: &workload::Built,
@@ -148,7 +114,7 @@ fn measure_gpu(
     rec.setup_seconds = Some(t.elapsed().as_secs_f64());
     rec.adapter = solver.adapter().cloned();
     rec.dispatches_per_step = Some(solver.dispatches_per_step());
-    note_shader_checks(rec);
+    rec.note_shader_checks();
 
     stage("warm-up")?;
     let warm = timing::warm_up(
@@ -329,14 +295,4 @@ fn ddef_error(
     rec.force_error_max = Some(stats.max);
     rec.force_error_targets = Some(stats.count);
     Ok(())
-}
-
-/// A record taken with checked kernels says so: they are slower than a default run's.
-pub(super) fn note_shader_checks(rec: &mut Record) {
-    if crate::gpu::shaders::shader_checks() {
-        rec.note(
-            "ms_per_step",
-            "kernels built with naga's runtime checks (MSC_SHADER_CHECKS=1), slower than by default",
-        );
-    }
 }

@@ -36,6 +36,7 @@ mod worlds;
 
 use crate::gpu::{AdapterSummary, GpuError};
 use crate::output::OutputError;
+use crate::simulator::SimError;
 use derive::derive;
 use measure::measure;
 pub use record::{KernelRecord, Record, Status};
@@ -164,6 +165,40 @@ pub enum BenchError {
 type Case = (usize, Option<usize>, Option<WorldScene>);
 /// What grows alone within a workload: DDEF's m, or the world scene.
 type Growth = (Option<usize>, Option<WorldScene>);
+
+/// Why a measurement stopped.
+enum Stop {
+    Gpu(GpuError),
+    Output(OutputError),
+}
+
+impl From<GpuError> for Stop {
+    fn from(e: GpuError) -> Self {
+        Self::Gpu(e)
+    }
+}
+impl From<OutputError> for Stop {
+    fn from(e: OutputError) -> Self {
+        Self::Output(e)
+    }
+}
+impl From<SimError> for Stop {
+    fn from(e: SimError) -> Self {
+        Self::Gpu(sim_gpu_error(e))
+    }
+}
+
+type StageFn<'a> = dyn FnMut(&'static str) -> Result<(), OutputError> + 'a;
+
+fn sim_gpu_error(e: SimError) -> GpuError {
+    match e {
+        SimError::Gpu(g) => g,
+        SimError::Config(c) => GpuError::Config(c),
+        SimError::Ddef(d) => GpuError::Ddef(d),
+        SimError::Model(m) => GpuError::Model(m),
+        SimError::Unsupported(u) => GpuError::Unsupported(u),
+    }
+}
 
 /// Runs every workload at every size; each record goes to `on` as soon as it is made.
 pub fn run(

@@ -1,10 +1,9 @@
 //! One JSON line of `msc bench`: what was measured on one size of one workload, and the
 //! per-kernel shares of a profiled step.
 
-use super::timing::Spread;
 use super::workload::WorldScene;
 use super::{Backend, BenchOptions, Workload, FLOPS_PER_INTERACTION};
-use crate::gpu::{AdapterSummary, KernelTime};
+use crate::gpu::AdapterSummary;
 
 /// Whether a size was measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -268,85 +267,14 @@ impl Record {
     pub(super) fn note(&mut self, field: &str, reason: impl std::fmt::Display) {
         self.notes.push(format!("{field}: {reason}"));
     }
-}
 
-/// Per kernel, in the order the kernels first run: the spread over `steps` (one list of
-/// kernel times per profiled step) of its time in a step; a kernel absent from a step
-/// counts 0 ms there.
-pub(super) fn kernel_records(steps: &[Vec<KernelTime>]) -> Vec<KernelRecord> {
-    let mut names: Vec<&'static str> = Vec::new();
-    for t in steps.iter().flatten() {
-        if !names.contains(&t.kernel) {
-            names.push(t.kernel);
+    /// A record taken with checked kernels says so: they are slower than a default run's.
+    pub(super) fn note_shader_checks(&mut self) {
+        if crate::gpu::shader::shader_checks() {
+            self.note(
+                "ms_per_step",
+                "kernels built with naga's runtime checks (MSC_SHADER_CHECKS=1), slower than by default",
+            );
         }
-    }
-    let count = steps.len().max(1) as f64;
-    names
-        .into_iter()
-        .map(|kernel| {
-            let of = |step: &Vec<KernelTime>| step.iter().find(|t| t.kernel == kernel).cloned();
-            let ms: Vec<f64> = steps
-                .iter()
-                .map(|s| of(s).map_or(0.0, |t| t.seconds * 1e3))
-                .collect();
-            let dispatches: u64 = steps.iter().filter_map(of).map(|t| t.dispatches).sum();
-            let dispatches_per_step = dispatches as f64 / count;
-            let spread = Spread::of(&ms).unwrap_or(Spread {
-                median: 0.0,
-                min: 0.0,
-                max: 0.0,
-            });
-            KernelRecord {
-                kernel,
-                dispatches_per_step,
-                ms_per_step: spread.median,
-                ms_per_step_min: spread.min,
-                ms_per_step_max: spread.max,
-                us_per_dispatch: if dispatches_per_step > 0.0 {
-                    spread.median * 1e3 / dispatches_per_step
-                } else {
-                    0.0
-                },
-            }
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn kt(kernel: &'static str, dispatches: u64, ms: f64) -> KernelTime {
-        KernelTime {
-            kernel,
-            dispatches,
-            seconds: ms * 1e-3,
-        }
-    }
-
-    #[test]
-    fn kernel_records_take_the_spread_over_profiled_steps() {
-        // Three steps; `prologue` runs in the first only, so it counts 0 ms in the others.
-        let steps = [
-            vec![kt("prologue", 1, 4.0), kt("sweep", 20, 2.0)],
-            vec![kt("sweep", 20, 6.0)],
-            vec![kt("sweep", 20, 3.0)],
-        ];
-        let r = kernel_records(&steps);
-        assert_eq!(r.len(), 2);
-        assert_eq!(r[0].kernel, "prologue", "first run first");
-        assert_eq!(
-            (r[0].ms_per_step_min, r[0].ms_per_step, r[0].ms_per_step_max),
-            (0.0, 0.0, 4.0)
-        );
-        assert!((r[0].dispatches_per_step - 1.0 / 3.0).abs() < 1e-15);
-        let s = &r[1];
-        assert_eq!(s.dispatches_per_step, 20.0);
-        assert!((s.ms_per_step - 3.0).abs() < 1e-12, "median, not mean");
-        assert!((s.ms_per_step_min - 2.0).abs() < 1e-12);
-        assert!((s.ms_per_step_max - 6.0).abs() < 1e-12);
-        // 3 ms over 20 dispatches.
-        assert!((s.us_per_dispatch - 150.0).abs() < 1e-9);
-        assert!(kernel_records(&[]).is_empty());
     }
 }

@@ -3,8 +3,8 @@
 //! the host's recording and submission time told apart from the wait for the GPU, kernels
 //! profiled one step per sample, and the median and spread of each set of samples.
 
-use super::record::{kernel_records, Record};
-use crate::gpu::{GpuError, GpuSolver};
+use super::record::{KernelRecord, Record};
+use crate::gpu::{GpuError, GpuSolver, KernelTime};
 use crate::simulator::{SimError, Simulator};
 use std::time::Instant;
 
@@ -193,6 +193,48 @@ pub(super) fn profile(
     Ok(())
 }
 
+/// Per kernel, in the order the kernels first run: the spread over `steps` (one list of
+/// kernel times per profiled step) of its time in a step; a kernel absent from a step
+/// counts 0 ms there.
+pub(super) fn kernel_records(steps: &[Vec<KernelTime>]) -> Vec<KernelRecord> {
+    let mut names: Vec<&'static str> = Vec::new();
+    for t in steps.iter().flatten() {
+        if !names.contains(&t.kernel) {
+            names.push(t.kernel);
+        }
+    }
+    let count = steps.len().max(1) as f64;
+    names
+        .into_iter()
+        .map(|kernel| {
+            let of = |step: &Vec<KernelTime>| step.iter().find(|t| t.kernel == kernel).cloned();
+            let ms: Vec<f64> = steps
+                .iter()
+                .map(|s| of(s).map_or(0.0, |t| t.seconds * 1e3))
+                .collect();
+            let dispatches: u64 = steps.iter().filter_map(of).map(|t| t.dispatches).sum();
+            let dispatches_per_step = dispatches as f64 / count;
+            let spread = Spread::of(&ms).unwrap_or(Spread {
+                median: 0.0,
+                min: 0.0,
+                max: 0.0,
+            });
+            KernelRecord {
+                kernel,
+                dispatches_per_step,
+                ms_per_step: spread.median,
+                ms_per_step_min: spread.min,
+                ms_per_step_max: spread.max,
+                us_per_dispatch: if dispatches_per_step > 0.0 {
+                    spread.median * 1e3 / dispatches_per_step
+                } else {
+                    0.0
+                },
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,5 +283,39 @@ mod tests {
         })
         .unwrap();
         assert_eq!((w.steps, count), (1, 1));
+    }
+
+    fn kt(kernel: &'static str, dispatches: u64, ms: f64) -> KernelTime {
+        KernelTime {
+            kernel,
+            dispatches,
+            seconds: ms * 1e-3,
+        }
+    }
+
+    #[test]
+    fn kernel_records_take_the_spread_over_profiled_steps() {
+        // Three steps; `prologue` runs in the first only, so it counts 0 ms in the others.
+        let steps = [
+            vec![kt("prologue", 1, 4.0), kt("sweep", 20, 2.0)],
+            vec![kt("sweep", 20, 6.0)],
+            vec![kt("sweep", 20, 3.0)],
+        ];
+        let r = kernel_records(&steps);
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].kernel, "prologue", "first run first");
+        assert_eq!(
+            (r[0].ms_per_step_min, r[0].ms_per_step, r[0].ms_per_step_max),
+            (0.0, 0.0, 4.0)
+        );
+        assert!((r[0].dispatches_per_step - 1.0 / 3.0).abs() < 1e-15);
+        let s = &r[1];
+        assert_eq!(s.dispatches_per_step, 20.0);
+        assert!((s.ms_per_step - 3.0).abs() < 1e-12, "median, not mean");
+        assert!((s.ms_per_step_min - 2.0).abs() < 1e-12);
+        assert!((s.ms_per_step_max - 6.0).abs() < 1e-12);
+        // 3 ms over 20 dispatches.
+        assert!((s.us_per_dispatch - 150.0).abs() < 1e-9);
+        assert!(kernel_records(&[]).is_empty());
     }
 }

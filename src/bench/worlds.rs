@@ -5,10 +5,9 @@
 //! `repeats` blocks of `steps` steps of every world, each block ended by a wait for the
 //! GPU.
 
-use super::measure::{StageFn, Stop};
 use super::record::{Record, Status};
 use super::timing::{self, Sample, Spread};
-use super::{clock, workload, Backend, BenchOptions};
+use super::{clock, workload, Backend, BenchOptions, StageFn, Stop};
 use crate::config::Config;
 use crate::gpu::{open_headless_device, GpuError, GpuSolver, GpuWorlds, HeadlessOptions};
 use crate::model::System;
@@ -109,7 +108,7 @@ pub(super) fn measure(
     rec.setup_seconds = Some(t.elapsed().as_secs_f64());
     rec.batches = Some(batches.len());
     rec.dispatches_per_step = batches.first().map(GpuWorlds::dispatches_per_step);
-    super::measure::note_shader_checks(rec);
+    rec.note_shader_checks();
     let t = Instant::now();
     let mut solvers = pairs
         .iter()

@@ -41,7 +41,7 @@ pub struct BatchArgs {
 /// when it wrote (and submitted) a Slurm script instead of running.
 pub fn execute(args: &BatchArgs) -> Result<Option<BatchReport>, CliError> {
     let plan = plan::manifest(&args.manifest, &args.set)?;
-    crate::batch::exec::check_input(&plan, &args.out, &args.manifest, "manifest")?;
+    crate::batch::check_input(&plan, &args.out, &args.manifest, "manifest")?;
     let mut rerun = vec![
         "batch".to_string(),
         args.manifest.to_string_lossy().into_owned(),
@@ -49,7 +49,7 @@ pub fn execute(args: &BatchArgs) -> Result<Option<BatchReport>, CliError> {
     for s in &args.set {
         rerun.extend(["--set".to_string(), s.clone()]);
     }
-    rerun.extend(super::sweep::common_args(
+    rerun.extend(scale::common_args(
         &args.out,
         args.backend,
         args.steps,
@@ -68,28 +68,7 @@ pub fn execute(args: &BatchArgs) -> Result<Option<BatchReport>, CliError> {
     };
     let report = scale::execute(job, &args.scale)?;
     if let Some(report) = &report {
-        finish(report, args.quiet)?;
+        scale::finish(report, args.quiet)?;
     }
     Ok(report)
-}
-
-/// The closing line, then the batch's status.
-pub(super) fn finish(report: &BatchReport, quiet: bool) -> Result<(), CliError> {
-    if !quiet {
-        let skipped = report.records.iter().filter(|r| r.skipped).count();
-        let earlier = if skipped > 0 {
-            format!(", {skipped} complete from an earlier batch")
-        } else {
-            String::new()
-        };
-        println!(
-            "{} runs: {} ok, {} diverged, {} failed{earlier}; wrote {}",
-            report.records.len(),
-            report.count("ok"),
-            report.count("diverged"),
-            report.count("failed"),
-            report.runs_csv.display()
-        );
-    }
-    report.check().map_err(CliError::from)
 }

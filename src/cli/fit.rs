@@ -6,17 +6,18 @@
 //! `--backend gpu` propagates the tangents on the GPU.
 //! Levenberg-Marquardt for few parameters, Adam for many. `--starts N` first runs N start
 //! points around the initial values forward, as worlds of one batch, and fits from the one
-//! with the lowest loss ([`grad::starts`]). Progress goes to stderr; the
-//! history and the result go to `fit.json`, written atomically.
+//! with the lowest loss ([`grad::starts`]). Progress goes to stderr; the history and the
+//! result go to `fit.json` ([`grad::fit_job::FitRecord`]), written atomically. This file
+//! parses the arguments and reports; the fit's own steps are in [`grad::fit_job`].
 
 use super::scene_args::SceneArgs;
 use super::CliError;
 use crate::config::ConfigError;
+use crate::grad::fit_job::{self, FitInputs, FitParam, FitRecord};
 use crate::grad::{
     self, FitHistoryEntry, FitOptions, FitOutcome, GradBackend, GradError, GradOptions, Optimizer,
     Param, ParamSet, StopReason, TangentSolve,
 };
-use crate::output::write_atomic;
 use crate::run::{BackendArg, RunError};
 use crate::scene::LoadedScene;
 use std::path::{Path, PathBuf};
@@ -125,16 +126,6 @@ fn parse_initial_tolerance(s: &str) -> Result<f64, String> {
 /// noticeably different maps.
 const FORWARD_RESIDUAL_NOTE: f64 = 1e-4;
 
-/// A --param as given, with the unit its values are shown in.
-#[derive(Clone, Debug)]
-struct ParamSpec {
-    param: Param,
-    /// Display value = theta * reference (charge and stiffness: the scene's common value).
-    reference: f64,
-    unit: &'static str,
-    label: String,
-}
-
 fn option_error(option: &'static str, message: impl Into<String>) -> CliError {
     CliError::from(RunError::Option {
         option,
@@ -142,14 +133,7 @@ fn option_error(option: &'static str, message: impl Into<String>) -> CliError {
     })
 }
 
-/// The common value of the non-zero entries, if they all agree.
-fn common(values: impl Iterator<Item = f64>) -> Option<f64> {
-    let mut it = values.filter(|v| *v != 0.0);
-    let first = it.next()?;
-    it.all(|v| v == first).then_some(first)
-}
-
-fn parse_param(name: &str, scene: &LoadedScene) -> Result<ParamSpec, CliError> {
+fn parse_param(name: &str, scene: &LoadedScene) -> Result<FitParam, CliError> {
     let (base, index) = match name.split_once(':') {
         Some((b, i)) => (
             b.trim(),
@@ -163,18 +147,7 @@ fn parse_param(name: &str, scene: &LoadedScene) -> Result<ParamSpec, CliError> {
         None => (name.trim(), None),
     };
     let system = &scene.system;
-    let spec = |param, reference: Option<f64>, unit: &'static str, label: &str| {
-        let (reference, unit, label) = match reference {
-            Some(r) => (r, unit, label.to_string()),
-            None => (1.0, "x scene", format!("{label} scale")),
-        };
-        ParamSpec {
-            param,
-            reference,
-            unit,
-            label,
-        }
-    };
+    let spec = FitParam::new;
     let index = index.unwrap_or(0);
     let s = match base {
         "charge" => {
@@ -186,13 +159,13 @@ fn parse_param(name: &str, scene: &LoadedScene) -> Result<ParamSpec, CliError> {
             }
             spec(
                 Param::ChargeScale,
-                common(system.charges().iter().copied()),
+                fit_job::common(system.charges().iter().copied()),
                 "C",
                 "charge",
             )
         }
         "stiffness" => {
-            let k = common(system.springs().iter().map(|s| s.stiffness));
+            let k = fit_job::common(system.springs().iter().map(|s| s.stiffness));
             spec(Param::StiffnessScale, k, "N/m", "stiffness")
         }
         "charges" => spec(Param::Charges, Some(1.0), "C", "charges"),
@@ -260,18 +233,14 @@ fn check_output(fit_json: &Path, scene: &LoadedScene, target: &Path) -> Result<(
 
 pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     let scene = args.scene.load(None)?;
-    let specs: Vec<ParamSpec> = args
+    let specs: Vec<FitParam> = args
         .params
         .iter()
         .map(|p| parse_param(p, &scene))
         .collect::<Result<_, _>>()?;
     let params: Vec<Param> = specs.iter().map(|s| s.param).collect();
     let set = ParamSet::new(&scene.system, &scene.config, &params).map_err(grad_error)?;
-    // theta -> display value, per component.
-    let mut reference = Vec::with_capacity(set.len());
-    for (a, s) in specs.iter().enumerate() {
-        reference.extend(std::iter::repeat_n(s.reference, set.range(a).len()));
-    }
+    let reference = fit_job::display_factors(&specs, &set);
     let mut theta0 = set.initial();
     if !args.init.is_empty() {
         if args.init.len() != specs.len() {
@@ -286,31 +255,8 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         }
         for (a, text) in args.init.iter().enumerate() {
             let values = parse_values(text)?;
-            let range = set.range(a);
-            let theta = &mut theta0[range.clone()];
-            match (specs[a].param, values.as_slice()) {
-                (Param::ExternalPosition { .. }, [x, y, z]) => theta.copy_from_slice(&[*x, *y, *z]),
-                (Param::ExternalPosition { .. }, _) => {
-                    return Err(option_error("--init", "external_position takes x,y,z"))
-                }
-                (_, [v]) => {
-                    let any_nonzero = theta.iter().any(|t| *t != 0.0);
-                    let per_element = matches!(specs[a].param, Param::Charges | Param::Stiffnesses);
-                    for t in theta.iter_mut() {
-                        // Per-element values: set the non-zero ones (every one if all are 0),
-                        // so uncharged particles stay uncharged.
-                        if !per_element || *t != 0.0 || !any_nonzero {
-                            *t = *v / specs[a].reference;
-                        }
-                    }
-                }
-                _ => {
-                    return Err(option_error(
-                        "--init",
-                        format!("{} takes one value", specs[a].label),
-                    ))
-                }
-            }
+            fit_job::apply_init(&specs[a], &mut theta0[set.range(a)], &values)
+                .map_err(|m| option_error("--init", m))?;
         }
     }
     let out = args
@@ -318,31 +264,20 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         .clone()
         .unwrap_or_else(|| PathBuf::from("out").join(format!("{}-fit", scene.name)));
     check_output(&out.join("fit.json"), &scene, &args.target)?;
-    let frames =
-        grad::target::read_target(&args.target).map_err(|e| grad_error(GradError::Target(e)))?;
-    grad::target::check_initial(&frames, scene.system.positions(), args.initial_tolerance)
-        .map_err(|e| grad_error(GradError::Target(e)))?;
-    let end_time = crate::sim::time_at(scene.config.steps, scene.config.dt);
-    let mut targets = grad::target::to_targets(&frames, scene.config.dt, end_time)
-        .map_err(|e| grad_error(GradError::Target(e)))?;
-    if args.frames == FramesArg::Last {
-        targets = targets.split_off(targets.len().saturating_sub(1));
-    }
-    if targets.is_empty() {
-        return Err(grad_error(GradError::Frames(format!(
-            "{} has no frame after t = 0",
-            args.target.display()
-        ))));
-    }
+    let targets = fit_job::load_targets(
+        &args.target,
+        &scene.config,
+        args.frames == FramesArg::Last,
+        scene.system.positions(),
+        args.initial_tolerance,
+    )
+    .map_err(grad_error)?;
     let optimizer = match args.optimizer {
         OptimizerArg::Lm => Optimizer::LevenbergMarquardt,
         OptimizerArg::Adam => Optimizer::Adam {
             learning_rate: args.learning_rate,
         },
-        OptimizerArg::Auto if set.len() <= 16 => Optimizer::LevenbergMarquardt,
-        OptimizerArg::Auto => Optimizer::Adam {
-            learning_rate: args.learning_rate,
-        },
+        OptimizerArg::Auto => fit_job::default_optimizer(set.len(), args.learning_rate),
     };
     if !(args.learning_rate.is_finite() && args.learning_rate > 0.0) {
         return Err(option_error("--learning-rate", "must be positive"));
@@ -367,7 +302,6 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         },
         ..FitOptions::default()
     };
-    let names = set.component_names();
     let shown = |theta: &[f64]| -> String {
         if theta.len() > 4 {
             let mean = theta
@@ -430,17 +364,11 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         if !(args.start_factor.is_finite() && args.start_factor > 1.0) {
             return Err(option_error("--start-factor", "must be a number above 1"));
         }
-        let thetas = grad::starts::spread(&theta0, args.starts as usize, args.start_factor);
-        let t = Instant::now();
-        let losses = grad::starts::batch_losses(&set, &thetas, &targets, &options.grad)
+        let count = (args.starts as usize, args.start_factor);
+        let starts = fit_job::evaluate_starts(&set, &theta0, count, &targets, &options.grad)
             .map_err(grad_error)?;
-        let seconds = t.elapsed().as_secs_f64();
-        let Some(best) = grad::starts::best(&losses) else {
-            let first = losses.into_iter().find_map(Result::err);
-            return Err(grad_error(first.unwrap_or(GradError::NonFiniteLoss)));
-        };
         if !args.quiet {
-            for (s, (theta, loss)) in thetas.iter().zip(&losses).enumerate() {
+            for (s, (theta, loss)) in starts.thetas.iter().zip(&starts.losses).enumerate() {
                 let loss = match loss {
                     Ok(l) => format!("loss {l:.6e} m^2"),
                     Err(e) => format!("failed: {e}"),
@@ -448,19 +376,21 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
                 eprintln!("start {s:>3}: {}, {loss}", shown(theta));
             }
             eprintln!(
-                "start {best} of {} has the lowest loss ({} worlds in one batch, {seconds:.2} s); \
+                "start {} of {} has the lowest loss ({} worlds in one batch, {:.2} s); \
                  fitting from it",
-                thetas.len(),
-                thetas.len()
+                starts.best,
+                starts.thetas.len(),
+                starts.thetas.len(),
+                starts.seconds
             );
         }
-        Some((thetas, losses, best, seconds))
+        Some(starts)
     } else {
         None
     };
     let from = starts
         .as_ref()
-        .map_or(theta0.as_slice(), |(thetas, _, best, _)| &thetas[*best]);
+        .map_or(theta0.as_slice(), |s| &s.thetas[s.best]);
     let outcome = grad::fit(&set, from, &targets, &options, progress).map_err(grad_error)?;
     let wall = start.elapsed().as_secs_f64();
     let values: Vec<f64> = outcome
@@ -470,87 +400,18 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         .map(|(t, r)| t * r)
         .collect();
 
-    std::fs::create_dir_all(&out).map_err(|source| {
-        CliError::from(crate::output::OutputError::CreateDir {
-            path: out.clone(),
-            source,
-        })
-    })?;
-    let small = set.len() <= 16;
-    let display =
-        |theta: &[f64]| -> Vec<f64> { theta.iter().zip(&reference).map(|(t, r)| t * r).collect() };
-    let mut json = serde_json::json!({
-        "msc_version": env!("CARGO_PKG_VERSION"),
-        "scene": scene.name,
-        "target": args.target.display().to_string(),
-        "target_steps": targets.iter().map(|t| t.step).collect::<Vec<_>>(),
-        "integrator": scene.config.integrator.name(),
-        "dt": scene.config.dt,
-        "parameters": specs.iter().enumerate().map(|(a, s)| serde_json::json!({
-            "name": s.label,
-            "unit": s.unit,
-            "components": set.range(a).len(),
-            "initial": display(&theta0[set.range(a)]),
-            "result": values[set.range(a)].to_vec(),
-        })).collect::<Vec<_>>(),
-        "components": if small { serde_json::json!(names) } else { serde_json::Value::Null },
-        "optimizer": optimizer.name(),
-        "initial_loss": outcome.initial_loss,
-        "loss": outcome.loss,
-        "rms_error": outcome.loss.sqrt(),
-        "converged": outcome.reason.converged(),
-        "reason": outcome.reason,
-        "message": outcome.reason.describe(),
-        "interrupted": outcome.reason == StopReason::Interrupted,
-        "iterations": outcome.history.last().map_or(0, |h| h.iteration),
-        "evaluations": outcome.evaluations,
-        "history": outcome.history.iter().map(|h| serde_json::json!({
-            "iteration": h.iteration,
-            "loss": h.loss,
-            "values": if small { serde_json::json!(display(&h.theta)) } else { serde_json::Value::Null },
-            "gradient_norm": h.gradient_norm,
-            "lambda": h.lambda,
-            "step_norm": h.step_norm,
-            "evaluations": h.evaluations,
-        })).collect::<Vec<_>>(),
-        "frames": outcome.frames,
-        "gradient": {
-            "method": "forward sensitivities, exact-solve derivative of the discrete steps",
-            "backend": match grad_backend {
-                GradBackend::Cpu => "cpu",
-                GradBackend::Gpu { .. } => "gpu",
-            },
-            "tangent_tolerance": options.grad.tangent_solve.tolerance,
-            "exact_forward_solves": args.exact_solves,
-            "window": args.window,
-            "worst_tangent_residual": outcome.stats.worst_tangent_residual,
-            "worst_forward_residual": outcome.stats.worst_forward_residual,
-        },
-        "wall_seconds": wall,
-    });
-    if let Some((thetas, losses, best, seconds)) = &starts {
-        json["starts"] = serde_json::json!({
-            "count": thetas.len(),
-            "factor": args.start_factor,
-            "chosen": best,
-            "evaluation": "forward runs of every start as worlds of one batch",
-            "wall_seconds": seconds,
-            "points": thetas.iter().zip(losses).map(|(t, l)| serde_json::json!({
-                "values": if small { serde_json::json!(display(t)) } else { serde_json::Value::Null },
-                "loss": l.as_ref().ok(),
-                "error": l.as_ref().err().map(|e| e.to_string()),
-            })).collect::<Vec<_>>(),
-        });
-    }
-    let path = out.join("fit.json");
-    let mut text = serde_json::to_string_pretty(&json).map_err(|source| {
-        CliError::from(crate::output::OutputError::Json {
-            path: path.clone(),
-            source,
-        })
-    })?;
-    text.push('\n');
-    write_atomic(&path, text.as_bytes())?;
+    let inputs = FitInputs {
+        scene: &scene,
+        target: &args.target,
+        targets: &targets,
+        params: &specs,
+        set: &set,
+        theta0: &theta0,
+        options: &options,
+        starts: starts.as_ref(),
+        wall_seconds: wall,
+    };
+    let path = FitRecord::new(&inputs, &outcome).write(&out)?;
 
     // The gradient is that of exact linear solves (crate::grad); say so when the scene's
     // solver stops far from one.

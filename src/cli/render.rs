@@ -7,7 +7,7 @@ use crate::output::OutputError;
 use crate::render::frames::{run_springs, SpringSource};
 use crate::render::{
     headless_device, Bounds, ColorBy, GifWriter, Image, ParticleSize, RenderError, RenderOptions,
-    Renderer, Rgb, RunFrames, SceneGeometry, Size, View,
+    Renderer, Rgb, RunFrames, SceneGeometry, Size, Uploads, View,
 };
 use crate::run::{GpuHandles, RunError};
 use crate::simulator::Simulator;
@@ -157,16 +157,6 @@ pub fn selected(count: usize, every: u64) -> Vec<usize> {
     v
 }
 
-/// A vertex buffer the host fills with `vec4<f32>` per particle.
-fn upload_buffer(device: &wgpu::Device, label: &str, n: usize) -> wgpu::Buffer {
-    device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some(label),
-        size: (16 * n.max(1)) as u64,
-        usage: wgpu::BufferUsages::VERTEX | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    })
-}
-
 /// The GIF must not replace a frame or a file of the run folder (its scene, which gives
 /// the springs, its energy log and summary).
 fn check_gif(gif: &Path, frames: &RunFrames) -> Result<(), CliError> {
@@ -298,8 +288,7 @@ pub fn execute(args: &RenderArgs) -> Result<RenderOutcome, CliError> {
         ),
         None => None,
     };
-    let positions = upload_buffer(&gpu.device, "msc render positions", n);
-    let velocities = upload_buffer(&gpu.device, "msc render velocities", n);
+    let uploads = Uploads::new(&gpu.device, &gpu.queue, n, "msc render");
     let bar = crate::progress::bar(drawable.len() as u64, "images", args.quiet);
     let mut images = Vec::with_capacity(drawable.len());
     for &k in &drawable {
@@ -308,15 +297,8 @@ pub fn execute(args: &RenderArgs) -> Result<RenderOutcome, CliError> {
         } else {
             frames.read(k).map_err(render_err)?
         };
-        gpu.queue
-            .write_buffer(&positions, 0, bytemuck::cast_slice(&f.positions));
-        if let Some(v) = &f.velocities {
-            gpu.queue
-                .write_buffer(&velocities, 0, bytemuck::cast_slice(v));
-        }
-        let image = renderer
-            .render(&positions, Some(&velocities))
-            .map_err(render_err)?;
+        uploads.write(&f.positions, f.velocities.as_deref());
+        let image = uploads.render(&renderer).map_err(render_err)?;
         let path = out.join(image_name(f.index));
         image.write_png(&path).map_err(render_err)?;
         if let Some(g) = gif.as_mut() {
@@ -367,11 +349,7 @@ enum Source {
     /// The GPU solver's own buffers, on its device: no copy, no read-back.
     Solver(GpuHandles),
     /// Host-side states (the CPU backend) uploaded into vertex buffers each frame.
-    Upload {
-        positions: wgpu::Buffer,
-        velocities: wgpu::Buffer,
-        queue: wgpu::Queue,
-    },
+    Upload(Uploads),
 }
 
 /// Draws each output step of `msc run --render` into `OUT/render/frame_NNNNNN.png`
@@ -420,13 +398,8 @@ impl LiveRender {
                 let d = headless_device().map_err(render_err)?;
                 let renderer =
                     Renderer::new(&d.device, &d.queue, &options, &geometry).map_err(render_err)?;
-                let n = positions.len();
-                let source = Source::Upload {
-                    positions: upload_buffer(&d.device, "msc live positions", n),
-                    velocities: upload_buffer(&d.device, "msc live velocities", n),
-                    queue: d.queue,
-                };
-                (renderer, source)
+                let uploads = Uploads::new(&d.device, &d.queue, positions.len(), "msc live");
+                (renderer, Source::Upload(uploads))
             }
         };
         let dir = out.join(RENDER_DIR);
@@ -458,8 +431,7 @@ impl LiveRender {
         step: u64,
         state: Option<&State>,
     ) -> Result<(), RunError> {
-        let needs_state =
-            matches!(self.source, Source::Upload { .. }) || self.color == ColorBy::Speed;
+        let needs_state = matches!(self.source, Source::Upload(_)) || self.color == ColorBy::Speed;
         let read;
         let state = match (state, needs_state) {
             (Some(s), _) => Some(s),
@@ -504,22 +476,10 @@ impl LiveRender {
                 .renderer
                 .render(&h.positions, Some(&h.velocities))
                 .map_err(render_err)?,
-            Source::Upload {
-                positions,
-                velocities,
-                queue,
-            } => {
+            Source::Upload(uploads) => {
                 let s = state.expect("read above for uploads");
-                let vec4 = |v: &[glam::DVec3], w: f32| -> Vec<[f32; 4]> {
-                    v.iter()
-                        .map(|p| [p.x as f32, p.y as f32, p.z as f32, w])
-                        .collect()
-                };
-                queue.write_buffer(positions, 0, bytemuck::cast_slice(&vec4(&s.x, 1.0)));
-                queue.write_buffer(velocities, 0, bytemuck::cast_slice(&vec4(&s.v, 0.0)));
-                self.renderer
-                    .render(positions, Some(velocities))
-                    .map_err(render_err)?
+                uploads.write_state(&s.x, &s.v);
+                uploads.render(&self.renderer).map_err(render_err)?
             }
         };
         image

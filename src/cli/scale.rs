@@ -1,5 +1,6 @@
-//! The options `msc sweep` and `msc batch` share for going beyond one process and one
-//! device: `--shard`, `--devices`, `--slurm`/`--submit` and the array job's settings.
+//! What `msc sweep` and `msc batch` share: the options for going beyond one process and
+//! one device (`--shard`, `--devices`, `--slurm`/`--submit` and the array job's
+//! settings), their common arguments as a rerun command line, and the closing report.
 
 use super::CliError;
 use crate::batch::slurm::{self, SlurmJob};
@@ -107,7 +108,7 @@ pub(super) fn execute(job: Job, scale: &ScaleArgs) -> Result<Option<BatchReport>
             }));
         }
         // A plan that cannot run must not reach the cluster's queue.
-        crate::batch::exec::check_plan(job.plan, job.steps, job.out)?;
+        crate::batch::check_plan(job.plan, job.steps, job.out)?;
         let shards = scale
             .shards
             .map_or(job.plan.runs.len(), |n| n as usize)
@@ -184,4 +185,49 @@ pub(super) fn execute(job: Job, scale: &ScaleArgs) -> Result<Option<BatchReport>
         no_batch: job.no_batch,
     };
     Ok(Some(run_batch(job.plan, &options)?))
+}
+
+/// `--out`, `--backend`, `--steps`, `--quiet` and `--no-batch` as arguments.
+pub(super) fn common_args(
+    out: &std::path::Path,
+    backend: BackendArg,
+    steps: Option<u64>,
+    quiet: bool,
+    no_batch: bool,
+) -> Vec<String> {
+    let mut a = vec!["--out".to_string(), out.to_string_lossy().into_owned()];
+    if let Some(v) = backend.to_possible_value() {
+        a.extend(["--backend".to_string(), v.get_name().to_string()]);
+    }
+    if let Some(n) = steps {
+        a.extend(["--steps".to_string(), n.to_string()]);
+    }
+    if quiet {
+        a.push("--quiet".into());
+    }
+    if no_batch {
+        a.push("--no-batch".into());
+    }
+    a
+}
+
+/// The closing line, then the batch's status.
+pub(super) fn finish(report: &BatchReport, quiet: bool) -> Result<(), CliError> {
+    if !quiet {
+        let skipped = report.records.iter().filter(|r| r.skipped).count();
+        let earlier = if skipped > 0 {
+            format!(", {skipped} complete from an earlier batch")
+        } else {
+            String::new()
+        };
+        println!(
+            "{} runs: {} ok, {} diverged, {} failed{earlier}; wrote {}",
+            report.records.len(),
+            report.count("ok"),
+            report.count("diverged"),
+            report.count("failed"),
+            report.runs_csv.display()
+        );
+    }
+    report.check().map_err(CliError::from)
 }

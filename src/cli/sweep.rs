@@ -5,7 +5,6 @@ use super::scene_args::SceneArgs;
 use super::CliError;
 use crate::batch::{plan, BatchReport, Vary};
 use crate::run::BackendArg;
-use clap::ValueEnum;
 use std::path::PathBuf;
 
 #[derive(Clone, Debug, clap::Args)]
@@ -47,7 +46,7 @@ impl SweepArgs {
         for v in &self.vary {
             a.extend(["--vary".to_string(), v.clone()]);
         }
-        a.extend(common_args(
+        a.extend(scale::common_args(
             &self.out,
             self.backend,
             self.steps,
@@ -56,30 +55,6 @@ impl SweepArgs {
         ));
         a
     }
-}
-
-/// `--out`, `--backend`, `--steps`, `--quiet` and `--no-batch` as arguments.
-pub(super) fn common_args(
-    out: &std::path::Path,
-    backend: BackendArg,
-    steps: Option<u64>,
-    quiet: bool,
-    no_batch: bool,
-) -> Vec<String> {
-    let mut a = vec!["--out".to_string(), out.to_string_lossy().into_owned()];
-    if let Some(v) = backend.to_possible_value() {
-        a.extend(["--backend".to_string(), v.get_name().to_string()]);
-    }
-    if let Some(n) = steps {
-        a.extend(["--steps".to_string(), n.to_string()]);
-    }
-    if quiet {
-        a.push("--quiet".into());
-    }
-    if no_batch {
-        a.push("--no-batch".into());
-    }
-    a
 }
 
 /// Runs the sweep. Exits 2 before anything runs when a variant's scene does not load
@@ -107,7 +82,7 @@ pub fn execute(args: &SweepArgs) -> Result<Option<BatchReport>, CliError> {
     };
     let report = scale::execute(job, &args.scale)?;
     if let Some(report) = &report {
-        super::batch::finish(report, args.quiet)?;
+        scale::finish(report, args.quiet)?;
     }
     Ok(report)
 }

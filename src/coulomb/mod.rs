@@ -25,6 +25,7 @@
 //! carry charge 0 at the target with r^2 padded by 1, so their terms are exact zeros. A distinct source at distance 0
 //! with eps = 0 gives 0 / 0 in its term: a non-finite force, never a silent zero.
 
+use crate::physics::point_charge;
 use glam::DVec3;
 
 mod pairs;
@@ -208,6 +209,8 @@ fn lanes(s: &[f64]) -> &[f64; LANES] {
 const R2_MIN: f64 = 1e-30;
 const R2_MAX: f64 = 1e30;
 
+/// `point_charge::factor(1.0, r2)`'s vectorized form: the fast path's one departure from
+/// the scalar definition, for the divider's sake (see the module comment).
 /// (r^2)^(-3/2) for r^2 in [R2_MIN, R2_MAX]: y0 = 1 / sqrt(r^2) in f32 (relative error
 /// |d| <= 2.5 2^-24 from the three f32 roundings), then in f64 e = 1 - r^2 y0^2 (y0^2
 /// is exact: 48 significant bits; one rounding in the fused form) and
@@ -247,7 +250,7 @@ impl Default for Acc {
 
 impl Acc {
     /// One chunk: the field terms q / r^3 (x - x_s) of [`reference`], with 1 / r^3 from
-    /// [`inv_r3`] or, when `EXACT`, as 1 / (r^2 sqrt(r^2)).
+    /// [`inv_r3`] or, when `EXACT`, the point-charge factor itself.
     #[inline(always)]
     fn add<const EXACT: bool>(
         &mut self,
@@ -284,7 +287,7 @@ impl Acc {
                 r2 += pad[l];
             }
             let s = if EXACT {
-                qs[l] / (r2 * r2.sqrt())
+                point_charge::factor(qs[l], r2)
             } else {
                 // Selects, not `f64::min`: one vminpd / vmaxpd each, no NaN fix-up.
                 self.lo[l] = if r2 < self.lo[l] { r2 } else { self.lo[l] };

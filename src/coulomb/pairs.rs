@@ -21,6 +21,7 @@
 
 use super::{inv_r3, lanes, Acc, Sources, LANES};
 use crate::model::COULOMB_K;
+use crate::physics::point_charge;
 use glam::DVec3;
 use rayon::prelude::*;
 
@@ -386,8 +387,8 @@ fn lanes_mut(s: &mut [f64]) -> &mut [f64; LANES] {
     s.try_into().expect("a full chunk")
 }
 
-/// One chunk: with d = p - x_j and s = 1 / r^3 ([`inv_r3`], or 1 / (r^2 sqrt(r^2)) when
-/// `EXACT`), the target's lanes gain q_j s d and the sources' fields `f` gain -q_i s d.
+/// One chunk: with d = p - x_j and s = 1 / r^3 ([`inv_r3`], or the unit point-charge
+/// factor when `EXACT`), the target's lanes gain q_j s d and the sources' fields `f` gain -q_i s d.
 /// `pad` is added to r^2 when `PAD` (1 on masked lanes, whose d and q are 0).
 #[inline(always)]
 fn pair_chunk<const EXACT: bool, const PAD: bool>(
@@ -411,7 +412,8 @@ fn pair_chunk<const EXACT: bool, const PAD: bool>(
             r2 += pad[l];
         }
         let s = if EXACT {
-            1.0 / (r2 * r2.sqrt())
+            // The unit factor, shared by both charges of the pair.
+            point_charge::factor(1.0, r2)
         } else {
             // Selects, not `f64::min`: one vminpd / vmaxpd each, no NaN fix-up.
             acc.lo[l] = if r2 < acc.lo[l] { r2 } else { acc.lo[l] };

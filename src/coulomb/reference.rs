@@ -1,6 +1,7 @@
 //! The straightforward sequential Coulomb loops the fast ones are tested against.
 
 use crate::model::COULOMB_K;
+use crate::physics::point_charge;
 use glam::DVec3;
 
 /// Sequential sum over sources in index order, skipping the self pair by index.
@@ -14,9 +15,7 @@ pub fn forces(x: &[DVec3], q: &[f64], softening: f64) -> Vec<DVec3> {
             let mut f = DVec3::ZERO;
             for j in 0..x.len() {
                 if j != i && q[j] != 0.0 {
-                    let d = x[i] - x[j];
-                    let r2 = d.length_squared() + eps2;
-                    f += d * (q[j] / (r2 * r2.sqrt()));
+                    f += point_charge::field(x[i] - x[j], q[j], eps2);
                 }
             }
             f * (COULOMB_K * q[i])
@@ -34,7 +33,7 @@ pub fn magnitudes(x: &[DVec3], q: &[f64], softening: f64) -> Vec<f64> {
                 if j != i && q[j] != 0.0 {
                     let d = x[i] - x[j];
                     let r2 = d.length_squared() + eps2;
-                    s += d.length() * (q[j] / (r2 * r2.sqrt())).abs();
+                    s += d.length() * point_charge::factor(q[j], r2).abs();
                 }
             }
             s * (COULOMB_K * q[i]).abs()

@@ -1,11 +1,11 @@
-//! Energy terms (DESIGN section 1). Mirrors `shaders/energy_reduce.wgsl`.
+//! Energy terms (DESIGN section 1). Mirrors `gpu/kernels/reductions/energy_reduce.wgsl`.
 //!
 //! Sums run in a fixed order (per particle or per pair row, then sequentially), so the
 //! values are deterministic whatever the thread count.
 
 use crate::config::{Config, CoulombMethod, ExternalField};
+use crate::measures::Energies;
 use crate::model::{Spring, State, System, COULOMB_K};
-use crate::sim::Energies;
 use glam::DVec3;
 use rayon::prelude::*;
 

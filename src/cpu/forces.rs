@@ -1,36 +1,16 @@
-//! Forces and their Jacobians (DESIGN section 1). Mirrors `shaders/spring_assemble.wgsl`,
-//! `shaders/coulomb_tiled.wgsl`, and `shaders/external_forces.wgsl` (with `external_force` in
-//! `shaders/shared/physics.wgsl`).
+//! Forces and their Jacobians (DESIGN section 1). Mirrors `spring_assemble.wgsl`,
+//! `coulomb_tiled.wgsl`, and `external_forces.wgsl` (with `external_force` in
+//! `gpu/shader/physics.wgsl`).
 //!
 //! Conventions: d = x_j - x_i, l = |d|, n = d / l; every per-spring quantity is "on i"
 //! and enters particle j with the opposite sign (the CSR `sign`). A degenerate spring
 //! (l = 0) has no axis: n = 0, its force is zero and its blocks drop the axis terms.
 
+use super::rows::for_each_indexed;
 use crate::config::Config;
 use crate::model::{Adjacency, Spring, COULOMB_K};
 use crate::physics::{point_charge, spring};
 use glam::{DMat3, DVec3};
-use rayon::prelude::*;
-
-/// Rows per rayon task for per-particle and per-spring loops; smaller inputs run inline.
-pub(crate) const PAR_CHUNK: usize = 1024;
-
-/// Runs `kernel(i, &mut out[i])` for every i: sequentially for short slices, else in
-/// parallel chunks of at least [`PAR_CHUNK`] (each element is written once, so the result
-/// does not depend on the split).
-pub(crate) fn for_each_indexed<T: Send>(
-    out: &mut [T],
-    kernel: impl Fn((usize, &mut T)) + Sync + Send,
-) {
-    if out.len() <= PAR_CHUNK {
-        out.iter_mut().enumerate().for_each(kernel);
-    } else {
-        out.par_iter_mut()
-            .enumerate()
-            .with_min_len(PAR_CHUNK)
-            .for_each(kernel);
-    }
-}
 
 /// Unit axis n = (x_j - x_i) / l and the length l; n = 0 when l = 0.
 #[inline]
@@ -86,39 +66,6 @@ pub fn spring_w_block(xi: DVec3, xj: DVec3, s: &Spring, h: f64) -> DMat3 {
     let g = spring::transverse_factor(l, s.rest_length).max(0.0);
     let kh2 = h * h * s.stiffness;
     nn * (kh2 + h * s.damping) + (DMat3::IDENTITY - nn) * (kh2 * g)
-}
-
-/// Per-spring kernel of the IMEX step (`spring_assemble`): the elastic force on i and the
-/// block W_k (packed), both at the positions `x` (seed 000 eq. 46, DESIGN section 2).
-pub fn spring_assemble(
-    x: &[DVec3],
-    springs: &[Spring],
-    h: f64,
-    force_out: &mut [DVec3],
-    block_out: &mut [super::operator::PackedBlock],
-) {
-    assert_eq!(force_out.len(), springs.len(), "spring_assemble: force_out");
-    assert_eq!(block_out.len(), springs.len(), "spring_assemble: block_out");
-    let kernel = |(k, (f, w)): (usize, (&mut DVec3, &mut super::operator::PackedBlock))| {
-        let s = &springs[k];
-        let (xi, xj) = (x[s.i as usize], x[s.j as usize]);
-        *f = spring_elastic_force(xi, xj, s);
-        *w = super::operator::pack(&spring_w_block(xi, xj, s, h));
-    };
-    if springs.len() <= PAR_CHUNK {
-        force_out
-            .iter_mut()
-            .zip(block_out.iter_mut())
-            .enumerate()
-            .for_each(kernel);
-    } else {
-        force_out
-            .par_iter_mut()
-            .zip(block_out.par_iter_mut())
-            .enumerate()
-            .with_min_len(PAR_CHUNK)
-            .for_each(kernel);
-    }
 }
 
 /// Per-spring elastic plus damping force on i (explicit integrators).

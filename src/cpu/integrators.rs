@@ -7,17 +7,16 @@
 // Per-particle loops index several arrays by particle, as the kernels do.
 #![allow(clippy::needless_range_loop)]
 
-use super::forces::{
-    field_forces_into, for_each_indexed, gather_spring_forces, spring_assemble, spring_axis,
-    spring_forces,
-};
+use super::forces::{field_forces_into, gather_spring_forces, spring_axis, spring_forces};
+use super::operator::spring_assemble;
+use super::rows::for_each_indexed;
 use super::solvers::{
     estimate_block_jacobi_rho, solve, BlockLaplacian, SolverScratch, RHO_ESTIMATE_ITERATIONS,
 };
 use crate::config::{Config, ConfigError, Integrator, SolverMethod};
 use crate::ddef::{DdefError, DdefSolver};
+use crate::measures::{DdefCounts, Energies, SolveStats};
 use crate::model::{Adjacency, Spring, State, System, Topology};
-use crate::sim::{DdefCounts, Energies, SolveStats};
 use glam::DVec3;
 
 mod update;
@@ -174,7 +173,7 @@ impl CpuSimulation {
             }
         };
         self.state.step += 1;
-        self.state.t = crate::sim::time_at(self.state.step, self.config.dt);
+        self.state.t = crate::measures::time_at(self.state.step, self.config.dt);
         stats
     }
 
@@ -359,7 +358,7 @@ impl CpuSimulation {
         }
         self.work.copy_from_slice(&self.state.x);
         position_update(&mut self.work, &self.rhs, h);
-        let t_new = crate::sim::time_at(self.state.step + 1, h);
+        let t_new = crate::measures::time_at(self.state.step + 1, h);
         self.total_force(true, true, t_new);
         let (m, pinned) = (self.system.masses(), self.system.pinned());
         kick(&mut self.rhs, &self.gathered, m, pinned, 0.5 * h);

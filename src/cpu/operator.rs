@@ -4,7 +4,8 @@
 //! particle, in row order.
 //!
 //! (A v)_i = m_i v_i + sum_{k at i} W_k (v_i - v_j), gathered per particle over the CSR
-//! adjacency. IMEX fills the blocks with W_k each step; local-global fills them once with
+//! adjacency. IMEX fills the blocks with W_k each step (`spring_assemble`, here beside the
+//! packing it writes); local-global fills them once with
 //! (h c_k + h^2 k_k) I. Pinned particles are Dirichlet rows: never updated, they enter
 //! their neighbours' rows with their known values, and residuals and norms run over the
 //! free rows only.
@@ -12,10 +13,11 @@
 // Per-particle loops index several arrays by particle, as the kernels do.
 #![allow(clippy::needless_range_loop)]
 
-use super::forces::{for_each_indexed, spring_w_block};
-use super::rows::{map_rows, map_rows_sum};
+use super::forces::{spring_elastic_force, spring_w_block};
+use super::rows::{for_each_indexed, map_rows, map_rows_sum, PAR_CHUNK};
 use crate::model::{Adjacency, Spring, System};
 use glam::{DMat3, DVec3};
+use rayon::prelude::*;
 
 /// A symmetric 3x3 block packed as [a00, a01, a02, a11, a12, a22].
 pub type PackedBlock = [f64; 6];
@@ -268,6 +270,39 @@ pub fn relative_residual(r_norm: f64, b_norm: f64) -> f64 {
         r_norm / b_norm
     } else {
         r_norm
+    }
+}
+
+/// Per-spring kernel of the IMEX step (`spring_assemble`): the elastic force on i and the
+/// block W_k (packed), both at the positions `x` (seed 000 eq. 46, DESIGN section 2).
+pub fn spring_assemble(
+    x: &[DVec3],
+    springs: &[Spring],
+    h: f64,
+    force_out: &mut [DVec3],
+    block_out: &mut [PackedBlock],
+) {
+    assert_eq!(force_out.len(), springs.len(), "spring_assemble: force_out");
+    assert_eq!(block_out.len(), springs.len(), "spring_assemble: block_out");
+    let kernel = |(k, (f, w)): (usize, (&mut DVec3, &mut PackedBlock))| {
+        let s = &springs[k];
+        let (xi, xj) = (x[s.i as usize], x[s.j as usize]);
+        *f = spring_elastic_force(xi, xj, s);
+        *w = pack(&spring_w_block(xi, xj, s, h));
+    };
+    if springs.len() <= PAR_CHUNK {
+        force_out
+            .iter_mut()
+            .zip(block_out.iter_mut())
+            .enumerate()
+            .for_each(kernel);
+    } else {
+        force_out
+            .par_iter_mut()
+            .zip(block_out.par_iter_mut())
+            .enumerate()
+            .with_min_len(PAR_CHUNK)
+            .for_each(kernel);
     }
 }
 

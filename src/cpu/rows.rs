@@ -1,10 +1,30 @@
-//! Parallel per-row loops whose sums do not depend on the thread count: rows are cut into
-//! fixed chunks of [`PAR_CHUNK`], each chunk sums in row order, then the chunks in order.
+//! Parallel per-row loops whose results do not depend on the thread count: each element
+//! is written once, and sums are cut into fixed chunks of [`PAR_CHUNK`], each chunk summed
+//! in row order, then the chunks in order.
 
-use super::forces::PAR_CHUNK;
 use glam::DVec3;
 use rayon::prelude::*;
 use std::cell::RefCell;
+
+/// Rows per rayon task for per-particle and per-spring loops; smaller inputs run inline.
+pub(crate) const PAR_CHUNK: usize = 1024;
+
+/// Runs `kernel(i, &mut out[i])` for every i: sequentially for short slices, else in
+/// parallel chunks of at least [`PAR_CHUNK`] (each element is written once, so the result
+/// does not depend on the split).
+pub(crate) fn for_each_indexed<T: Send>(
+    out: &mut [T],
+    kernel: impl Fn((usize, &mut T)) + Sync + Send,
+) {
+    if out.len() <= PAR_CHUNK {
+        out.iter_mut().enumerate().for_each(kernel);
+    } else {
+        out.par_iter_mut()
+            .enumerate()
+            .with_min_len(PAR_CHUNK)
+            .for_each(kernel);
+    }
+}
 
 /// out[i] = f(i) for every row, in parallel chunks for large inputs.
 pub(crate) fn map_rows(out: &mut [DVec3], f: impl Fn(usize) -> DVec3 + Sync) {

@@ -1,6 +1,6 @@
 //! Matrix-free linear solvers for A v = b on a [`BlockLaplacian`] (DESIGN section 3):
-//! Jacobi, block Jacobi, Chebyshev and CG. Mirrors `shaders/jacobi_sweep.wgsl`,
-//! `shaders/cg_*.wgsl`. Pinned rows are Dirichlet rows, never updated.
+//! Jacobi, block Jacobi, Chebyshev and CG. Mirrors `gpu/kernels/solvers/jacobi_sweep.wgsl`,
+//! `cg_*.wgsl`. Pinned rows are Dirichlet rows, never updated.
 //!
 //! Every solver warm-starts from the `v` it is given, stops once
 //! |b - A v| / |b| <= tolerance (checked before each sweep; tolerance 0 runs all the
@@ -11,7 +11,7 @@
 
 use super::rows::map_rows_sum;
 use crate::config::{SolverConfig, SolverMethod};
-use crate::sim::SolveStats;
+use crate::measures::SolveStats;
 use glam::{DMat3, DVec3};
 
 pub use super::operator::{relative_residual, BlockLaplacian};
@@ -72,7 +72,7 @@ pub fn diagonal_inverse(op: &BlockLaplacian, out: &mut Vec<DVec3>) {
 pub fn block_diagonal_inverse(op: &BlockLaplacian, out: &mut Vec<DMat3>) {
     out.resize(op.len(), DMat3::ZERO);
     let kernel = |(i, o): (usize, &mut DMat3)| *o = op.diagonal_block(i).inverse();
-    super::forces::for_each_indexed(out, kernel);
+    super::rows::for_each_indexed(out, kernel);
 }
 
 /// One weighted Jacobi sweep (`jacobi_sweep`, seed 000 eq. 48):

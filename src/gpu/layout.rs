@@ -1,7 +1,9 @@
-//! `#[repr(C)]` mirrors of the WGSL structs in `shaders/shared/layout.wgsl`.
+//! `#[repr(C)]` mirrors of the WGSL structs in `shader/layout.wgsl` (`World` is declared
+//! here only and written into it), and the constants both sides share.
 //!
 //! They MUST match the WGSL declarations field for field (sizes, offsets, padding);
-//! `tests/shaders.rs` checks them against naga's reflection of the shader source.
+//! `tests/shaders.rs` checks them, and every constant, against naga's reflection of the
+//! shader source.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -39,29 +41,88 @@ pub struct ExtCharge {
     pub axis: [f32; 4],
 }
 
-/// WGSL `World`: one world's parameters and its ranges in the packed buffers.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
-pub struct World {
-    pub dt: f32,
-    pub dt2: f32,
-    pub omega: f32,
-    pub eps2: f32,
-    pub gravity: [f32; 4],
-    /// Uniform field: xyz = E; swirl and vortex: x = scale, y = min_z.
-    pub field: [f32; 4],
-    /// 0 none, 1 uniform, 2 swirl, 3 vortex.
-    pub field_kind: u32,
-    pub n_ext: u32,
-    /// Its Coulomb source slots [charged_begin, charged_end).
-    pub charged_begin: u32,
-    pub charged_end: u32,
-    /// The workgroups of a per-particle dispatch holding its particles.
-    pub wg_begin: u32,
-    pub wg_end: u32,
-    pub _pad0: u32,
-    pub _pad1: u32,
-    pub ext: [ExtCharge; MAX_EXT_CHARGES],
+wgsl_enum! {
+    /// `World.field_kind`: which external field acts (`physics.wgsl`'s `field_at`).
+    pub enum FieldKind {
+        None = "FIELD_NONE" = 0,
+        /// `World.field` xyz = E.
+        Uniform = "FIELD_UNIFORM" = 1,
+        /// `World.field` x = scale, y = min_z.
+        Swirl = "FIELD_SWIRL" = 2,
+        /// As the swirl.
+        Vortex = "FIELD_VORTEX" = 3,
+    }
+}
+
+/// `World` and its WGSL declaration from one list, each field with its WGSL type: the
+/// composer writes `struct World` into `layout.wgsl` (at its `{World}`) and an accessor
+/// `world_<field>(w)` for each plain field into `world.wgsl`, so a new per-world value is
+/// one line here and its value in `host::params::world`.
+macro_rules! world_struct {
+    (
+        $(#[$meta:meta])*
+        pub struct World {
+            $($(#[$fmeta:meta])* pub $field:ident: $ty:ty = $wgsl:literal,)*
+        }
+    ) => {
+        $(#[$meta])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+        pub struct World {
+            $($(#[$fmeta])* pub $field: $ty,)*
+        }
+
+        impl World {
+            /// Every field as WGSL declares it, (name, WGSL type), in order.
+            pub const WGSL_FIELDS: &'static [(&'static str, &'static str)] =
+                &[$((stringify!($field), $wgsl)),*];
+
+            fn offsets() -> Vec<(&'static str, usize)> {
+                vec![$((stringify!($field), std::mem::offset_of!(World, $field))),*]
+            }
+        }
+    };
+}
+
+world_struct! {
+    /// WGSL `World`: one world's parameters (a scene: time step, softening, fields,
+    /// external charges, gravity, relaxation) and its ranges in the packed buffers. One
+    /// system's is `Params.world`; a batch of worlds reads them from a storage array.
+    pub struct World {
+        /// Time step h and h^2 (s, s^2).
+        pub dt: f32 = "f32",
+        pub dt2: f32 = "f32",
+        /// Jacobi relaxation omega.
+        pub omega: f32 = "f32",
+        /// Softening eps^2 (m^2).
+        pub eps2: f32 = "f32",
+        /// xyz: gravity (m/s^2).
+        pub gravity: [f32; 4] = "vec4<f32>",
+        /// Uniform field: xyz = E (V/m); swirl and vortex: x = scale, y = min_z.
+        pub field: [f32; 4] = "vec4<f32>",
+        /// A [`FieldKind`].
+        pub field_kind: u32 = "u32",
+        pub n_ext: u32 = "u32",
+        /// Its Coulomb source slots [charged_begin, charged_end) (whole tiles apart).
+        pub charged_begin: u32 = "u32",
+        pub charged_end: u32 = "u32",
+        /// The workgroups of a per-particle dispatch holding its particles.
+        pub wg_begin: u32 = "u32",
+        pub wg_end: u32 = "u32",
+        pub _pad0: u32 = "u32",
+        pub _pad1: u32 = "u32",
+        pub ext: [ExtCharge; MAX_EXT_CHARGES] = "array<ExtCharge, MAX_EXT_CHARGES>",
+    }
+}
+
+/// The WGSL declaration of [`World`], from [`World::WGSL_FIELDS`].
+pub fn world_wgsl() -> String {
+    let mut s = String::from("struct World {\n");
+    for (name, ty) in World::WGSL_FIELDS {
+        s.push_str(&format!("    {name}: {ty},\n"));
+    }
+    s.push_str("}\n");
+    s
 }
 
 /// WGSL `Params`: constant over a run, written once at setup.
@@ -98,7 +159,7 @@ pub struct Dispatch {
 }
 
 /// WGSL `DdefCounts`: sizes and switches of one DDEF evaluation (a storage struct the
-/// `ddef_*` kernels read). MUST match `shaders/shared/layout.wgsl`.
+/// `ddef_*` kernels read).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct DdefCounts {
@@ -121,6 +182,24 @@ pub struct MirrorLayout {
     pub fields: Vec<(&'static str, usize)>,
 }
 
+/// The constants `shader/layout.wgsl` declares, by WGSL name, with the host's values.
+pub fn layout_constants() -> Vec<(&'static str, u32)> {
+    let mut c = vec![
+        ("WG", WORKGROUP_SIZE),
+        ("TILE", TILE),
+        ("MAX_EXT_CHARGES", MAX_EXT_CHARGES as u32),
+        ("SLOT_PQ", SLOT_PQ),
+        ("SLOT_RZ", SLOT_RZ),
+        ("SLOT_RESIDUAL", SLOT_RESIDUAL),
+        ("SLOT_ENERGY", SLOT_ENERGY),
+        ("SCALAR_SLOTS", SCALAR_SLOTS),
+        ("NO_WORLD", NO_WORLD),
+        ("NO_RANK", NO_RANK),
+    ];
+    c.extend_from_slice(FieldKind::WGSL);
+    c
+}
+
 /// The layout of every mirror struct.
 pub fn mirror_layouts() -> Vec<MirrorLayout> {
     use std::mem::{offset_of, size_of};
@@ -137,23 +216,7 @@ pub fn mirror_layouts() -> Vec<MirrorLayout> {
         MirrorLayout {
             name: "World",
             size: size_of::<World>(),
-            fields: vec![
-                ("dt", offset_of!(World, dt)),
-                ("dt2", offset_of!(World, dt2)),
-                ("omega", offset_of!(World, omega)),
-                ("eps2", offset_of!(World, eps2)),
-                ("gravity", offset_of!(World, gravity)),
-                ("field", offset_of!(World, field)),
-                ("field_kind", offset_of!(World, field_kind)),
-                ("n_ext", offset_of!(World, n_ext)),
-                ("charged_begin", offset_of!(World, charged_begin)),
-                ("charged_end", offset_of!(World, charged_end)),
-                ("wg_begin", offset_of!(World, wg_begin)),
-                ("wg_end", offset_of!(World, wg_end)),
-                ("_pad0", offset_of!(World, _pad0)),
-                ("_pad1", offset_of!(World, _pad1)),
-                ("ext", offset_of!(World, ext)),
-            ],
+            fields: World::offsets(),
         },
         MirrorLayout {
             name: "Params",

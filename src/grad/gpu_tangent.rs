@@ -1,6 +1,6 @@
 //! Forward sensitivities on the GPU for parameter sets: [`GpuTangents`] runs a
 //! [`GpuSolver`] whose step carries one tangent per [`Direction`] (the kernels are
-//! `gpu::tangent`'s), and [`drive`] is `sensitivity::drive` on it, reading states and
+//! `gpu/solver/tangent.rs`'s), and [`drive`] is `trajectory::drive` on it, reading states and
 //! tangents back at each frame.
 
 use glam::DVec3;
@@ -10,8 +10,8 @@ use super::sensitivity::{check_frames, GradOptions, GradStats, Tangent};
 use super::GradError;
 use crate::config::Config;
 use crate::gpu::{GpuError, GpuSolver, HeadlessOptions, TangentDirection};
+use crate::measures::SolveStats;
 use crate::model::{State, System};
-use crate::sim::SolveStats;
 
 /// The GPU solver of one system with tangents along fixed parameter directions.
 pub struct GpuTangents {
@@ -98,7 +98,7 @@ impl GpuTangents {
     }
 }
 
-/// `sensitivity::drive` on the GPU: the forward run (a plain [`GpuSolver`] without
+/// `trajectory::drive` on the GPU: the forward run (a plain [`GpuSolver`] without
 /// tangents) or the run with tangents, read back at each frame.
 pub(crate) fn drive(
     set: &ParamSet,

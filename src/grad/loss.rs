@@ -7,7 +7,8 @@
 //! L = r.r, dL/dtheta = 2 J^T r and the Gauss-Newton approximation of the Hessian is 2 J^T J.
 
 use super::params::ParamSet;
-use super::sensitivity::{drive, GradOptions, GradStats};
+use super::sensitivity::{GradOptions, GradStats};
+use super::trajectory::drive;
 use super::GradError;
 use glam::DVec3;
 

@@ -46,7 +46,7 @@
 //! of the simulation (`tests/gradients.rs`).
 //!
 //! [`GradBackend::Gpu`] propagates the same tangents on the GPU
-//! ([`GpuTangents`], on the kernels of `crate::gpu::tangent`) for every integrator, in f32: the implicit ones solve the
+//! ([`GpuTangents`], on the kernels of `gpu/solver/tangent.rs`) for every integrator, in f32: the implicit ones solve the
 //! same right-hand sides with the forward step's own matrix, solver and fixed iteration
 //! count; the explicit ones evaluate the same force JVPs before each kick.
 //!
@@ -61,6 +61,7 @@
 //! each frame's tangent to its last N steps, and a non-finite state, tangent or loss is a
 //! [`GradError`], never a silent NaN.
 
+pub mod fit_job;
 mod gpu_tangent;
 pub mod jvp;
 pub mod loss;
@@ -71,17 +72,16 @@ pub mod sensitivity;
 pub mod starts;
 pub mod step;
 pub mod target;
+pub mod trajectory;
 
 pub use gpu_tangent::GpuTangents;
 pub use loss::{evaluate, Evaluation, FrameReport, Target};
 pub use optim::{fit, FitHistoryEntry, FitOptions, FitOutcome, Optimizer, StopReason};
 pub use params::{Direction, Param, ParamSet};
-pub use sensitivity::{
-    simulate, simulate_with_tangents, GradBackend, GradOptions, GradStats, Tangent, TangentFrame,
-    TangentRun,
-};
+pub use sensitivity::{GradBackend, GradOptions, GradStats, Tangent};
 pub use step::TangentSolve;
 pub use target::{TargetError, TargetFrame};
+pub use trajectory::{simulate, simulate_with_tangents, TangentFrame, TangentRun};
 
 /// Errors of gradient computation and fitting. Each names the step, parameter or size.
 #[derive(Debug, thiserror::Error)]

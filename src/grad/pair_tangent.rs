@@ -12,6 +12,7 @@
 //! a non-finite tangent as the force is.
 
 use crate::coulomb::LANES;
+use crate::physics::point_charge;
 use glam::DVec3;
 
 /// The active particles as structure-of-arrays f64 (position, charge, their tangents).
@@ -167,9 +168,7 @@ fn chunk<const PAD: bool>(
         if PAD {
             r2 += pad[l];
         }
-        let inv3 = 1.0 / (r2 * r2.sqrt());
-        let phi = d * inv3;
-        let gd = (delta - d * (3.0 * d.dot(delta) / r2)) * inv3;
+        let (phi, gd) = point_charge::unit_field_and_jvp_at(d, r2, delta);
         let term = phi * (t.dq * qs[l] + t.q * dqs[l]) + gd * (t.q * qs[l]);
         acc[0][l] += term.x;
         acc[1][l] += term.y;

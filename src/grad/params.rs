@@ -6,7 +6,7 @@
 //! each component of theta is a constant [`Direction`].
 
 use super::GradError;
-use crate::config::{Config, CoulombMethod};
+use crate::config::Config;
 use crate::model::{System, SystemDesc};
 use glam::DVec3;
 
@@ -89,13 +89,9 @@ impl ParamSet {
         if params.is_empty() {
             return Err(GradError::Param("no parameter to differentiate".into()));
         }
-        // The tangents differentiate the exact all-pairs sum; differentiating DDEF's
-        // interpolated far field is not implemented, and dropping it would be wrong.
-        if matches!(config.coulomb.method, CoulombMethod::Ddef(_)) {
-            return Err(GradError::Param(
-                "coulomb.method = \"ddef\" cannot be differentiated yet; fit with \"all_pairs\""
-                    .into(),
-            ));
+        // What the tangents cannot differentiate is refused, never dropped.
+        if let Some(e) = config.not_differentiable() {
+            return Err(GradError::Param(e.to_string()));
         }
         let externals = config.external_charges.len();
         let mut offsets = vec![0];

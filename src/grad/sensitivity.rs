@@ -1,5 +1,6 @@
-//! The forward-sensitivity driver: steps the forward simulation and every tangent
-//! together, and hands each requested frame (state and tangents) to a consumer.
+//! The forward-sensitivity driver on the CPU reference: steps the forward simulation and
+//! every tangent together, and hands each requested frame (state and tangents) to a
+//! consumer; and the options and totals both backends share.
 
 use super::params::{Direction, ParamSet};
 use super::step::{tangent_step, Forward, TangentScratch, TangentSolve};
@@ -105,11 +106,12 @@ pub(crate) fn check_frames(frames: &[u64]) -> Result<(), GradError> {
     Ok(())
 }
 
-/// Runs the simulation described by `theta` to the last of `frames` (steps, increasing)
-/// and calls `on_frame(k, state, tangents)` at each frame k; `tangents[p]` is the
-/// derivative with respect to theta_p (under `options.window`, the windowed one). With
-/// `with_tangents` false only the forward runs (tangents are empty).
-pub(crate) fn drive(
+/// `trajectory::drive` on the f64 CPU reference: runs the simulation described by
+/// `theta` to the last of `frames` (steps, increasing) and calls
+/// `on_frame(k, state, tangents)` at each frame k; `tangents[p]` is the derivative with
+/// respect to theta_p (under `options.window`, the windowed one). With `with_tangents`
+/// false only the forward runs (tangents are empty).
+pub(crate) fn drive_cpu(
     set: &ParamSet,
     theta: &[f64],
     frames: &[u64],
@@ -117,17 +119,6 @@ pub(crate) fn drive(
     with_tangents: bool,
     mut on_frame: impl FnMut(usize, &State, &[Tangent]) -> Result<(), GradError>,
 ) -> Result<GradStats, GradError> {
-    if let GradBackend::Gpu { allow_software } = options.backend {
-        return super::gpu_tangent::drive(
-            set,
-            theta,
-            frames,
-            options,
-            with_tangents,
-            allow_software,
-            on_frame,
-        );
-    }
     check_frames(frames)?;
     if options.window == Some(0) {
         return Err(GradError::Frames(
@@ -212,7 +203,7 @@ pub(crate) fn drive(
             .flat_map(|s| s.live.iter_mut().enumerate())
             .collect();
         let solve = options.tangent_solve;
-        let results: Vec<(usize, crate::sim::SolveStats, bool)> = jobs
+        let results: Vec<(usize, crate::measures::SolveStats, bool)> = jobs
             .par_iter_mut()
             .with_max_len(1)
             .map(|(p, live)| {
@@ -242,60 +233,4 @@ pub(crate) fn drive(
         }
     }
     Ok(stats)
-}
-
-/// A frame of [`simulate_with_tangents`]: the state and d(state)/d(theta_p) per component.
-#[derive(Clone, Debug)]
-pub struct TangentFrame {
-    pub step: u64,
-    pub t: f64,
-    pub x: Vec<DVec3>,
-    pub v: Vec<DVec3>,
-    /// One per component of theta.
-    pub tangents: Vec<Tangent>,
-}
-
-/// A trajectory with its tangents at the requested frames.
-#[derive(Clone, Debug)]
-pub struct TangentRun {
-    pub frames: Vec<TangentFrame>,
-    pub stats: GradStats,
-}
-
-/// Simulates the system `set` describes at `theta` and returns, at each of `frames`
-/// (steps, strictly increasing), the state and its derivatives with respect to every
-/// component of theta (see the module documentation for what the derivative is).
-pub fn simulate_with_tangents(
-    set: &ParamSet,
-    theta: &[f64],
-    frames: &[u64],
-    options: &GradOptions,
-) -> Result<TangentRun, GradError> {
-    let mut out = Vec::with_capacity(frames.len());
-    let stats = drive(set, theta, frames, options, true, |_, state, tangents| {
-        out.push(TangentFrame {
-            step: state.step,
-            t: state.t,
-            x: state.x.clone(),
-            v: state.v.clone(),
-            tangents: tangents.to_vec(),
-        });
-        Ok(())
-    })?;
-    Ok(TangentRun { frames: out, stats })
-}
-
-/// The trajectory alone (no tangents) at `frames`: the forward map the tangents differentiate.
-pub fn simulate(
-    set: &ParamSet,
-    theta: &[f64],
-    frames: &[u64],
-    options: &GradOptions,
-) -> Result<Vec<State>, GradError> {
-    let mut out = Vec::with_capacity(frames.len());
-    drive(set, theta, frames, options, false, |_, state, _| {
-        out.push(state.clone());
-        Ok(())
-    })?;
-    Ok(out)
 }

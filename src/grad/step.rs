@@ -18,8 +18,8 @@ use crate::cpu::forces::gather_spring_forces;
 use crate::cpu::integrators::{kick, StepTrace};
 use crate::cpu::solvers::{cg, BlockLaplacian, SolverScratch};
 use crate::cpu::CpuSimulation;
+use crate::measures::SolveStats;
 use crate::model::{State, System};
-use crate::sim::SolveStats;
 use glam::DVec3;
 
 /// What one step leaves for its tangent (the state after the step is `Forward::state`).
@@ -150,7 +150,7 @@ pub(crate) fn tangent_step(
     let cfg = fwd.config();
     let h = cfg.dt;
     // The record belongs to the step that just ended.
-    let t = crate::sim::time_at(fwd.state().step - 1, h);
+    let t = crate::measures::time_at(fwd.state().step - 1, h);
     let (n, springs) = (sys.len(), sys.springs());
     ws.size(n, springs.len());
     let (m, pinned, q) = (sys.masses(), sys.pinned(), sys.charges());

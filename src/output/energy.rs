@@ -10,7 +10,7 @@
 use super::atomic::AtomicFile;
 use super::OutputError;
 use crate::digest::FileDigest;
-use crate::sim::Energies;
+use crate::measures::Energies;
 use std::io::Write;
 use std::path::Path;
 

@@ -219,7 +219,8 @@ mod tests {
         let mut dir = RunDir::create(&root, true).unwrap();
         dir.write_scene("name = \"x\"\n").unwrap();
         let mut log = dir.energy_log().unwrap();
-        log.row(0, 0.0, &crate::sim::Energies::default()).unwrap();
+        log.row(0, 0.0, &crate::measures::Energies::default())
+            .unwrap();
         dir.finish_energy_log(log).unwrap();
         let system = crate::model::System::new(crate::model::SystemDesc {
             positions: vec![glam::DVec3::ZERO],

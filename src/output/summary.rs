@@ -4,7 +4,7 @@ use super::atomic::write_atomic;
 use super::OutputError;
 use crate::digest::FileDigest;
 use crate::gpu::AdapterSummary;
-use crate::sim::Energies;
+use crate::measures::Energies;
 use std::path::Path;
 
 /// The contents of `summary.json`. Times are seconds of wall clock; energies are J.
@@ -52,7 +52,7 @@ pub struct Summary {
     pub energy_rows: u64,
     pub frames: u64,
     /// DDEF runs: grid builds and force evaluations; `null` otherwise.
-    pub ddef: Option<crate::sim::DdefCounts>,
+    pub ddef: Option<crate::measures::DdefCounts>,
     /// SHA-256 of the resolved scene (the text of `scene.toml`).
     pub scene_sha256: String,
     /// The files the scene read (scene file, OBJ mesh): absolute path, size, SHA-256.

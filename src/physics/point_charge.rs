@@ -6,19 +6,32 @@
 
 use glam::DVec3;
 
+/// The point-charge factor q_s / (r^2 + eps^2)^(3/2), given r2 = r^2 + eps^2: the field
+/// is this times d. Every exact f64 Coulomb sum forms it here (`coulomb`'s fast path has
+/// its own vectorized 1 / r2^(3/2), `coulomb::inv_r3`, within a few ulp of
+/// `factor(1.0, r2)`).
+#[inline]
+pub fn factor(qs: f64, r2: f64) -> f64 {
+    qs / (r2 * r2.sqrt())
+}
+
 /// q_s d / (r^2 + eps^2)^(3/2) with d = x - x_s: the field at x of a source q_s at x_s.
 #[inline]
 pub fn field(d: DVec3, qs: f64, eps2: f64) -> DVec3 {
-    let r2 = d.length_squared() + eps2;
-    d * (qs / (r2 * r2.sqrt()))
+    d * factor(qs, d.length_squared() + eps2)
 }
 
 /// The unit-charge field phi = d / r2^(3/2) (r2 = |d|^2 + eps^2) and its derivative
 /// applied to a displacement delta of d: G delta with G = (I - 3 d d^T / r2) / r2^(3/2).
 #[inline]
 pub fn unit_field_and_jvp(d: DVec3, eps2: f64, delta: DVec3) -> (DVec3, DVec3) {
-    let r2 = d.length_squared() + eps2;
-    let inv3 = 1.0 / (r2 * r2.sqrt());
+    unit_field_and_jvp_at(d, d.length_squared() + eps2, delta)
+}
+
+/// [`unit_field_and_jvp`] given r2 = |d|^2 + eps^2 (a vectorized caller may pad it).
+#[inline]
+pub fn unit_field_and_jvp_at(d: DVec3, r2: f64, delta: DVec3) -> (DVec3, DVec3) {
+    let inv3 = factor(1.0, r2);
     (d * inv3, (delta - d * (3.0 * d.dot(delta) / r2)) * inv3)
 }
 

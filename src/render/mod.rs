@@ -25,6 +25,7 @@ pub mod options;
 mod pipelines;
 pub mod renderer;
 mod targets;
+pub mod upload;
 
 pub use camera::{Bounds, Camera, View};
 pub use device::{headless_device, HeadlessDevice};
@@ -32,12 +33,13 @@ pub use frames::{Frame, RunFrames};
 pub use image::{GifWriter, Image};
 pub use options::{ColorBy, ParticleSize, Rgb, Size};
 pub use renderer::{RenderOptions, Renderer, SceneGeometry};
+pub use upload::Uploads;
 
 use crate::output::OutputError;
 use std::path::PathBuf;
 
 /// The WGSL source of the render pipelines.
-pub const SHADER: &str = include_str!("../../shaders/render_scene.wgsl");
+pub const SHADER: &str = include_str!("render_scene.wgsl");
 
 /// What rendering can fail with.
 #[derive(Debug, thiserror::Error)]

@@ -5,11 +5,11 @@
 
 use super::RunError;
 use crate::display::Vec3;
+use crate::measures::{Energies, SolveStats};
 use crate::model::State;
 use crate::output::energy::EnergyLog;
 use crate::output::RunDir;
 use crate::scene::LoadedScene;
-use crate::sim::{Energies, SolveStats};
 use crate::simulator::{SimError, Simulator, Worlds};
 use std::time::Instant;
 
@@ -186,7 +186,7 @@ impl<'a> RunDriver<'a> {
         self.energies = energies;
         self.log.row(
             step,
-            crate::sim::time_at(step, self.scene.config.dt),
+            crate::measures::time_at(step, self.scene.config.dt),
             &energies,
         )?;
         // Divergence is judged on the energy reduction (six numbers from the GPU): a

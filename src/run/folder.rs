@@ -3,16 +3,16 @@
 //! bar, then `summary.json`, which vouches for every output written.
 
 use super::backend::{Backend, GpuHandles};
-use super::drive::{drive, drive_with};
 use super::driver::Driven;
+use super::stepping::{drive, drive_with};
 use super::RunError;
 use crate::config::Config;
 use crate::digest::sha256_hex;
 use crate::gpu::AdapterSummary;
+use crate::measures::DdefCounts;
 use crate::model::{State, System};
 use crate::output::{RunDir, Summary};
 use crate::scene::{FrameFormat, LoadedScene};
-use crate::sim::DdefCounts;
 use crate::simulator::Simulator;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -181,7 +181,7 @@ pub fn finish_folder(
         dt,
         steps_requested: total,
         steps: step,
-        time: crate::sim::time_at(step, dt),
+        time: crate::measures::time_at(step, dt),
         setup_seconds: on.setup_seconds,
         wall_seconds,
         ms_per_step: if step > 0 {

@@ -3,8 +3,8 @@
 //! what driving that world alone would; a world that ends, diverges or fails drops out
 //! and the others go on.
 
-use super::drive::{max_chunk, STOP_LATENCY};
 use super::driver::{Driven, RunDriver, WorldProbe};
+use super::stepping::{max_chunk, STOP_LATENCY};
 use super::RunError;
 use crate::gpu::GpuError;
 use crate::output::RunDir;
@@ -294,10 +294,13 @@ mod tests {
         fn state(&mut self, w: usize) -> Result<crate::model::State, SimError> {
             self.worlds.state(w)
         }
-        fn energies(&mut self, w: usize) -> Result<crate::sim::Energies, SimError> {
+        fn energies(&mut self, w: usize) -> Result<crate::measures::Energies, SimError> {
             self.worlds.energies(w)
         }
-        fn solve_stats(&mut self, w: usize) -> Result<Option<crate::sim::SolveStats>, SimError> {
+        fn solve_stats(
+            &mut self,
+            w: usize,
+        ) -> Result<Option<crate::measures::SolveStats>, SimError> {
             self.worlds.solve_stats(w)
         }
         fn backend_name(&self) -> String {

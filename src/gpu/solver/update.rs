@@ -7,13 +7,16 @@ use std::sync::atomic::Ordering;
 
 use glam::DVec3;
 
-use super::GpuSolver;
+use super::gpu_solver::GpuSolver;
 use crate::config::{Config, Integrator};
 use crate::cpu::parameters_fixed;
-use crate::gpu::buffers::{local_global_init, particle_props, spring_params, state_vec4, Buf};
-use crate::gpu::error::{poll_error, scoped};
-use crate::gpu::params::TimeStep;
-use crate::gpu::{range, GpuError};
+use crate::gpu::device::{poll_error, scoped};
+use crate::gpu::host::buffers::{
+    local_global_init, particle_props, spring_params, state_vec4, Buf,
+};
+use crate::gpu::host::params::TimeStep;
+use crate::gpu::host::range;
+use crate::gpu::GpuError;
 use crate::model::{check_state, System, Topology};
 
 /// What a single system's solver keeps from the system and configuration it was built
@@ -95,11 +98,11 @@ impl GpuSolver {
             }
         };
         write(Buf::Props, &props);
-        write(Buf::SParams, &sparams);
+        write(Buf::SpringParams, &sparams);
         if let Some((sf, bd)) = &lg {
             // The constant matrix P = M + h C_L + h^2 L and its diagonal.
-            write(Buf::Sf, sf);
-            write(Buf::Bd, bd);
+            write(Buf::SpringBlocks, sf);
+            write(Buf::RhsDiagonal, bd);
         }
         // Verlet's forces were computed with the old charges and springs.
         self.field_fresh.store(false, Ordering::Relaxed);
