@@ -61,16 +61,19 @@
 //! each frame's tangent to its last N steps, and a non-finite state, tangent or loss is a
 //! [`GradError`], never a silent NaN.
 
+pub mod cotangent;
 mod gpu_tangent;
 pub mod jvp;
 pub mod loss;
 pub mod optim;
+mod pair_cotangent;
 mod pair_tangent;
 pub mod params;
 pub mod sensitivity;
 pub mod starts;
 pub mod step;
 pub mod target;
+pub mod vjp;
 
 pub use gpu_tangent::GpuTangents;
 pub use loss::{evaluate, Evaluation, FrameReport, Target};

@@ -1,9 +1,12 @@
 //! The parameters a simulation is differentiated with respect to, and how a parameter
 //! vector theta is applied to a base system and configuration.
 //!
-//! Every parameterization is affine in theta (a scale multiplies the base values; the
-//! others replace them), so the derivative of the physical quantities with respect to
-//! each component of theta is a constant [`Direction`].
+//! Every linear parameterization is affine in theta (a scale multiplies the base values;
+//! the others replace them), so the derivative of the physical quantities with respect to
+//! each component of theta is a constant [`Direction`]. A log parameter
+//! ([`ParamSet::with_log`]) is value = sign(base) exp(theta): it keeps a positive quantity
+//! positive (and a charge its sign) whatever step an optimizer takes; its direction is
+//! the value itself ([`ParamSet::directions_at`]).
 
 use super::GradError;
 use crate::config::{Config, CoulombMethod};
@@ -21,6 +24,8 @@ pub enum Param {
     Charges,
     /// Every spring's stiffness k_k (N/m): one component per spring.
     Stiffnesses,
+    /// Every particle's mass m_i (kg): one component per particle.
+    Masses,
     /// The charge q_e (C) of external point charge `index`.
     ExternalCharge { index: usize },
     /// The position at t = 0 (m) of external point charge `index`: three components x, y, z.
@@ -36,6 +41,7 @@ impl Param {
             Self::StiffnessScale => "stiffness_scale".into(),
             Self::Charges => "charges".into(),
             Self::Stiffnesses => "stiffnesses".into(),
+            Self::Masses => "masses".into(),
             Self::ExternalCharge { index } => format!("external_charges[{index}].charge"),
             Self::ExternalPosition { index } => format!("external_charges[{index}].position"),
         }
@@ -50,6 +56,8 @@ pub struct Direction {
     pub dq: Option<Vec<f64>>,
     /// dk_k / dtheta per spring.
     pub dk: Option<Vec<f64>>,
+    /// dm_i / dtheta per particle.
+    pub dm: Option<Vec<f64>>,
     /// dq_e / dtheta per external charge.
     pub dqe: Vec<f64>,
     /// d x_e(0) / dtheta per external charge.
@@ -63,11 +71,22 @@ impl Direction {
     pub(crate) fn dk(&self, k: usize) -> f64 {
         self.dk.as_ref().map_or(0.0, |v| v[k])
     }
+    pub(crate) fn dm(&self, i: usize) -> f64 {
+        self.dm.as_ref().map_or(0.0, |v| v[i])
+    }
     pub(crate) fn dqe(&self, e: usize) -> f64 {
         self.dqe.get(e).copied().unwrap_or(0.0)
     }
     pub(crate) fn dxe(&self, e: usize) -> DVec3 {
         self.dxe.get(e).copied().unwrap_or(DVec3::ZERO)
+    }
+    /// Multiplies every entry by `s`.
+    fn scale(&mut self, s: f64) {
+        for v in [&mut self.dq, &mut self.dk, &mut self.dm].into_iter().flatten() {
+            v.iter_mut().for_each(|x| *x *= s);
+        }
+        self.dqe.iter_mut().for_each(|x| *x *= s);
+        self.dxe.iter_mut().for_each(|x| *x *= s);
     }
 }
 
@@ -80,6 +99,10 @@ pub struct ParamSet {
     base_config: Config,
     /// Offset of each parameter's first component in theta; last entry = total length.
     offsets: Vec<usize>,
+    /// Per parameter: log-scaled (value = sign(base) exp(theta)).
+    log: Vec<bool>,
+    /// Per component of a log parameter: the sign of its base value (1 for a scale).
+    sign: Vec<f64>,
 }
 
 impl ParamSet {
@@ -117,7 +140,7 @@ impl ParamSet {
             }
             let count = match *p {
                 Param::ChargeScale | Param::StiffnessScale => 1,
-                Param::Charges => system.len(),
+                Param::Charges | Param::Masses => system.len(),
                 Param::Stiffnesses => {
                     if system.springs().is_empty() {
                         return Err(GradError::Param(
@@ -142,12 +165,106 @@ impl ParamSet {
             };
             offsets.push(offsets[a] + count);
         }
+        let len = *offsets.last().unwrap_or(&0);
         Ok(Self {
             params: params.to_vec(),
             base_system: system.clone(),
             base_config: config.clone(),
             offsets,
+            log: vec![false; params.len()],
+            sign: vec![1.0; len],
         })
+    }
+
+    /// Makes the parameters flagged in `log` (one flag per parameter, in order) log
+    /// parameters: value = sign(base) exp(theta). Refused for positions (no sign to keep)
+    /// and for a component whose base value is 0 (no logarithm), naming it.
+    pub fn with_log(mut self, log: &[bool]) -> Result<Self, GradError> {
+        if log.len() != self.params.len() {
+            return Err(GradError::Param(format!(
+                "{} log flags for {} parameters",
+                log.len(),
+                self.params.len()
+            )));
+        }
+        let base = self.linear_initial();
+        let names = self.component_names();
+        for (a, p) in self.params.iter().enumerate() {
+            if !log[a] {
+                continue;
+            }
+            if matches!(p, Param::ExternalPosition { .. }) {
+                return Err(GradError::Param(format!(
+                    "{}: a position cannot be a log parameter",
+                    p.name()
+                )));
+            }
+            for c in self.range(a) {
+                if base[c] == 0.0 {
+                    return Err(GradError::Param(format!(
+                        "{} is 0: a log parameter needs a non-zero base value",
+                        names[c]
+                    )));
+                }
+                self.sign[c] = base[c].signum();
+            }
+        }
+        self.log = log.to_vec();
+        Ok(self)
+    }
+
+    /// Whether parameter `a` is log-scaled.
+    pub fn is_log(&self, a: usize) -> bool {
+        self.log[a]
+    }
+
+    /// The physical value of each component (theta itself for a linear parameter).
+    pub fn values(&self, theta: &[f64]) -> Vec<f64> {
+        let mut v = theta.to_vec();
+        for a in 0..self.params.len() {
+            if self.log[a] {
+                for c in self.range(a) {
+                    v[c] = self.sign[c] * theta[c].exp();
+                }
+            }
+        }
+        v
+    }
+
+    /// theta for physical values (the inverse of [`Self::values`]); a log component whose
+    /// value has lost its base sign or is 0 has no theta.
+    pub fn from_values(&self, values: &[f64]) -> Result<Vec<f64>, GradError> {
+        self.check_len(values)?;
+        let names = self.component_names();
+        let mut theta = values.to_vec();
+        for a in 0..self.params.len() {
+            if self.log[a] {
+                for c in self.range(a) {
+                    let r = values[c] * self.sign[c];
+                    if r <= 0.0 {
+                        return Err(GradError::Param(format!(
+                            "{} = {}: a log parameter keeps the sign of its base value",
+                            names[c], values[c]
+                        )));
+                    }
+                    theta[c] = r.ln();
+                }
+            }
+        }
+        Ok(theta)
+    }
+
+    /// d value / d theta per component (1 for linear, the value for log).
+    pub fn value_derivatives(&self, theta: &[f64]) -> Vec<f64> {
+        let mut d = vec![1.0; theta.len()];
+        for a in 0..self.params.len() {
+            if self.log[a] {
+                for c in self.range(a) {
+                    d[c] = self.sign[c] * theta[c].exp();
+                }
+            }
+        }
+        d
     }
 
     pub fn params(&self) -> &[Param] {
@@ -177,7 +294,7 @@ impl ParamSet {
         for (a, p) in self.params.iter().enumerate() {
             let n = self.range(a).len();
             match p {
-                Param::Charges | Param::Stiffnesses => {
+                Param::Charges | Param::Stiffnesses | Param::Masses => {
                     names.extend((0..n).map(|k| format!("{}[{k}]", p.name())))
                 }
                 Param::ExternalPosition { .. } => {
@@ -189,8 +306,16 @@ impl ParamSet {
         names
     }
 
-    /// theta of the base system: scales 1, the other values as the base has them.
+    /// theta of the base system: scales 1, the other values as the base has them (for a
+    /// log parameter, their logarithms).
     pub fn initial(&self) -> Vec<f64> {
+        let values = self.linear_initial();
+        self.from_values(&values)
+            .expect("with_log checked that every log base value is non-zero")
+    }
+
+    /// The base system's physical values.
+    fn linear_initial(&self) -> Vec<f64> {
         let mut theta = Vec::with_capacity(self.len());
         for p in &self.params {
             match *p {
@@ -199,6 +324,7 @@ impl ParamSet {
                 Param::Stiffnesses => {
                     theta.extend(self.base_system.springs().iter().map(|s| s.stiffness))
                 }
+                Param::Masses => theta.extend_from_slice(self.base_system.masses()),
                 Param::ExternalCharge { index } => {
                     theta.push(self.base_config.external_charges[index].charge)
                 }
@@ -215,6 +341,8 @@ impl ParamSet {
     /// or a non-finite value is a [`GradError::Model`] or [`GradError::Config`]).
     pub fn instantiate(&self, theta: &[f64]) -> Result<(System, Config), GradError> {
         self.check_len(theta)?;
+        let values = self.values(theta);
+        let theta = values.as_slice();
         let b = &self.base_system;
         let mut desc = SystemDesc {
             positions: b.positions().to_vec(),
@@ -237,6 +365,7 @@ impl ParamSet {
                         s.stiffness = k;
                     }
                 }
+                Param::Masses => desc.masses.copy_from_slice(v),
                 Param::ExternalCharge { index } => config.external_charges[index].charge = v[0],
                 Param::ExternalPosition { index } => {
                     config.external_charges[index].position = DVec3::new(v[0], v[1], v[2])
@@ -248,8 +377,21 @@ impl ParamSet {
         Ok((system, config))
     }
 
-    /// d(physical quantities)/d(theta_p) for every component p (constant: every
-    /// parameterization is affine).
+    /// d(physical quantities)/d(theta_p) for every component p at `theta` (the linear
+    /// directions scaled by d value / d theta for log parameters).
+    pub fn directions_at(&self, theta: &[f64]) -> Vec<Direction> {
+        let scale = self.value_derivatives(theta);
+        let mut dirs = self.directions();
+        for (d, s) in dirs.iter_mut().zip(scale) {
+            if s != 1.0 {
+                d.scale(s);
+            }
+        }
+        dirs
+    }
+
+    /// d(physical quantities)/d(theta_p) for every component p of the linear
+    /// parameterization (constant: it is affine); [`Self::directions_at`] for log ones.
     pub fn directions(&self) -> Vec<Direction> {
         let n = self.base_system.len();
         let m = self.base_system.springs().len();
@@ -284,6 +426,14 @@ impl ParamSet {
                     dk[k] = 1.0;
                     Direction {
                         dk: Some(dk),
+                        ..Default::default()
+                    }
+                })),
+                Param::Masses => dirs.extend((0..n).map(|i| {
+                    let mut dm = vec![0.0; n];
+                    dm[i] = 1.0;
+                    Direction {
+                        dm: Some(dm),
                         ..Default::default()
                     }
                 })),

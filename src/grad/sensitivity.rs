@@ -137,7 +137,7 @@ pub(crate) fn drive(
     let (system, config) = set.instantiate(theta)?;
     let config = forward_config(&config, options);
     let dirs: Vec<Direction> = if with_tangents {
-        set.directions()
+        set.directions_at(theta)
     } else {
         Vec::new()
     };
