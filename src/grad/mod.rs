@@ -69,6 +69,7 @@ pub mod optim;
 mod pair_cotangent;
 mod pair_tangent;
 pub mod params;
+mod reverse;
 pub mod sensitivity;
 pub mod starts;
 pub mod step;

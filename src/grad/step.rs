@@ -106,6 +106,11 @@ pub(crate) struct TangentScratch {
 }
 
 impl TangentScratch {
+    /// The forces [`other_forces`] wrote.
+    pub(crate) fn forces(&self) -> &[DVec3] {
+        &self.b
+    }
+
     fn size(&mut self, n: usize, ns: usize) {
         for v in [&mut self.per_spring, &mut self.per_spring2] {
             v.resize(ns, DVec3::ZERO);
@@ -285,7 +290,8 @@ fn mass_kick_jvp(
     }
 }
 
-/// F(x, v, t) without gravity (springs with damping + field) into `ws.b`.
+/// F(x, v, t) without gravity (springs with damping + field) into `ws.b`
+/// ([`TangentScratch::forces`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn other_forces(
     sys: &System,
@@ -296,6 +302,7 @@ pub(crate) fn other_forces(
     t: f64,
     ws: &mut TangentScratch,
 ) {
+    ws.size(x.len(), sys.springs().len());
     crate::cpu::forces::spring_forces(x, v, sys.springs(), &mut ws.per_spring);
     gather_spring_forces(adj, &ws.per_spring, &mut ws.b);
     crate::cpu::forces::field_forces_into(x, sys.charges(), cfg, t, &mut ws.z, &mut ws.c);

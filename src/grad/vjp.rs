@@ -22,7 +22,7 @@ use glam::DVec3;
 
 /// The cotangent of one spring's force [k (l - L) + c (u . n)] n on i (u = v_j - v_i):
 /// w . df = dd_bar . dd + du_bar . du + k_bar dk for dd = dx_j - dx_i, du = dv_j - dv_i.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct SpringBar {
     pub dd: DVec3,
     pub du: DVec3,
