@@ -61,6 +61,7 @@
 //! each frame's tangent to its last N steps, and a non-finite state, tangent or loss is a
 //! [`GradError`], never a silent NaN.
 
+pub mod checkpoint;
 pub mod cotangent;
 mod gpu_tangent;
 pub mod jvp;
