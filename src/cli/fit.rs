@@ -333,6 +333,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
             exact_forward: args.exact_solves,
             window: args.window,
             backend: grad_backend,
+            ..GradOptions::default()
         },
         ..FitOptions::default()
     };

@@ -142,7 +142,10 @@ impl CpuSimulation {
     /// field is dropped; the Chebyshev rho and the local-global matrix are constants of
     /// the run). DDEF keeps a grid between steps, so a DDEF run cannot be restored.
     pub(crate) fn restore(&mut self, state: &State) {
-        debug_assert!(self.ddef.is_none(), "restore: DDEF keeps state between steps");
+        debug_assert!(
+            self.ddef.is_none(),
+            "restore: DDEF keeps state between steps"
+        );
         self.state.x.copy_from_slice(&state.x);
         self.state.v.copy_from_slice(&state.v);
         self.state.t = state.t;

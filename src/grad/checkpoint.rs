@@ -24,9 +24,13 @@ pub enum Checkpointing {
     Auto,
     StoreAll,
     /// Snapshots every `interval` steps (None: ceil(sqrt(T))).
-    TwoLevel { interval: Option<u64> },
+    TwoLevel {
+        interval: Option<u64>,
+    },
     /// Revolve with this many snapshots (besides the initial state).
-    Binomial { snapshots: u32 },
+    Binomial {
+        snapshots: u32,
+    },
 }
 
 /// The checkpointing policy and the memory it may use.
@@ -257,7 +261,11 @@ pub(crate) fn optimal_cost(l: u64, free: u64) -> u64 {
         reps += 1;
     }
     // C(reps + free, free + 2) = reach(reps - 1, free + 1).
-    let c = if reps >= 2 { binomial_reach(reps - 1, free + 1) } else { 0 };
+    let c = if reps >= 2 {
+        binomial_reach(reps - 1, free + 1)
+    } else {
+        0
+    };
     reps.saturating_mul(l) - c
 }
 

@@ -41,7 +41,11 @@ fn run(plan: &Plan) -> (Vec<u64>, u64) {
 fn check(plan: &Plan) -> u64 {
     let (reversed, max_runs) = run(plan);
     let expect: Vec<u64> = (0..plan.steps).rev().collect();
-    assert_eq!(reversed, expect, "{:?} over {} steps", plan.policy, plan.steps);
+    assert_eq!(
+        reversed, expect,
+        "{:?} over {} steps",
+        plan.policy, plan.steps
+    );
     max_runs
 }
 

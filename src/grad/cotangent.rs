@@ -22,9 +22,7 @@ impl Wants {
                 Param::ChargeScale | Param::Charges => w.charges = true,
                 Param::StiffnessScale | Param::Stiffnesses => w.stiffnesses = true,
                 Param::Masses => w.masses = true,
-                Param::ExternalCharge { .. } | Param::ExternalPosition { .. } => {
-                    w.externals = true
-                }
+                Param::ExternalCharge { .. } | Param::ExternalPosition { .. } => w.externals = true,
             }
         }
         w

@@ -7,7 +7,7 @@
 //! L = r.r, dL/dtheta = 2 J^T r and the Gauss-Newton approximation of the Hessian is 2 J^T J.
 
 use super::params::ParamSet;
-use super::sensitivity::{drive, GradOptions, GradStats};
+use super::sensitivity::{drive, GradMode, GradOptions, GradStats};
 use super::GradError;
 use glam::DVec3;
 
@@ -25,10 +25,11 @@ pub struct FrameReport {
     pub time: f64,
     /// This frame's term of L.
     pub loss: f64,
-    /// |d(this frame's term)/dtheta|.
-    pub gradient_norm: f64,
-    /// |dx/dtheta| over all particles and components (Frobenius).
-    pub tangent_norm: f64,
+    /// |d(this frame's term)/dtheta| (forward mode; the adjoint's single reverse sweep
+    /// gives the total only).
+    pub gradient_norm: Option<f64>,
+    /// |dx/dtheta| over all particles and components (Frobenius; forward mode).
+    pub tangent_norm: Option<f64>,
 }
 
 /// The loss at theta with everything an optimizer needs.
@@ -46,7 +47,7 @@ pub struct Evaluation {
 }
 
 /// The steps of `targets`, after checking each frame against `set`'s particles.
-pub(super) fn check_targets(set: &ParamSet, targets: &[Target]) -> Result<Vec<u64>, GradError> {
+pub(crate) fn check_targets(set: &ParamSet, targets: &[Target]) -> Result<Vec<u64>, GradError> {
     let n = set.base_system().len();
     for (k, t) in targets.iter().enumerate() {
         if t.positions.len() != n {
@@ -76,6 +77,8 @@ pub(crate) fn frame_loss(x: &[DVec3], target: &[DVec3], scale: f64) -> f64 {
 }
 
 /// L(theta) and, when `with_gradient`, dL/dtheta, J^T r and (when `with_jtj`) J^T J.
+/// With [`GradMode::Adjoint`] the gradient comes from one reverse sweep and J^T J is not
+/// available (a [`GradError::Unsupported`]).
 pub fn evaluate(
     set: &ParamSet,
     theta: &[f64],
@@ -84,6 +87,16 @@ pub fn evaluate(
     with_gradient: bool,
     with_jtj: bool,
 ) -> Result<Evaluation, GradError> {
+    if with_gradient && options.mode == GradMode::Adjoint {
+        if with_jtj {
+            return Err(GradError::Unsupported {
+                what: "the Gauss-Newton matrix J^T J",
+                reason: "reverse mode gives the gradient only; use forward gradients for \
+                         Levenberg-Marquardt",
+            });
+        }
+        return super::adjoint::evaluate(set, theta, targets, options);
+    }
     let steps = check_targets(set, targets)?;
     let p = set.len();
     let n = set.base_system().len();
@@ -136,8 +149,8 @@ pub fn evaluate(
                 step: state.step,
                 time: state.t,
                 loss: frame_loss,
-                gradient_norm: g2.sqrt(),
-                tangent_norm: t2.sqrt(),
+                gradient_norm: Some(g2.sqrt()),
+                tangent_norm: Some(t2.sqrt()),
             });
             Ok(())
         },

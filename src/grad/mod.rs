@@ -61,6 +61,7 @@
 //! each frame's tangent to its last N steps, and a non-finite state, tangent or loss is a
 //! [`GradError`], never a silent NaN.
 
+mod adjoint;
 pub mod checkpoint;
 pub mod cotangent;
 mod gpu_tangent;
@@ -77,13 +78,16 @@ pub mod step;
 pub mod target;
 pub mod vjp;
 
+pub use adjoint::CheckpointStats;
+pub use checkpoint::{CheckpointOptions, Checkpointing};
+pub use cotangent::Cotangent;
 pub use gpu_tangent::GpuTangents;
 pub use loss::{evaluate, Evaluation, FrameReport, Target};
 pub use optim::{fit, FitHistoryEntry, FitOptions, FitOutcome, Optimizer, StopReason};
 pub use params::{Direction, Param, ParamSet};
 pub use sensitivity::{
-    simulate, simulate_with_tangents, GradBackend, GradOptions, GradStats, Tangent, TangentFrame,
-    TangentRun,
+    simulate, simulate_with_tangents, GradBackend, GradMode, GradOptions, GradStats, Tangent,
+    TangentFrame, TangentRun,
 };
 pub use step::TangentSolve;
 pub use target::{TargetError, TargetFrame};
@@ -115,6 +119,17 @@ pub enum GradError {
     NonFiniteTangent { step: u64, param: String },
     #[error("the loss is not finite")]
     NonFiniteLoss,
+    #[error(
+        "the adjoint became non-finite reversing step {step}; \
+         try a shorter horizon or softening"
+    )]
+    NonFiniteAdjoint { step: u64 },
+    /// A request the chosen gradient method does not differentiate.
+    #[error("{what} cannot be differentiated in reverse mode: {reason}")]
+    Unsupported {
+        what: &'static str,
+        reason: &'static str,
+    },
     #[error(transparent)]
     Target(#[from] TargetError),
     /// The GPU backend ([`GradBackend::Gpu`]) failed or does not support the request.

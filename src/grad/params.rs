@@ -82,7 +82,10 @@ impl Direction {
     }
     /// Multiplies every entry by `s`.
     fn scale(&mut self, s: f64) {
-        for v in [&mut self.dq, &mut self.dk, &mut self.dm].into_iter().flatten() {
+        for v in [&mut self.dq, &mut self.dk, &mut self.dm]
+            .into_iter()
+            .flatten()
+        {
             v.iter_mut().for_each(|x| *x *= s);
         }
         self.dqe.iter_mut().for_each(|x| *x *= s);

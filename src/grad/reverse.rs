@@ -19,14 +19,14 @@
 
 use super::cotangent::Cotangent;
 use super::jvp::{local_projection_jvp, spring_elastic_jvp};
+use super::step::{other_forces, TangentScratch};
 use super::step::{Forward, Record, TangentSolve};
+use super::vjp::SpringBar;
 use super::vjp::{field_forces_vjp, field_param_vjp, spring_force_vjp, w_block_vjp};
 use crate::config::Integrator;
 use crate::cpu::forces::{for_each_indexed, gather_spring_forces, spring_axis, PAR_CHUNK};
 use crate::cpu::solvers::{cg, BlockLaplacian, SolverScratch};
 use crate::sim::SolveStats;
-use super::step::{other_forces, TangentScratch};
-use super::vjp::SpringBar;
 use glam::DVec3;
 use rayon::prelude::*;
 
@@ -77,18 +77,11 @@ impl ReverseScratch {
         self.kbar.resize(ns, 0.0);
         self.warm.resize(solves, vec![DVec3::ZERO; n]);
     }
-
-    /// Bytes held (the per-element buffers; the operator's blocks when IMEX).
-    pub fn bytes(&self) -> usize {
-        let vecs = self.rhs.len() * 4 + self.per_spring.len() * 2;
-        let warm: usize = self.warm.iter().map(Vec::len).sum();
-        24 * (vecs + warm) + 8 * self.kbar.len() + self.op.as_ref().map_or(0, |o| 48 * o.ends.len())
-    }
 }
 
-/// Reverses step `step` (from state `step` to `step + 1`), `record` -> (x1, v1): `adj` goes from the
-/// cotangent of (x1, v1) to that of (x_t, v_t), and `cot` gains the step's parameter
-/// cotangents. `record` must hold the local-global iterates (`Forward::step`'s trace).
+/// Reverses step `step` (from state `step` to `step + 1`), `record` -> (x1, v1): `adj`
+/// goes from the cotangent of (x1, v1) to that of (x_t, v_t), and `cot` gains the step's
+/// parameter cotangents. `record` must hold the local-global iterates (`Forward::step`'s trace).
 /// Returns the worst solve residual and the iterations summed.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn reverse_step(
@@ -163,7 +156,9 @@ fn reverse_imex(
     let (x0, v0) = (&record.x0, &record.v0);
     let springs = sys.springs();
     let n = sys.len();
-    let op = ws.op.get_or_insert_with(|| BlockLaplacian::from_system(sys));
+    let op = ws
+        .op
+        .get_or_insert_with(|| BlockLaplacian::from_system(sys));
     op.assemble_imex(x0, springs, h);
     for i in 0..n {
         ws.rhs[i] = adj.lv[i] + adj.lx[i] * h;

@@ -7,9 +7,7 @@
 //! summed magnitudes, against order-1 errors for a dropped or mis-signed term.
 
 use super::*;
-use crate::config::{
-    Config, ExternalCharge, ExternalField, Orbit, SolverConfig, SolverMethod,
-};
+use crate::config::{Config, ExternalCharge, ExternalField, Orbit, SolverConfig, SolverMethod};
 use crate::grad::cotangent::Wants;
 use crate::grad::params::Direction;
 use crate::grad::step::{tangent_step, TangentScratch};
@@ -62,7 +60,13 @@ fn scene() -> System {
         velocities: (0..n).map(|_| rng.vec3(0.3)).collect(),
         masses: (0..n).map(|_| 0.01 * (0.5 + rng.unit())).collect(),
         charges: (0..n)
-            .map(|i| if i == 3 { 0.0 } else { 1e-7 * (rng.unit() - 0.3) })
+            .map(|i| {
+                if i == 3 {
+                    0.0
+                } else {
+                    1e-7 * (rng.unit() - 0.3)
+                }
+            })
             .collect(),
         pinned,
         springs,
@@ -176,7 +180,15 @@ fn every_reverse_step_is_the_transpose_of_its_tangent_step() {
         let mut cot = Cotangent::zeros(wants, n, ns, 1);
         let mut ws = ReverseScratch::default();
         reverse_step(
-            &fwd, &record, &after.x, &after.v, before.step, &mut adj, &mut cot, &tight, &mut ws,
+            &fwd,
+            &record,
+            &after.x,
+            &after.v,
+            before.step,
+            &mut adj,
+            &mut cot,
+            &tight,
+            &mut ws,
         );
         let sum = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
         let theta = sum(&cot.charges, dir.dq.as_ref().unwrap())

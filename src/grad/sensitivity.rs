@@ -1,6 +1,7 @@
 //! The forward-sensitivity driver: steps the forward simulation and every tangent
 //! together, and hands each requested frame (state and tangents) to a consumer.
 
+use super::checkpoint::CheckpointOptions;
 use super::params::{Direction, ParamSet};
 use super::step::{tangent_step, Forward, TangentScratch, TangentSolve};
 use super::GradError;
@@ -23,9 +24,26 @@ pub enum GradBackend {
     Gpu { allow_software: bool },
 }
 
+/// Forward sensitivities (one tangent per component of theta) or reverse mode (one
+/// reverse sweep for all of them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GradMode {
+    /// Tangents propagated with the run: gives J (so J^T J for Levenberg-Marquardt);
+    /// costs one tangent solve per component per step.
+    #[default]
+    Forward,
+    /// The adjoint ([`super::adjoint`]): the gradient alone, at a cost independent of
+    /// the number of components, with the states kept per [`CheckpointOptions`].
+    Adjoint,
+}
+
 /// How gradients are computed.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GradOptions {
+    /// Forward tangents or the adjoint.
+    pub mode: GradMode,
+    /// The adjoint's checkpointing (ignored by forward mode).
+    pub checkpoint: CheckpointOptions,
     /// The tangents' linear solves (CG to a tight tolerance).
     pub tangent_solve: TangentSolve,
     /// Replace the configured forward linear solver by CG to `tangent_solve`'s tolerance,
@@ -43,14 +61,16 @@ pub struct GradOptions {
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct GradStats {
     pub steps: u64,
-    /// Tangents propagated (parameter components x windows).
+    /// Tangents propagated (parameter components x windows; 0 for the adjoint).
     pub tangents: usize,
-    /// CG iterations over every tangent solve.
+    /// CG iterations over every tangent (or adjoint) solve.
     pub tangent_iterations: u64,
-    /// Largest relative residual any tangent solve ended with.
+    /// Largest relative residual any tangent (or adjoint) solve ended with.
     pub worst_tangent_residual: f64,
     /// Largest relative residual of a forward linear solve (implicit integrators).
     pub worst_forward_residual: Option<f64>,
+    /// The adjoint's checkpointing (None in forward mode).
+    pub checkpoint: Option<super::adjoint::CheckpointStats>,
 }
 
 /// One tangent: dx/dtheta_p and dv/dtheta_p.

@@ -129,7 +129,14 @@ pub fn field_param_vjp(
     let eps2 = config.coulomb.softening * config.coulomb.softening;
     if cot.wants.charges {
         if config.coulomb.method == CoulombMethod::AllPairs {
-            super::pair_cotangent::add_charge_cotangents(x, q, w, eps2, COULOMB_K, &mut cot.charges);
+            super::pair_cotangent::add_charge_cotangents(
+                x,
+                q,
+                w,
+                eps2,
+                COULOMB_K,
+                &mut cot.charges,
+            );
         }
         let externals: Vec<(DVec3, f64)> = config
             .external_charges

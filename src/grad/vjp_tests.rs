@@ -89,7 +89,13 @@ fn field_scene() -> (Vec<DVec3>, Vec<f64>, Config) {
     let mut rng = Rng(17);
     let x: Vec<DVec3> = (0..23).map(|_| rng.vec3()).collect();
     let q: Vec<f64> = (0..23)
-        .map(|i| if i == 5 { 0.0 } else { (rng.unit() - 0.4) * 1e-6 })
+        .map(|i| {
+            if i == 5 {
+                0.0
+            } else {
+                (rng.unit() - 0.4) * 1e-6
+            }
+        })
         .collect();
     let mut config = Config::default();
     config.coulomb.softening = 0.05;
@@ -141,7 +147,11 @@ fn field_position_vjp_is_the_transpose_of_its_jvp() {
         field_forces_vjp(&x, &q, &config, 0.7, &w, &mut jtw);
         let lhs: f64 = w.iter().zip(&ju).map(|(a, b)| a.dot(*b)).sum();
         let rhs: f64 = jtw.iter().zip(&u).map(|(a, b)| a.dot(*b)).sum();
-        let scale: f64 = w.iter().zip(&ju).map(|(a, b)| a.length() * b.length()).sum();
+        let scale: f64 = w
+            .iter()
+            .zip(&ju)
+            .map(|(a, b)| a.length() * b.length())
+            .sum();
         agree(lhs, rhs, scale, &format!("field positions {fld:?}"));
     }
 }
@@ -175,11 +185,14 @@ fn field_parameter_vjp_is_the_transpose_of_its_jvp() {
         let rhs: f64 = (0..n).map(|i| cot.charges[i] * dq[i]).sum::<f64>()
             + (0..2)
                 .map(|e| {
-                    cot.external_charges[e] * dir.dqe[e]
-                        + cot.external_positions[e].dot(dir.dxe[e])
+                    cot.external_charges[e] * dir.dqe[e] + cot.external_positions[e].dot(dir.dxe[e])
                 })
                 .sum::<f64>();
-        let scale: f64 = w.iter().zip(&ju).map(|(a, b)| a.length() * b.length()).sum();
+        let scale: f64 = w
+            .iter()
+            .zip(&ju)
+            .map(|(a, b)| a.length() * b.length())
+            .sum();
         agree(lhs, rhs, scale, &format!("field parameters {fld:?}"));
     }
 }
