@@ -145,6 +145,7 @@ pub(crate) fn evaluate(
     });
     Ok(Evaluation {
         loss,
+        penalty: 0.0,
         jtr: gradient.iter().map(|g| 0.5 * g).collect(),
         gradient,
         jtj: Vec::new(),

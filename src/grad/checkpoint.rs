@@ -33,6 +33,40 @@ pub enum Checkpointing {
     },
 }
 
+impl std::str::FromStr for Checkpointing {
+    type Err = String;
+
+    /// `auto`, `all`, `two-level`, `two-level:C` (interval C steps), `binomial:S`
+    /// (S snapshots).
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (name, arg) = match text.split_once(':') {
+            Some((n, a)) => (n.trim(), Some(a.trim())),
+            None => (text.trim(), None),
+        };
+        let number = |a: &str| -> Result<u64, String> {
+            a.parse::<u64>()
+                .ok()
+                .filter(|v| *v >= 1)
+                .ok_or_else(|| format!("'{a}' is not a whole number of at least 1"))
+        };
+        match (name, arg) {
+            ("auto", None) => Ok(Self::Auto),
+            ("all", None) => Ok(Self::StoreAll),
+            ("two-level", None) => Ok(Self::TwoLevel { interval: None }),
+            ("two-level", Some(a)) => Ok(Self::TwoLevel {
+                interval: Some(number(a)?),
+            }),
+            ("binomial", Some(a)) => Ok(Self::Binomial {
+                snapshots: u32::try_from(number(a)?).map_err(|_| format!("'{a}' is too large"))?,
+            }),
+            ("binomial", None) => Err("binomial takes its snapshot count: binomial:S".into()),
+            _ => Err(format!(
+                "'{text}': expected auto, all, two-level[:C] or binomial:S"
+            )),
+        }
+    }
+}
+
 /// The checkpointing policy and the memory it may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CheckpointOptions {

@@ -35,7 +35,10 @@ pub struct FrameReport {
 /// The loss at theta with everything an optimizer needs.
 #[derive(Clone, Debug)]
 pub struct Evaluation {
+    /// The loss (in a fit, the objective: the loss plus `penalty`).
     pub loss: f64,
+    /// The smoothness penalty included in `loss` and `gradient` (0 outside a fit).
+    pub penalty: f64,
     /// dL/dtheta.
     pub gradient: Vec<f64>,
     /// J^T r (= gradient / 2).
@@ -160,6 +163,7 @@ pub fn evaluate(
     }
     Ok(Evaluation {
         loss,
+        penalty: 0.0,
         gradient: jtr.iter().map(|v| 2.0 * v).collect(),
         jtr,
         jtj,

@@ -37,6 +37,35 @@ pub enum GradMode {
     Adjoint,
 }
 
+impl GradMode {
+    /// Components above which `auto` takes the adjoint even without a per-element
+    /// parameter (each forward tangent costs about a forward run).
+    pub const AUTO_ADJOINT_ABOVE: usize = 8;
+
+    /// The adjoint for per-element parameters or more than
+    /// [`Self::AUTO_ADJOINT_ABOVE`] components, else forward tangents (which also give
+    /// J^T J for Levenberg-Marquardt).
+    pub fn auto(set: &super::params::ParamSet) -> Self {
+        use super::params::Param;
+        let per_element = set
+            .params()
+            .iter()
+            .any(|p| matches!(p, Param::Charges | Param::Stiffnesses | Param::Masses));
+        if per_element || set.len() > Self::AUTO_ADJOINT_ABOVE {
+            Self::Adjoint
+        } else {
+            Self::Forward
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Forward => "forward",
+            Self::Adjoint => "adjoint",
+        }
+    }
+}
+
 /// How gradients are computed.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GradOptions {
