@@ -46,6 +46,7 @@ const GPU: GradOptions = GradOptions {
         allow_software: true,
     },
     mode: msc::grad::GradMode::Forward,
+    adjoint_cg_iterations: None,
     checkpoint: msc::grad::CheckpointOptions {
         policy: msc::grad::Checkpointing::Auto,
         memory_budget: msc::grad::checkpoint::DEFAULT_MEMORY_BUDGET,

@@ -111,6 +111,10 @@ pub struct FitArgs {
     /// --checkpoint-memory, else two-level), all, two-level[:C], binomial:S
     #[arg(long, value_name = "POLICY", default_value = "auto")]
     pub checkpoint: grad::Checkpointing,
+    /// GPU adjoint: run its linear solves as CG with N iterations instead of the scene's
+    /// solver and iteration count
+    #[arg(long = "adjoint-cg", value_name = "N")]
+    pub adjoint_cg: Option<u32>,
     /// Memory the adjoint's kept states may take, in MiB
     #[arg(long = "checkpoint-memory", value_name = "MIB", default_value_t = grad::checkpoint::DEFAULT_MEMORY_BUDGET >> 20)]
     pub checkpoint_memory: u64,
@@ -389,6 +393,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
             window: args.window,
             backend: grad_backend,
             mode,
+            adjoint_cg_iterations: args.adjoint_cg,
             checkpoint: CheckpointOptions {
                 policy: args.checkpoint,
                 memory_budget: args.checkpoint_memory.saturating_mul(1 << 20),

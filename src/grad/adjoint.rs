@@ -9,7 +9,7 @@
 //! tolerance, warm-started from the previous step's solution) and accumulates the
 //! physical parameters' cotangents, which [`ParamSet::pullback`] maps to dL/dtheta.
 
-use super::checkpoint::{Plan, Tape};
+use super::checkpoint::{Checkpointing, Plan, Tape};
 use super::cotangent::{Cotangent, Wants};
 use super::loss::{check_targets, frame_loss, Evaluation, FrameReport, Target};
 use super::params::ParamSet;
@@ -36,6 +36,25 @@ pub struct CheckpointStats {
     pub state_bytes: u64,
     /// Bytes of the per-element parameter cotangents.
     pub accumulator_bytes: u64,
+}
+
+impl CheckpointStats {
+    /// What `plan` keeps and runs, with `state_bytes` per state and `accumulators` bytes
+    /// of parameter cotangents.
+    pub(crate) fn of(plan: &Plan, state_bytes: u64, accumulators: usize) -> Self {
+        Self {
+            policy: match plan.policy {
+                Checkpointing::TwoLevel { .. } => "two_level",
+                Checkpointing::Binomial { .. } => "binomial",
+                _ => "store_all",
+            },
+            slots: plan.slots,
+            forward_steps: plan.forward_steps,
+            peak_states: plan.peak_states,
+            state_bytes,
+            accumulator_bytes: accumulators as u64,
+        }
+    }
 }
 
 /// Refuses what the adjoint does not differentiate, before any run.
@@ -131,18 +150,7 @@ pub(crate) fn evaluate(
     let gradient = set.pullback(&tape.cot, theta);
     let mut stats = tape.stats;
     stats.steps = last;
-    stats.checkpoint = Some(CheckpointStats {
-        policy: match plan.policy {
-            super::checkpoint::Checkpointing::TwoLevel { .. } => "two_level",
-            super::checkpoint::Checkpointing::Binomial { .. } => "binomial",
-            _ => "store_all",
-        },
-        slots: plan.slots,
-        forward_steps: plan.forward_steps,
-        peak_states: plan.peak_states,
-        state_bytes: bytes,
-        accumulator_bytes: tape.cot.bytes() as u64,
-    });
+    stats.checkpoint = Some(CheckpointStats::of(&plan, bytes, tape.cot.bytes()));
     Ok(Evaluation {
         loss,
         penalty: 0.0,

@@ -7,7 +7,7 @@
 //! L = r.r, dL/dtheta = 2 J^T r and the Gauss-Newton approximation of the Hessian is 2 J^T J.
 
 use super::params::ParamSet;
-use super::sensitivity::{drive, GradMode, GradOptions, GradStats};
+use super::sensitivity::{drive, GradBackend, GradMode, GradOptions, GradStats};
 use super::GradError;
 use glam::DVec3;
 
@@ -98,7 +98,12 @@ pub fn evaluate(
                          Levenberg-Marquardt",
             });
         }
-        return super::adjoint::evaluate(set, theta, targets, options);
+        return match options.backend {
+            GradBackend::Cpu => super::adjoint::evaluate(set, theta, targets, options),
+            GradBackend::Gpu { allow_software } => {
+                super::gpu_adjoint::evaluate(set, theta, targets, options, allow_software)
+            }
+        };
     }
     let steps = check_targets(set, targets)?;
     let p = set.len();

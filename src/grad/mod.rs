@@ -64,6 +64,7 @@
 mod adjoint;
 pub mod checkpoint;
 pub mod cotangent;
+mod gpu_adjoint;
 mod gpu_tangent;
 pub mod jvp;
 pub mod lbfgs;
@@ -126,6 +127,11 @@ pub enum GradError {
          try a shorter horizon or softening"
     )]
     NonFiniteAdjoint { step: u64 },
+    #[error(
+        "the gradient is not finite (the GPU adjoint checks it once, at the end: the run or \
+         its adjoint diverged; try a shorter horizon or softening)"
+    )]
+    NonFiniteGradient,
     /// A request the chosen gradient method does not differentiate.
     #[error("{what} cannot be differentiated in reverse mode: {reason}")]
     Unsupported {

@@ -73,6 +73,9 @@ pub struct GradOptions {
     pub mode: GradMode,
     /// The adjoint's checkpointing (ignored by forward mode).
     pub checkpoint: CheckpointOptions,
+    /// The GPU adjoint: its solves as CG with this many iterations instead of the
+    /// scene's solver (None: the scene's method and iteration count, as the GPU tangents).
+    pub adjoint_cg_iterations: Option<u32>,
     /// The tangents' linear solves (CG to a tight tolerance).
     pub tangent_solve: TangentSolve,
     /// Replace the configured forward linear solver by CG to `tangent_solve`'s tolerance,

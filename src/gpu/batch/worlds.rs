@@ -466,5 +466,6 @@ fn assemble(
         program,
         ddef: None,
         tangents: None,
+        adjoint: None,
     })
 }
