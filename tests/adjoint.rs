@@ -183,6 +183,7 @@ fn the_adjoint_gradient_equals_forward_mode_for_every_integrator() {
         for params in [
             all_params(),
             vec![Param::ChargeScale, Param::StiffnessScale],
+            vec![Param::StiffnessBlocks { count: 7 }],
         ] {
             let set = ParamSet::new(&system, &c, &params).unwrap();
             let targets = targets(&set, &[7, 15, 30]);

@@ -23,7 +23,11 @@ pub enum WorkloadArg {
     /// world, stepped as one GPU batch and one after another: world-steps per second of
     /// both and their ratio, one row per world scene and --worlds W
     Worlds,
-    /// Cloth, then Coulomb (DDEF and worlds only when asked for)
+    /// Reverse-mode gradients on the cloth: one gradient's time over one forward run's,
+    /// the states kept and their memory, for 1, 1000 and every spring stiffness
+    /// (`--horizon` steps; see `grad::cost`)
+    Adjoint,
+    /// Cloth, then Coulomb (DDEF, worlds and adjoint only when asked for)
     All,
 }
 
@@ -120,6 +124,12 @@ pub struct BenchArgs {
             turn, one after another, each on its own solver on the same device"
     )]
     pub worlds: Vec<usize>,
+    /// Adjoint workload: the steps T of the run differentiated
+    #[arg(long, value_name = "T", default_value_t = 100, value_parser = parse_steps)]
+    pub horizon: u64,
+    /// Adjoint workload: its checkpointing (auto, all, two-level[:C], binomial:S)
+    #[arg(long, value_name = "POLICY", default_value = "auto")]
+    pub checkpoint: crate::grad::Checkpointing,
     /// Also write the JSON lines to FILE (atomically, when the benchmark ends)
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -233,6 +243,8 @@ impl BenchArgs {
                 WorkloadArg::Coulomb => vec![Workload::Coulomb],
                 WorkloadArg::Ddef => vec![Workload::Ddef],
                 WorkloadArg::Worlds => vec![Workload::Worlds],
+                // Run by `bench_adjoint`, not `bench::run`.
+                WorkloadArg::Adjoint => Vec::new(),
                 WorkloadArg::All => vec![Workload::Cloth, Workload::Coulomb],
             },
             sizes,
@@ -261,8 +273,13 @@ fn stdout_error(source: std::io::Error) -> OutputError {
     }
 }
 
-/// Runs the benchmark; returns its records.
+/// Runs the benchmark; returns its records (none for the adjoint workload, whose rows
+/// are `grad::cost` records).
 pub fn execute(args: &BenchArgs) -> Result<Vec<Record>, CliError> {
+    if args.workload == WorkloadArg::Adjoint {
+        super::bench_adjoint::execute(args)?;
+        return Ok(Vec::new());
+    }
     let opts = args.options();
     let mut file = match &args.out {
         Some(p) => Some(AtomicFile::create(p)?),

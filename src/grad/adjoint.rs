@@ -36,6 +36,10 @@ pub struct CheckpointStats {
     pub state_bytes: u64,
     /// Bytes of the per-element parameter cotangents.
     pub accumulator_bytes: u64,
+    /// Wall time of the set-up (the simulator; on the GPU the device, pipelines and
+    /// buffers) and of the sweeps (every forward and reverse step, the final reads).
+    pub setup_seconds: f64,
+    pub sweep_seconds: f64,
 }
 
 impl CheckpointStats {
@@ -53,6 +57,8 @@ impl CheckpointStats {
             peak_states: plan.peak_states,
             state_bytes,
             accumulator_bytes: accumulators as u64,
+            setup_seconds: 0.0,
+            sweep_seconds: 0.0,
         }
     }
 }
@@ -110,6 +116,7 @@ pub(crate) fn evaluate(
         system.springs().len(),
         config.external_charges.len(),
     );
+    let start = std::time::Instant::now();
     let mut tape = CpuTape {
         fwd: Forward::new(&system, &config)?,
         slots: vec![None; plan.slots],
@@ -130,7 +137,9 @@ pub(crate) fn evaluate(
         let x0 = system.positions();
         tape.losses[k] = Some(frame_loss(x0, &targets[k].positions, scale));
     }
+    let setup_seconds = start.elapsed().as_secs_f64();
     plan.execute(&mut tape)?;
+    let sweep_seconds = start.elapsed().as_secs_f64() - setup_seconds;
     let mut loss = 0.0;
     let mut frames = Vec::with_capacity(targets.len());
     for (k, t) in targets.iter().enumerate() {
@@ -150,7 +159,11 @@ pub(crate) fn evaluate(
     let gradient = set.pullback(&tape.cot, theta);
     let mut stats = tape.stats;
     stats.steps = last;
-    stats.checkpoint = Some(CheckpointStats::of(&plan, bytes, tape.cot.bytes()));
+    stats.checkpoint = Some(CheckpointStats {
+        setup_seconds,
+        sweep_seconds,
+        ..CheckpointStats::of(&plan, bytes, tape.cot.bytes())
+    });
     Ok(Evaluation {
         loss,
         penalty: 0.0,

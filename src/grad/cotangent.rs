@@ -20,7 +20,9 @@ impl Wants {
         for p in set.params() {
             match p {
                 Param::ChargeScale | Param::Charges => w.charges = true,
-                Param::StiffnessScale | Param::Stiffnesses => w.stiffnesses = true,
+                Param::StiffnessScale | Param::Stiffnesses | Param::StiffnessBlocks { .. } => {
+                    w.stiffnesses = true
+                }
                 Param::Masses => w.masses = true,
                 Param::ExternalCharge { .. } | Param::ExternalPosition { .. } => w.externals = true,
             }
@@ -84,6 +86,13 @@ impl ParamSet {
                 Param::StiffnessScale => {
                     let k: Vec<f64> = b.springs().iter().map(|s| s.stiffness).collect();
                     g.push(dot(&cot.stiffnesses, &k));
+                }
+                Param::StiffnessBlocks { count } => {
+                    let mut blocks = vec![0.0; count];
+                    for (k, s) in b.springs().iter().enumerate() {
+                        blocks[self.block_of(k, count)] += cot.stiffnesses[k] * s.stiffness;
+                    }
+                    g.extend(blocks);
                 }
                 Param::Charges => g.extend_from_slice(&cot.charges),
                 Param::Stiffnesses => g.extend_from_slice(&cot.stiffnesses),

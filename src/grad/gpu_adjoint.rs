@@ -81,12 +81,14 @@ pub(crate) fn evaluate(
         scale,
         cg_iterations: options.adjoint_cg_iterations,
     };
+    let start = std::time::Instant::now();
     let gpu = GpuAdjoint::headless(
         &system,
         &config,
         &setup,
         &HeadlessOptions { allow_software },
     )?;
+    let setup_seconds = start.elapsed().as_secs_f64();
     let mut tape = GpuTape {
         gpu,
         targets,
@@ -94,6 +96,7 @@ pub(crate) fn evaluate(
     };
     plan.execute(&mut tape)?;
     let read = tape.gpu.read()?;
+    let sweep_seconds = start.elapsed().as_secs_f64() - setup_seconds;
     let mut cot = Cotangent::zeros(
         wants,
         n,
@@ -131,7 +134,11 @@ pub(crate) fn evaluate(
     }
     let stats = GradStats {
         steps: last,
-        checkpoint: Some(CheckpointStats::of(&plan, bytes, cot.bytes())),
+        checkpoint: Some(CheckpointStats {
+            setup_seconds,
+            sweep_seconds,
+            ..CheckpointStats::of(&plan, bytes, cot.bytes())
+        }),
         ..GradStats::default()
     };
     Ok(Evaluation {

@@ -63,6 +63,7 @@
 
 mod adjoint;
 pub mod checkpoint;
+pub mod cost;
 pub mod cotangent;
 mod gpu_adjoint;
 mod gpu_tangent;

@@ -24,6 +24,10 @@ pub enum Param {
     Charges,
     /// Every spring's stiffness k_k (N/m): one component per spring.
     Stiffnesses,
+    /// The springs in `count` consecutive blocks of their order (as equal as can be), one
+    /// scale per block on its springs' stiffnesses: a coarse per-region fit between
+    /// [`Param::StiffnessScale`] (1 block) and [`Param::Stiffnesses`].
+    StiffnessBlocks { count: usize },
     /// Every particle's mass m_i (kg): one component per particle.
     Masses,
     /// The charge q_e (C) of external point charge `index`.
@@ -41,6 +45,7 @@ impl Param {
             Self::StiffnessScale => "stiffness_scale".into(),
             Self::Charges => "charges".into(),
             Self::Stiffnesses => "stiffnesses".into(),
+            Self::StiffnessBlocks { count } => format!("stiffness_blocks[{count}]"),
             Self::Masses => "masses".into(),
             Self::ExternalCharge { index } => format!("external_charges[{index}].charge"),
             Self::ExternalPosition { index } => format!("external_charges[{index}].position"),
@@ -129,12 +134,18 @@ impl ParamSet {
             if params[..a].contains(p) {
                 return Err(GradError::Param(format!("{} is listed twice", p.name())));
             }
+            let stiffness = |q: &Param| {
+                matches!(
+                    q,
+                    Param::StiffnessScale | Param::Stiffnesses | Param::StiffnessBlocks { .. }
+                )
+            };
             let clash = match p {
-                Param::ChargeScale => Some(Param::Charges),
-                Param::StiffnessScale => Some(Param::Stiffnesses),
+                Param::ChargeScale => params.iter().find(|q| **q == Param::Charges).copied(),
+                _ if stiffness(p) => params[..a].iter().find(|q| stiffness(q)).copied(),
                 _ => None,
             };
-            if let Some(c) = clash.filter(|c| params.contains(c)) {
+            if let Some(c) = clash {
                 return Err(GradError::Param(format!(
                     "{} and {} describe the same values; use one of them",
                     p.name(),
@@ -151,6 +162,16 @@ impl ParamSet {
                         ));
                     }
                     system.springs().len()
+                }
+                Param::StiffnessBlocks { count } => {
+                    let ns = system.springs().len();
+                    if count == 0 || count > ns {
+                        return Err(GradError::Param(format!(
+                            "{}: between 1 and the {ns} springs",
+                            p.name()
+                        )));
+                    }
+                    count
                 }
                 Param::ExternalCharge { index } | Param::ExternalPosition { index } => {
                     if index >= externals {
@@ -303,6 +324,9 @@ impl ParamSet {
                 Param::ExternalPosition { .. } => {
                     names.extend(["x", "y", "z"].map(|c| format!("{}.{c}", p.name())))
                 }
+                Param::StiffnessBlocks { .. } => {
+                    names.extend((0..n).map(|k| format!("stiffness_blocks[{k}]")))
+                }
                 _ => names.push(p.name()),
             }
         }
@@ -323,6 +347,7 @@ impl ParamSet {
         for p in &self.params {
             match *p {
                 Param::ChargeScale | Param::StiffnessScale => theta.push(1.0),
+                Param::StiffnessBlocks { count } => theta.extend(std::iter::repeat_n(1.0, count)),
                 Param::Charges => theta.extend_from_slice(self.base_system.charges()),
                 Param::Stiffnesses => {
                     theta.extend(self.base_system.springs().iter().map(|s| s.stiffness))
@@ -362,6 +387,12 @@ impl ParamSet {
             match *p {
                 Param::ChargeScale => desc.charges.iter_mut().for_each(|q| *q *= v[0]),
                 Param::StiffnessScale => desc.springs.iter_mut().for_each(|s| s.stiffness *= v[0]),
+                Param::StiffnessBlocks { count } => {
+                    let ns = desc.springs.len();
+                    for (k, s) in desc.springs.iter_mut().enumerate() {
+                        s.stiffness *= v[spring_block(k, ns, count)];
+                    }
+                }
                 Param::Charges => desc.charges.copy_from_slice(v),
                 Param::Stiffnesses => {
                     for (s, &k) in desc.springs.iter_mut().zip(v) {
@@ -416,6 +447,25 @@ impl ParamSet {
                     ),
                     ..Default::default()
                 }),
+                Param::StiffnessBlocks { count } => dirs.extend((0..count).map(|b| {
+                    let dk = self
+                        .base_system
+                        .springs()
+                        .iter()
+                        .enumerate()
+                        .map(|(k, s)| {
+                            if spring_block(k, m, count) == b {
+                                s.stiffness
+                            } else {
+                                0.0
+                            }
+                        })
+                        .collect();
+                    Direction {
+                        dk: Some(dk),
+                        ..Default::default()
+                    }
+                })),
                 Param::Charges => dirs.extend((0..n).map(|i| {
                     let mut dq = vec![0.0; n];
                     dq[i] = 1.0;
@@ -463,6 +513,11 @@ impl ParamSet {
         dirs
     }
 
+    /// [`spring_block`] of spring `k` under parameter `a` (a `StiffnessBlocks`).
+    pub(crate) fn block_of(&self, k: usize, count: usize) -> usize {
+        spring_block(k, self.base_system.springs().len(), count)
+    }
+
     fn check_len(&self, theta: &[f64]) -> Result<(), GradError> {
         if theta.len() != self.len() {
             return Err(GradError::Param(format!(
@@ -479,4 +534,10 @@ impl ParamSet {
         }
         Ok(())
     }
+}
+
+/// The block of spring `k` of `ns` split into `count` consecutive blocks (sizes differing
+/// by at most one).
+fn spring_block(k: usize, ns: usize, count: usize) -> usize {
+    (k * count) / ns
 }
