@@ -127,6 +127,9 @@ pub struct BenchArgs {
     /// Adjoint workload: the steps T of the run differentiated
     #[arg(long, value_name = "T", default_value_t = 100, value_parser = parse_steps)]
     pub horizon: u64,
+    /// Adjoint workload, CPU: the relative residual the adjoint's CG solves stop at
+    #[arg(long = "adjoint-tolerance", value_name = "TOL", default_value_t = 1e-12, value_parser = parse_positive)]
+    pub adjoint_tolerance: f64,
     /// Adjoint workload: its checkpointing (auto, all, two-level[:C], binomial:S)
     #[arg(long, value_name = "POLICY", default_value = "auto")]
     pub checkpoint: crate::grad::Checkpointing,

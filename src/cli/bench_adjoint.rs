@@ -8,7 +8,7 @@ use super::CliError;
 use crate::bench::workload;
 use crate::grad::checkpoint::{CheckpointOptions, DEFAULT_MEMORY_BUDGET};
 use crate::grad::cost::{measure, CostOptions, CostRecord};
-use crate::grad::{GradBackend, GradError, Param};
+use crate::grad::{GradBackend, GradError, Param, TangentSolve};
 use crate::output::{AtomicFile, OutputError};
 use crate::run::RunError;
 use std::io::Write;
@@ -23,7 +23,7 @@ fn grad_error(e: GradError) -> CliError {
 
 fn header() -> String {
     format!(
-        "{:<8} {:>7} {:>7} {:>5} {:<24} {:>7} {:<10} {:>10} {:>10} {:>6} {:>6} {:>6} {:>10} {:>9}",
+        "{:<8} {:>7} {:>7} {:>5} {:<24} {:>7} {:<10} {:>7} {:>10} {:>10} {:>6} {:>6} {:>6} {:>10} {:>9}",
         "backend",
         "n",
         "springs",
@@ -31,6 +31,7 @@ fn header() -> String {
         "params",
         "P",
         "policy",
+        "tol",
         "forward s",
         "gradient s",
         "ratio",
@@ -43,7 +44,7 @@ fn header() -> String {
 
 fn row(r: &CostRecord) -> String {
     format!(
-        "{:<8} {:>7} {:>7} {:>5} {:<24} {:>7} {:<10} {:>10.4} {:>10.4} {:>6.2} {:>6} {:>6.1} {:>10.2} {:>9}",
+        "{:<8} {:>7} {:>7} {:>5} {:<24} {:>7} {:<10} {:>7} {:>10.4} {:>10.4} {:>6.2} {:>6} {:>6.1} {:>10.2} {:>9}",
         r.backend,
         r.particles,
         r.springs,
@@ -51,6 +52,8 @@ fn row(r: &CostRecord) -> String {
         r.params,
         r.components,
         r.policy,
+        r.adjoint_tolerance
+            .map_or_else(|| "-".into(), |t| format!("{t:.0e}")),
         r.forward_seconds[0],
         r.gradient_seconds[0],
         r.ratio,
@@ -77,6 +80,10 @@ pub(super) fn execute(args: &BenchArgs) -> Result<(), CliError> {
         },
         repeats: args.repeats,
         frames: 10,
+        tangent_solve: TangentSolve {
+            tolerance: args.adjoint_tolerance,
+            ..TangentSolve::default()
+        },
     };
     let mut file = match &args.out {
         Some(p) => Some(AtomicFile::create(p)?),

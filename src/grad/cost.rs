@@ -34,6 +34,8 @@ pub struct CostRecord {
     /// Components of theta.
     pub components: usize,
     pub policy: &'static str,
+    /// The CPU adjoint's CG tolerance (the GPU's solves run the scene's solver).
+    pub adjoint_tolerance: Option<f64>,
     /// Forward run: median, smallest and largest wall time over the repeats (s).
     pub forward_seconds: [f64; 3],
     /// Gradient sweeps: median, smallest and largest (s), and the set-up's median.
@@ -61,6 +63,8 @@ pub struct CostOptions {
     pub repeats: u32,
     /// Target frames, evenly spread over the T steps.
     pub frames: u64,
+    /// The CPU adjoint's solves (CG to this tolerance).
+    pub tangent_solve: super::step::TangentSolve,
 }
 
 /// The process's peak resident set size (VmHWM), where the platform says it.
@@ -112,6 +116,7 @@ pub fn measure(
         mode: GradMode::Adjoint,
         backend: options.backend,
         checkpoint: options.checkpoint,
+        tangent_solve: options.tangent_solve,
         ..GradOptions::default()
     };
     let every = (steps / options.frames.max(1)).max(1);
@@ -155,6 +160,8 @@ pub fn measure(
             params: params.iter().map(Param::name).collect::<Vec<_>>().join(","),
             components: set.len(),
             policy: ck.policy,
+            adjoint_tolerance: (options.backend == GradBackend::Cpu)
+                .then_some(options.tangent_solve.tolerance),
             forward_seconds: f,
             gradient_seconds: g,
             setup_seconds: median(&mut setup)[0],
