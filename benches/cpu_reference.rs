@@ -102,6 +102,7 @@ fn bench_coulomb_tangent(c: &mut Criterion) {
     let dir = msc::grad::params::Direction {
         dq: Some(q.iter().map(|q| q * 0.5).collect()),
         dk: None,
+        dm: None,
         dqe: vec![],
         dxe: vec![],
     };

@@ -45,6 +45,12 @@ const GPU: GradOptions = GradOptions {
     backend: GradBackend::Gpu {
         allow_software: true,
     },
+    mode: msc::grad::GradMode::Forward,
+    adjoint_cg_iterations: None,
+    checkpoint: msc::grad::CheckpointOptions {
+        policy: msc::grad::Checkpointing::Auto,
+        memory_budget: msc::grad::checkpoint::DEFAULT_MEMORY_BUDGET,
+    },
 };
 
 /// `Ok(None)` (test skipped) when there is no adapter.

@@ -475,7 +475,7 @@ fn loss_gradient_and_gauss_newton_matrix_match_finite_differences() {
     assert_eq!(j[1], j[2]);
     assert!(j[0] > 0.0 && j[3] > 0.0 && j[1] * j[1] <= j[0] * j[3]);
     // And the per-frame gradient norms are those of the frames' terms: their sum bounds the total.
-    let sum: f64 = e.frames.iter().map(|f| f.gradient_norm).sum();
+    let sum: f64 = e.frames.iter().map(|f| f.gradient_norm.unwrap()).sum();
     let total = (e.gradient[0].powi(2) + e.gradient[1].powi(2)).sqrt();
     assert!(total <= sum * (1.0 + 1e-12));
 }

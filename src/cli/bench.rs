@@ -26,7 +26,11 @@ pub enum WorkloadArg {
     /// A mesh file (--mesh FILE) with the cloth's material and solver settings, unpinned:
     /// one row, with the seconds the file took to load
     Mesh,
-    /// Cloth, then Coulomb (DDEF, worlds and mesh only when asked for)
+    /// Reverse-mode gradients on the cloth: one gradient's time over one forward run's,
+    /// the states kept and their memory, for 1, 1000 and every spring stiffness
+    /// (`--horizon` steps; see `grad::cost`)
+    Adjoint,
+    /// Cloth, then Coulomb (DDEF, worlds, mesh and adjoint only when asked for)
     All,
 }
 
@@ -128,6 +132,15 @@ pub struct BenchArgs {
     /// it adds a mesh row after W's
     #[arg(long, value_name = "FILE", required_if_eq("workload", "mesh"))]
     pub mesh: Option<PathBuf>,
+    /// Adjoint workload: the steps T of the run differentiated
+    #[arg(long, value_name = "T", default_value_t = 100, value_parser = parse_steps)]
+    pub horizon: u64,
+    /// Adjoint workload, CPU: the relative residual the adjoint's CG solves stop at
+    #[arg(long = "adjoint-tolerance", value_name = "TOL", default_value_t = 1e-12, value_parser = parse_positive)]
+    pub adjoint_tolerance: f64,
+    /// Adjoint workload: its checkpointing (auto, all, two-level[:C], binomial:S)
+    #[arg(long, value_name = "POLICY", default_value = "auto")]
+    pub checkpoint: crate::grad::Checkpointing,
     /// Also write the JSON lines to FILE (atomically, when the benchmark ends)
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -241,6 +254,8 @@ impl BenchArgs {
             WorkloadArg::Ddef => vec![Workload::Ddef],
             WorkloadArg::Worlds => vec![Workload::Worlds],
             WorkloadArg::Mesh => vec![Workload::Mesh],
+            // Run by `bench_adjoint`, not `bench::run`.
+            WorkloadArg::Adjoint => Vec::new(),
             // `--mesh FILE` alone runs the mesh workload.
             WorkloadArg::All if self.mesh.is_some() => vec![],
             WorkloadArg::All => vec![Workload::Cloth, Workload::Coulomb],
@@ -278,8 +293,13 @@ fn stdout_error(source: std::io::Error) -> OutputError {
     }
 }
 
-/// Runs the benchmark; returns its records.
+/// Runs the benchmark; returns its records (none for the adjoint workload, whose rows
+/// are `grad::cost` records).
 pub fn execute(args: &BenchArgs) -> Result<Vec<Record>, CliError> {
+    if args.workload == WorkloadArg::Adjoint {
+        super::bench_adjoint::execute(args)?;
+        return Ok(Vec::new());
+    }
     let opts = args.options();
     let mut file = match &args.out {
         Some(p) => Some(AtomicFile::create(p)?),

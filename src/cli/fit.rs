@@ -2,9 +2,9 @@
 //!
 //! The loss is the mean squared position error against the target frames (a run folder's
 //! `frames/*.ply` or one PLY file), matched by time; its gradient comes from forward
-//! sensitivities through the scene's own integrator and time step ([`crate::grad`]).
-//! `--backend gpu` propagates the tangents on the GPU.
-//! Levenberg-Marquardt for few parameters, Adam for many. `--starts N` first runs N start
+//! sensitivities or from the adjoint (`--gradient`) through the scene's own integrator
+//! and time step ([`crate::grad`]). `--backend gpu` propagates the tangents on the GPU.
+//! Levenberg-Marquardt for few parameters, L-BFGS (or Adam) for many. `--starts N` first runs N start
 //! points around the initial values forward, as worlds of one batch, and fits from the one
 //! with the lowest loss ([`grad::starts`]). Progress goes to stderr; the history and the
 //! result go to `fit.json` ([`grad::fit_job::FitRecord`]), written atomically. This file
@@ -15,8 +15,8 @@ use super::CliError;
 use crate::config::ConfigError;
 use crate::grad::fit_job::{self, FitInputs, FitParam, FitRecord};
 use crate::grad::{
-    self, FitHistoryEntry, FitOptions, FitOutcome, GradBackend, GradError, GradOptions, Optimizer,
-    Param, ParamSet, StopReason, TangentSolve,
+    self, CheckpointOptions, FitHistoryEntry, FitOptions, FitOutcome, GradBackend, GradError,
+    GradMode, GradOptions, Optimizer, Param, ParamSet, StopReason, TangentSolve,
 };
 use crate::run::{BackendArg, RunError};
 use crate::scene::LoadedScene;
@@ -35,13 +35,27 @@ pub enum FramesArg {
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum OptimizerArg {
-    /// Levenberg-Marquardt for few parameters, Adam for more than 16 components
+    /// Levenberg-Marquardt for up to 16 components with forward gradients, else L-BFGS
     #[default]
     Auto,
-    /// Levenberg-Marquardt (Gauss-Newton with damping)
+    /// Levenberg-Marquardt (Gauss-Newton with damping; forward gradients)
     Lm,
+    /// L-BFGS
+    Lbfgs,
     /// Adam
     Adam,
+}
+
+/// How the gradient is computed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum GradientArg {
+    /// The adjoint for per-element parameters or more than 8 components, else forward
+    #[default]
+    Auto,
+    /// Forward sensitivities: one tangent per component (gives J^T J for --optimizer lm)
+    Forward,
+    /// Reverse mode: one backward pass for all components, with checkpointing
+    Adjoint,
 }
 
 #[derive(Clone, Debug, clap::Args)]
@@ -63,6 +77,10 @@ pub struct FitArgs {
         required = true
     )]
     pub params: Vec<String>,
+    /// Fit the logarithm of these --param names (the same names), keeping them positive
+    /// (a charge keeps its sign); not positions, nor a parameter with a zero value
+    #[arg(long = "log", value_name = "NAME", value_delimiter = ',')]
+    pub log: Vec<String>,
     /// Initial value of each --param in its order, in the parameter's unit (x,y,z for a
     /// position; for charges and stiffnesses every component is set). Default: the scene's
     #[arg(long = "init", value_name = "VALUE")]
@@ -84,9 +102,27 @@ pub struct FitArgs {
     pub max_iters: u32,
     #[arg(long, value_enum, default_value_t = OptimizerArg::Auto)]
     pub optimizer: OptimizerArg,
-    /// Adam's relative step per iteration
+    /// Adam's relative step per iteration, and L-BFGS's first step
     #[arg(long = "learning-rate", value_name = "R", default_value_t = 0.02)]
     pub learning_rate: f64,
+    /// Forward sensitivities or the adjoint
+    #[arg(long, value_enum, default_value_t = GradientArg::Auto)]
+    pub gradient: GradientArg,
+    /// The adjoint's checkpointing: auto (store every state when they fit
+    /// --checkpoint-memory, else two-level), all, two-level[:C], binomial:S
+    #[arg(long, value_name = "POLICY", default_value = "auto")]
+    pub checkpoint: grad::Checkpointing,
+    /// GPU adjoint: run its linear solves as CG with N iterations instead of the scene's
+    /// solver and iteration count
+    #[arg(long = "adjoint-cg", value_name = "N")]
+    pub adjoint_cg: Option<u32>,
+    /// Memory the adjoint's kept states may take, in MiB
+    #[arg(long = "checkpoint-memory", value_name = "MIB", default_value_t = grad::checkpoint::DEFAULT_MEMORY_BUDGET >> 20)]
+    pub checkpoint_memory: u64,
+    /// Weight (m^2) of a smoothness penalty over neighbouring springs or particles of
+    /// per-element parameters (graph Laplacian); 0 = none
+    #[arg(long, value_name = "LAMBDA", default_value_t = 0.0)]
+    pub smoothness: f64,
     /// Truncate each frame's gradient to its last N steps (long, chaotic horizons)
     #[arg(long, value_name = "N")]
     pub window: Option<u64>,
@@ -239,9 +275,24 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         .map(|p| parse_param(p, &scene))
         .collect::<Result<_, _>>()?;
     let params: Vec<Param> = specs.iter().map(|s| s.param).collect();
-    let set = ParamSet::new(&scene.system, &scene.config, &params).map_err(grad_error)?;
+    let mut log = vec![false; specs.len()];
+    for name in &args.log {
+        let a = args
+            .params
+            .iter()
+            .position(|p| p.trim() == name.trim())
+            .ok_or_else(|| {
+                option_error("--log", format!("'{name}' is not one of the --param names"))
+            })?;
+        log[a] = true;
+    }
+    let set = ParamSet::new(&scene.system, &scene.config, &params)
+        .and_then(|s| s.with_log(&log))
+        .map_err(grad_error)?;
     let reference = fit_job::display_factors(&specs, &set);
-    let mut theta0 = set.initial();
+    // The initial values, relative to each parameter's reference (theta0 is their image:
+    // logarithms for --log).
+    let mut values0 = set.values(&set.initial());
     if !args.init.is_empty() {
         if args.init.len() != specs.len() {
             return Err(option_error(
@@ -255,10 +306,11 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         }
         for (a, text) in args.init.iter().enumerate() {
             let values = parse_values(text)?;
-            fit_job::apply_init(&specs[a], &mut theta0[set.range(a)], &values)
+            fit_job::apply_init(&specs[a], &mut values0[set.range(a)], &values)
                 .map_err(|m| option_error("--init", m))?;
         }
     }
+    let theta0 = set.from_values(&values0).map_err(grad_error)?;
     let out = args
         .out
         .clone()
@@ -272,13 +324,24 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         args.initial_tolerance,
     )
     .map_err(grad_error)?;
+    let mode = match args.gradient {
+        GradientArg::Auto => GradMode::auto(&set),
+        GradientArg::Forward => GradMode::Forward,
+        GradientArg::Adjoint => GradMode::Adjoint,
+    };
     let optimizer = match args.optimizer {
         OptimizerArg::Lm => Optimizer::LevenbergMarquardt,
         OptimizerArg::Adam => Optimizer::Adam {
             learning_rate: args.learning_rate,
         },
-        OptimizerArg::Auto => fit_job::default_optimizer(set.len(), args.learning_rate),
+        OptimizerArg::Lbfgs => Optimizer::Lbfgs {
+            initial_step: args.learning_rate,
+        },
+        OptimizerArg::Auto => Optimizer::auto(mode, set.len(), args.learning_rate),
     };
+    if !(args.smoothness.is_finite() && args.smoothness >= 0.0) {
+        return Err(option_error("--smoothness", "must be 0 or positive"));
+    }
     if !(args.learning_rate.is_finite() && args.learning_rate > 0.0) {
         return Err(option_error("--learning-rate", "must be positive"));
     }
@@ -299,27 +362,29 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
             exact_forward: args.exact_solves,
             window: args.window,
             backend: grad_backend,
+            mode,
+            adjoint_cg_iterations: args.adjoint_cg,
+            checkpoint: CheckpointOptions {
+                policy: args.checkpoint,
+                memory_budget: args.checkpoint_memory.saturating_mul(1 << 20),
+            },
         },
+        smoothness: args.smoothness,
         ..FitOptions::default()
     };
+    // theta -> the values shown (physical, in each parameter's display unit).
+    let display = |theta: &[f64]| fit_job::display(&set, &reference, theta);
     let shown = |theta: &[f64]| -> String {
+        let shown = display(theta);
         if theta.len() > 4 {
-            let mean = theta
-                .iter()
-                .zip(&reference)
-                .map(|(t, r)| t * r)
-                .sum::<f64>()
-                / theta.len() as f64;
+            let mean = shown.iter().sum::<f64>() / theta.len() as f64;
             return format!("{} components, mean {mean:.6e}", theta.len());
         }
         specs
             .iter()
             .enumerate()
             .map(|(a, s)| {
-                let v: Vec<String> = set
-                    .range(a)
-                    .map(|k| format!("{:.6e}", theta[k] * reference[k]))
-                    .collect();
+                let v: Vec<String> = set.range(a).map(|k| format!("{:.6e}", shown[k])).collect();
                 format!("{} = {} {}", s.label, v.join(","), s.unit)
             })
             .collect::<Vec<_>>()
@@ -365,7 +430,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
             return Err(option_error("--start-factor", "must be a number above 1"));
         }
         let count = (args.starts as usize, args.start_factor);
-        let starts = fit_job::evaluate_starts(&set, &theta0, count, &targets, &options.grad)
+        let starts = fit_job::evaluate_starts(&set, &values0, count, &targets, &options.grad)
             .map_err(grad_error)?;
         if !args.quiet {
             for (s, (theta, loss)) in starts.thetas.iter().zip(&starts.losses).enumerate() {
@@ -393,12 +458,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         .map_or(theta0.as_slice(), |s| &s.thetas[s.best]);
     let outcome = grad::fit(&set, from, &targets, &options, progress).map_err(grad_error)?;
     let wall = start.elapsed().as_secs_f64();
-    let values: Vec<f64> = outcome
-        .theta
-        .iter()
-        .zip(&reference)
-        .map(|(t, r)| t * r)
-        .collect();
+    let values: Vec<f64> = display(&outcome.theta);
 
     let inputs = FitInputs {
         scene: &scene,

@@ -8,6 +8,7 @@
 
 pub mod batch;
 pub mod bench;
+mod bench_adjoint;
 pub mod ddef_error;
 pub mod error;
 pub mod fit;

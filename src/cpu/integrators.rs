@@ -29,7 +29,7 @@ pub use update::{parameters_fixed, UpdateError};
 pub(crate) struct StepTrace {
     /// x_t.
     pub x0: Vec<DVec3>,
-    /// v_t (explicit integrators only; empty otherwise).
+    /// v_t.
     pub v0: Vec<DVec3>,
     /// Verlet: the half-step velocity v_half (empty otherwise).
     pub v_half: Vec<DVec3>,
@@ -141,6 +141,24 @@ impl CpuSimulation {
         &self.op
     }
 
+    /// Puts the simulation back at `state` (a state this simulation passed through, for
+    /// the reverse sweeps of `crate::grad`): the steps from there repeat the ones taken
+    /// before bit for bit (the per-step buffers are rebuilt from the state; the cached
+    /// field is dropped; the Chebyshev rho and the local-global matrix are constants of
+    /// the run). DDEF keeps a grid between steps, so a DDEF run cannot be restored.
+    pub(crate) fn restore(&mut self, state: &State) {
+        debug_assert!(
+            self.ddef.is_none(),
+            "restore: DDEF keeps state between steps"
+        );
+        self.state.x.copy_from_slice(&state.x);
+        self.state.v.copy_from_slice(&state.v);
+        self.state.t = state.t;
+        self.state.step = state.step;
+        self.field_step = None;
+        self.last_solve = None;
+    }
+
     /// One time step; returns the linear solve's stats for implicit integrators.
     pub fn step_once(&mut self) -> Option<SolveStats> {
         self.step_with(None)
@@ -150,11 +168,9 @@ impl CpuSimulation {
     pub(crate) fn step_traced(&mut self) -> (Option<SolveStats>, StepTrace) {
         let mut trace = StepTrace {
             x0: self.state.x.clone(),
+            v0: self.state.v.clone(),
             ..Default::default()
         };
-        if !self.config.integrator.is_implicit() {
-            trace.v0 = self.state.v.clone();
-        }
         let stats = self.step_with(Some(&mut trace));
         (stats, trace)
     }

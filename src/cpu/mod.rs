@@ -5,7 +5,7 @@ pub mod energy;
 pub mod forces;
 pub mod integrators;
 pub mod operator;
-mod rows;
+pub(crate) mod rows;
 pub mod solvers;
 
 pub use integrators::{parameters_fixed, CpuSimulation, UpdateError};

@@ -6,9 +6,9 @@
 //! atomically.
 
 use super::loss::{FrameReport, Target};
-use super::optim::{FitOptions, FitOutcome, Optimizer, StopReason};
+use super::optim::{FitOptions, FitOutcome, StopReason};
 use super::params::{Param, ParamSet};
-use super::sensitivity::{GradBackend, GradOptions};
+use super::sensitivity::{GradBackend, GradMode, GradOptions};
 use super::{starts, target, GradError};
 use crate::config::Config;
 use crate::output::{write_atomic, OutputError};
@@ -59,8 +59,15 @@ pub fn display_factors(params: &[FitParam], set: &ParamSet) -> Vec<f64> {
     reference
 }
 
-/// Sets `theta` (one parameter's components) from the initial `values` given in its
-/// display unit: x,y,z for a position, else one value; per-element parameters set their
+/// `theta`'s values in each parameter's display unit (`reference` from
+/// [`display_factors`]; a log parameter's theta is its logarithm).
+pub fn display(set: &ParamSet, reference: &[f64], theta: &[f64]) -> Vec<f64> {
+    let v = set.values(theta);
+    v.iter().zip(reference).map(|(t, r)| t * r).collect()
+}
+
+/// Sets `theta` (one parameter's components, as values relative to its reference, not
+/// logarithms) from the initial `values` given in its display unit: x,y,z for a position, else one value; per-element parameters set their
 /// non-zero components (every one if all are 0), so uncharged particles stay uncharged.
 /// `Err` says what the parameter takes.
 pub fn apply_init(p: &FitParam, theta: &mut [f64], values: &[f64]) -> Result<(), String> {
@@ -119,16 +126,21 @@ pub struct Starts {
     pub factor: f64,
 }
 
-/// `count` start points spread by `factor` around `theta0` (among them), evaluated by
-/// forward runs of all of them as worlds of one batch; an error when none has a loss.
+/// `count` start points spread by `factor` around the relative values `values0` (among
+/// them; spread in value space, since a log parameter's theta is not a value to scale),
+/// evaluated by forward runs of all of them as worlds of one batch; an error when none
+/// has a loss.
 pub fn evaluate_starts(
     set: &ParamSet,
-    theta0: &[f64],
+    values0: &[f64],
     (count, factor): (usize, f64),
     targets: &[Target],
     grad: &GradOptions,
 ) -> Result<Starts, GradError> {
-    let thetas = starts::spread(theta0, count, factor);
+    let thetas = starts::spread(values0, count, factor)
+        .iter()
+        .map(|v| set.from_values(v))
+        .collect::<Result<Vec<_>, _>>()?;
     let t = Instant::now();
     let losses = starts::batch_losses(set, &thetas, targets, grad)?;
     let seconds = t.elapsed().as_secs_f64();
@@ -170,6 +182,9 @@ pub struct FitRecord {
     pub evaluations: u32,
     pub history: Vec<HistoryRecord>,
     pub frames: Vec<FrameReport>,
+    /// The smoothness weight (`--smoothness`) and the penalty's share of `loss`.
+    pub smoothness: f64,
+    pub penalty: f64,
     pub gradient: GradientRecord,
     pub wall_seconds: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -183,6 +198,8 @@ pub struct ParamRecord {
     pub unit: &'static str,
     pub components: usize,
     pub initial: Vec<f64>,
+    /// Fitted as its logarithm (`--log`).
+    pub log: bool,
     pub result: Vec<f64>,
 }
 
@@ -201,7 +218,11 @@ pub struct HistoryRecord {
 /// How [`FitRecord`]'s gradients were computed.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct GradientRecord {
+    /// `forward` or `adjoint`.
+    pub mode: &'static str,
     pub method: &'static str,
+    /// The adjoint's checkpointing (absent in forward mode).
+    pub checkpoint: Option<super::adjoint::CheckpointStats>,
     pub backend: &'static str,
     pub tangent_tolerance: f64,
     pub exact_forward_solves: bool,
@@ -247,9 +268,7 @@ impl FitRecord {
     pub fn new(inputs: &FitInputs, outcome: &FitOutcome) -> Self {
         let set = inputs.set;
         let reference = display_factors(inputs.params, set);
-        let display = |theta: &[f64]| -> Vec<f64> {
-            theta.iter().zip(&reference).map(|(t, r)| t * r).collect()
-        };
+        let display = |theta: &[f64]| display(set, &reference, theta);
         let small = set.len() <= 16;
         let listed = |theta: &[f64]| small.then(|| display(theta));
         let values = display(&outcome.theta);
@@ -267,7 +286,8 @@ impl FitRecord {
                     name: p.label.clone(),
                     unit: p.unit,
                     components: set.range(a).len(),
-                    initial: display(&inputs.theta0[set.range(a)]),
+                    initial: display(inputs.theta0)[set.range(a)].to_vec(),
+                    log: set.is_log(a),
                     result: values[set.range(a)].to_vec(),
                 })
                 .collect(),
@@ -294,8 +314,19 @@ impl FitRecord {
                 })
                 .collect(),
             frames: outcome.frames.clone(),
+            smoothness: inputs.options.smoothness,
+            penalty: outcome.penalty,
             gradient: GradientRecord {
-                method: "forward sensitivities, exact-solve derivative of the discrete steps",
+                mode: grad.mode.name(),
+                method: match grad.mode {
+                    GradMode::Forward => {
+                        "forward sensitivities, exact-solve derivative of the discrete steps"
+                    }
+                    GradMode::Adjoint => {
+                        "adjoint (one reverse sweep), exact-solve derivative of the discrete steps"
+                    }
+                },
+                checkpoint: outcome.stats.checkpoint.clone(),
                 backend: match grad.backend {
                     GradBackend::Cpu => "cpu",
                     GradBackend::Gpu { .. } => "gpu",
@@ -339,15 +370,5 @@ impl FitRecord {
         text.push('\n');
         write_atomic(&path, text.as_bytes())?;
         Ok(path)
-    }
-}
-
-/// The optimizer `msc fit` picks when not told: Levenberg-Marquardt for few components,
-/// Adam (at `learning_rate`) for more than 16.
-pub fn default_optimizer(components: usize, learning_rate: f64) -> Optimizer {
-    if components <= 16 {
-        Optimizer::LevenbergMarquardt
-    } else {
-        Optimizer::Adam { learning_rate }
     }
 }

@@ -18,9 +18,15 @@ pub struct GpuTangents {
     solver: GpuSolver,
 }
 
-/// The directions as the GPU tangent kernels read them.
-fn gpu_directions(directions: &[Direction]) -> Vec<TangentDirection<'_>> {
-    directions
+/// The directions as the GPU tangent kernels read them; a mass direction has no GPU
+/// tangent kernel.
+fn gpu_directions(directions: &[Direction]) -> Result<Vec<TangentDirection<'_>>, GpuError> {
+    if directions.iter().any(|d| d.dm.is_some()) {
+        return Err(GpuError::Unsupported(
+            "the GPU tangents do not differentiate masses (use the CPU reference)".into(),
+        ));
+    }
+    Ok(directions
         .iter()
         .map(|d| TangentDirection {
             dq: d.dq.as_deref(),
@@ -28,7 +34,7 @@ fn gpu_directions(directions: &[Direction]) -> Vec<TangentDirection<'_>> {
             dqe: &d.dqe,
             dxe: &d.dxe,
         })
-        .collect()
+        .collect())
 }
 
 impl GpuTangents {
@@ -40,7 +46,7 @@ impl GpuTangents {
         directions: &[Direction],
         options: &HeadlessOptions,
     ) -> Result<Self, GpuError> {
-        let dirs = gpu_directions(directions);
+        let dirs = gpu_directions(directions)?;
         Ok(Self {
             solver: GpuSolver::headless_with_tangents(system, config, &dirs, options)?,
         })
@@ -54,7 +60,7 @@ impl GpuTangents {
         config: &Config,
         directions: &[Direction],
     ) -> Result<Self, GpuError> {
-        let dirs = gpu_directions(directions);
+        let dirs = gpu_directions(directions)?;
         Ok(Self {
             solver: GpuSolver::with_tangents(device, queue, system, config, &dirs)?,
         })
@@ -132,7 +138,7 @@ pub(crate) fn drive(
         Tangents(GpuTangents),
     }
     let mut run = if with_tangents {
-        let dirs = set.directions();
+        let dirs = set.directions_at(theta);
         stats.tangents = dirs.len();
         Run::Tangents(GpuTangents::headless(&system, &config, &dirs, &hopts)?)
     } else {

@@ -120,6 +120,23 @@ pub fn field_forces_jvp(
     dir: &Direction,
     out: &mut [DVec3],
 ) {
+    field_forces_jvp_parts(x, q, config, t, dx, dir, true, out);
+}
+
+/// [`field_forces_jvp`], with the external field's terms only when `with_field`: the
+/// rest is the Hessian of a potential (symmetric), which the adjoint applies as is
+/// (`super::vjp::field_forces_vjp`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn field_forces_jvp_parts(
+    x: &[DVec3],
+    q: &[f64],
+    config: &Config,
+    t: f64,
+    dx: &[DVec3],
+    dir: &Direction,
+    with_field: bool,
+    out: &mut [DVec3],
+) {
     let eps2 = config.coulomb.softening * config.coulomb.softening;
     let active = |i: usize| q[i] != 0.0 || dir.dq(i) != 0.0;
     let sources = (config.coulomb.method == CoulombMethod::AllPairs)
@@ -137,7 +154,7 @@ pub fn field_forces_jvp(
             )
         })
         .collect();
-    let field = config.external_field;
+    let field = config.external_field.filter(|_| with_field);
     let kernel = |(i, f): (usize, &mut DVec3)| {
         *f = DVec3::ZERO;
         if !active(i) {
@@ -269,6 +286,7 @@ mod tests {
         let dir = Direction {
             dq: Some(vec![0.5e-6, 1e-6, 2e-6, -1e-6]),
             dk: None,
+            dm: None,
             dqe: vec![1e-6],
             dxe: vec![DVec3::new(0.2, -0.1, 0.3)],
         };
@@ -325,6 +343,7 @@ mod tests {
         let dir = Direction {
             dq: None,
             dk: None,
+            dm: None,
             dqe: vec![],
             dxe: vec![],
         };
@@ -375,6 +394,7 @@ mod tests {
         let dir = Direction {
             dq: Some(dq.clone()),
             dk: None,
+            dm: None,
             dqe: vec![],
             dxe: vec![],
         };

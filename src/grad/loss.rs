@@ -7,7 +7,7 @@
 //! L = r.r, dL/dtheta = 2 J^T r and the Gauss-Newton approximation of the Hessian is 2 J^T J.
 
 use super::params::ParamSet;
-use super::sensitivity::{GradOptions, GradStats};
+use super::sensitivity::{GradBackend, GradMode, GradOptions, GradStats};
 use super::trajectory::drive;
 use super::GradError;
 use glam::DVec3;
@@ -26,16 +26,20 @@ pub struct FrameReport {
     pub time: f64,
     /// This frame's term of L.
     pub loss: f64,
-    /// |d(this frame's term)/dtheta|.
-    pub gradient_norm: f64,
-    /// |dx/dtheta| over all particles and components (Frobenius).
-    pub tangent_norm: f64,
+    /// |d(this frame's term)/dtheta| (forward mode; the adjoint's single reverse sweep
+    /// gives the total only).
+    pub gradient_norm: Option<f64>,
+    /// |dx/dtheta| over all particles and components (Frobenius; forward mode).
+    pub tangent_norm: Option<f64>,
 }
 
 /// The loss at theta with everything an optimizer needs.
 #[derive(Clone, Debug)]
 pub struct Evaluation {
+    /// The loss (in a fit, the objective: the loss plus `penalty`).
     pub loss: f64,
+    /// The smoothness penalty included in `loss` and `gradient` (0 outside a fit).
+    pub penalty: f64,
     /// dL/dtheta.
     pub gradient: Vec<f64>,
     /// J^T r (= gradient / 2).
@@ -47,7 +51,7 @@ pub struct Evaluation {
 }
 
 /// The steps of `targets`, after checking each frame against `set`'s particles.
-pub(super) fn check_targets(set: &ParamSet, targets: &[Target]) -> Result<Vec<u64>, GradError> {
+pub(crate) fn check_targets(set: &ParamSet, targets: &[Target]) -> Result<Vec<u64>, GradError> {
     let n = set.base_system().len();
     for (k, t) in targets.iter().enumerate() {
         if t.positions.len() != n {
@@ -77,6 +81,8 @@ pub(crate) fn frame_loss(x: &[DVec3], target: &[DVec3], scale: f64) -> f64 {
 }
 
 /// L(theta) and, when `with_gradient`, dL/dtheta, J^T r and (when `with_jtj`) J^T J.
+/// With [`GradMode::Adjoint`] the gradient comes from one reverse sweep and J^T J is not
+/// available (a [`GradError::Unsupported`]).
 pub fn evaluate(
     set: &ParamSet,
     theta: &[f64],
@@ -85,6 +91,21 @@ pub fn evaluate(
     with_gradient: bool,
     with_jtj: bool,
 ) -> Result<Evaluation, GradError> {
+    if with_gradient && options.mode == GradMode::Adjoint {
+        if with_jtj {
+            return Err(GradError::Unsupported {
+                what: "the Gauss-Newton matrix J^T J",
+                reason: "reverse mode gives the gradient only; use forward gradients for \
+                         Levenberg-Marquardt",
+            });
+        }
+        return match options.backend {
+            GradBackend::Cpu => super::adjoint::evaluate(set, theta, targets, options),
+            GradBackend::Gpu { allow_software } => {
+                super::gpu_adjoint::evaluate(set, theta, targets, options, allow_software)
+            }
+        };
+    }
     let steps = check_targets(set, targets)?;
     let p = set.len();
     let n = set.base_system().len();
@@ -137,8 +158,8 @@ pub fn evaluate(
                 step: state.step,
                 time: state.t,
                 loss: frame_loss,
-                gradient_norm: g2.sqrt(),
-                tangent_norm: t2.sqrt(),
+                gradient_norm: Some(g2.sqrt()),
+                tangent_norm: Some(t2.sqrt()),
             });
             Ok(())
         },
@@ -148,6 +169,7 @@ pub fn evaluate(
     }
     Ok(Evaluation {
         loss,
+        penalty: 0.0,
         gradient: jtr.iter().map(|v| 2.0 * v).collect(),
         jtr,
         jtj,

@@ -61,24 +61,37 @@
 //! each frame's tangent to its last N steps, and a non-finite state, tangent or loss is a
 //! [`GradError`], never a silent NaN.
 
+mod adjoint;
+pub mod checkpoint;
+pub mod cost;
+pub mod cotangent;
 pub mod fit_job;
+mod gpu_adjoint;
 mod gpu_tangent;
 pub mod jvp;
+pub mod lbfgs;
 pub mod loss;
 pub mod optim;
+mod pair_cotangent;
 mod pair_tangent;
 pub mod params;
+mod reverse;
 pub mod sensitivity;
+pub mod smooth;
 pub mod starts;
 pub mod step;
 pub mod target;
 pub mod trajectory;
+pub mod vjp;
 
+pub use adjoint::CheckpointStats;
+pub use checkpoint::{CheckpointOptions, Checkpointing};
+pub use cotangent::Cotangent;
 pub use gpu_tangent::GpuTangents;
 pub use loss::{evaluate, Evaluation, FrameReport, Target};
 pub use optim::{fit, FitHistoryEntry, FitOptions, FitOutcome, Optimizer, StopReason};
 pub use params::{Direction, Param, ParamSet};
-pub use sensitivity::{GradBackend, GradOptions, GradStats, Tangent};
+pub use sensitivity::{GradBackend, GradMode, GradOptions, GradStats, Tangent};
 pub use step::TangentSolve;
 pub use target::{TargetError, TargetFrame};
 pub use trajectory::{simulate, simulate_with_tangents, TangentFrame, TangentRun};
@@ -110,6 +123,22 @@ pub enum GradError {
     NonFiniteTangent { step: u64, param: String },
     #[error("the loss is not finite")]
     NonFiniteLoss,
+    #[error(
+        "the adjoint became non-finite reversing step {step}; \
+         try a shorter horizon or softening"
+    )]
+    NonFiniteAdjoint { step: u64 },
+    #[error(
+        "the gradient is not finite (the GPU adjoint checks it once, at the end: the run or \
+         its adjoint diverged; try a shorter horizon or softening)"
+    )]
+    NonFiniteGradient,
+    /// A request the chosen gradient method does not differentiate.
+    #[error("{what} cannot be differentiated in reverse mode: {reason}")]
+    Unsupported {
+        what: &'static str,
+        reason: &'static str,
+    },
     #[error(transparent)]
     Target(#[from] TargetError),
     /// The GPU backend ([`GradBackend::Gpu`]) failed or does not support the request.

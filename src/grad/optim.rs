@@ -1,9 +1,13 @@
 //! Optimizers for the fitting loss: Levenberg-Marquardt on the Gauss-Newton matrix J^T J
-//! (few parameters) and Adam (many parameters).
+//! (few parameters, forward gradients), L-BFGS ([`super::lbfgs`]) and Adam (many
+//! parameters, typically with the adjoint's gradients). The objective is the loss plus
+//! the optional smoothness penalty of [`super::smooth`].
 
+use super::lbfgs::{minimize, LbfgsOptions, LbfgsStop, Point};
 use super::loss::{evaluate, Evaluation, FrameReport, Target};
 use super::params::ParamSet;
 use super::sensitivity::{GradOptions, GradStats};
+use super::smooth::Smoothness;
 use super::GradError;
 
 /// Which optimizer [`fit`] runs.
@@ -16,13 +20,30 @@ pub enum Optimizer {
     /// Adam on theta_p / s_p, s_p = |theta_p(initial)| (1 when that is 0), so
     /// `learning_rate` is a relative step. For many parameters.
     Adam { learning_rate: f64 },
+    /// L-BFGS on the same scaled variables, first step `initial_step` (relative).
+    /// For many parameters.
+    Lbfgs { initial_step: f64 },
 }
 
 impl Optimizer {
+    /// Levenberg-Marquardt for up to [`Self::LM_MAX_COMPONENTS`] components with forward
+    /// gradients (it needs J^T J), else L-BFGS with first step `step`.
+    pub fn auto(mode: super::GradMode, components: usize, step: f64) -> Self {
+        if mode == super::GradMode::Forward && components <= Self::LM_MAX_COMPONENTS {
+            Self::LevenbergMarquardt
+        } else {
+            Self::Lbfgs { initial_step: step }
+        }
+    }
+
+    /// The most components `auto` gives Levenberg-Marquardt (its P x P solve).
+    pub const LM_MAX_COMPONENTS: usize = 16;
+
     pub fn name(&self) -> &'static str {
         match self {
             Self::LevenbergMarquardt => "levenberg_marquardt",
             Self::Adam { .. } => "adam",
+            Self::Lbfgs { .. } => "lbfgs",
         }
     }
 }
@@ -39,6 +60,9 @@ pub struct FitOptions {
     pub xtol: f64,
     /// Converged when the loss is at most this (m^2).
     pub loss_tol: f64,
+    /// Weight of the smoothness penalty over neighbouring elements of per-element
+    /// parameters ([`super::smooth::Smoothness`], m^2); 0 = none.
+    pub smoothness: f64,
 }
 
 impl Default for FitOptions {
@@ -50,6 +74,7 @@ impl Default for FitOptions {
             ftol: 1e-10,
             xtol: 1e-9,
             loss_tol: 0.0,
+            smoothness: 0.0,
         }
     }
 }
@@ -112,7 +137,10 @@ pub struct FitHistoryEntry {
 #[derive(Clone, Debug)]
 pub struct FitOutcome {
     pub theta: Vec<f64>,
+    /// The objective at the result: the loss plus `penalty`.
     pub loss: f64,
+    /// The smoothness penalty's share of `loss`.
+    pub penalty: f64,
     pub initial_loss: f64,
     pub reason: StopReason,
     pub history: Vec<FitHistoryEntry>,
@@ -153,9 +181,17 @@ pub fn fit(
         return Err(GradError::Frames("no target frame after t = 0".into()));
     }
     let lm = options.optimizer == Optimizer::LevenbergMarquardt;
+    let smooth = Smoothness::new(set, options.smoothness);
+    if lm && !smooth.is_off() {
+        return Err(GradError::Param(
+            "the smoothness penalty needs L-BFGS or Adam (Levenberg-Marquardt fits the \
+             frames alone)"
+                .into(),
+        ));
+    }
     let grad = &options.grad;
     let mut evaluations = 1u32;
-    let mut current = evaluate(set, theta0, targets, grad, true, lm)?;
+    let mut current = objective(set, theta0, targets, grad, lm, &smooth)?;
     let mut theta = theta0.to_vec();
     let initial_loss = current.loss;
     let mut history = vec![FitHistoryEntry {
@@ -184,6 +220,19 @@ pub fn fit(
             targets,
             options,
             learning_rate,
+            &smooth,
+            &mut theta,
+            &mut current,
+            &mut history,
+            &mut evaluations,
+            &mut progress,
+        )?,
+        Optimizer::Lbfgs { initial_step } => lbfgs(
+            set,
+            targets,
+            options,
+            initial_step,
+            &smooth,
             &mut theta,
             &mut current,
             &mut history,
@@ -194,6 +243,7 @@ pub fn fit(
     Ok(FitOutcome {
         theta,
         loss: current.loss,
+        penalty: current.penalty,
         initial_loss,
         reason,
         history,
@@ -201,6 +251,105 @@ pub fn fit(
         stats: current.stats,
         evaluations,
     })
+}
+
+/// The loss at theta plus the smoothness penalty (folded into `loss` and `gradient`;
+/// `penalty` says how much of the loss it is).
+fn objective(
+    set: &ParamSet,
+    theta: &[f64],
+    targets: &[Target],
+    grad: &GradOptions,
+    with_jtj: bool,
+    smooth: &Smoothness,
+) -> Result<Evaluation, GradError> {
+    let mut e = evaluate(set, theta, targets, grad, true, with_jtj)?;
+    let penalty = smooth.add(theta, Some(&mut e.gradient));
+    e.loss += penalty;
+    e.penalty = penalty;
+    Ok(e)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn lbfgs(
+    set: &ParamSet,
+    targets: &[Target],
+    options: &FitOptions,
+    initial_step: f64,
+    smooth: &Smoothness,
+    theta: &mut Vec<f64>,
+    current: &mut Evaluation,
+    history: &mut Vec<FitHistoryEntry>,
+    evaluations: &mut u32,
+    progress: &mut impl FnMut(&FitHistoryEntry),
+) -> Result<StopReason, GradError> {
+    let scale = variable_scales(set, theta);
+    let start = Point {
+        x: theta.clone(),
+        f: current.loss,
+        gradient: current.gradient.clone(),
+        report: current.clone(),
+    };
+    let opts = LbfgsOptions {
+        max_iterations: options.max_iterations,
+        ftol: options.ftol,
+        xtol: options.xtol,
+        ftarget: options.loss_tol,
+        initial_step,
+        ..LbfgsOptions::default()
+    };
+    let base = *evaluations;
+    let mut on_step = |iteration: u32, p: &Point<Evaluation>, step: f64, evals: u32| {
+        history.push(FitHistoryEntry {
+            iteration,
+            loss: p.f,
+            theta: p.x.clone(),
+            gradient_norm: norm(&p.gradient),
+            lambda: None,
+            step_norm: step,
+            evaluations: base + evals,
+        });
+        progress(history.last().expect("just pushed"));
+    };
+    let (best, stop, evals) = minimize(
+        start,
+        &scale,
+        &opts,
+        |x| {
+            let e = objective(set, x, targets, &options.grad, false, smooth)?;
+            Ok((e.loss, e.gradient.clone(), e))
+        },
+        recoverable,
+        crate::interrupt::requested,
+        &mut on_step,
+    )?;
+    *evaluations = base + evals;
+    *theta = best.x;
+    *current = best.report;
+    Ok(match stop {
+        LbfgsStop::Target => StopReason::LossTolerance,
+        LbfgsStop::SmallDecrease => StopReason::SmallDecrease,
+        LbfgsStop::SmallStep => StopReason::SmallStep,
+        LbfgsStop::ZeroGradient => StopReason::ZeroGradient,
+        LbfgsStop::LineSearchFailed => StopReason::CannotReduce,
+        LbfgsStop::MaxIterations => StopReason::MaxIterations,
+        LbfgsStop::Interrupted => StopReason::Interrupted,
+    })
+}
+
+/// Per component: the scale the first-order optimizers step in, |theta_p(initial)| (1
+/// when that is 0, and for a log parameter, whose theta is already relative).
+fn variable_scales(set: &ParamSet, theta: &[f64]) -> Vec<f64> {
+    let mut scale: Vec<f64> = theta
+        .iter()
+        .map(|t| if *t != 0.0 { t.abs() } else { 1.0 })
+        .collect();
+    for a in 0..set.params().len() {
+        if set.is_log(a) {
+            scale[set.range(a)].iter_mut().for_each(|s| *s = 1.0);
+        }
+    }
+    scale
 }
 
 /// Largest LM damping tried before giving up.
@@ -334,6 +483,7 @@ fn adam(
     targets: &[Target],
     options: &FitOptions,
     learning_rate: f64,
+    smooth: &Smoothness,
     theta: &mut Vec<f64>,
     current: &mut Evaluation,
     history: &mut Vec<FitHistoryEntry>,
@@ -341,10 +491,7 @@ fn adam(
     progress: &mut impl FnMut(&FitHistoryEntry),
 ) -> Result<StopReason, GradError> {
     let (b1, b2, eps) = (0.9, 0.999, 1e-12);
-    let scale: Vec<f64> = theta
-        .iter()
-        .map(|t| if *t != 0.0 { t.abs() } else { 1.0 })
-        .collect();
+    let scale = variable_scales(set, theta);
     let p = theta.len();
     let (mut m, mut v) = (vec![0.0; p], vec![0.0; p]);
     let mut lr = learning_rate;
@@ -379,7 +526,7 @@ fn adam(
         }
         let trial: Vec<f64> = x.iter().zip(&step).map(|(x, d)| x + d).collect();
         *evaluations += 1;
-        match evaluate(set, &trial, targets, &options.grad, true, false) {
+        match objective(set, &trial, targets, &options.grad, false, smooth) {
             Ok(e) => {
                 x = trial;
                 at_x = e;

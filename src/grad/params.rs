@@ -1,9 +1,12 @@
 //! The parameters a simulation is differentiated with respect to, and how a parameter
 //! vector theta is applied to a base system and configuration.
 //!
-//! Every parameterization is affine in theta (a scale multiplies the base values; the
-//! others replace them), so the derivative of the physical quantities with respect to
-//! each component of theta is a constant [`Direction`].
+//! Every linear parameterization is affine in theta (a scale multiplies the base values;
+//! the others replace them), so the derivative of the physical quantities with respect to
+//! each component of theta is a constant [`Direction`]. A log parameter
+//! ([`ParamSet::with_log`]) is value = sign(base) exp(theta): it keeps a positive quantity
+//! positive (and a charge its sign) whatever step an optimizer takes; its direction is
+//! the value itself ([`ParamSet::directions_at`]).
 
 use super::GradError;
 use crate::config::Config;
@@ -21,6 +24,12 @@ pub enum Param {
     Charges,
     /// Every spring's stiffness k_k (N/m): one component per spring.
     Stiffnesses,
+    /// The springs in `count` consecutive blocks of their order (as equal as can be), one
+    /// scale per block on its springs' stiffnesses: a coarse per-region fit between
+    /// [`Param::StiffnessScale`] (1 block) and [`Param::Stiffnesses`].
+    StiffnessBlocks { count: usize },
+    /// Every particle's mass m_i (kg): one component per particle.
+    Masses,
     /// The charge q_e (C) of external point charge `index`.
     ExternalCharge { index: usize },
     /// The position at t = 0 (m) of external point charge `index`: three components x, y, z.
@@ -36,6 +45,8 @@ impl Param {
             Self::StiffnessScale => "stiffness_scale".into(),
             Self::Charges => "charges".into(),
             Self::Stiffnesses => "stiffnesses".into(),
+            Self::StiffnessBlocks { count } => format!("stiffness_blocks[{count}]"),
+            Self::Masses => "masses".into(),
             Self::ExternalCharge { index } => format!("external_charges[{index}].charge"),
             Self::ExternalPosition { index } => format!("external_charges[{index}].position"),
         }
@@ -50,6 +61,8 @@ pub struct Direction {
     pub dq: Option<Vec<f64>>,
     /// dk_k / dtheta per spring.
     pub dk: Option<Vec<f64>>,
+    /// dm_i / dtheta per particle.
+    pub dm: Option<Vec<f64>>,
     /// dq_e / dtheta per external charge.
     pub dqe: Vec<f64>,
     /// d x_e(0) / dtheta per external charge.
@@ -63,11 +76,25 @@ impl Direction {
     pub(crate) fn dk(&self, k: usize) -> f64 {
         self.dk.as_ref().map_or(0.0, |v| v[k])
     }
+    pub(crate) fn dm(&self, i: usize) -> f64 {
+        self.dm.as_ref().map_or(0.0, |v| v[i])
+    }
     pub(crate) fn dqe(&self, e: usize) -> f64 {
         self.dqe.get(e).copied().unwrap_or(0.0)
     }
     pub(crate) fn dxe(&self, e: usize) -> DVec3 {
         self.dxe.get(e).copied().unwrap_or(DVec3::ZERO)
+    }
+    /// Multiplies every entry by `s`.
+    fn scale(&mut self, s: f64) {
+        for v in [&mut self.dq, &mut self.dk, &mut self.dm]
+            .into_iter()
+            .flatten()
+        {
+            v.iter_mut().for_each(|x| *x *= s);
+        }
+        self.dqe.iter_mut().for_each(|x| *x *= s);
+        self.dxe.iter_mut().for_each(|x| *x *= s);
     }
 }
 
@@ -80,6 +107,10 @@ pub struct ParamSet {
     base_config: Config,
     /// Offset of each parameter's first component in theta; last entry = total length.
     offsets: Vec<usize>,
+    /// Per parameter: log-scaled (value = sign(base) exp(theta)).
+    log: Vec<bool>,
+    /// Per component of a log parameter: the sign of its base value (1 for a scale).
+    sign: Vec<f64>,
 }
 
 impl ParamSet {
@@ -99,12 +130,18 @@ impl ParamSet {
             if params[..a].contains(p) {
                 return Err(GradError::Param(format!("{} is listed twice", p.name())));
             }
+            let stiffness = |q: &Param| {
+                matches!(
+                    q,
+                    Param::StiffnessScale | Param::Stiffnesses | Param::StiffnessBlocks { .. }
+                )
+            };
             let clash = match p {
-                Param::ChargeScale => Some(Param::Charges),
-                Param::StiffnessScale => Some(Param::Stiffnesses),
+                Param::ChargeScale => params.iter().find(|q| **q == Param::Charges).copied(),
+                _ if stiffness(p) => params[..a].iter().find(|q| stiffness(q)).copied(),
                 _ => None,
             };
-            if let Some(c) = clash.filter(|c| params.contains(c)) {
+            if let Some(c) = clash {
                 return Err(GradError::Param(format!(
                     "{} and {} describe the same values; use one of them",
                     p.name(),
@@ -113,7 +150,7 @@ impl ParamSet {
             }
             let count = match *p {
                 Param::ChargeScale | Param::StiffnessScale => 1,
-                Param::Charges => system.len(),
+                Param::Charges | Param::Masses => system.len(),
                 Param::Stiffnesses => {
                     if system.springs().is_empty() {
                         return Err(GradError::Param(
@@ -121,6 +158,16 @@ impl ParamSet {
                         ));
                     }
                     system.springs().len()
+                }
+                Param::StiffnessBlocks { count } => {
+                    let ns = system.springs().len();
+                    if count == 0 || count > ns {
+                        return Err(GradError::Param(format!(
+                            "{}: between 1 and the {ns} springs",
+                            p.name()
+                        )));
+                    }
+                    count
                 }
                 Param::ExternalCharge { index } | Param::ExternalPosition { index } => {
                     if index >= externals {
@@ -138,12 +185,106 @@ impl ParamSet {
             };
             offsets.push(offsets[a] + count);
         }
+        let len = *offsets.last().unwrap_or(&0);
         Ok(Self {
             params: params.to_vec(),
             base_system: system.clone(),
             base_config: config.clone(),
             offsets,
+            log: vec![false; params.len()],
+            sign: vec![1.0; len],
         })
+    }
+
+    /// Makes the parameters flagged in `log` (one flag per parameter, in order) log
+    /// parameters: value = sign(base) exp(theta). Refused for positions (no sign to keep)
+    /// and for a component whose base value is 0 (no logarithm), naming it.
+    pub fn with_log(mut self, log: &[bool]) -> Result<Self, GradError> {
+        if log.len() != self.params.len() {
+            return Err(GradError::Param(format!(
+                "{} log flags for {} parameters",
+                log.len(),
+                self.params.len()
+            )));
+        }
+        let base = self.linear_initial();
+        let names = self.component_names();
+        for (a, p) in self.params.iter().enumerate() {
+            if !log[a] {
+                continue;
+            }
+            if matches!(p, Param::ExternalPosition { .. }) {
+                return Err(GradError::Param(format!(
+                    "{}: a position cannot be a log parameter",
+                    p.name()
+                )));
+            }
+            for c in self.range(a) {
+                if base[c] == 0.0 {
+                    return Err(GradError::Param(format!(
+                        "{} is 0: a log parameter needs a non-zero base value",
+                        names[c]
+                    )));
+                }
+                self.sign[c] = base[c].signum();
+            }
+        }
+        self.log = log.to_vec();
+        Ok(self)
+    }
+
+    /// Whether parameter `a` is log-scaled.
+    pub fn is_log(&self, a: usize) -> bool {
+        self.log[a]
+    }
+
+    /// The physical value of each component (theta itself for a linear parameter).
+    pub fn values(&self, theta: &[f64]) -> Vec<f64> {
+        let mut v = theta.to_vec();
+        for a in 0..self.params.len() {
+            if self.log[a] {
+                for c in self.range(a) {
+                    v[c] = self.sign[c] * theta[c].exp();
+                }
+            }
+        }
+        v
+    }
+
+    /// theta for physical values (the inverse of [`Self::values`]); a log component whose
+    /// value has lost its base sign or is 0 has no theta.
+    pub fn from_values(&self, values: &[f64]) -> Result<Vec<f64>, GradError> {
+        self.check_len(values)?;
+        let names = self.component_names();
+        let mut theta = values.to_vec();
+        for a in 0..self.params.len() {
+            if self.log[a] {
+                for c in self.range(a) {
+                    let r = values[c] * self.sign[c];
+                    if r <= 0.0 {
+                        return Err(GradError::Param(format!(
+                            "{} = {}: a log parameter keeps the sign of its base value",
+                            names[c], values[c]
+                        )));
+                    }
+                    theta[c] = r.ln();
+                }
+            }
+        }
+        Ok(theta)
+    }
+
+    /// d value / d theta per component (1 for linear, the value for log).
+    pub fn value_derivatives(&self, theta: &[f64]) -> Vec<f64> {
+        let mut d = vec![1.0; theta.len()];
+        for a in 0..self.params.len() {
+            if self.log[a] {
+                for c in self.range(a) {
+                    d[c] = self.sign[c] * theta[c].exp();
+                }
+            }
+        }
+        d
     }
 
     pub fn params(&self) -> &[Param] {
@@ -173,11 +314,14 @@ impl ParamSet {
         for (a, p) in self.params.iter().enumerate() {
             let n = self.range(a).len();
             match p {
-                Param::Charges | Param::Stiffnesses => {
+                Param::Charges | Param::Stiffnesses | Param::Masses => {
                     names.extend((0..n).map(|k| format!("{}[{k}]", p.name())))
                 }
                 Param::ExternalPosition { .. } => {
                     names.extend(["x", "y", "z"].map(|c| format!("{}.{c}", p.name())))
+                }
+                Param::StiffnessBlocks { .. } => {
+                    names.extend((0..n).map(|k| format!("stiffness_blocks[{k}]")))
                 }
                 _ => names.push(p.name()),
             }
@@ -185,16 +329,26 @@ impl ParamSet {
         names
     }
 
-    /// theta of the base system: scales 1, the other values as the base has them.
+    /// theta of the base system: scales 1, the other values as the base has them (for a
+    /// log parameter, their logarithms).
     pub fn initial(&self) -> Vec<f64> {
+        let values = self.linear_initial();
+        self.from_values(&values)
+            .expect("with_log checked that every log base value is non-zero")
+    }
+
+    /// The base system's physical values.
+    fn linear_initial(&self) -> Vec<f64> {
         let mut theta = Vec::with_capacity(self.len());
         for p in &self.params {
             match *p {
                 Param::ChargeScale | Param::StiffnessScale => theta.push(1.0),
+                Param::StiffnessBlocks { count } => theta.extend(std::iter::repeat_n(1.0, count)),
                 Param::Charges => theta.extend_from_slice(self.base_system.charges()),
                 Param::Stiffnesses => {
                     theta.extend(self.base_system.springs().iter().map(|s| s.stiffness))
                 }
+                Param::Masses => theta.extend_from_slice(self.base_system.masses()),
                 Param::ExternalCharge { index } => {
                     theta.push(self.base_config.external_charges[index].charge)
                 }
@@ -211,6 +365,8 @@ impl ParamSet {
     /// or a non-finite value is a [`GradError::Model`] or [`GradError::Config`]).
     pub fn instantiate(&self, theta: &[f64]) -> Result<(System, Config), GradError> {
         self.check_len(theta)?;
+        let values = self.values(theta);
+        let theta = values.as_slice();
         let b = &self.base_system;
         let mut desc = SystemDesc {
             positions: b.positions().to_vec(),
@@ -227,12 +383,19 @@ impl ParamSet {
             match *p {
                 Param::ChargeScale => desc.charges.iter_mut().for_each(|q| *q *= v[0]),
                 Param::StiffnessScale => desc.springs.iter_mut().for_each(|s| s.stiffness *= v[0]),
+                Param::StiffnessBlocks { count } => {
+                    let ns = desc.springs.len();
+                    for (k, s) in desc.springs.iter_mut().enumerate() {
+                        s.stiffness *= v[spring_block(k, ns, count)];
+                    }
+                }
                 Param::Charges => desc.charges.copy_from_slice(v),
                 Param::Stiffnesses => {
                     for (s, &k) in desc.springs.iter_mut().zip(v) {
                         s.stiffness = k;
                     }
                 }
+                Param::Masses => desc.masses.copy_from_slice(v),
                 Param::ExternalCharge { index } => config.external_charges[index].charge = v[0],
                 Param::ExternalPosition { index } => {
                     config.external_charges[index].position = DVec3::new(v[0], v[1], v[2])
@@ -244,8 +407,21 @@ impl ParamSet {
         Ok((system, config))
     }
 
-    /// d(physical quantities)/d(theta_p) for every component p (constant: every
-    /// parameterization is affine).
+    /// d(physical quantities)/d(theta_p) for every component p at `theta` (the linear
+    /// directions scaled by d value / d theta for log parameters).
+    pub fn directions_at(&self, theta: &[f64]) -> Vec<Direction> {
+        let scale = self.value_derivatives(theta);
+        let mut dirs = self.directions();
+        for (d, s) in dirs.iter_mut().zip(scale) {
+            if s != 1.0 {
+                d.scale(s);
+            }
+        }
+        dirs
+    }
+
+    /// d(physical quantities)/d(theta_p) for every component p of the linear
+    /// parameterization (constant: it is affine); [`Self::directions_at`] for log ones.
     pub fn directions(&self) -> Vec<Direction> {
         let n = self.base_system.len();
         let m = self.base_system.springs().len();
@@ -267,6 +443,25 @@ impl ParamSet {
                     ),
                     ..Default::default()
                 }),
+                Param::StiffnessBlocks { count } => dirs.extend((0..count).map(|b| {
+                    let dk = self
+                        .base_system
+                        .springs()
+                        .iter()
+                        .enumerate()
+                        .map(|(k, s)| {
+                            if spring_block(k, m, count) == b {
+                                s.stiffness
+                            } else {
+                                0.0
+                            }
+                        })
+                        .collect();
+                    Direction {
+                        dk: Some(dk),
+                        ..Default::default()
+                    }
+                })),
                 Param::Charges => dirs.extend((0..n).map(|i| {
                     let mut dq = vec![0.0; n];
                     dq[i] = 1.0;
@@ -280,6 +475,14 @@ impl ParamSet {
                     dk[k] = 1.0;
                     Direction {
                         dk: Some(dk),
+                        ..Default::default()
+                    }
+                })),
+                Param::Masses => dirs.extend((0..n).map(|i| {
+                    let mut dm = vec![0.0; n];
+                    dm[i] = 1.0;
+                    Direction {
+                        dm: Some(dm),
                         ..Default::default()
                     }
                 })),
@@ -306,6 +509,11 @@ impl ParamSet {
         dirs
     }
 
+    /// [`spring_block`] of spring `k` under parameter `a` (a `StiffnessBlocks`).
+    pub(crate) fn block_of(&self, k: usize, count: usize) -> usize {
+        spring_block(k, self.base_system.springs().len(), count)
+    }
+
     fn check_len(&self, theta: &[f64]) -> Result<(), GradError> {
         if theta.len() != self.len() {
             return Err(GradError::Param(format!(
@@ -322,4 +530,10 @@ impl ParamSet {
         }
         Ok(())
     }
+}
+
+/// The block of spring `k` of `ns` split into `count` consecutive blocks (sizes differing
+/// by at most one).
+fn spring_block(k: usize, ns: usize, count: usize) -> usize {
+    (k * count) / ns
 }

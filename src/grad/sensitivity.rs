@@ -2,6 +2,7 @@
 //! every tangent together, and hands each requested frame (state and tangents) to a
 //! consumer; and the options and totals both backends share.
 
+use super::checkpoint::CheckpointOptions;
 use super::params::{Direction, ParamSet};
 use super::step::{tangent_step, Forward, TangentScratch, TangentSolve};
 use super::GradError;
@@ -24,9 +25,58 @@ pub enum GradBackend {
     Gpu { allow_software: bool },
 }
 
+/// Forward sensitivities (one tangent per component of theta) or reverse mode (one
+/// reverse sweep for all of them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GradMode {
+    /// Tangents propagated with the run: gives J (so J^T J for Levenberg-Marquardt);
+    /// costs one tangent solve per component per step.
+    #[default]
+    Forward,
+    /// The adjoint ([`super::adjoint`]): the gradient alone, at a cost independent of
+    /// the number of components, with the states kept per [`CheckpointOptions`].
+    Adjoint,
+}
+
+impl GradMode {
+    /// Components above which `auto` takes the adjoint even without a per-element
+    /// parameter (each forward tangent costs about a forward run).
+    pub const AUTO_ADJOINT_ABOVE: usize = 8;
+
+    /// The adjoint for per-element parameters or more than
+    /// [`Self::AUTO_ADJOINT_ABOVE`] components, else forward tangents (which also give
+    /// J^T J for Levenberg-Marquardt).
+    pub fn auto(set: &super::params::ParamSet) -> Self {
+        use super::params::Param;
+        let per_element = set
+            .params()
+            .iter()
+            .any(|p| matches!(p, Param::Charges | Param::Stiffnesses | Param::Masses));
+        if per_element || set.len() > Self::AUTO_ADJOINT_ABOVE {
+            Self::Adjoint
+        } else {
+            Self::Forward
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Forward => "forward",
+            Self::Adjoint => "adjoint",
+        }
+    }
+}
+
 /// How gradients are computed.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GradOptions {
+    /// Forward tangents or the adjoint.
+    pub mode: GradMode,
+    /// The adjoint's checkpointing (ignored by forward mode).
+    pub checkpoint: CheckpointOptions,
+    /// The GPU adjoint: its solves as CG with this many iterations instead of the
+    /// scene's solver (None: the scene's method and iteration count, as the GPU tangents).
+    pub adjoint_cg_iterations: Option<u32>,
     /// The tangents' linear solves (CG to a tight tolerance).
     pub tangent_solve: TangentSolve,
     /// Replace the configured forward linear solver by CG to `tangent_solve`'s tolerance,
@@ -44,14 +94,16 @@ pub struct GradOptions {
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct GradStats {
     pub steps: u64,
-    /// Tangents propagated (parameter components x windows).
+    /// Tangents propagated (parameter components x windows; 0 for the adjoint).
     pub tangents: usize,
-    /// CG iterations over every tangent solve.
+    /// CG iterations over every tangent (or adjoint) solve.
     pub tangent_iterations: u64,
-    /// Largest relative residual any tangent solve ended with.
+    /// Largest relative residual any tangent (or adjoint) solve ended with.
     pub worst_tangent_residual: f64,
     /// Largest relative residual of a forward linear solve (implicit integrators).
     pub worst_forward_residual: Option<f64>,
+    /// The adjoint's checkpointing (None in forward mode).
+    pub checkpoint: Option<super::adjoint::CheckpointStats>,
 }
 
 /// One tangent: dx/dtheta_p and dv/dtheta_p.
@@ -128,7 +180,7 @@ pub(crate) fn drive_cpu(
     let (system, config) = set.instantiate(theta)?;
     let config = forward_config(&config, options);
     let dirs: Vec<Direction> = if with_tangents {
-        set.directions()
+        set.directions_at(theta)
     } else {
         Vec::new()
     };

@@ -22,27 +22,9 @@ use crate::measures::SolveStats;
 use crate::model::{State, System};
 use glam::DVec3;
 
-/// What one step leaves for its tangent (the state after the step is `Forward::state`).
-#[derive(Clone, Debug)]
-pub(crate) enum Record {
-    Imex {
-        x0: Vec<DVec3>,
-    },
-    LocalGlobal {
-        x0: Vec<DVec3>,
-        /// z^0 = y = x_t + h v_t, then the iterate after each global solve.
-        iterates: Vec<Vec<DVec3>>,
-    },
-    SymplecticEuler {
-        x0: Vec<DVec3>,
-        v0: Vec<DVec3>,
-    },
-    Verlet {
-        x0: Vec<DVec3>,
-        v0: Vec<DVec3>,
-        v_half: Vec<DVec3>,
-    },
-}
+/// What one step leaves for its tangent and its adjoint: x_t and v_t, the local-global
+/// iterates, Verlet's half-step velocity (the state after the step is `Forward::state`).
+pub(crate) type Record = StepTrace;
 
 /// The forward simulation: the CPU reference itself, stepped with a trace of each step.
 pub(crate) struct Forward {
@@ -79,18 +61,18 @@ impl Forward {
     pub fn step(&mut self) -> Record {
         let (stats, trace) = self.sim.step_traced();
         self.last_solve = stats;
-        let StepTrace {
-            x0,
-            v0,
-            v_half,
-            iterates,
-        } = trace;
-        match self.config().integrator {
-            Integrator::Imex => Record::Imex { x0 },
-            Integrator::LocalGlobal => Record::LocalGlobal { x0, iterates },
-            Integrator::SymplecticEuler => Record::SymplecticEuler { x0, v0 },
-            Integrator::Verlet => Record::Verlet { x0, v0, v_half },
-        }
+        trace
+    }
+
+    /// One step without a record.
+    pub fn step_plain(&mut self) {
+        self.last_solve = self.sim.step_once();
+    }
+
+    /// Back to `state`, from which the steps repeat bit for bit
+    /// (`CpuSimulation::restore`).
+    pub fn restore(&mut self, state: &State) {
+        self.sim.restore(state);
     }
 }
 
@@ -124,6 +106,11 @@ pub(crate) struct TangentScratch {
 }
 
 impl TangentScratch {
+    /// The forces [`other_forces`] wrote.
+    pub(crate) fn forces(&self) -> &[DVec3] {
+        &self.b
+    }
+
     fn size(&mut self, n: usize, ns: usize) {
         for v in [&mut self.per_spring, &mut self.per_spring2] {
             v.resize(ns, DVec3::ZERO);
@@ -155,10 +142,16 @@ pub(crate) fn tangent_step(
     ws.size(n, springs.len());
     let (m, pinned, q) = (sys.masses(), sys.pinned(), sys.charges());
     let adj = &fwd.op().adjacency;
-    match record {
-        Record::Imex { x0, .. } => {
-            // Differentiating A(x_t, k) v' = b(x_t, v_t, theta) (DESIGN section 2):
-            // A dv' = M dv + h (d f_elastic + d f_field) - dA v'.
+    let Record {
+        x0,
+        v0,
+        iterates,
+        v_half,
+    } = record;
+    match cfg.integrator {
+        Integrator::Imex => {
+            // Differentiating A(x_t, k, m) v' = b(x_t, v_t, theta) (DESIGN section 2):
+            // A dv' = M dv + dM (v + h g - v') + h (d f_elastic + d f_field) - dW v'.
             let v1 = &fwd.state().v;
             for (k, s) in springs.iter().enumerate() {
                 let (i, j) = (s.i as usize, s.j as usize);
@@ -172,6 +165,10 @@ pub(crate) fn tangent_step(
             field_forces_jvp(x0, q, cfg, t, dx, dir, &mut ws.c);
             for i in 0..n {
                 ws.z[i] = dv[i] * m[i] + (ws.a[i] + ws.c[i]) * h - ws.b[i];
+                let dm = dir.dm(i);
+                if dm != 0.0 {
+                    ws.z[i] += (v0[i] + cfg.gravity * h - v1[i]) * dm;
+                }
             }
             // Warm start from dv_t; pinned rows stay 0 (prescribed velocities).
             let stats = cg(
@@ -187,10 +184,10 @@ pub(crate) fn tangent_step(
             }
             stats
         }
-        Record::LocalGlobal { x0, iterates } => {
+        Integrator::LocalGlobal => {
             // c = M y + h C_L x_t + h^2 (f_field + M g); per alternation
             // P z' = c + h^2 J(k) d(z) with P = M + h C_L + h^2 L(k) (paper eq. 11), so
-            // P dz' = dc + h^2 (J(dk) d + J(k) dd) - dP z'.
+            // P dz' = dc + h^2 (J(dk) d + J(k) dd) - dP z', dP = dM + h^2 L(dk).
             field_forces_jvp(x0, q, cfg, t, dx, dir, &mut ws.c);
             for i in 0..n {
                 let mut cl = DVec3::ZERO;
@@ -199,6 +196,8 @@ pub(crate) fn tangent_step(
                 }
                 let dy = dx[i] + dv[i] * h;
                 ws.a[i] = dy * m[i] + cl * h + ws.c[i] * (h * h);
+                // iterates[0] is y.
+                ws.a[i] += (iterates[0][i] + cfg.gravity * (h * h)) * dir.dm(i);
                 ws.z[i] = dy;
             }
             let mut worst = SolveStats::default();
@@ -216,7 +215,7 @@ pub(crate) fn tangent_step(
                 }
                 gather_spring_forces(adj, &ws.per_spring, &mut ws.b);
                 for i in 0..n {
-                    ws.b[i] += ws.a[i];
+                    ws.b[i] += ws.a[i] - z1[i] * dir.dm(i);
                 }
                 let s = cg(
                     fwd.op(),
@@ -237,28 +236,78 @@ pub(crate) fn tangent_step(
             }
             worst
         }
-        Record::SymplecticEuler { x0, v0 } => {
+        Integrator::SymplecticEuler => {
             total_force_jvp(fwd, x0, v0, t, dx, dv, dir, ws);
             kick(dv, &ws.a, m, pinned, h);
+            mass_kick_jvp(fwd, x0, v0, t, dir, dv, h, ws);
             for i in 0..n {
                 dx[i] += dv[i] * h;
             }
             SolveStats::default()
         }
-        Record::Verlet { x0, v0, v_half } => {
+        Integrator::Verlet => {
             total_force_jvp(fwd, x0, v0, t, dx, dv, dir, ws);
             let mut dv_half = dv.to_vec();
             kick(&mut dv_half, &ws.a, m, pinned, 0.5 * h);
+            mass_kick_jvp(fwd, x0, v0, t, dir, &mut dv_half, 0.5 * h, ws);
             for i in 0..n {
                 dx[i] += dv_half[i] * h;
             }
             // (x_{t+1}, v_half) at t_{t+1}, the reference's second force evaluation.
-            let x1 = &fwd.state().x;
-            total_force_jvp(fwd, x1, v_half, fwd.state().t, dx, &dv_half, dir, ws);
+            let (x1, t1) = (&fwd.state().x, fwd.state().t);
+            total_force_jvp(fwd, x1, v_half, t1, dx, &dv_half, dir, ws);
             kick(&mut dv_half, &ws.a, m, pinned, 0.5 * h);
+            mass_kick_jvp(fwd, x1, v_half, t1, dir, &mut dv_half, 0.5 * h, ws);
             dv.copy_from_slice(&dv_half);
             SolveStats::default()
         }
+    }
+}
+
+/// The mass part of a kick's tangent: v' = v + h (F(x, v, t) / m + g) gives
+/// -h F dm / m^2 on free rows (F without gravity). Nothing when no mass moves.
+#[allow(clippy::too_many_arguments)]
+fn mass_kick_jvp(
+    fwd: &Forward,
+    x: &[DVec3],
+    v: &[DVec3],
+    t: f64,
+    dir: &Direction,
+    dv: &mut [DVec3],
+    h: f64,
+    ws: &mut TangentScratch,
+) {
+    let Some(dm) = dir.dm.as_deref() else {
+        return;
+    };
+    let sys = fwd.system();
+    other_forces(sys, fwd.config(), &fwd.op().adjacency, x, v, t, ws);
+    let (m, pinned) = (sys.masses(), sys.pinned());
+    for i in 0..dv.len() {
+        if !pinned[i] && dm[i] != 0.0 {
+            dv[i] -= ws.b[i] * (h * dm[i] / (m[i] * m[i]));
+        }
+    }
+}
+
+/// F(x, v, t) without gravity (springs with damping + field) into `ws.b`
+/// ([`TangentScratch::forces`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn other_forces(
+    sys: &System,
+    cfg: &Config,
+    adj: &crate::model::Adjacency,
+    x: &[DVec3],
+    v: &[DVec3],
+    t: f64,
+    ws: &mut TangentScratch,
+) {
+    ws.size(x.len(), sys.springs().len());
+    crate::cpu::forces::spring_forces(x, v, sys.springs(), &mut ws.per_spring);
+    gather_spring_forces(adj, &ws.per_spring, &mut ws.b);
+    crate::cpu::forces::field_forces_into(x, sys.charges(), cfg, t, &mut ws.z, &mut ws.c);
+    for i in 0..ws.b.len() {
+        ws.b[i] += ws.c[i];
     }
 }
 

@@ -40,6 +40,17 @@ impl ExternalField {
         }
     }
 
+    /// (grad E(x))^T w, the transpose of [`Self::jvp`] (the adjoint's; swirl and vortex
+    /// fields have non-symmetric gradients), assembled from the jvp along each axis so the
+    /// derivative has one definition.
+    pub fn vjp(&self, x: DVec3, w: DVec3) -> DVec3 {
+        DVec3::new(
+            self.jvp(x, DVec3::X).dot(w),
+            self.jvp(x, DVec3::Y).dot(w),
+            self.jvp(x, DVec3::Z).dot(w),
+        )
+    }
+
     /// True when the field has a potential (-E . x for a uniform field).
     pub fn is_conservative(&self) -> bool {
         matches!(self, Self::Uniform(_))
@@ -98,6 +109,27 @@ mod tests {
                     "{fld:?} at {x}: {fd} vs {an}"
                 );
             }
+        }
+    }
+
+    /// <w, J u> = <J^T w, u> to rounding, and J is not symmetric (so the transpose matters).
+    #[test]
+    fn the_vjp_is_the_transpose() {
+        let (u, w) = (DVec3::new(0.3, -0.7, 0.2), DVec3::new(-0.4, 0.1, 0.9));
+        let x = DVec3::new(0.4, -0.9, 0.7);
+        for fld in [
+            ExternalField::Swirl {
+                scale: 3.0,
+                min_z: 1e-3,
+            },
+            ExternalField::Vortex {
+                scale: -2.0,
+                min_z: 1e-3,
+            },
+        ] {
+            let (a, b) = (w.dot(fld.jvp(x, u)), fld.vjp(x, w).dot(u));
+            assert!((a - b).abs() <= 1e-14 * a.abs().max(1.0), "{a} {b}");
+            assert!((fld.vjp(x, w) - fld.jvp(x, w)).length() > 1e-3);
         }
     }
 

@@ -34,6 +34,16 @@ impl ExternalCharge {
             }
         }
     }
+
+    /// The transpose of [`Self::position_tangent`]: R(t)^T w (the adjoint's), from the
+    /// tangent along each axis so the rotation has one definition.
+    pub fn position_vjp(&self, t: f64, w: DVec3) -> DVec3 {
+        DVec3::new(
+            self.position_tangent(t, DVec3::X).dot(w),
+            self.position_tangent(t, DVec3::Y).dot(w),
+            self.position_tangent(t, DVec3::Z).dot(w),
+        )
+    }
 }
 
 #[cfg(test)]
@@ -72,5 +82,27 @@ mod tests {
         c.orbit = None;
         assert_eq!(c.position_at(t), c.position);
         assert_eq!(c.position_tangent(t, dx0), dx0);
+    }
+
+    /// <w, R u> = <R^T w, u>, and R^T undoes R (a rotation).
+    #[test]
+    fn the_vjp_is_the_transpose() {
+        let c = ExternalCharge {
+            charge: 1e-6,
+            position: DVec3::new(2.0, 1.0, 0.5),
+            orbit: Some(Orbit {
+                center: DVec3::new(0.5, -0.2, 0.1),
+                axis: DVec3::new(1.0, 2.0, 2.0) / 3.0,
+                angular_velocity: 0.8,
+            }),
+        };
+        let (u, w) = (DVec3::new(0.3, -0.7, 0.2), DVec3::new(-0.4, 0.1, 0.9));
+        let (a, b) = (
+            w.dot(c.position_tangent(1.3, u)),
+            c.position_vjp(1.3, w).dot(u),
+        );
+        assert!((a - b).abs() <= 1e-14, "{a} {b}");
+        let back = c.position_vjp(1.3, c.position_tangent(1.3, u));
+        assert!((back - u).length() <= 1e-14);
     }
 }

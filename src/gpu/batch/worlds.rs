@@ -470,5 +470,6 @@ fn assemble(
         program,
         ddef: None,
         tangents: None,
+        adjoint: None,
     })
 }

@@ -79,6 +79,26 @@ buffer_kinds! {
     TanA,
     /// Local-global: the forward iterate of the current alternation (n vec4).
     TanZ,
+    // The adjoint (`solver::adjoint`); its solve runs in `TanState` (mu, the dx slot of
+    // one zero direction) and `TanS`.
+    /// The cotangents of x and v.
+    AdjLx,
+    AdjLv,
+    /// The velocity after the step being reversed.
+    AdjV1,
+    /// Per spring its transposed row vector (`adjoint_springs`).
+    AdjRows,
+    /// Per spring the stiffness cotangent (f32).
+    AdjKbar,
+    /// Per particle (charge: external charges x sqrt(k_c), mass, charge: field, charge:
+    /// all-pairs x sqrt(k_c)).
+    AdjParticle,
+    /// Per particle and external charge: (position cotangent, charge cotangent x sqrt(k_c)).
+    AdjExternal,
+    /// The target frame being seeded.
+    AdjTarget,
+    /// Per target frame, each workgroup's share of the loss.
+    AdjLoss,
     // A batch of worlds (`batch::worlds`), bound as group 2.
     /// Per world its `World` record.
     Worlds,
@@ -93,8 +113,10 @@ const COUNT: usize = Buf::ALL.len();
 pub(in crate::gpu) enum Part {
     /// Every solver (at 16 bytes when its integrator or solver leaves it unused).
     Forward,
-    /// A solver with forward tangents.
+    /// A solver with forward tangents (or the adjoint's zero direction).
     Tangents,
+    /// A solver with the adjoint.
+    Adjoint,
     /// A batch of worlds.
     Batch,
 }
@@ -122,6 +144,10 @@ pub(in crate::gpu) struct Shape {
     /// Forward tangent directions (0: none) and the external charges they carry.
     pub(in crate::gpu) directions: u64,
     pub(in crate::gpu) externals: u64,
+    /// The adjoint: its target frames (0: no adjoint) and workgroups per per-particle
+    /// dispatch.
+    pub(in crate::gpu) adjoint_frames: u64,
+    pub(in crate::gpu) n_wg: u64,
     /// An implicit integrator, local-global, CG; bytes of a `RhsDiagonal` row.
     pub(in crate::gpu) implicit: bool,
     pub(in crate::gpu) local_global: bool,
@@ -203,6 +229,23 @@ impl Buf {
                 when(s.local_global, vec4s),
                 Tangents,
             ),
+            AdjLx => ("adjoint x", vec4s, Adjoint),
+            AdjLv => ("adjoint v", vec4s, Adjoint),
+            AdjV1 => ("adjoint step end velocity", vec4s, Adjoint),
+            AdjRows => ("adjoint spring rows", 16 * s.ns.max(1), Adjoint),
+            AdjKbar => ("adjoint stiffness cotangents", 4 * s.ns.max(1), Adjoint),
+            AdjParticle => ("adjoint particle cotangents", vec4s, Adjoint),
+            AdjExternal => (
+                "adjoint external cotangents",
+                vec4s * s.externals.max(1),
+                Adjoint,
+            ),
+            AdjTarget => ("adjoint target frame", vec4s, Adjoint),
+            AdjLoss => (
+                "adjoint loss shares",
+                16 * s.n_wg.max(1) * s.adjoint_frames.max(1),
+                Adjoint,
+            ),
             Worlds => (
                 "world parameters",
                 s.worlds * std::mem::size_of::<World>() as u64,
@@ -255,6 +298,7 @@ impl Shape {
         match part {
             Part::Forward => true,
             Part::Tangents => self.directions > 0,
+            Part::Adjoint => self.adjoint_frames > 0,
             Part::Batch => self.worlds > 0,
         }
     }

@@ -4,6 +4,7 @@
 //! `host::recorder::Recorder`. The kernel table ([`all`]) is gathered from the families'
 //! lists, so a new kernel is added in its family's file only.
 
+pub mod adjoint;
 pub mod coulomb;
 pub mod ddef;
 pub mod field;
@@ -24,6 +25,7 @@ const FAMILIES: &[&[Kernel]] = &[
     solvers::KERNELS,
     reductions::KERNELS,
     tangents::KERNELS,
+    adjoint::KERNELS,
     ddef::KERNELS,
 ];
 

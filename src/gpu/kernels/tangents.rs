@@ -19,6 +19,8 @@ wgsl_enum! {
         AllPairs = "TANGENT_ALL_PAIRS" = 1,
         /// At t + h (Verlet's second force, before the clock advances).
         Later = "TANGENT_LATER" = 2,
+        /// The adjoint: the external field's gradient transposed (the rest is symmetric).
+        Transpose = "TANGENT_TRANSPOSE" = 4,
     }
 }
 
@@ -131,6 +133,20 @@ impl Recorder<'_> {
         all_pairs: bool,
         later: bool,
     ) -> Result<(), GpuError> {
+        self.tangent_field_mode(ops, d, active, all_pairs, later, false)
+    }
+
+    /// [`Self::tangent_field`], with the external field's gradient transposed when
+    /// `transpose` (the adjoint's field vjp, for a zero direction).
+    pub(in crate::gpu) fn tangent_field_mode(
+        &mut self,
+        ops: &mut Vec<Op>,
+        d: u32,
+        active: u32,
+        all_pairs: bool,
+        later: bool,
+        transpose: bool,
+    ) -> Result<(), GpuError> {
         if active == 0 {
             return Ok(());
         }
@@ -138,7 +154,8 @@ impl Recorder<'_> {
         let record = self.record(Dispatch {
             iter: d,
             mode: bit(all_pairs, CoulombTangentBit::AllPairs)
-                | bit(later, CoulombTangentBit::Later),
+                | bit(later, CoulombTangentBit::Later)
+                | bit(transpose, CoulombTangentBit::Transpose),
             block: active,
             ..Default::default()
         });

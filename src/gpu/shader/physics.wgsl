@@ -16,6 +16,64 @@ fn transverse_factor_and_derivative(l: f32, rest: f32) -> vec2<f32> {
     return vec2<f32>(0.0, 0.0);
 }
 
+// Mirrors grad::jvp::spring_elastic_jvp (src/grad/jvp.rs): d/dtheta of the elastic force
+// on i, k (l - L) n, for dd = dx_j - dx_i and dk: K dd + dk (l - L) n with
+// K = k [n n^T + (1 - L/l)(I - n n^T)] (n = 0 for a degenerate spring, whose K is k g I).
+// K is symmetric: the adjoint applies it to its cotangent as is.
+fn spring_elastic_jvp(n: vec3<f32>, l: f32, k: f32, rest: f32, dd: vec3<f32>, dk: f32) -> vec3<f32> {
+    let g = transverse_factor_and_derivative(l, rest).x;
+    let along = n * dot(n, dd);
+    return k * (along + g * (dd - along)) + (dk * (l - rest)) * n;
+}
+
+// Mirrors grad::vjp::w_block_vjp (src/grad/vjp.rs): the gradient of a^T W b in the
+// spring's direction d = x_j - x_i (xyz) and in k (w), W = alpha n n^T + beta (I - n n^T),
+// alpha = h^2 k + h c, beta = h^2 k max(0, 1 - L/l), the clamp differentiated on the side
+// it is evaluated on.
+fn w_block_vjp(
+    n: vec3<f32>,
+    l: f32,
+    k: f32,
+    rest: f32,
+    c: f32,
+    h: f32,
+    h2: f32,
+    a: vec3<f32>,
+    b: vec3<f32>,
+) -> vec4<f32> {
+    let factor = transverse_factor_and_derivative(l, rest);
+    var g = 0.0;
+    var dg = 0.0;
+    if (factor.x > 0.0) {
+        g = factor.x;
+        dg = factor.y;
+    }
+    if (l == 0.0) {
+        return vec4<f32>(0.0, 0.0, 0.0, h2 * g * dot(a, b));
+    }
+    let alpha = h2 * k + h * c;
+    let beta = h2 * k * g;
+    let an = dot(a, n);
+    let bn = dot(b, n);
+    let transverse = dot(a, b) - an * bn;
+    let mixed = a * bn + b * an;
+    let dd = (h2 * k * dg * transverse) * n + ((alpha - beta) / l) * (mixed - dot(mixed, n) * n);
+    return vec4<f32>(dd, h2 * (an * bn + g * transverse));
+}
+
+// Mirrors ExternalCharge::position_vjp (src/physics/orbit.rs): R(t)^T w, the transpose of
+// an orbiting charge's d x_e(t) = R(t) d x_e(0) (Rodrigues: R^T rotates by -omega t).
+fn ext_position_vjp(e: ExtCharge, t: f32, w: vec3<f32>) -> vec3<f32> {
+    if (e.axis.w == 0.0) {
+        return w;
+    }
+    let a = e.center.w * t;
+    let c = cos(a);
+    let s = sin(a);
+    let k = e.axis.xyz;
+    return w * c - cross(k, w) * s + k * dot(k, w) * (1.0 - c);
+}
+
 // Mirrors ExternalCharge::position_at (src/physics/orbit.rs).
 fn ext_position(e: ExtCharge, t: f32) -> vec3<f32> {
     if (e.axis.w == 0.0) {

@@ -3,6 +3,7 @@
 //! step program (built once, the tangent hooks called as it goes) and the sealed dispatch
 //! records.
 
+use super::adjoint::{self, AdjointProgram, AdjointSetup};
 use super::ddef_stage::SolverDdef;
 use super::program::{self, NoHooks, Program};
 use super::tangent::{TangentDirection, TangentHooks};
@@ -10,7 +11,7 @@ use crate::config::{Config, CoulombMethod};
 use crate::gpu::device::scoped;
 use crate::gpu::device::submit::Submitter;
 use crate::gpu::error::GpuError;
-use crate::gpu::host::buffers::{Buffers, Shape};
+use crate::gpu::host::buffers::{Buf, Buffers, Part, Shape};
 use crate::gpu::host::engine::Engine;
 use crate::gpu::host::limits::{check_limits, grid};
 use crate::gpu::host::params::{self, TimeStep};
@@ -34,16 +35,18 @@ pub(in crate::gpu) struct Parts {
     pub(in crate::gpu) program: Program,
     pub(in crate::gpu) ddef: Option<SolverDdef>,
     pub(in crate::gpu) tangents: Option<Tangents>,
+    pub(in crate::gpu) adjoint: Option<AdjointProgram>,
 }
 
 /// Builds the parts of a solver for `system` under `config` (both checked by the caller:
 /// `GpuSolver::check`) on `host`'s device, with one tangent per direction when
-/// `directions` is given.
+/// `directions` is given, or with the adjoint's buffers and reversed step for `adjoint`.
 pub(in crate::gpu) fn assemble(
     host: &Submitter,
     system: &System,
     config: &Config,
     directions: Option<&[TangentDirection]>,
+    adjoint: Option<&AdjointSetup>,
 ) -> Result<Parts, GpuError> {
     let device = &host.device;
     let limits = device.limits();
@@ -52,18 +55,30 @@ pub(in crate::gpu) fn assemble(
         shape.directions = d.len() as u64;
         shape.externals = config.external_charges.len() as u64;
     }
-    check_limits(&limits, &shape)?;
-    let dt = TimeStep::new(config);
     let wg = grid(
         system.len() as u32,
         limits.max_compute_workgroups_per_dimension,
     );
+    let n_wg = wg[0] * wg[1];
+    if let Some(a) = adjoint {
+        adjoint::shape(&mut shape, config, a, n_wg);
+    }
+    check_limits(&limits, &shape)?;
+    let dt = TimeStep::new(config);
     scoped(device, || {
-        let mut buffers = Buffers::one_system(device, system, config, dt, shape, wg[0] * wg[1])?;
+        let mut buffers = Buffers::one_system(device, system, config, dt, shape, n_wg)?;
         let mut hooks = match directions {
             Some(d) => Some(TangentHooks::new(device, &mut buffers, system, config, d)?),
             None => None,
         };
+        if adjoint.is_some() {
+            adjoint::banks(device, &mut buffers, system, config)?;
+            for b in Buf::ALL.iter().copied() {
+                if b.spec(&shape).part == Part::Adjoint {
+                    buffers.put(device, b, &[]);
+                }
+            }
+        }
         let ddef = match config.coulomb.method {
             CoulombMethod::Ddef(d) => {
                 let charges = system
@@ -95,6 +110,10 @@ pub(in crate::gpu) fn assemble(
             }
             None => (program::build(&mut recorder, config, &mut NoHooks)?, None),
         };
+        let adjoint = match adjoint {
+            Some(a) => Some(adjoint::record(&mut recorder, system, config, a, n_wg)?),
+            None => None,
+        };
         engine.seal(device);
         Ok(Parts {
             dt,
@@ -103,6 +122,7 @@ pub(in crate::gpu) fn assemble(
             program,
             ddef,
             tangents,
+            adjoint,
         })
     })
 }

@@ -10,6 +10,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::adjoint::{AdjointProgram, AdjointSetup};
 use super::assemble::{assemble, Parts, Tangents};
 use super::ddef_stage::SolverDdef;
 use super::program::Program;
@@ -93,6 +94,8 @@ pub struct GpuSolver {
     pub(super) in_flight: Option<wgpu::SubmissionIndex>,
     /// What updates of a single system's solver check against (`None` in a batch).
     pub(super) fixed: Option<super::update::Fixed>,
+    /// The adjoint's reversed step and seeds (`solver::adjoint`).
+    pub(super) adjoint: Option<AdjointProgram>,
 }
 
 impl GpuSolver {
@@ -158,6 +161,34 @@ impl GpuSolver {
         Self::opened(system, config, Some(directions), options)
     }
 
+    /// The solver with the adjoint's buffers and reversed step (`solver::adjoint`), on
+    /// the caller's device and queue.
+    pub(in crate::gpu) fn with_adjoint(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        system: &System,
+        config: &Config,
+        setup: &AdjointSetup,
+    ) -> Result<Self, GpuError> {
+        Self::check(system, config, None)?;
+        let summary =
+            AdapterSummary::new(&device.adapter_info(), &device.limits(), device.features());
+        let host = Submitter::new(device.clone(), queue.clone(), Arc::new(Mutex::new(None)));
+        Self::build(host, summary, system, config, None, Some(setup))
+    }
+
+    /// As [`Self::with_adjoint`] on an adapter of its own.
+    pub(in crate::gpu) fn headless_with_adjoint(
+        system: &System,
+        config: &Config,
+        setup: &AdjointSetup,
+        options: &HeadlessOptions,
+    ) -> Result<Self, GpuError> {
+        Self::check(system, config, None)?;
+        let (host, adapter) = headless_host(options)?;
+        Self::build(host, adapter, system, config, None, Some(setup))
+    }
+
     fn embedded(
         device: &wgpu::Device,
         queue: &wgpu::Queue,
@@ -168,7 +199,7 @@ impl GpuSolver {
         let summary =
             AdapterSummary::new(&device.adapter_info(), &device.limits(), device.features());
         let host = Submitter::new(device.clone(), queue.clone(), Arc::new(Mutex::new(None)));
-        Self::build(host, summary, system, config, directions)
+        Self::build(host, summary, system, config, directions, None)
     }
 
     fn opened(
@@ -180,7 +211,7 @@ impl GpuSolver {
         // Input checks first, so a bad input fails before an adapter is opened.
         Self::check(system, config, directions)?;
         let (host, adapter) = headless_host(options)?;
-        Self::build(host, adapter, system, config, directions)
+        Self::build(host, adapter, system, config, directions, None)
     }
 
     /// Builds the solver of `system` under `config`, both checked.
@@ -190,8 +221,9 @@ impl GpuSolver {
         system: &System,
         config: &Config,
         directions: Option<&[TangentDirection]>,
+        adjoint: Option<&AdjointSetup>,
     ) -> Result<Self, GpuError> {
-        let parts = assemble(&host, system, config, directions)?;
+        let parts = assemble(&host, system, config, directions, adjoint)?;
         let (n, ns) = (system.len() as u32, system.springs().len() as u32);
         let mut solver = Self::from_parts(host, summary, parts, config, n, ns);
         solver.fixed = Some(super::update::Fixed::new(system, config));
@@ -232,6 +264,7 @@ impl GpuSolver {
             tangents: parts.tangents,
             in_flight: None,
             fixed: None,
+            adjoint: parts.adjoint,
         }
     }
 

@@ -14,9 +14,14 @@
 // tdir[d s + i] = (dq_i sqrt(k_c), dq_i, 0, 0), tdir[d s + n + k] = (k, L, c, dk) per
 // spring, tdir[d s + n + n_springs + e] = (dx_e(0), dq_e sqrt(k_c)), s = n + n_springs + n_ext.
 
+// With TANGENT_TRANSPOSE (the adjoint, grad::vjp::field_forces_vjp) the external field's
+// term is q_i (grad E)^T dx_i instead: the rest is the Hessian of a potential, symmetric,
+// so for a zero direction the kernel gives (d f_field / dx)^T applied to dx.
+
 // disp.mode bits (gpu::kernels::tangents::CoulombTangentBit).
 const TANGENT_ALL_PAIRS: u32 = 1u;
 const TANGENT_LATER: u32 = 2u;
+const TANGENT_TRANSPOSE: u32 = 4u;
 
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> props: array<vec4<f32>>;
@@ -80,6 +85,16 @@ fn field_tangent(xi: vec3<f32>, dxi: vec3<f32>) -> vec3<f32> {
         return vec3<f32>(-dy, dxz, 0.0);
     }
     return vec3<f32>(dy, dxz, 0.0);
+}
+
+// (grad E(x))^T w, the transpose of field_tangent, from it along each axis
+// (ExternalField::vjp).
+fn field_vjp(xi: vec3<f32>, w: vec3<f32>) -> vec3<f32> {
+    return vec3<f32>(
+        dot(field_tangent(xi, vec3<f32>(1.0, 0.0, 0.0)), w),
+        dot(field_tangent(xi, vec3<f32>(0.0, 1.0, 0.0)), w),
+        dot(field_tangent(xi, vec3<f32>(0.0, 0.0, 1.0)), w),
+    );
 }
 
 @compute @workgroup_size(WG / TARGETS)
@@ -182,7 +197,11 @@ fn main(
             let p = pair(xi - ext_position(e, t), dxi - ext_tangent(e, t, te.xyz));
             f = f + (dqs * e.pos0.w + qs * te.w) * p.phi + (qs * e.pos0.w) * p.gd;
         }
-        f = f + td.y * field_at(0u, xi) + pr.z * field_tangent(xi, dxi);
+        var fd = field_tangent(xi, dxi);
+        if ((disp.mode & TANGENT_TRANSPOSE) != 0u) {
+            fd = field_vjp(xi, dxi);
+        }
+        f = f + td.y * field_at(0u, xi) + pr.z * fd;
         bd[bd_b(i)] = vec4<f32>(f, 0.0);
     }
 }

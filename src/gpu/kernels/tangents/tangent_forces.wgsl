@@ -80,7 +80,7 @@ fn main(
         let dl = dot(nn, dd);
         let along = nn * dl;
         let dn = (dd - along) / l;
-        fe = fe + stiff * (along + g * (dd - along)) + (dk * (l - rest)) * nn;
+        fe = fe + spring_elastic_jvp(nn, l, stiff, rest, dd, dk);
         if (kicks) {
             let uv = -w;
             let du = tstate[sbase + n + j].xyz - dvi;

@@ -1,0 +1,353 @@
+//! Checkpointing for the reverse sweep, shared by the CPU and GPU adjoints: which states
+//! of the forward run are kept and which are recomputed, as a [`Plan`] of [`Action`]s that
+//! a backend's [`Tape`] carries out.
+//!
+//! - store-all: every step's record is kept (T states, one forward run);
+//! - two-level: a snapshot every c = ceil(sqrt(T)) steps, then each segment is run again
+//!   with its records kept and reversed (at most about 2 sqrt(T) states; every step runs
+//!   forward twice, the last segment once);
+//! - binomial (Griewank and Walther's Revolve): s snapshots placed by the binomial rule, each
+//!   step recomputed at most R times where R is the least with C(R + s, s + 1) >= T.
+//!
+//! A recomputed step starts from a state the forward run passed through and repeats it bit
+//! for bit (the backends' steps are deterministic: no float atomics, fixed reduction
+//! orders); the tests of `crate::grad` check it on each backend.
+
+use super::GradError;
+
+/// Which states the reverse sweep keeps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Checkpointing {
+    /// Store-all when T records fit the memory budget, two-level when its ~2 sqrt(T)
+    /// states fit, else binomial with as many snapshots as fit.
+    #[default]
+    Auto,
+    StoreAll,
+    /// Snapshots every `interval` steps (None: ceil(sqrt(T))).
+    TwoLevel {
+        interval: Option<u64>,
+    },
+    /// Revolve with this many snapshots (besides the initial state).
+    Binomial {
+        snapshots: u32,
+    },
+}
+
+impl std::str::FromStr for Checkpointing {
+    type Err = String;
+
+    /// `auto`, `all`, `two-level`, `two-level:C` (interval C steps), `binomial:S`
+    /// (S snapshots).
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (name, arg) = match text.split_once(':') {
+            Some((n, a)) => (n.trim(), Some(a.trim())),
+            None => (text.trim(), None),
+        };
+        let number = |a: &str| -> Result<u64, String> {
+            a.parse::<u64>()
+                .ok()
+                .filter(|v| *v >= 1)
+                .ok_or_else(|| format!("'{a}' is not a whole number of at least 1"))
+        };
+        match (name, arg) {
+            ("auto", None) => Ok(Self::Auto),
+            ("all", None) => Ok(Self::StoreAll),
+            ("two-level", None) => Ok(Self::TwoLevel { interval: None }),
+            ("two-level", Some(a)) => Ok(Self::TwoLevel {
+                interval: Some(number(a)?),
+            }),
+            ("binomial", Some(a)) => Ok(Self::Binomial {
+                snapshots: u32::try_from(number(a)?).map_err(|_| format!("'{a}' is too large"))?,
+            }),
+            ("binomial", None) => Err("binomial takes its snapshot count: binomial:S".into()),
+            _ => Err(format!(
+                "'{text}': expected auto, all, two-level[:C] or binomial:S"
+            )),
+        }
+    }
+}
+
+/// The checkpointing policy and the memory it may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckpointOptions {
+    pub policy: Checkpointing,
+    /// Bytes the kept states may take ([`Checkpointing::Auto`] chooses with it).
+    pub memory_budget: u64,
+}
+
+/// 1 GiB of kept states by default.
+pub const DEFAULT_MEMORY_BUDGET: u64 = 1 << 30;
+
+impl Default for CheckpointOptions {
+    fn default() -> Self {
+        Self {
+            policy: Checkpointing::Auto,
+            memory_budget: DEFAULT_MEMORY_BUDGET,
+        }
+    }
+}
+
+/// One instruction of a plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Keep the current state in snapshot slot `0`.
+    Save(usize),
+    /// Make snapshot `0` the current state.
+    Restore(usize),
+    /// Run n steps forward, keeping nothing.
+    Advance(u64),
+    /// Run n steps forward, keeping each step's record.
+    Record(u64),
+    /// Reverse the n most recent recorded steps (the current state becomes the state
+    /// before the earliest of them).
+    Reverse(u64),
+}
+
+/// A checkpointing plan over T steps and what it costs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub policy: Checkpointing,
+    pub steps: u64,
+    pub actions: Vec<Action>,
+    /// Snapshot slots used.
+    pub slots: usize,
+    /// Forward steps run (the first run included).
+    pub forward_steps: u64,
+    /// Largest number of states kept at once (snapshots plus records).
+    pub peak_states: u64,
+}
+
+/// What a backend does for each [`Action`].
+pub(crate) trait Tape {
+    fn save(&mut self, slot: usize) -> Result<(), GradError>;
+    fn restore(&mut self, slot: usize) -> Result<(), GradError>;
+    fn advance(&mut self, n: u64, record: bool) -> Result<(), GradError>;
+    fn reverse(&mut self, n: u64) -> Result<(), GradError>;
+}
+
+impl Plan {
+    /// The plan for `steps` steps whose kept states take `state_bytes` each.
+    pub fn new(
+        steps: u64,
+        state_bytes: u64,
+        options: &CheckpointOptions,
+    ) -> Result<Self, GradError> {
+        let fits = |states: u64| states.saturating_mul(state_bytes) <= options.memory_budget;
+        let policy = match options.policy {
+            Checkpointing::Auto if fits(steps + 1) => Checkpointing::StoreAll,
+            Checkpointing::Auto if fits(two_level_peak(steps, sqrt_interval(steps))) => {
+                Checkpointing::TwoLevel { interval: None }
+            }
+            Checkpointing::Auto => {
+                let states = options.memory_budget / state_bytes.max(1);
+                if states < 3 {
+                    return Err(GradError::Param(format!(
+                        "the checkpoint memory budget ({} bytes) holds fewer than 3 states of \
+                         {state_bytes} bytes",
+                        options.memory_budget
+                    )));
+                }
+                // Snapshots plus the current record and the state after it.
+                Checkpointing::Binomial {
+                    snapshots: (states - 2).min(u64::from(u32::MAX)) as u32,
+                }
+            }
+            p => p,
+        };
+        let actions = match policy {
+            Checkpointing::StoreAll | Checkpointing::Auto => {
+                vec![Action::Record(steps), Action::Reverse(steps)]
+            }
+            Checkpointing::TwoLevel { interval } => {
+                let c = interval.unwrap_or_else(|| sqrt_interval(steps));
+                if c == 0 {
+                    return Err(GradError::Param(
+                        "the two-level checkpoint interval must be at least 1 step".into(),
+                    ));
+                }
+                two_level(steps, c)
+            }
+            Checkpointing::Binomial { snapshots } => {
+                let mut a = vec![Action::Save(0)];
+                binomial(0, steps, snapshots as usize, 0, &mut a);
+                a
+            }
+        };
+        Ok(Self::measure(policy, steps, actions))
+    }
+
+    fn measure(policy: Checkpointing, steps: u64, actions: Vec<Action>) -> Self {
+        let (mut slots, mut forward, mut live, mut records, mut peak) = (0, 0, 0u64, 0u64, 0);
+        let mut held = std::collections::HashSet::new();
+        for a in &actions {
+            match *a {
+                Action::Save(s) => {
+                    slots = slots.max(s + 1);
+                    if held.insert(s) {
+                        live += 1;
+                    }
+                }
+                Action::Restore(_) => {}
+                Action::Advance(n) => forward += n,
+                Action::Record(n) => {
+                    forward += n;
+                    records += n;
+                }
+                Action::Reverse(n) => records -= n,
+            }
+            peak = peak.max(live + records);
+        }
+        Self {
+            policy,
+            steps,
+            actions,
+            slots,
+            forward_steps: forward,
+            peak_states: peak,
+        }
+    }
+
+    /// Carries the plan out on `tape`.
+    pub(crate) fn execute(&self, tape: &mut impl Tape) -> Result<(), GradError> {
+        for a in &self.actions {
+            match *a {
+                Action::Save(s) => tape.save(s)?,
+                Action::Restore(s) => tape.restore(s)?,
+                Action::Advance(n) if n > 0 => tape.advance(n, false)?,
+                Action::Record(n) if n > 0 => tape.advance(n, true)?,
+                Action::Reverse(n) if n > 0 => tape.reverse(n)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// ceil(sqrt(T)), at least 1.
+fn sqrt_interval(steps: u64) -> u64 {
+    let mut c = (steps as f64).sqrt().ceil() as u64;
+    while c > 1 && (c - 1) * (c - 1) >= steps {
+        c -= 1;
+    }
+    while c * c < steps {
+        c += 1;
+    }
+    c.max(1)
+}
+
+/// States two-level keeps at most with interval c: the snapshots before the last segment
+/// and one segment's records.
+fn two_level_peak(steps: u64, c: u64) -> u64 {
+    let segments = steps.div_ceil(c.max(1));
+    segments.saturating_sub(1) + c.min(steps)
+}
+
+/// Snapshots at 0, c, 2c, ...; the last segment is recorded by the first run.
+fn two_level(steps: u64, c: u64) -> Vec<Action> {
+    let segments = steps.div_ceil(c);
+    let len = |k: u64| ((k + 1) * c).min(steps) - k * c;
+    let mut a = Vec::new();
+    for k in 0..segments {
+        if k + 1 < segments {
+            a.push(Action::Save(k as usize));
+            a.push(Action::Advance(len(k)));
+        } else {
+            a.push(Action::Record(len(k)));
+        }
+    }
+    if segments > 0 {
+        a.push(Action::Reverse(len(segments - 1)));
+    }
+    for k in (0..segments.saturating_sub(1)).rev() {
+        a.push(Action::Restore(k as usize));
+        a.push(Action::Record(len(k)));
+        a.push(Action::Reverse(len(k)));
+    }
+    a
+}
+
+/// The longest run that `free` snapshots reverse with each step run forward at most
+/// `reps` times: C(reps + free, free + 1) (saturating).
+pub(crate) fn binomial_reach(reps: u64, free: u64) -> u64 {
+    // C(reps + free, free + 1) = prod_{i=1}^{free+1} (reps - 1 + i) / i.
+    let mut c: u128 = 1;
+    for i in 1..=free + 1 {
+        c = c * u128::from(reps - 1 + i) / u128::from(i);
+        if c > u128::from(u64::MAX) {
+            return u64::MAX;
+        }
+    }
+    c as u64
+}
+
+/// The least number of forward steps (records included) that reverses l steps with
+/// `free` snapshots: l (l + 1) / 2 without any, else R l - C(R + free, free + 2) with R
+/// the least repetition count whose [`binomial_reach`] covers l (Griewank and Walther).
+pub(crate) fn optimal_cost(l: u64, free: u64) -> u64 {
+    if l <= 1 {
+        return l;
+    }
+    if free == 0 {
+        return l.saturating_mul(l + 1) / 2;
+    }
+    let mut reps = 1;
+    while binomial_reach(reps, free) < l {
+        reps += 1;
+    }
+    // C(reps + free, free + 2) = reach(reps - 1, free + 1).
+    let c = if reps >= 2 {
+        binomial_reach(reps - 1, free + 1)
+    } else {
+        0
+    };
+    reps.saturating_mul(l) - c
+}
+
+/// Reverses steps [a, b) from the current state s_a, which snapshot `slot` holds; `free`
+/// more snapshot slots (numbered after `slot`) may be used.
+fn binomial(a: u64, b: u64, free: usize, slot: usize, out: &mut Vec<Action>) {
+    let l = b - a;
+    if l == 0 {
+        return;
+    }
+    if l == 1 {
+        out.push(Action::Record(1));
+        out.push(Action::Reverse(1));
+        return;
+    }
+    if free == 0 {
+        for t in (a..b).rev() {
+            if t != b - 1 {
+                out.push(Action::Restore(slot));
+            }
+            out.push(Action::Advance(t - a));
+            out.push(Action::Record(1));
+            out.push(Action::Reverse(1));
+        }
+        return;
+    }
+    // The first snapshot where the total cost m + cost(l - m, free - 1) + cost(m, free) is
+    // least: convex in m (each cost is convex and piecewise linear), so bisect its slope.
+    let f = free as u64;
+    let g = |m: u64| m + optimal_cost(l - m, f - 1) + optimal_cost(m, f);
+    let (mut lo, mut hi) = (1, l - 1);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if g(mid + 1) >= g(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    let left = lo;
+    let m = a + left;
+    out.push(Action::Advance(left));
+    out.push(Action::Save(slot + 1));
+    binomial(m, b, free - 1, slot + 1, out);
+    out.push(Action::Restore(slot));
+    binomial(a, m, free, slot, out);
+}
+
+#[cfg(test)]
+#[path = "checkpoint_tests.rs"]
+mod tests;

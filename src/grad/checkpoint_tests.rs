@@ -1,0 +1,152 @@
+//! Plans checked by running them symbolically: every step is reversed exactly once, in
+//! decreasing order, each from the state it started at; the memory and recomputation
+//! bounds of each policy hold.
+
+use super::*;
+
+/// Runs `plan` on step numbers: returns the reversed steps in order and the most times
+/// any one step ran forward.
+fn run(plan: &Plan) -> (Vec<u64>, u64) {
+    let mut current = 0u64;
+    let mut slots = vec![None; plan.slots];
+    let mut records: Vec<u64> = Vec::new();
+    let mut reversed = Vec::new();
+    let mut runs = vec![0u64; plan.steps as usize];
+    for a in &plan.actions {
+        match *a {
+            Action::Save(s) => slots[s] = Some(current),
+            Action::Restore(s) => current = slots[s].expect("restore of an empty slot"),
+            Action::Advance(n) | Action::Record(n) => {
+                for _ in 0..n {
+                    runs[current as usize] += 1;
+                    if matches!(a, Action::Record(_)) {
+                        records.push(current);
+                    }
+                    current += 1;
+                }
+            }
+            Action::Reverse(n) => {
+                for _ in 0..n {
+                    let t = records.pop().expect("reverse without a record");
+                    assert_eq!(t + 1, current, "the record is not the last step run");
+                    reversed.push(t);
+                    current = t;
+                }
+            }
+        }
+    }
+    (reversed, runs.iter().copied().max().unwrap_or(0))
+}
+
+fn check(plan: &Plan) -> u64 {
+    let (reversed, max_runs) = run(plan);
+    let expect: Vec<u64> = (0..plan.steps).rev().collect();
+    assert_eq!(
+        reversed, expect,
+        "{:?} over {} steps",
+        plan.policy, plan.steps
+    );
+    max_runs
+}
+
+fn opts(policy: Checkpointing) -> CheckpointOptions {
+    CheckpointOptions {
+        policy,
+        memory_budget: u64::MAX,
+    }
+}
+
+#[test]
+fn store_all_runs_each_step_once() {
+    for t in [1, 2, 7, 200] {
+        let p = Plan::new(t, 8, &opts(Checkpointing::StoreAll)).unwrap();
+        assert_eq!(check(&p), 1);
+        assert_eq!((p.forward_steps, p.peak_states), (t, t));
+    }
+}
+
+#[test]
+fn two_level_keeps_about_two_sqrt_t_states_and_runs_each_step_at_most_twice() {
+    for t in [1u64, 2, 3, 10, 99, 100, 101, 200, 1000, 4097] {
+        let p = Plan::new(t, 8, &opts(Checkpointing::TwoLevel { interval: None })).unwrap();
+        assert!(check(&p) <= 2);
+        let bound = 2.0 * (t as f64).sqrt() + 2.0;
+        assert!(
+            p.peak_states as f64 <= bound,
+            "T = {t}: {} states > 2 sqrt(T) + 2",
+            p.peak_states
+        );
+        // The last segment is not run again.
+        let c = sqrt_interval(t);
+        assert_eq!(p.forward_steps, 2 * t - (t - (t.div_ceil(c) - 1) * c));
+    }
+    let p = Plan::new(50, 8, &opts(Checkpointing::TwoLevel { interval: Some(7) })).unwrap();
+    check(&p);
+}
+
+/// The least possible number of forward steps to reverse l steps with s free snapshots
+/// (the record of each reversed step counted), by dynamic programming over the first
+/// snapshot's place.
+fn optimal(l: usize, s: usize, memo: &mut std::collections::HashMap<(usize, usize), u64>) -> u64 {
+    if l <= 1 {
+        return l as u64;
+    }
+    if s == 0 {
+        return (l * (l + 1) / 2) as u64;
+    }
+    if let Some(&v) = memo.get(&(l, s)) {
+        return v;
+    }
+    let best = (1..l)
+        .map(|m| m as u64 + optimal(l - m, s - 1, memo) + optimal(m, s, memo))
+        .min()
+        .unwrap();
+    memo.insert((l, s), best);
+    best
+}
+
+#[test]
+fn binomial_meets_the_repetition_bound_and_the_optimal_cost() {
+    let mut memo = std::collections::HashMap::new();
+    for s in 1..=4u32 {
+        for t in 1..=60u64 {
+            let p = Plan::new(t, 8, &opts(Checkpointing::Binomial { snapshots: s })).unwrap();
+            let max_runs = check(&p);
+            let mut reps = 1;
+            while binomial_reach(reps, u64::from(s)) < t {
+                reps += 1;
+            }
+            assert!(max_runs <= reps, "T = {t}, s = {s}: {max_runs} > {reps}");
+            assert!(p.slots <= s as usize + 1);
+            let best = optimal(t as usize, s as usize, &mut memo);
+            assert_eq!(p.forward_steps, best, "T = {t}, s = {s}");
+        }
+    }
+    // A long horizon with few snapshots stays cheap: 10^4 steps, 20 snapshots, each step
+    // run at most 5 times (C(25, 21) = 12650 >= 10^4 > C(24, 21) = 2024), the total at
+    // the optimum's closed form.
+    let p = Plan::new(10_000, 8, &opts(Checkpointing::Binomial { snapshots: 20 })).unwrap();
+    assert_eq!(check(&p), 5);
+    assert!(p.peak_states <= 22);
+    assert_eq!(p.forward_steps, optimal_cost(10_000, 20));
+    assert!(p.forward_steps < 5 * 10_000);
+}
+
+#[test]
+fn auto_picks_by_the_budget() {
+    let pick = |budget: u64| {
+        let o = CheckpointOptions {
+            policy: Checkpointing::Auto,
+            memory_budget: budget,
+        };
+        Plan::new(400, 100, &o).map(|p| (p.policy, p.peak_states))
+    };
+    assert_eq!(pick(401 * 100).unwrap().0, Checkpointing::StoreAll);
+    let (policy, peak) = pick(50 * 100).unwrap();
+    assert_eq!(policy, Checkpointing::TwoLevel { interval: None });
+    assert!(peak <= 42);
+    let (policy, peak) = pick(12 * 100).unwrap();
+    assert_eq!(policy, Checkpointing::Binomial { snapshots: 10 });
+    assert!(peak <= 12);
+    assert!(pick(2 * 100).is_err());
+}
