@@ -265,6 +265,18 @@ fn fit_digest(backend: &str, work: &Path, checks: &str) -> Result<String, String
             kept.insert(key, x.clone());
         }
     }
+    // Fields that describe how the fit ran rather than what it computed (a parameter's
+    // `log` flag, the gradient's `mode` and `checkpoint`), added after the digests were
+    // recorded, stay out of them: the digest follows the numbers only.
+    if let Some(params) = kept.get_mut("parameters").and_then(|p| p.as_array_mut()) {
+        for p in params.iter_mut().filter_map(|p| p.as_object_mut()) {
+            p.remove("log");
+        }
+    }
+    if let Some(g) = kept.get_mut("gradient").and_then(|g| g.as_object_mut()) {
+        g.remove("mode");
+        g.remove("checkpoint");
+    }
     Ok(format!(
         "{:x}",
         Sha256::digest(serde_json::to_string(&kept).unwrap().as_bytes())
