@@ -293,13 +293,9 @@ fn stdout_error(source: std::io::Error) -> OutputError {
     }
 }
 
-/// Runs the benchmark; returns its records (none for the adjoint workload, whose rows
-/// are `grad::cost` records).
+/// Runs the benchmark; returns its records. The adjoint workload is `bench_adjoint`'s
+/// (its rows are `grad::cost` records): the command dispatches it there.
 pub fn execute(args: &BenchArgs) -> Result<Vec<Record>, CliError> {
-    if args.workload == WorkloadArg::Adjoint {
-        super::bench_adjoint::execute(args)?;
-        return Ok(Vec::new());
-    }
     let opts = args.options();
     let mut file = match &args.out {
         Some(p) => Some(AtomicFile::create(p)?),

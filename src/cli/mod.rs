@@ -106,6 +106,9 @@ pub fn dispatch(command: &Command) -> Result<(), CliError> {
         Command::Validate(args) => validate::execute(args).map(|_| ()),
         Command::Render(args) => render::execute(args).map(|_| ()),
         Command::DdefError(args) => ddef_error::execute(args).map(|_| ()),
+        Command::Bench(args) if args.workload == bench::WorkloadArg::Adjoint => {
+            bench_adjoint::execute(args)
+        }
         Command::Bench(args) => bench::execute(args).map(|_| ()),
         Command::Fit(args) => fit::execute(args).map(|_| ()),
         Command::Sweep(args) => sweep::execute(args).map(|_| ()),

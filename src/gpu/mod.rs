@@ -90,6 +90,7 @@ pub use error::GpuError;
 pub use host::profile::KernelTime;
 pub use host::{adjacency, limits};
 pub use kernels::ddef::GpuDdef;
-pub use solver::adjoint::{adjoint_state_bytes, AdjointRead, AdjointSetup, GpuAdjoint};
+pub use solver::adjoint::AdjointSetup;
+pub use solver::adjoint_run::{adjoint_state_bytes, AdjointRead, GpuAdjoint};
 pub use solver::gpu_solver::{GpuSolver, HostCounts};
 pub use solver::tangent::{TangentDirection, TangentVectors};

@@ -9,7 +9,7 @@
 //! tolerance, warm-started from the previous step's solution) and accumulates the
 //! physical parameters' cotangents, which [`ParamSet::pullback`] maps to dL/dtheta.
 
-use super::checkpoint::{Checkpointing, Plan, Tape};
+use super::checkpoint::{CheckpointStats, Checkpointing, Plan, Tape};
 use super::cotangent::{Cotangent, Wants};
 use super::loss::{check_targets, frame_loss, Evaluation, FrameReport, Target};
 use super::params::ParamSet;
@@ -20,27 +20,6 @@ use super::GradError;
 use crate::config::{CoulombMethod, Integrator};
 use crate::model::State;
 use std::collections::HashMap;
-
-/// What the checkpointing kept and recomputed in one reverse sweep.
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
-pub struct CheckpointStats {
-    /// "store_all", "two_level" or "binomial".
-    pub policy: &'static str,
-    /// Snapshot slots of the plan (binomial: its snapshots).
-    pub slots: usize,
-    /// Forward steps run, the first run's included.
-    pub forward_steps: u64,
-    /// Most states (snapshots plus records) kept at once.
-    pub peak_states: u64,
-    /// Bytes per kept state.
-    pub state_bytes: u64,
-    /// Bytes of the per-element parameter cotangents.
-    pub accumulator_bytes: u64,
-    /// Wall time of the set-up (the simulator; on the GPU the device, pipelines and
-    /// buffers) and of the sweeps (every forward and reverse step, the final reads).
-    pub setup_seconds: f64,
-    pub sweep_seconds: f64,
-}
 
 impl CheckpointStats {
     /// What `plan` keeps and runs, with `state_bytes` per state and `accumulators` bytes

@@ -348,6 +348,27 @@ fn binomial(a: u64, b: u64, free: usize, slot: usize, out: &mut Vec<Action>) {
     binomial(a, m, free, slot, out);
 }
 
+/// What the checkpointing kept and recomputed in one reverse sweep.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct CheckpointStats {
+    /// "store_all", "two_level" or "binomial".
+    pub policy: &'static str,
+    /// Snapshot slots of the plan (binomial: its snapshots).
+    pub slots: usize,
+    /// Forward steps run, the first run's included.
+    pub forward_steps: u64,
+    /// Most states (snapshots plus records) kept at once.
+    pub peak_states: u64,
+    /// Bytes per kept state.
+    pub state_bytes: u64,
+    /// Bytes of the per-element parameter cotangents.
+    pub accumulator_bytes: u64,
+    /// Wall time of the set-up (the simulator; on the GPU the device, pipelines and
+    /// buffers) and of the sweeps (every forward and reverse step, the final reads).
+    pub setup_seconds: f64,
+    pub sweep_seconds: f64,
+}
+
 #[cfg(test)]
 #[path = "checkpoint_tests.rs"]
 mod tests;

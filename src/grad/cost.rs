@@ -11,7 +11,8 @@
 //! medians are compared.
 
 use super::checkpoint::CheckpointOptions;
-use super::loss::{evaluate, Target};
+use super::loss::Target;
+use super::objective::evaluate;
 use super::params::{Param, ParamSet};
 use super::sensitivity::{GradBackend, GradMode, GradOptions};
 use super::trajectory::simulate;

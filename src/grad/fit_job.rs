@@ -222,7 +222,7 @@ pub struct GradientRecord {
     pub mode: &'static str,
     pub method: &'static str,
     /// The adjoint's checkpointing (absent in forward mode).
-    pub checkpoint: Option<super::adjoint::CheckpointStats>,
+    pub checkpoint: Option<super::checkpoint::CheckpointStats>,
     pub backend: &'static str,
     pub tangent_tolerance: f64,
     pub exact_forward_solves: bool,

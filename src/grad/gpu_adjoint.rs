@@ -3,8 +3,8 @@
 //! device, f32), carried out by the same checkpointing [`Plan`]; the cotangents and the
 //! frames' losses are read back once, at the end.
 
-use super::adjoint::{check_supported, CheckpointStats};
-use super::checkpoint::{Plan, Tape};
+use super::adjoint::check_supported;
+use super::checkpoint::{CheckpointStats, Plan, Tape};
 use super::cotangent::{Cotangent, Wants};
 use super::loss::{check_targets, frame_loss, Evaluation, FrameReport, Target};
 use super::params::ParamSet;

@@ -7,7 +7,7 @@
 //! L = r.r, dL/dtheta = 2 J^T r and the Gauss-Newton approximation of the Hessian is 2 J^T J.
 
 use super::params::ParamSet;
-use super::sensitivity::{GradBackend, GradMode, GradOptions, GradStats};
+use super::sensitivity::{GradOptions, GradStats};
 use super::trajectory::drive;
 use super::GradError;
 use glam::DVec3;
@@ -71,7 +71,7 @@ pub(crate) fn check_targets(set: &ParamSet, targets: &[Target]) -> Result<Vec<u6
 }
 
 /// One frame's term of L: `scale` (1/(F n)) times the summed squared distances of `x`
-/// from `target`. Every loss of the fit ([`evaluate`], `starts::batch_losses`) sums it.
+/// from `target`. Every loss of the fit (`objective::evaluate`, `starts::batch_losses`) sums it.
 pub(crate) fn frame_loss(x: &[DVec3], target: &[DVec3], scale: f64) -> f64 {
     scale
         * x.iter()
@@ -80,10 +80,10 @@ pub(crate) fn frame_loss(x: &[DVec3], target: &[DVec3], scale: f64) -> f64 {
             .sum::<f64>()
 }
 
-/// L(theta) and, when `with_gradient`, dL/dtheta, J^T r and (when `with_jtj`) J^T J.
-/// With [`GradMode::Adjoint`] the gradient comes from one reverse sweep and J^T J is not
-/// available (a [`GradError::Unsupported`]).
-pub fn evaluate(
+/// L(theta) and, when `with_gradient`, dL/dtheta by forward sensitivities, J^T r and
+/// (when `with_jtj`) J^T J. The fit's entry point, which picks the mode, is
+/// `objective::evaluate`.
+pub(crate) fn evaluate_forward(
     set: &ParamSet,
     theta: &[f64],
     targets: &[Target],
@@ -91,21 +91,6 @@ pub fn evaluate(
     with_gradient: bool,
     with_jtj: bool,
 ) -> Result<Evaluation, GradError> {
-    if with_gradient && options.mode == GradMode::Adjoint {
-        if with_jtj {
-            return Err(GradError::Unsupported {
-                what: "the Gauss-Newton matrix J^T J",
-                reason: "reverse mode gives the gradient only; use forward gradients for \
-                         Levenberg-Marquardt",
-            });
-        }
-        return match options.backend {
-            GradBackend::Cpu => super::adjoint::evaluate(set, theta, targets, options),
-            GradBackend::Gpu { allow_software } => {
-                super::gpu_adjoint::evaluate(set, theta, targets, options, allow_software)
-            }
-        };
-    }
     let steps = check_targets(set, targets)?;
     let p = set.len();
     let n = set.base_system().len();

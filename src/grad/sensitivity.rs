@@ -103,7 +103,7 @@ pub struct GradStats {
     /// Largest relative residual of a forward linear solve (implicit integrators).
     pub worst_forward_residual: Option<f64>,
     /// The adjoint's checkpointing (None in forward mode).
-    pub checkpoint: Option<super::adjoint::CheckpointStats>,
+    pub checkpoint: Option<super::checkpoint::CheckpointStats>,
 }
 
 /// One tangent: dx/dtheta_p and dv/dtheta_p.

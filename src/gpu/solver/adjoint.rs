@@ -1,13 +1,9 @@
-//! Reverse mode on the GPU ([`GpuAdjoint`]): a [`GpuSolver`] whose buffers also hold the
-//! adjoint state, with the reversed step recorded once beside the forward step, and the
-//! primitives a checkpointing plan (`grad::checkpoint`) is carried out with: keep or
-//! restore a state, run steps forward (keeping their starts), seed a target frame's loss
-//! cotangent, reverse the latest kept step. The driver over parameter sets is
-//! `grad::gpu_adjoint`.
+//! The reversed step on the GPU, recorded once beside the forward step: what a sweep
+//! accumulates ([`AdjointSetup`]), the checks, buffer sizes and banks it adds to a
+//! solver, and its recording ([`AdjointProgram`]). It is run by `adjoint_run`'s
+//! `GpuAdjoint`.
 //!
-//! A kept state is (x, v, clock) in a buffer of its own, copied on the device; reversing
-//! step t copies v_{t+1} aside and step t's start back into (x, v, clock), then replays
-//! the reversed step (IMEX, `grad::reverse::reverse_imex` term by term):
+//! Reversing step t replays (IMEX, `grad::reverse::reverse_imex` term by term):
 //! - `spring_assemble` and `rhs` at x_t: the blocks W_k and the inverse diagonal of A;
 //! - `adjoint_rhs`: g = lv + h lx; the forward's own solve (same method, same fixed
 //!   iteration count, same W_k, or CG when asked) into mu;
@@ -15,27 +11,16 @@
 //!   field's transposed Jacobian on the charged rows;
 //! - `adjoint_springs`, `adjoint_gather`: lx, lv of x_t, v_t and the stiffness cotangents;
 //!   `adjoint_params`, `adjoint_charges`: the other parameter cotangents.
-//!
-//! Nothing is read back or waited for inside a sweep but the throttle that keeps at most
-//! two submissions in flight; the cotangent accumulators and the loss shares are read
-//! once, at the end ([`GpuAdjoint::read`]). What differs from the CPU adjoint: f32, and
-//! the adjoint solves run the scene's solver for its fixed iteration count (or CG for
-//! `cg_iterations`), as the GPU tangents do: the two agree to f32 roundoff when that
-//! solve converges.
 
-use glam::DVec3;
-
-use super::gpu_solver::GpuSolver;
 use super::tangent::{TangentDirection, TangentHooks};
 use crate::config::{Config, Integrator, SolverMethod};
 use crate::gpu::error::GpuError;
 use crate::gpu::host::buffers::{Buf, Buffers, Shape};
-use crate::gpu::host::params::vec4;
 use crate::gpu::host::recorder::{Recorder, SolveSpec};
 use crate::gpu::host::recording::Op;
 use crate::gpu::kernels::adjoint::AdjointBit;
 use crate::gpu::kernels::springs::SpringMode;
-use crate::model::{State, System, COULOMB_K};
+use crate::model::System;
 
 /// What the reverse sweep accumulates and how its solves run.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -53,30 +38,14 @@ pub struct AdjointSetup {
     pub cg_iterations: Option<u32>,
 }
 
-/// The cotangents read back after a sweep (f32 accumulated, f64 here).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct AdjointRead {
-    /// Per spring dL/dk (empty unless asked for).
-    pub stiffnesses: Vec<f64>,
-    /// Per particle dL/dm.
-    pub masses: Vec<f64>,
-    /// Per particle dL/dq.
-    pub charges: Vec<f64>,
-    /// Per external charge dL/dq_e and dL/dx_e(0).
-    pub external_charges: Vec<f64>,
-    pub external_positions: Vec<DVec3>,
-    /// Per target frame its share of the loss.
-    pub losses: Vec<f64>,
-}
-
 /// The reversed step and the seeds, recorded once.
 pub(in crate::gpu) struct AdjointProgram {
-    reverse: Vec<Op>,
+    pub(super) reverse: Vec<Op>,
     /// Per target frame, its seed.
-    seeds: Vec<Op>,
-    setup: AdjointSetup,
-    externals: usize,
-    n_wg: u32,
+    pub(super) seeds: Vec<Op>,
+    pub(super) setup: AdjointSetup,
+    pub(super) externals: usize,
+    pub(super) n_wg: u32,
 }
 
 /// Refuses what the GPU adjoint does not reverse (before a device is opened).
@@ -199,333 +168,4 @@ pub(in crate::gpu) fn record(
         externals: config.external_charges.len(),
         n_wg,
     })
-}
-
-/// The GPU solver of one system with the adjoint (see the module documentation).
-pub struct GpuAdjoint {
-    solver: GpuSolver,
-    /// Snapshot slots and the step each holds.
-    slots: Vec<Option<wgpu::Buffer>>,
-    slot_steps: Vec<u64>,
-    /// Kept step starts (a stack: `kept` of them in use) and their step numbers.
-    kept_buffers: Vec<wgpu::Buffer>,
-    kept: Vec<u64>,
-    /// Work recorded but not submitted yet.
-    pending: Option<wgpu::CommandEncoder>,
-    /// The last submission (at most two in flight).
-    in_flight: Option<wgpu::SubmissionIndex>,
-    /// Steps replayed into `pending`.
-    pending_ops: usize,
-}
-
-/// Bytes of one kept state of `n` particles: x, v and the clock.
-pub fn adjoint_state_bytes(n: usize) -> u64 {
-    32 * n as u64 + 16
-}
-
-/// Dispatches recorded per submission before the throttle (as `GpuSolver::advance`).
-const OPS_PER_SUBMIT: usize = 8192;
-
-impl GpuAdjoint {
-    /// Builds the solver with the adjoint on an adapter it picks (see
-    /// [`GpuSolver::headless`]).
-    pub fn headless(
-        system: &System,
-        config: &Config,
-        setup: &AdjointSetup,
-        options: &crate::gpu::HeadlessOptions,
-    ) -> Result<Self, GpuError> {
-        check(config, setup)?;
-        let solver = GpuSolver::headless_with_adjoint(system, config, setup, options)?;
-        Ok(Self::around(solver))
-    }
-
-    /// As [`Self::headless`] on the caller's device and queue.
-    pub fn new(
-        device: &wgpu::Device,
-        queue: &wgpu::Queue,
-        system: &System,
-        config: &Config,
-        setup: &AdjointSetup,
-    ) -> Result<Self, GpuError> {
-        check(config, setup)?;
-        let solver = GpuSolver::with_adjoint(device, queue, system, config, setup)?;
-        Ok(Self::around(solver))
-    }
-
-    fn around(solver: GpuSolver) -> Self {
-        Self {
-            solver,
-            slots: Vec::new(),
-            slot_steps: Vec::new(),
-            kept_buffers: Vec::new(),
-            kept: Vec::new(),
-            pending: None,
-            in_flight: None,
-            pending_ops: 0,
-        }
-    }
-
-    /// The forward solver (device, queue, adapter).
-    pub fn solver(&self) -> &GpuSolver {
-        &self.solver
-    }
-
-    fn program(&self) -> &AdjointProgram {
-        self.solver
-            .adjoint
-            .as_ref()
-            .expect("a GpuAdjoint's solver records the adjoint")
-    }
-
-    fn state_buffer(&self, label: &str) -> wgpu::Buffer {
-        self.solver
-            .host
-            .device
-            .create_buffer(&wgpu::BufferDescriptor {
-                label: Some(label),
-                size: adjoint_state_bytes(self.solver.n as usize),
-                usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            })
-    }
-
-    fn encoder(&mut self) -> &mut wgpu::CommandEncoder {
-        let host = &self.solver.host;
-        self.pending
-            .get_or_insert_with(|| host.encoder("msc adjoint"))
-    }
-
-    /// Submits the pending work, keeping at most two submissions in flight.
-    fn flush(&mut self) -> Result<(), GpuError> {
-        if let Some(encoder) = self.pending.take() {
-            let index = self.solver.host.submit(encoder);
-            if let Some(previous) = self.in_flight.replace(index) {
-                self.solver.host.wait(previous)?;
-            }
-            self.pending_ops = 0;
-        }
-        Ok(())
-    }
-
-    fn throttle(&mut self, ops: usize) -> Result<(), GpuError> {
-        self.pending_ops += ops;
-        if self.pending_ops >= OPS_PER_SUBMIT {
-            self.flush()?;
-        }
-        Ok(())
-    }
-
-    /// Copies (x, v, clock) into `dst`, or from `src` back.
-    fn copy_state(&mut self, to: Option<&wgpu::Buffer>, from: Option<&wgpu::Buffer>) {
-        let n = 16 * u64::from(self.solver.n);
-        let x = self.solver.buffers.get(Buf::X).expect("x").clone();
-        let v = self.solver.buffers.get(Buf::V).expect("v").clone();
-        let clock = self.solver.buffers.get(Buf::Clock).expect("clock").clone();
-        let e = self.encoder();
-        match (to, from) {
-            (Some(dst), _) => {
-                e.copy_buffer_to_buffer(&x, 0, dst, 0, n);
-                e.copy_buffer_to_buffer(&v, 0, dst, n, n);
-                e.copy_buffer_to_buffer(&clock, 0, dst, 2 * n, 16);
-            }
-            (None, Some(src)) => {
-                e.copy_buffer_to_buffer(src, 0, &x, 0, n);
-                e.copy_buffer_to_buffer(src, n, &v, 0, n);
-                e.copy_buffer_to_buffer(src, 2 * n, &clock, 0, 16);
-            }
-            (None, None) => {}
-        }
-    }
-
-    /// Keeps the current state in snapshot `slot`.
-    pub fn save(&mut self, slot: usize) -> Result<(), GpuError> {
-        if self.slots.len() <= slot {
-            self.slots.resize_with(slot + 1, || None);
-            self.slot_steps.resize(slot + 1, 0);
-        }
-        if self.slots[slot].is_none() {
-            self.slots[slot] = Some(self.state_buffer("msc adjoint snapshot"));
-        }
-        let b = self.slots[slot].take().expect("just made");
-        self.copy_state(Some(&b), None);
-        self.slots[slot] = Some(b);
-        self.slot_steps[slot] = self.solver.steps_done;
-        Ok(())
-    }
-
-    /// Makes snapshot `slot` the current state.
-    pub fn restore(&mut self, slot: usize) -> Result<(), GpuError> {
-        let b = self
-            .slots
-            .get_mut(slot)
-            .and_then(Option::take)
-            .ok_or_else(|| GpuError::Unsupported(format!("snapshot {slot} was never kept")))?;
-        self.copy_state(None, Some(&b));
-        self.slots[slot] = Some(b);
-        self.solver.steps_done = self.slot_steps[slot];
-        Ok(())
-    }
-
-    /// Runs `n` steps forward; with `keep`, each step's start is kept for its reversal.
-    pub fn advance(&mut self, n: u64, keep: bool) -> Result<(), GpuError> {
-        let per_step = self.solver.program.step.len();
-        for _ in 0..n {
-            if keep {
-                let depth = self.kept.len();
-                if self.kept_buffers.len() <= depth {
-                    let b = self.state_buffer("msc adjoint kept step");
-                    self.kept_buffers.push(b);
-                }
-                let b = self.kept_buffers[depth].clone();
-                self.copy_state(Some(&b), None);
-                self.kept.push(self.solver.steps_done);
-            }
-            let solver = &self.solver;
-            let e = self
-                .pending
-                .get_or_insert_with(|| solver.host.encoder("msc adjoint"));
-            solver.host.pass(e, "msc adjoint forward", None, |pass| {
-                solver.engine.replay(pass, &solver.program.step, None)
-            });
-            self.solver.steps_done += 1;
-            self.throttle(per_step)?;
-        }
-        Ok(())
-    }
-
-    /// Seeds target frame `frame` (positions `target`) at the current state: its loss
-    /// share and lx += 2 (x - xhat) / (F n).
-    pub fn seed(&mut self, frame: usize, target: &[DVec3]) -> Result<(), GpuError> {
-        let n = self.solver.n as usize;
-        if target.len() != n {
-            return Err(GpuError::Unsupported(format!(
-                "target frame {frame} has {} positions, the system {n}",
-                target.len()
-            )));
-        }
-        let data = target
-            .iter()
-            .enumerate()
-            .map(|(i, p)| vec4(*p, 0.0, "target position of particle", i))
-            .collect::<Result<Vec<_>, _>>()?;
-        // Earlier seeds read the previous target: submit them before it is overwritten.
-        self.flush()?;
-        let buffer = self.solver.buffers.get(Buf::AdjTarget)?;
-        self.solver
-            .host
-            .queue
-            .write_buffer(buffer, 0, bytemuck::cast_slice(&data));
-        let op = *self.program().seeds.get(frame).ok_or_else(|| {
-            GpuError::Unsupported(format!("frame {frame} past the adjoint's frames"))
-        })?;
-        let solver = &self.solver;
-        let e = self
-            .pending
-            .get_or_insert_with(|| solver.host.encoder("msc adjoint"));
-        solver.host.pass(e, "msc adjoint seed", None, |pass| {
-            solver.engine.replay(pass, &[op], None)
-        });
-        Ok(())
-    }
-
-    /// The step number of the latest kept step start (None: none kept).
-    pub fn latest_kept(&self) -> Option<u64> {
-        self.kept.last().copied()
-    }
-
-    /// Reverses the latest kept step: the adjoint state goes from the state after it (the
-    /// current one) to its start, which becomes the current state.
-    pub fn reverse(&mut self) -> Result<(), GpuError> {
-        let Some(step) = self.kept.pop() else {
-            return Err(GpuError::Unsupported("no kept step to reverse".into()));
-        };
-        let depth = self.kept.len();
-        let n = 16 * u64::from(self.solver.n);
-        let v = self.solver.buffers.get(Buf::V)?.clone();
-        let v1 = self.solver.buffers.get(Buf::AdjV1)?.clone();
-        self.encoder().copy_buffer_to_buffer(&v, 0, &v1, 0, n);
-        let b = self.kept_buffers[depth].clone();
-        self.copy_state(None, Some(&b));
-        let solver = &self.solver;
-        let program = solver.adjoint.as_ref().expect("adjoint");
-        let e = self
-            .pending
-            .get_or_insert_with(|| solver.host.encoder("msc adjoint"));
-        solver.host.pass(e, "msc adjoint reverse", None, |pass| {
-            solver.engine.replay(pass, &program.reverse, None)
-        });
-        let ops = program.reverse.len();
-        self.solver.steps_done = step;
-        self.throttle(ops)
-    }
-
-    /// The current state (a readback, for tests).
-    pub fn state(&mut self) -> Result<State, GpuError> {
-        self.flush()?;
-        self.solver.read_state()
-    }
-
-    /// Reads the accumulated cotangents and the frames' loss shares (one submission).
-    pub fn read(&mut self) -> Result<AdjointRead, GpuError> {
-        self.flush()?;
-        let program = self.program();
-        let setup = program.setup;
-        let (n, ns, ne) = (
-            u64::from(self.solver.n),
-            u64::from(self.solver.spring_count),
-            program.externals as u64,
-        );
-        let frames = setup.frames as u64;
-        let n_wg = u64::from(program.n_wg);
-        let copies = [
-            (Buf::AdjKbar, 0, 4 * ns.max(1)),
-            (Buf::AdjParticle, 0, 16 * n),
-            (Buf::AdjExternal, 0, 16 * n * ne.max(1)),
-            (Buf::AdjLoss, 0, 16 * n_wg * frames),
-        ];
-        let bytes = self.solver.run_and_read(&[], &copies)?;
-        let (kbar, rest) = bytes.split_at(4 * ns.max(1) as usize);
-        let (part, rest) = rest.split_at(16 * n as usize);
-        let (ext, loss) = rest.split_at((16 * n * ne.max(1)) as usize);
-        let kbar: &[f32] = bytemuck::cast_slice(kbar);
-        let part: &[[f32; 4]] = bytemuck::cast_slice(part);
-        let ext: &[[f32; 4]] = bytemuck::cast_slice(ext);
-        let loss: &[[f32; 4]] = bytemuck::cast_slice(loss);
-        let sqrt_k = COULOMB_K.sqrt();
-        let mut out = AdjointRead::default();
-        if setup.stiffnesses {
-            out.stiffnesses = kbar[..ns as usize].iter().map(|k| f64::from(*k)).collect();
-        }
-        if setup.masses {
-            out.masses = part.iter().map(|p| f64::from(p[1])).collect();
-        }
-        if setup.charges {
-            out.charges = part
-                .iter()
-                .map(|p| sqrt_k * (f64::from(p[0]) + f64::from(p[3])) + f64::from(p[2]))
-                .collect();
-        }
-        if setup.externals {
-            for e in 0..ne as usize {
-                let (mut q, mut x) = (0.0, DVec3::ZERO);
-                for i in 0..n as usize {
-                    let a = ext[i * ne as usize + e];
-                    x += DVec3::new(a[0].into(), a[1].into(), a[2].into());
-                    q += f64::from(a[3]);
-                }
-                out.external_charges.push(sqrt_k * q);
-                out.external_positions.push(x);
-            }
-        }
-        out.losses = (0..frames as usize)
-            .map(|f| {
-                loss[f * n_wg as usize..(f + 1) * n_wg as usize]
-                    .iter()
-                    .map(|a| f64::from(a[0]))
-                    .sum()
-            })
-            .collect();
-        Ok(out)
-    }
 }

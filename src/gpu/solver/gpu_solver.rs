@@ -30,7 +30,7 @@ use crate::gpu::host::range;
 use crate::gpu::host::recording::{dispatch_count, Op, StageKernels};
 use crate::gpu::host::replay::Replay;
 use crate::measures::SolveStats;
-use crate::model::System;
+use crate::model::{System, Topology};
 
 /// Queue submissions and compute passes a solver has made so far, over all its work
 /// (steps, readbacks, profiling; passes recorded into a caller's encoder are counted, the
@@ -93,7 +93,7 @@ pub struct GpuSolver {
     /// the next call waits for it, so at most two batches are in flight across calls.
     pub(super) in_flight: Option<wgpu::SubmissionIndex>,
     /// What updates of a single system's solver check against (`None` in a batch).
-    pub(super) fixed: Option<super::update::Fixed>,
+    pub(super) fixed: Option<Fixed>,
     /// The adjoint's reversed step and seeds (`solver::adjoint`).
     pub(super) adjoint: Option<AdjointProgram>,
 }
@@ -226,7 +226,7 @@ impl GpuSolver {
         let parts = assemble(&host, system, config, directions, adjoint)?;
         let (n, ns) = (system.len() as u32, system.springs().len() as u32);
         let mut solver = Self::from_parts(host, summary, parts, config, n, ns);
-        solver.fixed = Some(super::update::Fixed::new(system, config));
+        solver.fixed = Some(Fixed::new(system, config));
         Ok(solver)
     }
 
@@ -499,5 +499,21 @@ impl GpuSolver {
     ) -> Result<Vec<u8>, GpuError> {
         let ddef = self.ddef.as_ref().map(|d| d.kernels() as &dyn StageKernels);
         self.replay().read(ops, ddef, copies)
+    }
+}
+
+/// What a single system's solver keeps from the system and configuration it was built
+/// with, to check updates against.
+pub(super) struct Fixed {
+    pub(super) topology: Topology,
+    pub(super) config: Config,
+}
+
+impl Fixed {
+    pub(super) fn new(system: &System, config: &Config) -> Self {
+        Self {
+            topology: Topology::of(system),
+            config: config.clone(),
+        }
     }
 }

@@ -7,33 +7,17 @@ use std::sync::atomic::Ordering;
 
 use glam::DVec3;
 
-use super::gpu_solver::GpuSolver;
-use crate::config::{Config, Integrator};
+use super::gpu_solver::{Fixed, GpuSolver};
+use crate::config::Integrator;
 use crate::cpu::parameters_fixed;
 use crate::gpu::device::{poll_error, scoped};
+use crate::gpu::error::GpuError;
 use crate::gpu::host::buffers::{
     local_global_init, particle_props, spring_params, state_vec4, Buf,
 };
 use crate::gpu::host::params::TimeStep;
 use crate::gpu::host::range;
-use crate::gpu::GpuError;
-use crate::model::{check_state, System, Topology};
-
-/// What a single system's solver keeps from the system and configuration it was built
-/// with, to check updates against.
-pub(super) struct Fixed {
-    topology: Topology,
-    config: Config,
-}
-
-impl Fixed {
-    pub(super) fn new(system: &System, config: &Config) -> Self {
-        Self {
-            topology: Topology::of(system),
-            config: config.clone(),
-        }
-    }
-}
+use crate::model::{check_state, System};
 
 impl GpuSolver {
     fn fixed(&self, what: &str) -> Result<&Fixed, GpuError> {
