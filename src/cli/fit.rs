@@ -347,7 +347,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     }
     // `auto` keeps the CPU reference: its tangents are f64 with exact (CG to 1e-12)
     // solves, it runs every integrator and option, and on the software adapters CI has
-    // the GPU tangents are slower (README, `msc fit`).
+    // the GPU tangents are slower (docs/guide.md, "Fitting parameters").
     let grad_backend = match args.backend {
         BackendArg::Gpu => GradBackend::Gpu {
             allow_software: true,
