@@ -277,7 +277,7 @@ impl PySimulator {
         if e.is_finite() {
             return Ok(());
         }
-        let time = msc::sim::time_at(step, self.config.dt);
+        let time = msc::measures::time_at(step, self.config.dt);
         Err(error(
             py,
             Kind::Divergence,
@@ -322,7 +322,7 @@ impl PySimulator {
     #[getter]
     fn time(&self, py: Python<'_>) -> PyResult<f64> {
         let steps = self.with(py, |s| s.sim.steps_done())?;
-        Ok(msc::sim::time_at(steps, self.config.dt))
+        Ok(msc::measures::time_at(steps, self.config.dt))
     }
     /// Steps done so far.
     #[getter]

@@ -209,7 +209,7 @@ impl PyWorlds {
     fn time(&self, py: Python<'_>, w: usize) -> PyResult<f64> {
         let w = self.world(w)?;
         let steps = self.step_count(py)?;
-        Ok(msc::sim::time_at(steps, self.dts[w]))
+        Ok(msc::measures::time_at(steps, self.dts[w]))
     }
 
     /// "cpu", or the GPU adapter's name.
