@@ -211,6 +211,18 @@ impl ExternalField {
     pub const DEFAULT_MIN_Z: f64 = 1e-3;
 }
 
+/// The scene's `[world]` table, deserialized straight from the scene file (a key added
+/// here needs no other scene code): per-world physical settings beyond gravity and the
+/// external charges and field.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorldConfig {
+    /// Linear drag coefficient c (kg/s): every particle feels f = -c v (docs/physics.md
+    /// (3.4)), evaluated with the other non-spring forces (explicitly, at the velocity
+    /// they see). Dissipative: it has no potential, so the total energy falls.
+    pub drag: f64,
+}
+
 /// Everything about how to advance a [`crate::model::System`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -227,6 +239,7 @@ pub struct Config {
     pub coulomb: CoulombConfig,
     pub external_charges: Vec<ExternalCharge>,
     pub external_field: Option<ExternalField>,
+    pub world: WorldConfig,
 }
 
 /// The defaults of every setting a scene file may leave out (the scene loader starts
@@ -243,6 +256,7 @@ impl Default for Config {
             coulomb: CoulombConfig::default(),
             external_charges: Vec::new(),
             external_field: None,
+            world: WorldConfig::default(),
         }
     }
 }
@@ -304,6 +318,12 @@ impl Config {
                 "\"ddef\" cannot be differentiated yet; use \"all_pairs\"",
             ));
         }
+        if self.world.drag != 0.0 {
+            return Some(ConfigError::new(
+                "world.drag",
+                "the drag's tangent is not propagated yet; fit without drag",
+            ));
+        }
         None
     }
 
@@ -311,8 +331,32 @@ impl Config {
     /// backend checks before it starts.
     pub fn validate_for(&self, system: &System) -> Result<(), ConfigError> {
         self.validate()?;
+        self.check_drag(system)?;
         self.check_coulomb(system)
             .map_err(|e| ConfigError::new(Self::coulomb_error_key(&e), e.to_string()))
+    }
+
+    /// The drag is explicit: each step scales a free particle's velocity by 1 - c h / m
+    /// (its own part), which grows without bound past c h / m = 2.
+    fn check_drag(&self, system: &System) -> Result<(), ConfigError> {
+        let c = self.world.drag;
+        let free = (system.masses().iter().zip(system.pinned())).enumerate();
+        let lightest = free
+            .filter(|(_, (_, &pinned))| !pinned)
+            .map(|(i, (&m, _))| (i, m))
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        match lightest {
+            Some((i, m)) if c * self.dt / m >= 2.0 => Err(ConfigError::new(
+                "world.drag",
+                format!(
+                    "c dt / m = {} for particle {i} (mass {} kg): the explicit drag is \
+                     unstable from 2 on; lower world.drag or integrator.dt",
+                    crate::display::num(c * self.dt / m),
+                    crate::display::num(m)
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Checks every value's range; the error names the scene key.
@@ -380,6 +424,16 @@ impl Config {
             ));
         }
         finite3("gravity", self.gravity)?;
+        let c = self.world.drag;
+        if !(c.is_finite() && c >= 0.0) {
+            return Err(ConfigError::new(
+                "world.drag",
+                format!(
+                    "must be finite and non-negative, got {}",
+                    crate::display::num(c)
+                ),
+            ));
+        }
         let eps = self.coulomb.softening;
         if !(eps.is_finite() && eps >= 0.0) {
             return Err(ConfigError::new(

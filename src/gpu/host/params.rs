@@ -83,6 +83,15 @@ pub(in crate::gpu) fn world(
 ) -> Result<World, GpuError> {
     let sqrt_k = COULOMB_K.sqrt();
     let (dt, dt2) = dt.uniform();
+    let drag = config.world.drag;
+    if drag != 0.0 && !(f64::from(f32::MIN_POSITIVE)..=f64::from(f32::MAX)).contains(&drag) {
+        // A GPU may flush a subnormal to 0: the drag would be dropped silently.
+        return Err(GpuError::F32Range {
+            what: "world.drag".into(),
+            value: drag,
+            limit: format!("0 or {:e} <= value <= {:e}", f32::MIN_POSITIVE, f32::MAX),
+        });
+    }
     let mut world = World {
         dt,
         dt2,
@@ -96,7 +105,7 @@ pub(in crate::gpu) fn world(
         charged_end: charged.end,
         wg_begin: wgs.start,
         wg_end: wgs.end,
-        _pad0: 0,
+        drag: drag as f32,
         _pad1: 0,
         ext: [ExtCharge::default(); MAX_EXT_CHARGES],
     };
