@@ -1,8 +1,8 @@
 //! Host values in the kernels' f32: the checked conversions ([`to_f32`], [`vec4`]), the
 //! time step's one host copy ([`TimeStep`]) and the `Params` uniform derived from a
-//! system and configuration: every f32 copy of h the kernels read (`Params.dt`,
-//! `Params.dt2`, a kick's `Dispatch.weight`) and the host's time of a step come from
-//! [`TimeStep`], so none can drift from another.
+//! system and configuration: every f32 copy of h the kernels read (`World.dt`,
+//! `World.dt2`, a tangent kick's `Dispatch.weight`) and the host's time of a step come
+//! from [`TimeStep`], so none can drift from another.
 
 use glam::DVec3;
 
@@ -62,7 +62,7 @@ impl TimeStep {
         crate::measures::time_at(steps, self.0)
     }
 
-    /// `Params.dt` and `Params.dt2`: h and h^2 rounded to f32 (h^2 formed in f64).
+    /// `World.dt` and `World.dt2`: h and h^2 rounded to f32 (h^2 formed in f64).
     pub(in crate::gpu) fn uniform(self) -> (f32, f32) {
         (self.0 as f32, (self.0 * self.0) as f32)
     }
