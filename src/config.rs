@@ -8,6 +8,9 @@ use crate::model::{ModelError, System};
 use glam::DVec3;
 use serde::Deserialize;
 
+mod ddef;
+pub use ddef::{DdefConfig, DdefGrid, DdefVariant};
+
 /// Time integrator (DESIGN section 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -162,98 +165,6 @@ impl<'de> Deserialize<'de> for CoulombMethod {
     }
 }
 
-/// How the DDEF near and far fields split the sources (see `crate::ddef`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DdefVariant {
-    /// Algorithm 1 as printed: the near set is the union of M_k over k in N_i while each
-    /// vertex's far field excludes only its own M_k, so a source can be counted twice.
-    Paper,
-    /// The interpolated far field excludes exactly the sources summed in the near field.
-    /// The default: it is the more accurate of the two (measured by `msc ddef-error`).
-    #[default]
-    Corrected,
-}
-
-impl DdefVariant {
-    pub const NAMES: [&'static str; 2] = ["paper", "corrected"];
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Paper => "paper",
-            Self::Corrected => "corrected",
-        }
-    }
-    pub fn from_name(s: &str) -> Option<Self> {
-        Some(match s {
-            "paper" => Self::Paper,
-            "corrected" => Self::Corrected,
-            _ => return None,
-        })
-    }
-}
-
-/// Which tetrahedral grid DDEF interpolates on (see `crate::ddef`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DdefGrid {
-    /// The paper's grid: m Halton samples plus the box corners, Delaunay tetrahedralized.
-    Delaunay,
-    /// A regular lattice of about m + 8 sites, each cell split into 6 Kuhn tetrahedra: no
-    /// Delaunay step, closed-form location and neighbours (`crate::ddef::lattice`).
-    /// The default: at the same m it was at least as accurate in every force case measured
-    /// by `msc ddef-error` (random charges, torus, sphere, cloth) and builds faster.
-    #[default]
-    Lattice,
-}
-
-impl DdefGrid {
-    pub const NAMES: [&'static str; 2] = ["delaunay", "lattice"];
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Delaunay => "delaunay",
-            Self::Lattice => "lattice",
-        }
-    }
-    pub fn from_name(s: &str) -> Option<Self> {
-        Some(match s {
-            "delaunay" => Self::Delaunay,
-            "lattice" => Self::Lattice,
-            _ => return None,
-        })
-    }
-}
-
-/// DDEF parameters (`coulomb.samples`, `coulomb.ddef_variant`, `coulomb.rebuild_every`,
-/// `coulomb.ddef_grid`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DdefConfig {
-    /// m: Halton samples in the charges' bounding box (the 8 box corners come on top);
-    /// for the lattice grid, about m + 8 lattice sites in all.
-    pub samples: u32,
-    pub variant: DdefVariant,
-    /// Force evaluations (one per step) between rebuilds of the tetrahedralization; it is
-    /// also rebuilt whenever a charge leaves the grid's box. 1 = Algorithm 1 (every step).
-    pub rebuild_every: u32,
-    pub grid: DdefGrid,
-}
-
-impl DdefConfig {
-    /// Upper bound on `samples`: a Delaunay grid has about 6.5 tetrahedra per site, so
-    /// this many already take a few GB.
-    pub const MAX_SAMPLES: u32 = 10_000_000;
-}
-
-impl Default for DdefConfig {
-    fn default() -> Self {
-        Self {
-            samples: 2000,
-            variant: DdefVariant::default(),
-            rebuild_every: 1,
-            grid: DdefGrid::default(),
-        }
-    }
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
 pub struct CoulombConfig {
     pub method: CoulombMethod,
@@ -300,6 +211,18 @@ impl ExternalField {
     pub const DEFAULT_MIN_Z: f64 = 1e-3;
 }
 
+/// The scene's `[world]` table, deserialized straight from the scene file (a key added
+/// here needs no other scene code): per-world physical settings beyond gravity and the
+/// external charges and field.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorldConfig {
+    /// Linear drag coefficient c (kg/s): every particle feels f = -c v (docs/physics.md
+    /// (3.4)), evaluated with the other non-spring forces (explicitly, at the velocity
+    /// they see). Dissipative: it has no potential, so the total energy falls.
+    pub drag: f64,
+}
+
 /// Everything about how to advance a [`crate::model::System`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -316,6 +239,7 @@ pub struct Config {
     pub coulomb: CoulombConfig,
     pub external_charges: Vec<ExternalCharge>,
     pub external_field: Option<ExternalField>,
+    pub world: WorldConfig,
 }
 
 /// The defaults of every setting a scene file may leave out (the scene loader starts
@@ -332,6 +256,7 @@ impl Default for Config {
             coulomb: CoulombConfig::default(),
             external_charges: Vec::new(),
             external_field: None,
+            world: WorldConfig::default(),
         }
     }
 }
@@ -393,6 +318,12 @@ impl Config {
                 "\"ddef\" cannot be differentiated yet; use \"all_pairs\"",
             ));
         }
+        if self.world.drag != 0.0 {
+            return Some(ConfigError::new(
+                "world.drag",
+                "the drag's tangent is not propagated yet; fit without drag",
+            ));
+        }
         None
     }
 
@@ -400,8 +331,32 @@ impl Config {
     /// backend checks before it starts.
     pub fn validate_for(&self, system: &System) -> Result<(), ConfigError> {
         self.validate()?;
+        self.check_drag(system)?;
         self.check_coulomb(system)
             .map_err(|e| ConfigError::new(Self::coulomb_error_key(&e), e.to_string()))
+    }
+
+    /// The drag is explicit: each step scales a free particle's velocity by 1 - c h / m
+    /// (its own part), which grows without bound past c h / m = 2.
+    fn check_drag(&self, system: &System) -> Result<(), ConfigError> {
+        let c = self.world.drag;
+        let free = (system.masses().iter().zip(system.pinned())).enumerate();
+        let lightest = free
+            .filter(|(_, (_, &pinned))| !pinned)
+            .map(|(i, (&m, _))| (i, m))
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        match lightest {
+            Some((i, m)) if c * self.dt / m >= 2.0 => Err(ConfigError::new(
+                "world.drag",
+                format!(
+                    "c dt / m = {} for particle {i} (mass {} kg): the explicit drag is \
+                     unstable from 2 on; lower world.drag or integrator.dt",
+                    crate::display::num(c * self.dt / m),
+                    crate::display::num(m)
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Checks every value's range; the error names the scene key.
@@ -469,6 +424,16 @@ impl Config {
             ));
         }
         finite3("gravity", self.gravity)?;
+        let c = self.world.drag;
+        if !(c.is_finite() && c >= 0.0) {
+            return Err(ConfigError::new(
+                "world.drag",
+                format!(
+                    "must be finite and non-negative, got {}",
+                    crate::display::num(c)
+                ),
+            ));
+        }
         let eps = self.coulomb.softening;
         if !(eps.is_finite() && eps >= 0.0) {
             return Err(ConfigError::new(

@@ -7,7 +7,7 @@
 //!    (SIGINT/SIGTERM as a stop request), [`progress`] (progress bars), [`measures`] (what a
 //!    backend reports: energies, solve stats, the step-to-time rule);
 //! 2. [`model`]: particles, springs, meshes and the CSR adjacency;
-//! 3. [`config`]: integrator, solver, Coulomb and external-world settings (data only);
+//! 3. [`config`]: integrator, solver, Coulomb and world settings (data and range checks);
 //! 4. [`physics`] (the f64 formulas with their derivatives), [`scene`] (TOML scene files
 //!    and `--set` overrides);
 //! 5. [`coulomb`]: the vectorized f64 all-pairs sum (on `physics`' point-charge factor);
@@ -16,8 +16,8 @@
 //! 8. [`gpu`]: WGSL kernels and the wgpu host;
 //! 9. [`simulator`] (the trait both backends are driven through), [`output`] (energy CSV,
 //!    PLY frames, summary JSON);
-//! 10. [`grad`] (gradients and fits), [`render`] (offscreen drawing), [`plot`] (PNG plots),
-//!    [`bench`](mod@bench) (the standard workloads and their measurement);
+//! 10. [`grad`] (gradients and fits), [`render`] (offscreen drawing), [`plot`] (PNG
+//!     plots), [`bench`](mod@bench) (the standard workloads and their measurement);
 //! 11. [`run`]: driving one run into its folder (backend choice, stepping loop, summary);
 //! 12. [`batch`]: sweeps and manifest batches, shards and Slurm;
 //! 13. [`cli`]: the `msc` command.

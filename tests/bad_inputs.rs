@@ -206,6 +206,19 @@ fn bad_scene_values_name_their_key() {
         (&["--set", "integrator.steps=-1"], 2, "integrator.steps"),
         (&["--set", "integrator.dtt=0.1"], 2, "integrator.dtt"),
         (
+            &["--set", "world.drag=-1"],
+            2,
+            "world.drag: must be finite and non-negative",
+        ),
+        (&["--set", "world.drag=nan"], 2, "world.drag"),
+        (&["--set", "world.drag=inf"], 2, "world.drag"),
+        (&["--set", "world.dragg=1"], 2, "world.dragg"),
+        (
+            &["--set", "world.drag=1e9"],
+            2,
+            "the explicit drag is unstable",
+        ),
+        (
             &["--set", "integrator.method=\"rk4\""],
             2,
             "integrator.method",
@@ -678,6 +691,7 @@ fn values_beyond_f32_are_named_on_the_gpu() {
         (&["--set", "material.charge=1e15"], 2, "Coulomb product"),
         (&["--set", "gravity=[0, 0, 1e39]"], 2, "gravity"),
         (&["--set", "integrator.dt=1e-50"], 2, "dt"),
+        (&["--set", "world.drag=1e-40"], 2, "world.drag"),
     ];
     check_cases(cases, &["run", "small.toml", "--backend", "gpu", "--quiet"]);
 }

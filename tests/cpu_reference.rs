@@ -1346,3 +1346,61 @@ fn vortex_field_turns_a_charged_torus_and_the_printed_swirl_field_does_not() {
         "printed swirl field should not turn the torus: L_z {lz_swirl} vs vortex {lz_vortex}"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// linear drag (docs/physics.md §3)
+
+/// The drag is the only external force of a free system of equal masses m: springs and
+/// Coulomb pairs cancel in the sum, so the total momentum P obeys its own law. Symplectic
+/// Euler kicks once with f = -c v: P' = (1 - c h / m) P. Verlet kicks twice, the second
+/// time with v_half: P' = (1 - c h / 2m)^2 P; a drag read at v_t in the second kick
+/// would give (1 - c h / m) P instead, off by (c h / 2m)^2 P per step, 5e-5 P here. IMEX
+/// solves A v' = M v + h (f - c v), whose rows sum (A's Laplacian part cancels) to the
+/// Euler law once the solve has converged. Roundoff: ~1e-14 of the momenta summed; the
+/// converged CG leaves ~1e-10 of them.
+#[test]
+fn the_drag_damps_the_total_momentum_by_its_law() {
+    let (m, c, h, steps) = (0.01, 0.02, 0.001, 50);
+    let mut desc = torus(TorusSpec {
+        rings: 8,
+        sides: 6,
+        major: 1.0,
+        minor: 0.3,
+        stiffness: 50.0,
+        damping: 0.01,
+        mass: m,
+        charge: 1e-7,
+    });
+    let mut rng = Rng(11);
+    let drift = DVec3::new(0.5, 0.0, 0.0);
+    desc.velocities = desc
+        .positions
+        .iter()
+        .map(|_| drift + rng.vec3(1.0))
+        .collect();
+    let system = System::new(desc).unwrap();
+    let momentum = |v: &[DVec3]| v.iter().fold(DVec3::ZERO, |p, v| p + *v * m);
+    let p0 = momentum(system.velocities());
+    assert!(p0.length() > 0.1, "the test needs a moving centre of mass");
+    let euler = (1.0 - c * h / m).powi(steps);
+    let verlet = (1.0 - c * h / (2.0 * m)).powi(2 * steps);
+    for (integrator, solver, factor, tol) in [
+        (Integrator::SymplecticEuler, cg_solver(0.0), euler, 1e-12),
+        (Integrator::Verlet, cg_solver(0.0), verlet, 1e-12),
+        (Integrator::Imex, cg_solver(1e-13), euler, 1e-9),
+    ] {
+        let mut cfg = config(integrator, h, solver);
+        cfg.coulomb.method = CoulombMethod::AllPairs;
+        cfg.world.drag = c;
+        let mut sim = CpuSimulation::new(&system, &cfg).unwrap();
+        sim.step(steps as u64).unwrap();
+        let p = momentum(&sim.current().v);
+        let want = p0 * factor;
+        let scale: f64 = sim.current().v.iter().map(|v| v.length() * m).sum();
+        let err = (p - want).length() / scale;
+        assert!(
+            err < tol,
+            "{integrator:?}: P = {p}, the law gives {want} (error {err:e} of {scale:e})"
+        );
+    }
+}

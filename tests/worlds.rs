@@ -76,7 +76,8 @@ fn same_bits(a: &State, b: &State) -> bool {
 }
 
 /// Worlds of different sizes, topologies and parameters (time step, charges, fields,
-/// external charges, gravity, pins) under one integrator and solver.
+/// external charges, gravity, pins, drag: two worlds with their own, the others none)
+/// under one integrator and solver.
 fn mixed_worlds(shared: &[&str]) -> Vec<(System, Config)> {
     let with = |extra: &[&str]| -> Vec<String> {
         [
@@ -96,9 +97,12 @@ fn mixed_worlds(shared: &[&str]) -> Vec<(System, Config)> {
     };
     vec![
         load("torus", with(&[])),
-        load("cloth", with(&["mesh.resolution = [9, 7]"])),
+        load(
+            "cloth",
+            with(&["mesh.resolution = [9, 7]", "world.drag = 0.002"]),
+        ),
         load("torus_dt003", with(&["material.charge = 3e-6"])),
-        load("torus_orbit", with(&[])),
+        load("torus_orbit", with(&["world.drag = 0.01"])),
         load("swirl", with(&[])),
     ]
 }

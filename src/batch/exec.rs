@@ -141,7 +141,7 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
                     let done = match unit {
                         Unit::One(run) => {
                             let i = run.i;
-                            let (record, redo) = run_one(run, plan, &mut gpu);
+                            let (record, redo) = run_one(*run, plan, &mut gpu);
                             vec![Done {
                                 i,
                                 record,

@@ -132,7 +132,8 @@ pub(super) fn plan_runs(
 
 /// What a worker runs at once: one run, or a chunk of runs stepped as one batch.
 pub(super) enum Unit {
-    One(Planned),
+    /// Boxed: a `Planned` holds a whole resolved scene, many times a `Vec`'s size.
+    One(Box<Planned>),
     Batch(Vec<Planned>),
 }
 
@@ -146,7 +147,12 @@ pub(super) fn units(
     planned: Vec<Planned>,
     options: &BatchOptions,
 ) -> (Vec<Unit>, Option<wgpu::Limits>) {
-    let alone = |planned: Vec<Planned>| planned.into_iter().map(Unit::One).collect();
+    let alone = |planned: Vec<Planned>| {
+        planned
+            .into_iter()
+            .map(|p| Unit::One(Box::new(p)))
+            .collect()
+    };
     let allow_software = match options.backend {
         _ if options.no_batch => return (alone(planned), None),
         BackendArg::Cpu => return (alone(planned), None),
@@ -170,7 +176,7 @@ pub(super) fn units(
                 });
                 groups[g].1.push(p);
             }
-            _ => out.push((p.i, Unit::One(p))),
+            _ => out.push((p.i, Unit::One(Box::new(p)))),
         }
     }
     for (_, mut rest) in groups {
@@ -180,7 +186,7 @@ pub(super) fn units(
             let chunk = std::mem::replace(&mut rest, later);
             let first = chunk[0].i;
             let unit = if chunk.len() == 1 {
-                Unit::One(chunk.into_iter().next().expect("one run"))
+                Unit::One(Box::new(chunk.into_iter().next().expect("one run")))
             } else {
                 Unit::Batch(chunk)
             };

@@ -53,7 +53,8 @@ pub struct CpuSimulation {
     scratch: SolverScratch,
     /// Per spring: force on i (IMEX: elastic; explicit: elastic + damping) or d_k.
     spring_buf: Vec<DVec3>,
-    /// Per particle: Coulomb + external forces at (x, t).
+    /// Per particle: Coulomb + external forces at (x, t), and the drag at the velocity of
+    /// the same state.
     field: Vec<DVec3>,
     /// Step number whose positions `field` holds (velocity Verlet reuses a' as the next a).
     field_step: Option<u64>,
@@ -193,7 +194,10 @@ impl CpuSimulation {
         stats
     }
 
-    /// Coulomb + external forces at (x, t) into `self.field`.
+    /// Coulomb + external forces at (x, t) into `self.field`, and the linear drag
+    /// f_i = -c v_i (docs/physics.md §3) at the velocity of the same state (Verlet's
+    /// second force: v_half, in `rhs`). The drag's only Rust definition: its derivative
+    /// d f_i / d v_i = -c I is not needed while the drag stays explicit.
     fn eval_field(&mut self, x_is_new: bool, t: f64) {
         let x = if x_is_new { &self.work } else { &self.state.x };
         field_forces_into(
@@ -204,6 +208,13 @@ impl CpuSimulation {
             &mut self.coulomb_scratch,
             &mut self.field,
         );
+        let c = self.config.world.drag;
+        if c != 0.0 {
+            let v = if x_is_new { &self.rhs } else { &self.state.v };
+            for (f, v) in self.field.iter_mut().zip(v) {
+                *f += *v * -c;
+            }
+        }
         if let Some(ddef) = &mut self.ddef {
             let scratch = &mut self.coulomb_scratch;
             scratch.resize(x.len(), DVec3::ZERO);
@@ -327,7 +338,8 @@ impl CpuSimulation {
     /// Total force f(x, v, t) into `self.gathered`: springs with damping, field, gravity.
     fn total_force(&mut self, x_is_new: bool, v_is_rhs: bool, t: f64) {
         let step_key = self.state.step + u64::from(x_is_new);
-        if self.field_step != Some(step_key) {
+        // A drag reads the velocity: never the last step's.
+        if self.field_step != Some(step_key) || self.config.world.drag != 0.0 {
             self.eval_field(x_is_new, t);
             self.field_step = Some(step_key);
         }

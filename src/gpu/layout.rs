@@ -86,7 +86,7 @@ macro_rules! world_struct {
 
 world_struct! {
     /// WGSL `World`: one world's parameters (a scene: time step, softening, fields,
-    /// external charges, gravity, relaxation) and its ranges in the packed buffers. One
+    /// external charges, gravity, drag, relaxation) and its ranges in the packed buffers. One
     /// system's is `Params.world`; a batch of worlds reads them from a storage array.
     pub struct World {
         /// Time step h and h^2 (s, s^2).
@@ -109,7 +109,8 @@ world_struct! {
         /// The workgroups of a per-particle dispatch holding its particles.
         pub wg_begin: u32 = "u32",
         pub wg_end: u32 = "u32",
-        pub _pad0: u32 = "u32",
+        /// Linear drag coefficient c (kg/s): f = -c v (`kernels/field/drag.wgsl`).
+        pub drag: f32 = "f32",
         pub _pad1: u32 = "u32",
         pub ext: [ExtCharge; MAX_EXT_CHARGES] = "array<ExtCharge, MAX_EXT_CHARGES>",
     }

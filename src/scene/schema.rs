@@ -33,6 +33,8 @@ pub(super) struct SceneFile {
     pub external_field: Option<ExternalFieldSpec>,
     #[serde(default)]
     pub output: OutputSpec,
+    #[serde(default)]
+    pub world: crate::config::WorldConfig,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]

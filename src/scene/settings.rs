@@ -150,6 +150,7 @@ pub(super) fn build_config(f: &SceneFile, ctx: &Ctx) -> Result<Config, SceneErro
         coulomb,
         external_charges,
         external_field,
+        world: f.world,
     };
     config
         .validate()

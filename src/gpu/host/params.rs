@@ -1,8 +1,8 @@
 //! Host values in the kernels' f32: the checked conversions ([`to_f32`], [`vec4`]), the
 //! time step's one host copy ([`TimeStep`]) and the `Params` uniform derived from a
-//! system and configuration: every f32 copy of h the kernels read (`Params.dt`,
-//! `Params.dt2`, a kick's `Dispatch.weight`) and the host's time of a step come from
-//! [`TimeStep`], so none can drift from another.
+//! system and configuration: every f32 copy of h the kernels read (`World.dt`,
+//! `World.dt2`, a tangent kick's `Dispatch.weight`) and the host's time of a step come
+//! from [`TimeStep`], so none can drift from another.
 
 use glam::DVec3;
 
@@ -62,7 +62,7 @@ impl TimeStep {
         crate::measures::time_at(steps, self.0)
     }
 
-    /// `Params.dt` and `Params.dt2`: h and h^2 rounded to f32 (h^2 formed in f64).
+    /// `World.dt` and `World.dt2`: h and h^2 rounded to f32 (h^2 formed in f64).
     pub(in crate::gpu) fn uniform(self) -> (f32, f32) {
         (self.0 as f32, (self.0 * self.0) as f32)
     }
@@ -83,6 +83,15 @@ pub(in crate::gpu) fn world(
 ) -> Result<World, GpuError> {
     let sqrt_k = COULOMB_K.sqrt();
     let (dt, dt2) = dt.uniform();
+    let drag = config.world.drag;
+    if drag != 0.0 && !(f64::from(f32::MIN_POSITIVE)..=f64::from(f32::MAX)).contains(&drag) {
+        // A GPU may flush a subnormal to 0: the drag would be dropped silently.
+        return Err(GpuError::F32Range {
+            what: "world.drag".into(),
+            value: drag,
+            limit: format!("0 or {:e} <= value <= {:e}", f32::MIN_POSITIVE, f32::MAX),
+        });
+    }
     let mut world = World {
         dt,
         dt2,
@@ -96,7 +105,7 @@ pub(in crate::gpu) fn world(
         charged_end: charged.end,
         wg_begin: wgs.start,
         wg_end: wgs.end,
-        _pad0: 0,
+        drag: drag as f32,
         _pad1: 0,
         ext: [ExtCharge::default(); MAX_EXT_CHARGES],
     };

@@ -1,6 +1,6 @@
-//! The per-particle field family: `external_forces` (`field/external_forces.wgsl`), the
-//! external charges and field and gravity on every particle, and the launcher of all the
-//! non-spring forces (these, then the Coulomb sum of `coulomb`).
+//! The per-particle field family, in `field/`: `external_forces`, the external charges
+//! and field and gravity on every particle, and `drag`, the linear drag -c v; and the
+//! launcher of all the non-spring forces (these, then the Coulomb sum of `coulomb`).
 
 use crate::gpu::error::GpuError;
 use crate::gpu::host::buffers::Buf;
@@ -27,17 +27,27 @@ pub const EXTERNAL_FORCES: Kernel = Kernel {
     cpu_targets: None,
 };
 
-pub const KERNELS: &[Kernel] = &[EXTERNAL_FORCES];
+pub const DRAG: Kernel = Kernel {
+    name: "drag",
+    body: include_str!("field/drag.wgsl"),
+    libs: &[Library::Layout, Library::World],
+    storage: &[Read, ReadWrite],
+    constants: &[],
+    cpu_targets: None,
+};
+
+pub const KERNELS: &[Kernel] = &[EXTERNAL_FORCES, DRAG];
 
 impl Recorder<'_> {
-    /// Whether a non-spring force reads the velocities (none yet): Verlet then evaluates
-    /// them at each kick instead of reusing the last step's.
+    /// Whether a non-spring force reads the velocities (the drag of some world): Verlet
+    /// then evaluates them at each kick instead of reusing the last step's.
     pub(in crate::gpu) fn field_reads_velocity(&self) -> bool {
-        false
+        self.configs.iter().any(|c| c.world.drag != 0.0)
     }
 
-    /// All non-spring forces at `time`: external and gravity per particle, then the
-    /// Coulomb sum (exact all-pairs when `exact`, else the configured method).
+    /// All non-spring forces at `time`: external and gravity per particle, the drag at
+    /// the current velocities (not when `exact`: the energy reads the potential alone),
+    /// then the Coulomb sum (exact all-pairs when `exact`, else the configured method).
     pub(in crate::gpu) fn field(
         &mut self,
         ops: &mut Vec<Op>,
@@ -52,6 +62,10 @@ impl Recorder<'_> {
             record,
             n,
         )?);
+        if self.field_reads_velocity() && !exact {
+            // No modes: it shares the record of `external_forces`.
+            ops.push(self.dispatch(DRAG, &[Buf::V, Buf::Force], record, n)?);
+        }
         self.coulomb(ops, time == ForceTime::TPlusH, exact)
     }
 }

@@ -43,8 +43,9 @@ impl GpuSolver {
         Ok(readback::spring_blocks(&data))
     }
 
-    /// Diagnostics: Coulomb + external + gravity force on every particle at the current
-    /// state and time, and each particle's Coulomb potential sum_j k_c q_i q_j / r_soft.
+    /// Diagnostics: Coulomb + external + gravity force (and the drag at the current
+    /// velocities, where the world has one) on every particle at the current state and
+    /// time, and each particle's Coulomb potential sum_j k_c q_i q_j / r_soft.
     /// With DDEF the Coulomb part is the DDEF force (w is then 0: no potential).
     pub fn field_forces(&mut self) -> Result<(Vec<DVec3>, Vec<f64>), GpuError> {
         let mut ops = self.program.field.as_slice();
