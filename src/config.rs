@@ -11,7 +11,7 @@ use serde::Deserialize;
 mod ddef;
 pub use ddef::{DdefConfig, DdefGrid, DdefVariant};
 
-/// Time integrator (DESIGN section 2).
+/// Time integrator (docs/physics.md §4-§6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Integrator {
@@ -52,18 +52,18 @@ impl Integrator {
     }
 }
 
-/// Matrix-free linear solver (DESIGN section 3).
+/// Matrix-free linear solver (docs/physics.md §7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SolverMethod {
-    /// Weighted Jacobi, seed 000 eqs. 41-49.
+    /// Weighted Jacobi, docs/physics.md (7.1).
     #[default]
     Jacobi,
     /// Jacobi with the 3x3 diagonal block inverted.
     BlockJacobi,
     /// Chebyshev-accelerated (block) Jacobi, Wang 2015.
     Chebyshev,
-    /// Conjugate gradients with a Jacobi preconditioner, seed 004.
+    /// Conjugate gradients with a Jacobi preconditioner, docs/physics.md (7.3).
     Cg,
 }
 

@@ -8,7 +8,7 @@ pub fn time_at(step: u64, dt: f64) -> f64 {
     step as f64 * dt
 }
 
-/// Energy terms in J (DESIGN section 1). `external` covers external point charges and a
+/// Energy terms in J (docs/physics.md §10). `external` covers external point charges and a
 /// uniform field; a swirl field has no potential and contributes nothing here (see
 /// [`crate::config::ExternalField::is_conservative`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -326,7 +326,7 @@ fn stiffness_and_damping_blocks_match_central_differences() {
                 / (2.0 * dv);
         }
         let m = |c: [DVec3; 3]| DMat3::from_cols(c[0], c[1], c[2]);
-        // d f_i / d x_i = S_k and d f_i / d x_j = -S_k (seed 000 eq. 46).
+        // d f_i / d x_i = S_k and d f_i / d x_j = -S_k (docs/physics.md (2.3)).
         let scale = max_abs(sk);
         assert!(
             max_abs(m(fd_xi) - sk) <= 1e-6 * scale,
@@ -334,7 +334,7 @@ fn stiffness_and_damping_blocks_match_central_differences() {
             m(fd_xi)
         );
         assert!(max_abs(m(fd_xj) + sk) <= 1e-6 * scale);
-        // d f_i / d v_i = -c n n^T, d f_i / d v_j = +c n n^T (seed 003).
+        // d f_i / d v_i = -c n n^T, d f_i / d v_j = +c n n^T (docs/physics.md (2.5)).
         let dscale = max_abs(dk);
         assert!(max_abs(m(fd_vi) - dk) <= 1e-6 * dscale);
         assert!(max_abs(m(fd_vj) + dk) <= 1e-6 * dscale);
@@ -349,7 +349,7 @@ fn w_block_is_symmetric_psd_and_clamps_only_compressed_springs() {
     for (xi, xj, _, _, s) in random_springs(&mut rng, 200) {
         let w = spring_w_block(xi, xj, &s, h);
         assert_eq!(w, w.transpose(), "W_k must be exactly symmetric");
-        // Unclamped A-block -h^2 S_k - h D_k (DESIGN section 2).
+        // Unclamped A-block -h^2 S_k - h D_k (docs/physics.md §4).
         let unclamped =
             spring_stiffness_block(xi, xj, &s) * (-h * h) - spring_damping_block(xi, xj, &s) * h;
         let scale = max_abs(w);

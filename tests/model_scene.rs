@@ -520,7 +520,7 @@ fn every_builtin_scene_loads_and_validates() {
         assert_eq!(again.output, s.output);
     }
 
-    // The paper's parameters (DESIGN / paper section 4).
+    // The paper's parameters (the paper's section 4; docs/physics.md §1).
     let t = scene::load("torus", &[]).unwrap();
     assert_eq!(t.system.len(), 145);
     assert!(t.system.charges().iter().all(|&q| q == 6e-6));

@@ -133,7 +133,7 @@ class Taichi:
 
         @ti.kernel
         def assemble():
-            # Elastic force on i and the clamped block W_k (DESIGN section 2).
+            # Elastic force on i and the clamped block W_k (docs/physics.md §4).
             for e in range(ns):
                 d = x[sj[e]] - x[si[e]]
                 l = d.norm()
@@ -163,7 +163,7 @@ class Taichi:
 
         @ti.kernel
         def sweep(vin: ti.template(), vout: ti.template()):
-            # Weighted Jacobi (seed 000 eq. 48); pinned rows keep their velocity.
+            # Weighted Jacobi (docs/physics.md (7.1)); pinned rows keep their velocity.
             for i in range(n):
                 vi = vin[i]
                 if pinned[i] != 0:
@@ -342,7 +342,7 @@ def define_warp_kernels():
                       sj: wp.array(dtype=int), ks: wp.array(dtype=float),
                       rest: wp.array(dtype=float), cs: wp.array(dtype=float), h: float,
                       fs: wp.array(dtype=wp.vec3), wblk: wp.array(dtype=wp.mat33)):
-        # Elastic force on i and the clamped block W_k (DESIGN section 2).
+        # Elastic force on i and the clamped block W_k (docs/physics.md §4).
         e = wp.tid()
         d = x[sj[e]] - x[si[e]]
         l = wp.length(d)
@@ -380,7 +380,7 @@ def define_warp_kernels():
                    offs: wp.array(dtype=int), esp: wp.array(dtype=int),
                    eoth: wp.array(dtype=int), wblk: wp.array(dtype=wp.mat33),
                    b: wp.array(dtype=wp.vec3), dinv: wp.array(dtype=wp.vec3), omega: float):
-        # Weighted Jacobi (seed 000 eq. 48); pinned rows keep their velocity.
+        # Weighted Jacobi (docs/physics.md (7.1)); pinned rows keep their velocity.
         i = wp.tid()
         vi = vin[i]
         if pinned[i] != 0:

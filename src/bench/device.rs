@@ -1,4 +1,4 @@
-//! Datasheet limits of known devices (DESIGN section 7), matched on the adapter name.
+//! Datasheet limits of known devices (BENCHMARKS.md), matched on the adapter name.
 
 /// FP32 peak (non-tensor) and memory bandwidth of one device.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -87,7 +87,7 @@ mod tests {
 
     #[test]
     fn the_table_holds_the_datasheet_figures() {
-        // DESIGN section 7.
+        // BENCHMARKS.md.
         assert_eq!(
             (H100_SXM.fp32_tflops, H100_SXM.bandwidth_gbs),
             (66.9, 3350.0)

@@ -1,4 +1,4 @@
-//! Energy terms (DESIGN section 1). Mirrors `gpu/kernels/reductions/energy_reduce.wgsl`.
+//! Energy terms (docs/physics.md §10). Mirrors `gpu/kernels/reductions/energy_reduce.wgsl`.
 //!
 //! Sums run in a fixed order (per particle or per pair row, then sequentially), so the
 //! values are deterministic whatever the thread count.
@@ -34,7 +34,7 @@ pub fn kinetic_energy(v: &[DVec3], m: &[f64]) -> f64 {
         .sum()
 }
 
-/// sum k (l - L)^2 / 2 (seed 002 eq. 1).
+/// sum k (l - L)^2 / 2 (docs/physics.md (2.1)).
 pub fn elastic_energy(x: &[DVec3], springs: &[Spring]) -> f64 {
     springs
         .iter()

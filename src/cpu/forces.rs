@@ -1,4 +1,4 @@
-//! Forces and their Jacobians (DESIGN section 1). Mirrors `spring_assemble.wgsl`,
+//! Forces and their Jacobians (docs/physics.md §2-§3). Mirrors `spring_assemble.wgsl`,
 //! `coulomb_tiled.wgsl`, and `external_forces.wgsl` (with `external_force` in
 //! `gpu/shader/physics.wgsl`).
 //!
@@ -30,19 +30,19 @@ pub fn outer(n: DVec3) -> DMat3 {
     DMat3::from_cols(n * n.x, n * n.y, n * n.z)
 }
 
-/// Elastic force on particle i: k (l - L) n, n = (x_j - x_i) / l (seed 002 eq. 4).
+/// Elastic force on particle i: k (l - L) n, n = (x_j - x_i) / l (docs/physics.md (2.2)).
 pub fn spring_elastic_force(xi: DVec3, xj: DVec3, s: &Spring) -> DVec3 {
     let (n, l) = spring_axis(xi, xj);
     n * (s.stiffness * (l - s.rest_length))
 }
 
-/// Elastic plus damping force on i: k (l - L) n + c ((v_j - v_i) . n) n (seed 003).
+/// Elastic plus damping force on i: k (l - L) n + c ((v_j - v_i) . n) n (docs/physics.md (2.2)).
 pub fn spring_force(xi: DVec3, xj: DVec3, vi: DVec3, vj: DVec3, s: &Spring) -> DVec3 {
     let (n, l) = spring_axis(xi, xj);
     n * (s.stiffness * (l - s.rest_length) + s.damping * (vj - vi).dot(n))
 }
 
-/// S_k = d f_i / d x_i = -k [n n^T + (1 - L/l)(I - n n^T)] (seed 003; seed 000 eq. 46),
+/// S_k = d f_i / d x_i = -k [n n^T + (1 - L/l)(I - n n^T)] (docs/physics.md (2.3)),
 /// unclamped: indefinite for a compressed spring.
 pub fn spring_stiffness_block(xi: DVec3, xj: DVec3, s: &Spring) -> DMat3 {
     let (n, l) = spring_axis(xi, xj);
@@ -51,14 +51,14 @@ pub fn spring_stiffness_block(xi: DVec3, xj: DVec3, s: &Spring) -> DMat3 {
     (nn + (DMat3::IDENTITY - nn) * g) * (-s.stiffness)
 }
 
-/// d f_i / d v_i = -c n n^T (seed 003).
+/// d f_i / d v_i = -c n n^T (docs/physics.md (2.5)).
 pub fn spring_damping_block(xi: DVec3, xj: DVec3, s: &Spring) -> DMat3 {
     let (n, _) = spring_axis(xi, xj);
     outer(n) * (-s.damping)
 }
 
 /// W_k = h^2 k [n n^T + max(0, 1 - L/l)(I - n n^T)] + h c n n^T: the clamped, symmetric
-/// positive semi-definite block of A = M - h D - h^2 K (DESIGN section 2).
+/// positive semi-definite block of A = M - h D - h^2 K (docs/physics.md (2.6)).
 pub fn spring_w_block(xi: DVec3, xj: DVec3, s: &Spring, h: f64) -> DMat3 {
     let (n, l) = spring_axis(xi, xj);
     let nn = outer(n);
@@ -80,7 +80,7 @@ pub fn spring_forces(x: &[DVec3], v: &[DVec3], springs: &[Spring], force_out: &m
 }
 
 /// Per-particle gather of per-spring forces over the CSR rows, in row order:
-/// out_i = sum_{e in row i} sign_e f_{spring_e} (scatter-free, DESIGN section 6).
+/// out_i = sum_{e in row i} sign_e f_{spring_e} (scatter-free, docs/architecture.md).
 pub fn gather_spring_forces(adjacency: &Adjacency, spring_force: &[DVec3], out: &mut [DVec3]) {
     let kernel = |(i, o): (usize, &mut DVec3)| {
         let mut acc = DVec3::ZERO;
@@ -103,7 +103,7 @@ pub fn coulomb_forces(x: &[DVec3], q: &[f64], softening: f64) -> Vec<DVec3> {
 /// [`coulomb_forces`] into a caller's buffer (`coulomb_tiled`): per target i,
 /// f_i = k_c q_i sum_{j != i, q_j != 0} q_j (x_i - x_j) / (r^2 + eps^2)^(3/2).
 /// Uncharged particles receive zero; the self pair never enters. A coincident distinct
-/// pair with eps = 0 makes both forces non-finite (DESIGN: a divergence, never a silent
+/// pair with eps = 0 makes both forces non-finite (docs/physics.md §10: a divergence, never a silent
 /// zero). Each pair is evaluated once and applied to both charges, vectorized over
 /// structure-of-arrays sources in an order fixed by the charge count ([`crate::coulomb`]).
 pub fn coulomb_forces_into(x: &[DVec3], q: &[f64], softening: f64, out: &mut [DVec3]) {

@@ -1,4 +1,4 @@
-//! Time integrators (DESIGN section 2).
+//! Time integrators (docs/physics.md §4-§6).
 //!
 //! Each step is written as the sequence of kernels the GPU runs (spring assembly, field
 //! forces, right-hand side, linear solve, position update), so intermediate buffers can be
@@ -233,7 +233,7 @@ impl CpuSimulation {
         }
     }
 
-    /// Linearized implicit Euler in velocity form (seed 000 eq. 12, seed 004 eq. 3, paper
+    /// Linearized implicit Euler in velocity form (docs/physics.md (4.1)-(4.3), paper
     /// eq. 10): A v' = b, b_i = m_i v_i + h (f_elastic + f_field + m_i g), x' = x + h v'.
     fn step_imex(&mut self) -> SolveStats {
         let h = self.config.dt;
@@ -395,8 +395,8 @@ impl CpuSimulation {
     }
 }
 
-/// b_i = m_i v_i + h (f_spring_i + f_field_i + m_i g) (`rhs` kernel; seed 000 eq. 12,
-/// DESIGN section 2). Pinned rows get the same formula; the solvers never read them.
+/// b_i = m_i v_i + h (f_spring_i + f_field_i + m_i g) (`rhs` kernel; docs/physics.md
+/// (4.2)). Pinned rows get the same formula; the solvers never read them.
 pub fn imex_rhs(
     m: &[f64],
     v: &[DVec3],

@@ -1,4 +1,4 @@
-//! The matrix-free operator A = M + sum_k W_k of the implicit solves (DESIGN section 3):
+//! The matrix-free operator A = M + sum_k W_k of the implicit solves (docs/physics.md (4.4)):
 //! the symmetric 3x3 block of each spring packed to six f64 (48 bytes, not 72: the sweeps
 //! are bound by the bytes they read), and the CSR rows as flat arrays of spring and other
 //! particle, in row order.
@@ -97,7 +97,7 @@ impl BlockLaplacian {
         Self::new(system.masses(), system.pinned(), system.springs())
     }
 
-    /// The IMEX matrix A = M + sum_k W_k at positions `x` (DESIGN section 2).
+    /// The IMEX matrix A = M + sum_k W_k at positions `x` (docs/physics.md §4).
     pub fn imex(system: &System, x: &[DVec3], h: f64) -> Self {
         let mut op = Self::from_system(system);
         op.assemble_imex(x, system.springs(), h);
@@ -122,7 +122,7 @@ impl BlockLaplacian {
         &mut self.blocks
     }
 
-    /// Blocks W_k at positions `x` (seed 000 eq. 45 with the damping of seed 003).
+    /// Blocks W_k at positions `x` (docs/physics.md (2.6)).
     pub fn assemble_imex(&mut self, x: &[DVec3], springs: &[Spring], h: f64) {
         for_each_indexed(&mut self.blocks, |(k, w)| {
             let s = &springs[k];
@@ -156,7 +156,7 @@ impl BlockLaplacian {
         o[i] as usize..o[i + 1] as usize
     }
 
-    /// (A v)_i = m_i v_i + sum_{k at i} W_k (v_i - v_j) (seed 000 eq. 47), for any row:
+    /// (A v)_i = m_i v_i + sum_{k at i} W_k (v_i - v_j) (docs/physics.md (4.4)), for any row:
     /// the springs summed in row order.
     #[inline]
     pub fn apply_row(&self, i: usize, v: &[DVec3]) -> DVec3 {
@@ -206,7 +206,7 @@ impl BlockLaplacian {
         )
     }
 
-    /// The scalar diagonal of A: three entries per particle (seed 000 eq. 49).
+    /// The scalar diagonal of A: three entries per particle (docs/physics.md §7).
     pub fn diagonal(&self) -> Vec<DVec3> {
         (0..self.len())
             .map(|i| {
@@ -274,7 +274,7 @@ pub fn relative_residual(r_norm: f64, b_norm: f64) -> f64 {
 }
 
 /// Per-spring kernel of the IMEX step (`spring_assemble`): the elastic force on i and the
-/// block W_k (packed), both at the positions `x` (seed 000 eq. 46, DESIGN section 2).
+/// block W_k (packed), both at the positions `x` (docs/physics.md (2.6)).
 pub fn spring_assemble(
     x: &[DVec3],
     springs: &[Spring],

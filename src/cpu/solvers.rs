@@ -1,4 +1,4 @@
-//! Matrix-free linear solvers for A v = b on a [`BlockLaplacian`] (DESIGN section 3):
+//! Matrix-free linear solvers for A v = b on a [`BlockLaplacian`] (docs/physics.md §7):
 //! Jacobi, block Jacobi, Chebyshev and CG. Mirrors `gpu/kernels/solvers/jacobi_sweep.wgsl`,
 //! `cg_*.wgsl`. Pinned rows are Dirichlet rows, never updated.
 //!
@@ -75,7 +75,7 @@ pub fn block_diagonal_inverse(op: &BlockLaplacian, out: &mut Vec<DMat3>) {
     super::rows::for_each_indexed(out, kernel);
 }
 
-/// One weighted Jacobi sweep (`jacobi_sweep`, seed 000 eq. 48):
+/// One weighted Jacobi sweep (`jacobi_sweep`, docs/physics.md (7.1)):
 /// v_out = v_in + omega D^-1 (b - A v_in) on free rows, v_out = v_in on pinned rows.
 /// Returns |b - A v_in|^2 over the free rows (the residual of the input iterate).
 pub fn jacobi_sweep(
@@ -187,7 +187,7 @@ fn stationary(
     }
 }
 
-/// Weighted Jacobi with the scalar diagonal (seed 000 eqs. 41-49).
+/// Weighted Jacobi with the scalar diagonal (docs/physics.md (7.1)).
 pub fn jacobi(
     op: &BlockLaplacian,
     b: &[DVec3],
@@ -281,7 +281,7 @@ pub fn chebyshev(
 }
 
 /// Conjugate gradients with the scalar-diagonal (Jacobi) preconditioner on the free rows
-/// (seed 004 eq. 3). Stops on the recurrence residual; reports the true residual of `v`.
+/// (docs/physics.md (7.3)). Stops on the recurrence residual; reports the true residual of `v`.
 pub fn cg(
     op: &BlockLaplacian,
     b: &[DVec3],

@@ -22,7 +22,7 @@ use rayon::prelude::*;
 const PAR_MIN: usize = 256;
 
 /// d/dtheta of the elastic force on i, k (l - L) n: K dd + dk (l - L) n with
-/// K = k [n n^T + (1 - L/l)(I - n n^T)] (= -S_k, seed 003) and dd = dx_j - dx_i.
+/// K = k [n n^T + (1 - L/l)(I - n n^T)] (= -S_k, docs/physics.md (2.3)) and dd = dx_j - dx_i.
 #[inline]
 pub fn spring_elastic_jvp(xi: DVec3, xj: DVec3, s: &Spring, dd: DVec3, dk: f64) -> DVec3 {
     let (n, l) = spring_axis(xi, xj);

@@ -5,7 +5,7 @@
 //!
 //! One time step is a map (x_t, v_t; theta) -> (x_{t+1}, v_{t+1}) built from the f64 CPU
 //! reference's kernels ([`crate::cpu`]), for each integrator:
-//! - imex: A(x_t, k) v' = b(x_t, v_t, theta), x' = x_t + h v' (DESIGN section 2);
+//! - imex: A(x_t, k) v' = b(x_t, v_t, theta), x' = x_t + h v' (docs/physics.md §4);
 //! - local_global: a fixed number of alternations z <- P(k)^-1 (c + h^2 J(k) d(z)) from
 //!   z = y (paper eq. 11), then x' = z, v' = (z - x_t)/h;
 //! - symplectic_euler and verlet: their explicit updates.

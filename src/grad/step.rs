@@ -150,7 +150,7 @@ pub(crate) fn tangent_step(
     } = record;
     match cfg.integrator {
         Integrator::Imex => {
-            // Differentiating A(x_t, k, m) v' = b(x_t, v_t, theta) (DESIGN section 2):
+            // Differentiating A(x_t, k, m) v' = b(x_t, v_t, theta) (docs/physics.md §4):
             // A dv' = M dv + dM (v + h g - v') + h (d f_elastic + d f_field) - dW v'.
             let v1 = &fwd.state().v;
             for (k, s) in springs.iter().enumerate() {

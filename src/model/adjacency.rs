@@ -2,7 +2,7 @@
 //!
 //! Row `i` lists every spring touching particle `i`. A per-particle kernel sums its
 //! springs' contributions through this list instead of scattering from a per-spring
-//! kernel, so no float atomics are needed and results are deterministic (DESIGN section 6).
+//! kernel, so no float atomics are needed and results are deterministic (docs/architecture.md).
 
 use super::Spring;
 

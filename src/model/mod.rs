@@ -1,7 +1,7 @@
 //! The physical model: particles and springs, validated on construction.
 //!
 //! A [`System`] holds the constant parameters and the initial state of a charged
-//! mass-spring system (DESIGN section 1). Simulation state that changes over a run lives
+//! mass-spring system (docs/physics.md §1). Simulation state that changes over a run lives
 //! in [`State`], so one `System` can seed many runs (sweeps, gradients, GPU vs CPU checks).
 
 pub mod adjacency;
@@ -23,7 +23,7 @@ pub const COULOMB_K: f64 = 8.987_551_792_3e9;
 pub struct Spring {
     pub i: u32,
     pub j: u32,
-    /// Stiffness k in N/m (not per unit rest length; see DESIGN section 1).
+    /// Stiffness k in N/m (not per unit rest length; see docs/physics.md §1).
     pub stiffness: f64,
     /// Rest length L in m.
     pub rest_length: f64,

@@ -1,5 +1,5 @@
-//! The spring's transverse factor 1 - L/l (seed 002 eq. 8), in the stiffness block
-//! K = k [n n^T + (1 - L/l)(I - n n^T)] (seed 003), and its derivative in l.
+//! The spring's transverse factor 1 - L/l (docs/physics.md (2.3)), in the stiffness block
+//! K = k [n n^T + (1 - L/l)(I - n n^T)] ((2.3)), and its derivative in l.
 
 /// 1 - L/l. A zero-rest-length spring is linear (factor 1 for every l); a degenerate
 /// spring with L > 0 (l = 0) gets 0.

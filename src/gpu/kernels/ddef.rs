@@ -1,4 +1,4 @@
-//! DDEF on the GPU (the paper's Section 3.3, Algorithm 1; DESIGN section 4).
+//! DDEF on the GPU (the paper's Section 3.3, Algorithm 1; docs/physics.md §8).
 //!
 //! The host builds a [`Ddef`] (grid, point location, N_s, M_j, the gather plan: the
 //! irregular, branchy part); the device runs the O(m n) far field and the per-charge

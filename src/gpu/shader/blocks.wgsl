@@ -3,7 +3,7 @@
 // the host for local-global): the right-hand side, the inverse of the diagonal (its 3x3
 // block or its diagonal entries) and the mass.
 
-// W_k = s I + t n n^T (DESIGN section 2 with s = h^2 k max(0, 1 - L/l),
+// W_k = s I + t n n^T (docs/physics.md (2.6) with s = h^2 k max(0, 1 - L/l),
 // t = h^2 k (1 - max(0, 1 - L/l)) + h c >= 0) stored in one vec4 as wk = (m, s) with
 // m = sqrt(t) n: W_k d = s d + (m . d) m. Springs' blocks are sf[0..n_springs]; their
 // (n, fmag) follow in sf[n_springs..2 n_springs].

@@ -4,7 +4,7 @@
 // the external force and potential on a particle.
 
 // Mirrors physics::spring::transverse_factor_and_derivative (src/physics/spring.rs):
-// (1 - L/l, d/dl (1 - L/l) = L / l^2) (seed 002 eq. 8); a zero-rest-length spring is
+// (1 - L/l, d/dl (1 - L/l) = L / l^2) (docs/physics.md (2.3)); a zero-rest-length spring is
 // linear (factor 1), a degenerate one (l = 0, L > 0) gets 0, derivative 0 in both.
 fn transverse_factor_and_derivative(l: f32, rest: f32) -> vec2<f32> {
     if (rest == 0.0) {

@@ -1,6 +1,6 @@
 //! The GPU solver ([`GpuSolver`]): composes the device half (`Submitter`), the buffers
 //! (`Buffers`), the engine of pipelines and records (`Engine`) and the recordings the
-//! step program built once (`Program`), and runs them (DESIGN section 6; its reads are in
+//! step program built once (`Program`), and runs them (docs/architecture.md; its reads are in
 //! `reads.rs`). A whole step is a
 //! fixed recording replayed `n` times into one compute pass; per-dispatch values (solver
 //! iteration, Chebyshev weight, reduction slot, kernel mode) come from `Dispatch` records

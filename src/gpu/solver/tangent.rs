@@ -1,4 +1,4 @@
-//! Forward sensitivities on the GPU (DESIGN section 5): the tangent banks and kernels
+//! Forward sensitivities on the GPU (docs/physics.md §9): the tangent banks and kernels
 //! that propagate (dx, dv) along parameter directions ([`TangentDirection`]) step by step
 //! with the forward step's own kernels (and, implicit, its matrix), recorded through the
 //! step program's hooks (`TangentHooks`), mirroring the CPU reference's

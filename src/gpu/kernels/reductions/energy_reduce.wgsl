@@ -1,4 +1,4 @@
-// Energy terms per particle, reduced per workgroup (DESIGN section 1): block 0 holds
+// Energy terms per particle, reduced per workgroup (docs/physics.md §10): block 0 holds
 // (kinetic, elastic, coulomb, gravity), block 1 (external, 0, 0, 0). Each spring's
 // k (l - L)^2 / 2 is split between its endpoints, each Coulomb pair likewise
 // (force.w holds sum_j k_c q_i q_j / sqrt(r^2 + eps^2) from coulomb_tiled).

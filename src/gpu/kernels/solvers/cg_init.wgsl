@@ -1,4 +1,4 @@
-// Jacobi-preconditioned CG (seed 004), start: r = b - A u, p = z = D^-1 r on free rows
+// Jacobi-preconditioned CG (docs/physics.md (7.3)), start: r = b - A u, p = z = D^-1 r on free rows
 // (0 on pinned rows: their values are known), partial sums of r . z.
 
 @group(0) @binding(1) var<storage, read> sf: array<vec4<f32>>;

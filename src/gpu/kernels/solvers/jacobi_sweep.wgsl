@@ -1,4 +1,4 @@
-// One (block) Jacobi sweep, optionally Chebyshev-accelerated (seed 000 eqs. 41-49;
+// One (block) Jacobi sweep, optionally Chebyshev-accelerated (docs/physics.md (7.1)-(7.2);
 // Wang 2015): vhat = u + omega D^-1 (b - A u), D the diagonal or 3x3 block in `bd`, A u
 // matrix-free (operator.wgsl). disp.mode SWEEP_PLAIN: u_out = vhat. SWEEP_CHEBYSHEV
 // (iteration >= 2): u_out = w (vhat - u_prev) + u_prev, where u_prev is u_out's old

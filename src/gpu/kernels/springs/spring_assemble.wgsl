@@ -1,5 +1,5 @@
 // Per spring, once per step: unit axis n, force magnitude along n (force on i is fmag n,
-// on j -fmag n) and the block W_k = s I + t n n^T of A (DESIGN section 2, seeds 002/003),
+// on j -fmag n) and the block W_k = s I + t n n^T of A (docs/physics.md (2.2), (2.6)),
 // stored as (sqrt(t) n, s) in sf[k] (see w_mul) and (n, fmag) in sf[n_springs + k]. t >= 0:
 // k, c >= 0 (the model refuses others) and 1 - max(0, 1 - L/l) is in [0, 1].
 // disp.mode SPRINGS_IMPLICIT: fmag = k (l - L), damping goes to W_k only.
