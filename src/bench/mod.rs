@@ -43,7 +43,7 @@ pub use record::{KernelRecord, Record, Status};
 use std::time::Instant;
 pub use workload::{Workload, WorldScene};
 
-/// Flop count convention per Coulomb interaction (BENCHMARKS.md, Fields of a record).
+/// Flop count convention per Coulomb interaction: the n-body one (GPU Gems 3 ch. 31).
 pub const FLOPS_PER_INTERACTION: f64 = 20.0;
 /// The default sizes: 1K to 1M on the GPU, 1K and 4K on the CPU reference.
 pub const GPU_SIZES: [usize; 6] = [1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20];
