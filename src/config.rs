@@ -8,6 +8,9 @@ use crate::model::{ModelError, System};
 use glam::DVec3;
 use serde::Deserialize;
 
+mod ddef;
+pub use ddef::{DdefConfig, DdefGrid, DdefSamples, DdefVariant};
+
 /// Time integrator (DESIGN section 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -121,8 +124,9 @@ pub enum CoulombMethod {
     None,
     /// The paper's DDEF approximation (Section 3.3, Algorithm 1): exact near field plus a
     /// far field interpolated on a tetrahedral grid (a lattice of Kuhn-split cubes, or the
-    /// paper's Delaunay grid of Halton samples: `DdefConfig::grid`). Both backends: the
-    /// GPU runs the far field and the gathers, the host the grid and point location.
+    /// paper's Delaunay grid of Halton samples: `DdefConfig::grid`). The lattice grid runs
+    /// on both backends (on the GPU every stage on the device); the Delaunay grid on the
+    /// CPU only.
     /// The parameters ride in the variant so `CoulombConfig` keeps its two fields.
     Ddef(DdefConfig),
 }
@@ -159,98 +163,6 @@ impl CoulombMethod {
 impl<'de> Deserialize<'de> for CoulombMethod {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         deserialize_name(d, "CoulombMethod", &Self::NAMES, Self::from_name)
-    }
-}
-
-/// How the DDEF near and far fields split the sources (see `crate::ddef`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DdefVariant {
-    /// Algorithm 1 as printed: the near set is the union of M_k over k in N_i while each
-    /// vertex's far field excludes only its own M_k, so a source can be counted twice.
-    Paper,
-    /// The interpolated far field excludes exactly the sources summed in the near field.
-    /// The default: it is the more accurate of the two (measured by `msc ddef-error`).
-    #[default]
-    Corrected,
-}
-
-impl DdefVariant {
-    pub const NAMES: [&'static str; 2] = ["paper", "corrected"];
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Paper => "paper",
-            Self::Corrected => "corrected",
-        }
-    }
-    pub fn from_name(s: &str) -> Option<Self> {
-        Some(match s {
-            "paper" => Self::Paper,
-            "corrected" => Self::Corrected,
-            _ => return None,
-        })
-    }
-}
-
-/// Which tetrahedral grid DDEF interpolates on (see `crate::ddef`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DdefGrid {
-    /// The paper's grid: m Halton samples plus the box corners, Delaunay tetrahedralized.
-    Delaunay,
-    /// A regular lattice of about m + 8 sites, each cell split into 6 Kuhn tetrahedra: no
-    /// Delaunay step, closed-form location and neighbours (`crate::ddef::lattice`).
-    /// The default: at the same m it was at least as accurate in every force case measured
-    /// by `msc ddef-error` (random charges, torus, sphere, cloth) and builds faster.
-    #[default]
-    Lattice,
-}
-
-impl DdefGrid {
-    pub const NAMES: [&'static str; 2] = ["delaunay", "lattice"];
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Delaunay => "delaunay",
-            Self::Lattice => "lattice",
-        }
-    }
-    pub fn from_name(s: &str) -> Option<Self> {
-        Some(match s {
-            "delaunay" => Self::Delaunay,
-            "lattice" => Self::Lattice,
-            _ => return None,
-        })
-    }
-}
-
-/// DDEF parameters (`coulomb.samples`, `coulomb.ddef_variant`, `coulomb.rebuild_every`,
-/// `coulomb.ddef_grid`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DdefConfig {
-    /// m: Halton samples in the charges' bounding box (the 8 box corners come on top);
-    /// for the lattice grid, about m + 8 lattice sites in all.
-    pub samples: u32,
-    pub variant: DdefVariant,
-    /// Force evaluations (one per step) between rebuilds of the tetrahedralization; it is
-    /// also rebuilt whenever a charge leaves the grid's box. 1 = Algorithm 1 (every step).
-    pub rebuild_every: u32,
-    pub grid: DdefGrid,
-}
-
-impl DdefConfig {
-    /// Upper bound on `samples`: a Delaunay grid has about 6.5 tetrahedra per site, so
-    /// this many already take a few GB.
-    pub const MAX_SAMPLES: u32 = 10_000_000;
-}
-
-impl Default for DdefConfig {
-    fn default() -> Self {
-        Self {
-            samples: 2000,
-            variant: DdefVariant::default(),
-            rebuild_every: 1,
-            grid: DdefGrid::default(),
-        }
     }
 }
 
@@ -466,20 +378,27 @@ impl Config {
             ));
         }
         if let CoulombMethod::Ddef(d) = self.coulomb.method {
-            if d.samples > DdefConfig::MAX_SAMPLES {
+            if let Some(m) = d.samples.count().filter(|&m| m > DdefConfig::MAX_SAMPLES) {
                 return Err(ConfigError::new(
                     "coulomb.samples",
-                    format!(
-                        "must be at most {}, got {}",
-                        DdefConfig::MAX_SAMPLES,
-                        d.samples
-                    ),
+                    format!("must be at most {}, got {m}", DdefConfig::MAX_SAMPLES),
                 ));
             }
             if d.rebuild_every == 0 {
                 return Err(ConfigError::new(
                     "coulomb.rebuild_every",
                     "must be at least 1",
+                ));
+            }
+            if d.grid == DdefGrid::Lattice && d.rebuild_every != 1 {
+                return Err(ConfigError::new(
+                    "coulomb.rebuild_every",
+                    format!(
+                        "must be 1 with coulomb.ddef_grid = \"lattice\" (its box follows the \
+                         charges at every evaluation; rebuild_every applies to the \
+                         \"delaunay\" grid), got {}",
+                        d.rebuild_every
+                    ),
                 ));
             }
         }

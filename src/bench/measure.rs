@@ -299,6 +299,9 @@ fn ddef_error(
                 .prepare(x, q)
                 .map_err(GpuError::from)?
                 .ok_or_else(|| GpuError::Unsupported("no charged particle".into()))?;
+            let crate::ddef::Evaluated::Delaunay(ddef) = ddef else {
+                return Err(GpuError::Unsupported("lattice (in progress)".into()).into());
+            };
             let mut gpu = GpuDdef::new(device, queue, softening)?;
             gpu.forces(&ddef, x, q, ddef_config.variant)?
         }

@@ -76,7 +76,9 @@ impl SolverDdef {
         let data = r.read(ops, Some(&self.gpu), &[(Buf::Sources, 0, 16 * nc)])?;
         let x = vectors(&data);
         let start = std::time::Instant::now();
-        if let Some(ddef) = self.policy.prepare(&x, &self.charges)? {
+        if let Some(crate::ddef::Evaluated::Delaunay(ddef)) =
+            self.policy.prepare(&x, &self.charges)?
+        {
             self.gpu.upload_lists(&ddef, self.variant)?;
         }
         self.host_seconds += start.elapsed().as_secs_f64();
