@@ -18,9 +18,14 @@
 //!   whose corners passed [`MAX_COORD_QUANTA`], asks for a re-plan (the GPU raises a flag
 //!   the host reads with the energies; the run re-plans between steps).
 //!
-//! A degenerate charge set (coplanar, collinear, one point) gets a box whose thin axes are
-//! widened to [`THIN_FRACTION`] of the largest extent, so every cell has volume and its
-//! tetrahedra are not slivers.
+//! **Degenerate charge sets** (coplanar, collinear, one point): an axis thinner than
+//! [`THIN_FRACTION`] of the largest extent gets 3 sites and a box two cells wide (cells as
+//! wide as the other axes'), centred on the charges' middle (rounded to a quantum
+//! 2^[`THIN_REFINE`] times finer), so its middle lattice plane runs through the charges
+//! and the other axes get the rest of the sites. Cells keep their volume, and an
+//! exactly coplanar (collinear) set is interpolated from sites in its plane (line) only:
+//! the field has no spurious normal component, which would otherwise push the charges off
+//! their plane and grow (measured: docs/guide.md, "DDEF").
 
 use super::halton::THIN_FRACTION;
 use super::lattice::Lattice;
@@ -39,6 +44,9 @@ pub const MAX_QUANTA: i64 = 4096;
 /// A re-plan when a box corner passes this many quanta from the origin, and the plan keeps
 /// corners within half of it: box coordinates stay exact f32 integers times Q.
 pub const MAX_COORD_QUANTA: i64 = 1 << 23;
+/// A thin axis's middle is rounded to Q / 2^THIN_REFINE, so an exactly coplanar or
+/// collinear set lies on a lattice plane (to that resolution).
+pub const THIN_REFINE: i32 = 10;
 /// Kuhn tetrahedra per cell.
 pub const KUHN: usize = 6;
 
@@ -63,11 +71,15 @@ pub fn kuhn_type(o: [usize; 3]) -> usize {
 pub struct LatticePlan {
     /// log2 of the box quantum Q.
     pub log2_quantum: i32,
-    /// Minimum box extent per axis, in quanta.
-    pub min_quanta: [i64; 3],
+    /// log2 of the finer quantum a thin axis's middle is rounded to.
+    pub log2_fine: i32,
+    /// The box width of a thin axis, in quanta (even): two cells as wide as the others.
+    pub thin_quanta: i64,
+    /// The axes that were thin when planned (3 sites each).
+    pub thin: [bool; 3],
     /// The planned box extent per axis, in quanta (the drift test's reference).
     pub planned_quanta: [i64; 3],
-    /// Sites per axis, each >= 2.
+    /// Sites per axis, each >= 2; 3 on an axis that was thin when planned.
     pub dims: [u32; 3],
     /// m, as resolved for this plan.
     pub samples: u32,
@@ -76,10 +88,12 @@ pub struct LatticePlan {
 /// One evaluation's box and cells under a plan.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Frame {
-    /// Box corners in quanta.
+    /// The charges' bounds rounded outward to quanta (the drift test's corners).
     pub lo_q: [i64; 3],
     pub hi_q: [i64; 3],
-    /// Box corners (m): lo_q Q, hi_q Q.
+    /// The box extent per axis in quanta (a thin axis: the plan's `thin_quanta`).
+    pub ext_q: [i64; 3],
+    /// Box corners (m).
     pub lo: DVec3,
     pub hi: DVec3,
     /// Sites per axis (the plan's).
@@ -154,21 +168,38 @@ impl LatticePlan {
         // Corners within MAX_COORD_QUANTA / 2 quanta of the origin.
         let coarse = (far / (MAX_COORD_QUANTA / 2) as f64).log2().ceil() as i32;
         let log2_quantum = fine.max(coarse).clamp(-120, 120);
+        let log2_fine = (log2_quantum - THIN_REFINE).max(coarse).clamp(-130, 120);
         let q = f64::from(log2_quantum).exp2();
-        let thin = (THIN_FRACTION * size / q).ceil().max(1.0) as i64;
+        // Thin axes (narrower than THIN_FRACTION of the largest) get 3 sites, the others
+        // share the rest; a thin axis's box is two cells as wide as the others' (cubes),
+        // and an axis too wide for that box is not thin after all.
+        let raw = [0, 1, 2]
+            .map(|a| (quanta(hi[a], log2_quantum).1 - quanta(lo[a], log2_quantum).0).max(1));
+        let ext = DVec3::from_array(raw.map(|k| k as f64 * q));
+        let mut thin = raw.map(|k| (k as f64) * q < THIN_FRACTION * size);
+        let (dims, thin_quanta) = loop {
+            let dims = Lattice::dims_with(ext, samples as usize, thin.map(|t| t.then_some(3)));
+            let cell = (0..3)
+                .filter(|&a| !thin[a])
+                .map(|a| ext[a] / (dims[a] - 1) as f64)
+                .fold(f64::INFINITY, f64::min);
+            let cell = if cell.is_finite() { cell } else { 0.5 * size };
+            let w = 2 * (cell / q).ceil().max(1.0) as i64;
+            match (0..3).find(|&a| thin[a] && raw[a] >= w) {
+                Some(a) => thin[a] = false,
+                None => break (dims, w),
+            }
+        };
         let mut plan = Self {
             log2_quantum,
-            min_quanta: [thin; 3],
+            log2_fine,
+            thin_quanta,
+            thin,
             planned_quanta: [0; 3],
-            dims: [2; 3],
+            dims: dims.map(|r| r as u32),
             samples,
         };
-        let frame = plan.frame(lo, hi);
-        for a in 0..3 {
-            plan.planned_quanta[a] = frame.hi_q[a] - frame.lo_q[a];
-        }
-        let ext = DVec3::from_array(plan.planned_quanta.map(|k| k as f64 * q));
-        let dims = Lattice::dims_for(ext, samples as usize);
+        plan.planned_quanta = plan.frame(lo, hi).ext_q;
         let tets = KUHN as u64 * dims.iter().map(|&r| r as u64 - 1).product::<u64>();
         if tets >= u64::from(u32::MAX) {
             return Err(DdefError::TooManySamples {
@@ -176,7 +207,6 @@ impl LatticePlan {
                 limit: limit as usize,
             });
         }
-        plan.dims = dims.map(|r| r as u32);
         Ok(plan)
     }
 
@@ -205,40 +235,50 @@ impl LatticePlan {
         KUHN * self.cells()
     }
 
-    /// The frame of charges with bounding box [lo, hi]: rounded outward to quanta, thin
-    /// axes widened about their middle (see the module doc).
+    /// The frame of charges with bounding box [lo, hi]: rounded outward to quanta (at least
+    /// one); a thin axis narrower than `thin_quanta` quanta gets a box that wide, centred on
+    /// its middle rounded to the fine quantum (see the module doc).
     pub fn frame(&self, lo: DVec3, hi: DVec3) -> Frame {
-        let e = self.log2_quantum;
-        let mut lo_q = [0i64; 3];
-        let mut hi_q = [0i64; 3];
+        let (e, ef) = (self.log2_quantum, self.log2_fine);
+        let mut f = Frame {
+            lo_q: [0; 3],
+            hi_q: [0; 3],
+            ext_q: [0; 3],
+            lo: DVec3::ZERO,
+            hi: DVec3::ZERO,
+            dims: self.dims,
+            h: DVec3::ZERO,
+            inv_h: DVec3::ZERO,
+        };
+        let q = self.quantum();
         for a in 0..3 {
-            lo_q[a] = quanta(lo[a], e).0;
-            hi_q[a] = quanta(hi[a], e).1;
-            let short = self.min_quanta[a] - (hi_q[a] - lo_q[a]);
-            if short > 0 {
-                lo_q[a] -= short / 2;
-                hi_q[a] += short - short / 2;
+            f.lo_q[a] = quanta(lo[a], e).0;
+            f.hi_q[a] = quanta(hi[a], e).1;
+            if !self.thin[a] || f.hi_q[a] - f.lo_q[a] >= self.thin_quanta {
+                // At least one quantum (all charges on one plane of a thick axis).
+                f.hi_q[a] = f.hi_q[a].max(f.lo_q[a] + 1);
+                f.ext_q[a] = f.hi_q[a] - f.lo_q[a];
+                f.lo[a] = f.lo_q[a] as f64 * q;
+                f.hi[a] = f.hi_q[a] as f64 * q;
+            } else {
+                // Twice the middle and the half width, in fine quanta.
+                let c2 = quanta(lo[a], ef).0 + quanta(hi[a], ef).1;
+                let w = self.thin_quanta << (e - ef);
+                let half_fine = 0.5 * f64::from(ef).exp2();
+                f.ext_q[a] = self.thin_quanta;
+                f.lo[a] = (c2 - w) as f64 * half_fine;
+                f.hi[a] = (c2 + w) as f64 * half_fine;
             }
         }
-        let q = self.quantum();
-        let lo = DVec3::from_array(lo_q.map(|k| k as f64 * q));
-        let hi = DVec3::from_array(hi_q.map(|k| k as f64 * q));
         let cells = DVec3::from_array(self.dims.map(|r| f64::from(r - 1)));
-        let h = (hi - lo) / cells;
-        Frame {
-            lo_q,
-            hi_q,
-            lo,
-            hi,
-            dims: self.dims,
-            h,
-            inv_h: cells / (hi - lo),
-        }
+        f.h = (f.hi - f.lo) / cells;
+        f.inv_h = cells / (f.hi - f.lo);
+        f
     }
 
     /// Whether `frame` asks for a re-plan (integer tests, the GPU's exactly).
     pub fn drifted(&self, frame: &Frame) -> bool {
-        let ext = [0, 1, 2].map(|a| frame.hi_q[a] - frame.lo_q[a]);
+        let ext = frame.ext_q;
         let largest = *ext.iter().max().expect("three axes");
         if !(MIN_QUANTA..=MAX_QUANTA).contains(&largest) {
             return true;
@@ -365,8 +405,8 @@ mod tests {
     #[test]
     fn the_box_is_piecewise_constant_and_holds_the_charges() {
         let plan = LatticePlan::new(DVec3::ZERO, DVec3::new(1.0, 0.5, 0.25), 1000).unwrap();
-        // 1 / 64 > Q >= 1 / 128: Q = 2^-7.
-        assert_eq!(plan.log2_quantum, -7);
+        // extent / Q in [64, 128): Q = 2^-6.
+        assert_eq!(plan.log2_quantum, -6);
         let f0 = plan.frame(DVec3::splat(0.001), DVec3::new(0.99, 0.49, 0.24));
         let f1 = plan.frame(DVec3::splat(0.002), DVec3::new(0.991, 0.491, 0.241));
         assert_eq!(
@@ -390,7 +430,22 @@ mod tests {
         let f = plan.frame(DVec3::ZERO, DVec3::new(1.0, 1.0, 0.0));
         assert!(f.hi.z - f.lo.z >= 0.1 - 1e-12, "{f:?}");
         assert!(f.lo.z < 0.0 && f.hi.z > 0.0);
-        assert!(plan.dims[2] >= 2 && plan.dims[0] > plan.dims[2]);
+        assert!(
+            plan.dims[2] % 2 == 1 && plan.dims[0] > plan.dims[2],
+            "{:?}",
+            plan.dims
+        );
+        // The middle lattice plane holds the charges.
+        let mid = f.site([0, 0, plan.dims[2] / 2]);
+        assert_eq!(mid.z, 0.0);
+        // Off the origin, at a height that is not a whole number of quanta.
+        let z = 0.123_456_789;
+        let g = plan.frame(DVec3::new(0.0, 0.0, z), DVec3::new(1.0, 1.0, z));
+        let c = g.site([0, 0, plan.dims[2] / 2]).z;
+        assert!(
+            (c - z).abs() <= plan.quantum() / 2048.0 + 1e-15,
+            "{c} vs {z}"
+        );
         for p in [
             DVec3::new(0.3, 0.7, 0.0),
             DVec3::new(1.0, 1.0, 0.0),
