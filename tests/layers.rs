@@ -1,9 +1,12 @@
 //! The crate's structure as a test (docs/architecture.md): the top-level modules form
 //! layers and each imports only from layers below its own, so there is no import cycle;
-//! every source file states its job in a first `//!` comment and stays under 600 lines.
+//! inside `gpu/` its parts (sub-folders) do the same; every source file states its job in
+//! a first `//!` comment and stays under 600 lines.
 //!
 //! Imports are read as text: every `crate::name` outside comments and `#[cfg(test)]`
 //! blocks, and `super::` paths stay inside a module, so this sees each top-level edge.
+//! Inside `gpu/`, a part reaches another only as `crate::gpu::part::...` (never through
+//! `super::super` or a re-export at `gpu`'s root), so this sees each edge between parts.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,6 +27,18 @@ const LAYERS: &[&[&str]] = &[
     &["cli"],
 ];
 
+/// The parts of `gpu/` (its files and sub-folders), lowest first; `mod.rs` at its root
+/// only declares them and re-exports the public API.
+const GPU_PARTS: &[&[&str]] = &[
+    &["error", "layout"],
+    &["device"],
+    &["shader"],
+    &["host"],
+    &["kernels"],
+    &["solver"],
+    &["batch"],
+];
+
 const MAX_LINES: usize = 600;
 
 fn layer_of(module: &str) -> Option<usize> {
@@ -41,7 +56,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The top-level module a file belongs to (`src/gpu/launch.rs` -> `gpu`).
+/// The top-level module a file belongs to (`src/gpu/host/engine.rs` -> `gpu`).
 fn module_of(src: &Path, file: &Path) -> Option<String> {
     let rel = file.strip_prefix(src).ok()?;
     let first = rel
@@ -56,6 +71,12 @@ fn module_of(src: &Path, file: &Path) -> Option<String> {
 
 /// `crate::name` references outside comments and `#[cfg(test)]` blocks, with line numbers.
 fn crate_refs(text: &str) -> Vec<(usize, String)> {
+    path_refs(text, "crate::")
+}
+
+/// The names right after `prefix` outside comments and `#[cfg(test)]` blocks, with line
+/// numbers.
+fn path_refs(text: &str, prefix: &str) -> Vec<(usize, String)> {
     let mut refs = Vec::new();
     let mut in_tests = false;
     for (i, line) in text.lines().enumerate() {
@@ -68,8 +89,8 @@ fn crate_refs(text: &str) -> Vec<(usize, String)> {
             continue;
         }
         let mut rest = line;
-        while let Some(at) = rest.find("crate::") {
-            let after = &rest[at + "crate::".len()..];
+        while let Some(at) = rest.find(prefix) {
+            let after = &rest[at + prefix.len()..];
             let name: String = after
                 .chars()
                 .take_while(|c| c.is_alphanumeric() || *c == '_')
@@ -123,6 +144,63 @@ fn modules_import_only_from_lower_layers() {
         "imports from the same or a higher layer:\n{}",
         upward.join("\n")
     );
+}
+
+fn gpu_part_of(name: &str) -> Option<usize> {
+    GPU_PARTS.iter().position(|l| l.contains(&name))
+}
+
+/// Inside `gpu/`, each part imports only from its own part and the parts before it, always
+/// by its full path `crate::gpu::part`.
+#[test]
+fn gpu_parts_import_only_from_lower_parts() {
+    let gpu = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/gpu");
+    let mut files = Vec::new();
+    rust_files(&gpu, &mut files);
+    let mut problems = Vec::new();
+    let mut parts_seen = Vec::new();
+    for file in &files {
+        let rel = file.strip_prefix(&gpu).unwrap();
+        let first = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy();
+        let part = first.trim_end_matches(".rs").to_string();
+        if part == "mod" {
+            continue;
+        }
+        let shown = format!("gpu/{}", rel.display());
+        let Some(own) = gpu_part_of(&part) else {
+            problems.push(format!("{shown}: part {part} missing from GPU_PARTS"));
+            continue;
+        };
+        parts_seen.push(part.clone());
+        let text = std::fs::read_to_string(file).unwrap();
+        // `super` is gpu's root in a part's own file or `mod.rs`, and beyond the part
+        // from deeper.
+        let depth = rel.components().count();
+        let at_root = depth == 1 || (depth == 2 && rel.ends_with("mod.rs"));
+        let escape = if at_root { "super::" } else { "super::super" };
+        for (line, _) in path_refs(&text, escape) {
+            problems.push(format!("{shown}:{line}: {escape} (use crate::gpu::part)"));
+        }
+        for (line, target) in path_refs(&text, "crate::gpu::") {
+            match gpu_part_of(&target) {
+                Some(l) if l <= own => {}
+                Some(_) => problems.push(format!("{shown}:{line}: {part} imports {target}")),
+                None => problems.push(format!(
+                    "{shown}:{line}: crate::gpu::{target} is no part (import it from its part)"
+                )),
+            }
+        }
+    }
+    parts_seen.sort();
+    parts_seen.dedup();
+    let listed: usize = GPU_PARTS.iter().map(|l| l.len()).sum();
+    assert_eq!(parts_seen.len(), listed, "parts with files: {parts_seen:?}");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 #[test]

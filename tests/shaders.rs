@@ -1,23 +1,35 @@
 //! Shader checks that need no GPU: every kernel parses and validates with naga, its
-//! bindings match the host's table, and the Rust mirror structs match the WGSL layout.
+//! bindings match the host's table, its mode constants match the host's enums, and the
+//! Rust mirror structs and shared constants match the WGSL layout.
 
-use msc::gpu::layout::{self, mirror_layouts};
-use msc::gpu::shaders::{reads_worlds, Access, Kernel, KERNELS, SHARED};
+use msc::gpu::kernels;
+use msc::gpu::layout::{self, layout_constants, mirror_layouts};
+use msc::gpu::shader::{Access, Kernel, Library, Worlds, LAYOUT};
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 use naga::{AddressSpace, StorageAccess, TypeInner};
 
+fn parse_source(name: &str, source: &str) -> naga::Module {
+    naga::front::wgsl::parse_str(source)
+        .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(source)))
+}
+
 fn parse(k: &Kernel) -> naga::Module {
-    naga::front::wgsl::parse_str(k.source)
-        .unwrap_or_else(|e| panic!("{}: {}", k.name, e.emit_to_string(k.source)))
+    parse_source(k.name, &k.source())
+}
+
+fn validate(name: &str, source: &str, module: &naga::Module) -> naga::valid::ModuleInfo {
+    Validator::new(ValidationFlags::all(), Capabilities::empty())
+        .validate(module)
+        .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(source)))
 }
 
 #[test]
 fn every_kernel_parses_and_validates() {
-    for k in &KERNELS {
+    let mut names = Vec::new();
+    for k in kernels::all() {
+        let source = k.source();
         let module = parse(k);
-        Validator::new(ValidationFlags::all(), Capabilities::empty())
-            .validate(&module)
-            .unwrap_or_else(|e| panic!("{}: {}", k.name, e.emit_to_string(k.source)));
+        validate(k.name, &source, &module);
         let entries: Vec<_> = module
             .entry_points
             .iter()
@@ -27,28 +39,31 @@ fn every_kernel_parses_and_validates() {
         let wg = module.entry_points[0].workgroup_size;
         let invocations: u32 = wg.iter().product();
         assert!(invocations <= 256, "{}: {invocations} invocations", k.name);
+        names.push(k.name);
     }
+    let count = names.len();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), count, "kernel names are unique: {names:?}");
 }
 
-/// A batch's module of every kernel that reads per-world values (`worlds.wgsl` in place of
-/// `world.wgsl`) validates and binds the world table read-only as group 2, bindings 0
-/// and 1, beside the same storage as its one-world module; the other kernels have no
-/// batch module of their own.
+/// A batch's module of every kernel that reads per-world values (`world_batch.wgsl`'s
+/// world table in place of the `Params` uniform's world) validates and binds the world
+/// table read-only as group 2, bindings 0 and 1, beside the same storage as its one-world
+/// module; the other kernels have no batch module of their own.
 #[test]
 fn every_batch_module_validates_with_the_world_table_in_group_2() {
     let mut batched = 0;
-    for k in &KERNELS {
-        if !reads_worlds(*k) {
-            assert_eq!(k.batch_source, k.source, "{}", k.name);
+    for k in kernels::all() {
+        if !k.reads_worlds() {
+            assert_eq!(k.batch_source(), k.source(), "{}", k.name);
             continue;
         }
         batched += 1;
-        assert_ne!(k.batch_source, k.source, "{}", k.name);
-        let module = naga::front::wgsl::parse_str(k.batch_source)
-            .unwrap_or_else(|e| panic!("{}: {}", k.name, e.emit_to_string(k.batch_source)));
-        Validator::new(ValidationFlags::all(), Capabilities::empty())
-            .validate(&module)
-            .unwrap_or_else(|e| panic!("{} (batch): {}", k.name, e.emit_to_string(k.batch_source)));
+        let source = k.batch_source();
+        assert_ne!(source, k.source(), "{}", k.name);
+        let module = parse_source(k.name, &source);
+        validate(&format!("{} (batch)", k.name), &source, &module);
         let mut group2 = Vec::new();
         let mut group0 = 0;
         for (_, g) in module.global_variables.iter() {
@@ -78,63 +93,77 @@ fn validates(source: &str) -> bool {
     })
 }
 
-/// A kernel's module is exactly the shared files it declares, in `SHARED`'s order with
-/// `layout` first, then its own file; and it needs every one of them: leaving any one out
+/// A kernel's module is exactly the libraries it declares, in `Library` order with
+/// `Layout` first, then its own file; and it needs every one of them: leaving any one out
 /// leaves a name unresolved.
 #[test]
-fn every_kernel_declares_exactly_the_shared_files_it_uses() {
-    let file = |name: &str| {
-        SHARED
-            .iter()
-            .find(|(n, _)| *n == name)
-            .unwrap_or_else(|| panic!("no shared file {name}"))
-            .1
-    };
-    for k in &KERNELS {
-        let compose = |names: &[&str]| {
-            let mut s: String = names.iter().map(|n| format!("{}\n", file(n))).collect();
-            s.push_str(k.body);
-            s
-        };
-        let rank = |name: &str| SHARED.iter().position(|(n, _)| *n == name);
-        let ranks: Vec<_> = k.shared.iter().map(|n| rank(n)).collect();
+fn every_kernel_declares_exactly_the_libraries_it_uses() {
+    for k in kernels::all() {
         assert!(
-            ranks.windows(2).all(|w| w[0] < w[1]) && ranks.first() == Some(&Some(0)),
-            "{}: shared files {:?} not listed in SHARED's order, layout first",
+            k.libs.windows(2).all(|w| w[0] < w[1]) && k.libs.first() == Some(&Library::Layout),
+            "{}: libraries {:?} not listed in Library's order, Layout first",
             k.name,
-            k.shared
+            k.libs
         );
-        assert_eq!(compose(k.shared), k.source, "{}: composition", k.name);
-        for skip in k.shared {
-            let rest: Vec<&str> = k.shared.iter().filter(|n| *n != skip).copied().collect();
+        for skip in k.libs {
+            let rest: Vec<Library> = k.libs.iter().filter(|l| *l != skip).copied().collect();
             assert!(
-                !validates(&compose(&rest)),
-                "{}: compiles without shared/{skip}.wgsl, so it should not declare it",
+                !validates(&Kernel::compose(&rest, k.body, Worlds::One)),
+                "{}: compiles without {skip:?}, so it should not declare it",
                 k.name
             );
         }
     }
 }
 
-/// The shared files declare no name twice: all of them together form one valid module,
-/// given the one binding a shared file reads from its kernel (`adjacency`'s `adj`, which
-/// each kernel binds at its own slot).
+/// The libraries declare no name twice: all of them together form one valid module, for
+/// one world and for a batch, given the bindings a library reads from its kernel
+/// (`adjacency`'s `adj`, `operator`'s `sf` and `u`, which each kernel binds at its own
+/// slots).
 #[test]
-fn the_shared_files_compose_without_clashes() {
-    let mut all: String = SHARED.iter().map(|(_, s)| format!("{s}\n")).collect();
-    assert!(
-        !validates(&all),
-        "adjacency.wgsl should read its kernel's `adj`"
-    );
-    all.push_str("@group(3) @binding(0) var<storage, read> adj: array<u32>;\n");
-    assert!(validates(&all));
+fn the_libraries_compose_without_clashes() {
+    for worlds in [Worlds::One, Worlds::Batch] {
+        let mut all = Kernel::compose(&Library::ALL, "", worlds);
+        assert!(
+            !validates(&all),
+            "adjacency.wgsl and operator.wgsl should read their kernel's bindings"
+        );
+        all.push_str(
+            "@group(3) @binding(0) var<storage, read> adj: array<u32>;\n\
+             @group(3) @binding(1) var<storage, read> sf: array<vec4<f32>>;\n\
+             @group(3) @binding(2) var<storage, read> u: array<vec4<f32>>;\n",
+        );
+        assert!(validates(&all), "{worlds:?}");
+    }
+}
+
+/// `world.wgsl` is written once for both compositions: its placeholder never reaches a
+/// module, and every accessor it declares exists in both.
+#[test]
+fn the_world_values_are_written_once_for_both_compositions() {
+    let one = Library::World.text(Worlds::One);
+    let batch = Library::World.text(Worlds::Batch);
+    for text in [&one, &batch] {
+        assert!(!text.contains("{world}"), "{text}");
+    }
+    let functions = |text: &str| -> Vec<String> {
+        let mut f: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("fn "))
+            .map(|l| l.split('(').next().unwrap().to_string())
+            .collect();
+        f.sort();
+        f
+    };
+    assert_eq!(functions(&one), functions(&batch));
+    assert!(functions(&one).contains(&"world_dt".to_string()));
 }
 
 /// The host builds bind group layouts from `Kernel::storage`; the WGSL declarations must
 /// agree binding for binding, and stay within the WebGPU default limits.
 #[test]
 fn bindings_match_the_host_table_and_default_limits() {
-    for k in &KERNELS {
+    for k in kernels::all() {
         let module = parse(k);
         let mut storage = Vec::new();
         let mut workgroup_bytes = 0u32;
@@ -188,7 +217,7 @@ fn bindings_match_the_host_table_and_default_limits() {
 
 #[test]
 fn mirror_structs_match_wgsl_layout() {
-    let module = naga::front::wgsl::parse_str(msc::gpu::shaders::LAYOUT).expect("layout parses");
+    let module = naga::front::wgsl::parse_str(LAYOUT).expect("layout parses");
     for layout in mirror_layouts() {
         let (name, size, fields) = (layout.name, layout.size, layout.fields);
         let ty = module
@@ -210,55 +239,59 @@ fn mirror_structs_match_wgsl_layout() {
     }
 }
 
+/// The `u32` value of the WGSL constant `name` of `module`.
+fn constant(module: &naga::Module, what: &str, name: &str) -> u32 {
+    let (_, c) = module
+        .constants
+        .iter()
+        .find(|(_, c)| c.name.as_deref() == Some(name))
+        .unwrap_or_else(|| panic!("{what}: const {name} not declared"));
+    match module.global_expressions[c.init] {
+        naga::Expression::Literal(naga::Literal::U32(v)) => v,
+        ref e => panic!("{what}: {name} = {e:?}"),
+    }
+}
+
+/// The shared constants (sizes, slots, the field kinds) and every kernel's mode
+/// constants have the host's values: a mode is a Rust enum on the host and a named
+/// constant in the kernel, never a bare integer on either side.
 #[test]
 fn wgsl_constants_match_the_host() {
-    let module = naga::front::wgsl::parse_str(msc::gpu::shaders::LAYOUT).expect("layout parses");
-    let constant = |name: &str| -> u32 {
-        let (_, c) = module
-            .constants
-            .iter()
-            .find(|(_, c)| c.name.as_deref() == Some(name))
-            .unwrap_or_else(|| panic!("const {name}"));
-        match module.global_expressions[c.init] {
-            naga::Expression::Literal(naga::Literal::U32(v)) => v,
-            ref e => panic!("{name}: {e:?}"),
+    let module = naga::front::wgsl::parse_str(LAYOUT).expect("layout parses");
+    for (name, value) in layout_constants() {
+        assert_eq!(constant(&module, "layout.wgsl", name), value, "{name}");
+    }
+    let mut modes = 0;
+    for k in kernels::all() {
+        let module = parse(k);
+        for &(name, value) in k.constants {
+            assert_eq!(constant(&module, k.name, name), value, "{}: {name}", k.name);
+            assert!(
+                k.body.contains(&format!("const {name}: u32 = {value}u;")),
+                "{}: {name} is the kernel's own constant",
+                k.name
+            );
+            modes += 1;
         }
-    };
-    assert_eq!(constant("WG"), layout::WORKGROUP_SIZE);
-    assert_eq!(constant("TILE"), layout::TILE);
-    assert_eq!(
-        constant("MAX_EXT_CHARGES") as usize,
-        layout::MAX_EXT_CHARGES
-    );
-    assert_eq!(constant("SLOT_PQ"), layout::SLOT_PQ);
-    assert_eq!(constant("SLOT_RZ"), layout::SLOT_RZ);
-    assert_eq!(constant("SLOT_RESIDUAL"), layout::SLOT_RESIDUAL);
-    assert_eq!(constant("SLOT_ENERGY"), layout::SLOT_ENERGY);
-    assert_eq!(constant("SCALAR_SLOTS"), layout::SCALAR_SLOTS);
-    assert_eq!(constant("NO_WORLD"), layout::NO_WORLD);
-    assert_eq!(constant("NO_RANK"), layout::NO_RANK);
+    }
+    assert!(modes >= 16, "{modes} mode constants checked");
 }
 
 /// `coulomb_tiled` and `tangent_coulomb` size their workgroups by the `TARGETS` override:
-/// with each value the host sets (gpu::shaders), the specialized module must validate with
-/// one workgroup per 256 targets (256 / TARGETS invocations, within the default limit).
+/// with each value the host sets (`Kernel::cpu_targets`), the specialized module must
+/// validate with one workgroup per 256 targets (256 / TARGETS invocations, within the
+/// default limit).
 #[test]
 fn coulomb_targets_override_gives_one_tile_per_workgroup() {
-    use msc::gpu::shaders::{
-        COULOMB_TARGETS_CPU, COULOMB_TILED, TANGENT_COULOMB, TANGENT_COULOMB_TARGETS_CPU,
-    };
-    for (k, targets, per_group) in [
-        (COULOMB_TILED, COULOMB_TARGETS_CPU, layout::TILE),
-        (
-            TANGENT_COULOMB,
-            TANGENT_COULOMB_TARGETS_CPU,
-            layout::WORKGROUP_SIZE,
-        ),
-    ] {
-        let module = parse(&k);
-        let info = Validator::new(ValidationFlags::all(), Capabilities::empty())
-            .validate(&module)
-            .unwrap_or_else(|e| panic!("{}: {e}", k.name));
+    let mut checked = 0;
+    for k in kernels::all() {
+        let Some(targets) = k.cpu_targets else {
+            continue;
+        };
+        checked += 1;
+        let source = k.source();
+        let module = parse(k);
+        let info = validate(k.name, &source, &module);
         for targets in [1, targets] {
             let constants: naga::back::PipelineConstants =
                 [("TARGETS".to_string(), f64::from(targets))]
@@ -273,10 +306,11 @@ fn coulomb_targets_override_gives_one_tile_per_workgroup() {
             .unwrap_or_else(|e| panic!("{}, TARGETS = {targets}: {e}", k.name));
             assert_eq!(
                 m.entry_points[0].workgroup_size,
-                [per_group / targets, 1, 1],
+                [layout::TILE / targets, 1, 1],
                 "{}, TARGETS = {targets}",
                 k.name
             );
         }
     }
+    assert_eq!(checked, 2, "coulomb_tiled and tangent_coulomb");
 }

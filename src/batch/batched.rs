@@ -1,5 +1,5 @@
 //! Batching a plan's runs on the GPU: which runs step together (the same [`BatchKey`],
-//! chunked to what the adapter's limits and memory fit, at most [`MAX_WORLDS`]), and a
+//! chunked to what the adapter's limits and memory fit, at most [`MAX_CHUNK_WORLDS`]), and a
 //! chunk run as one batch of worlds into the same folders, with the same files and values,
 //! as one run after another would write.
 
@@ -17,8 +17,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// The most worlds of one batch, whatever the adapter would fit.
-pub const MAX_WORLDS: usize = 256;
+/// The most runs `msc batch` steps as one batch of worlds, whatever the adapter would fit
+/// (one `GpuWorlds` holds up to `gpu::MAX_BATCH_WORLDS`).
+pub const MAX_CHUNK_WORLDS: usize = 256;
 
 /// What a worker runs at once: one run, or a chunk of runs stepped as one batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,7 +80,7 @@ pub(super) fn units(plan: &Plan, options: &BatchOptions) -> Vec<Unit> {
         let chunk = open.entry(key).or_default();
         chunk.push((i, scene));
         let worlds: Vec<_> = chunk.iter().map(|(_, s)| (&s.system, &s.config)).collect();
-        let fit = GpuWorlds::fitting(&limits, &worlds).min(MAX_WORLDS);
+        let fit = GpuWorlds::fitting(&limits, &worlds).min(MAX_CHUNK_WORLDS);
         if fit < chunk.len() && chunk.len() > 1 {
             // The new run does not fit with the others: they are a chunk (a worker
             // splits it further if its device fits fewer).
@@ -88,7 +89,7 @@ pub(super) fn units(plan: &Plan, options: &BatchOptions) -> Vec<Unit> {
             close(full, &mut out);
             *chunk = last;
         }
-        if chunk.len() >= MAX_WORLDS {
+        if chunk.len() >= MAX_CHUNK_WORLDS {
             close(std::mem::take(chunk), &mut out);
         }
     }
@@ -162,14 +163,14 @@ pub(super) fn run_chunk(
     while !rest.is_empty() {
         let n = match &limits {
             Some(limits) => {
-                let worlds: Vec<_> = (rest.iter().take(MAX_WORLDS))
+                let worlds: Vec<_> = (rest.iter().take(MAX_CHUNK_WORLDS))
                     .map(|r| (&r.scene.system, &r.scene.config))
                     .collect();
                 GpuWorlds::fitting(limits, &worlds).clamp(1, worlds.len())
             }
             None => 1,
         };
-        let (now, later) = rest.split_at(n.min(MAX_WORLDS));
+        let (now, later) = rest.split_at(n.min(MAX_CHUNK_WORLDS));
         if now.len() == 1 {
             done.extend(now.iter().map(|r| alone(r, plan, gpu)));
         } else {

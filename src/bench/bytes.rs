@@ -1,6 +1,6 @@
 //! Bytes one `jacobi_sweep` dispatch of the bench's Jacobi solver moves
-//! (`shaders/jacobi_sweep.wgsl`), from the buffer layout of the GPU host
-//! (`src/gpu/buffers.rs`, `shaders/shared/blocks.wgsl`):
+//! (`gpu/kernels/solvers/jacobi_sweep.wgsl`), from the buffer layout of the GPU host
+//! (`src/gpu/host/buffers.rs`, `gpu/shader/blocks.wgsl`):
 //!
 //! | buffer | layout | read by row i |
 //! |---|---|---|

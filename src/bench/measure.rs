@@ -326,7 +326,7 @@ fn ddef_error(
 
 /// A record taken with checked kernels says so: they are slower than a default run's.
 pub(super) fn note_shader_checks(rec: &mut Record) {
-    if crate::gpu::shaders::shader_checks() {
+    if crate::gpu::shader::shader_checks() {
         rec.note(
             "ms_per_step",
             "kernels built with naga's runtime checks (MSC_SHADER_CHECKS=1), slower than by default",

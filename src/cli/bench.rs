@@ -155,11 +155,11 @@ fn parse_size(s: &str) -> Result<usize, String> {
 
 /// A world count: 1 to 65536.
 fn parse_worlds(s: &str) -> Result<usize, String> {
-    const MAX_WORLDS: usize = 1 << 16;
+    const MOST: usize = 1 << 16;
     match s.trim().parse::<usize>() {
-        Ok(w) if (1..=MAX_WORLDS).contains(&w) => Ok(w),
+        Ok(w) if (1..=MOST).contains(&w) => Ok(w),
         _ => Err(format!(
-            "expected a world count from 1 to {MAX_WORLDS}, got '{s}'"
+            "expected a world count from 1 to {MOST}, got '{s}'"
         )),
     }
 }

@@ -17,7 +17,7 @@ pub fn execute() {
     }
     println!(
         "shader runtime checks: {}",
-        if crate::gpu::shaders::shader_checks() {
+        if crate::gpu::shader::shader_checks() {
             "on (MSC_SHADER_CHECKS=1: index clamps, loop bounds, zeroed workgroup memory)"
         } else {
             "off (kernels are trusted modules; MSC_SHADER_CHECKS=1 turns naga's checks on)"

@@ -1,4 +1,4 @@
-//! Energy terms (DESIGN section 1). Mirrors `shaders/energy_reduce.wgsl`.
+//! Energy terms (DESIGN section 1). Mirrors `gpu/kernels/reductions/energy_reduce.wgsl`.
 //!
 //! Sums run in a fixed order (per particle or per pair row, then sequentially), so the
 //! values are deterministic whatever the thread count.

@@ -1,6 +1,6 @@
-//! Forces and their Jacobians (DESIGN section 1). Mirrors `shaders/spring_assemble.wgsl`,
-//! `shaders/coulomb_tiled.wgsl`, and `shaders/external_forces.wgsl` (with `external_force` in
-//! `shaders/shared/physics.wgsl`).
+//! Forces and their Jacobians (DESIGN section 1). Mirrors `spring_assemble.wgsl`,
+//! `coulomb_tiled.wgsl`, and `external_forces.wgsl` (with `external_force` in
+//! `gpu/shader/physics.wgsl`).
 //!
 //! Conventions: d = x_j - x_i, l = |d|, n = d / l; every per-spring quantity is "on i"
 //! and enters particle j with the opposite sign (the CSR `sign`). A degenerate spring

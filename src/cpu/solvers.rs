@@ -1,6 +1,6 @@
 //! Matrix-free linear solvers for A v = b on a [`BlockLaplacian`] (DESIGN section 3):
-//! Jacobi, block Jacobi, Chebyshev and CG. Mirrors `shaders/jacobi_sweep.wgsl`,
-//! `shaders/cg_*.wgsl`. Pinned rows are Dirichlet rows, never updated.
+//! Jacobi, block Jacobi, Chebyshev and CG. Mirrors `gpu/kernels/solvers/jacobi_sweep.wgsl`,
+//! `cg_*.wgsl`. Pinned rows are Dirichlet rows, never updated.
 //!
 //! Every solver warm-starts from the `v` it is given, stops once
 //! |b - A v| / |b| <= tolerance (checked before each sweep; tolerance 0 runs all the

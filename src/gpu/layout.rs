@@ -1,7 +1,9 @@
-//! `#[repr(C)]` mirrors of the WGSL structs in `shaders/shared/layout.wgsl`.
+//! `#[repr(C)]` mirrors of the WGSL structs in `shader/layout.wgsl`, and the constants
+//! both sides share.
 //!
 //! They MUST match the WGSL declarations field for field (sizes, offsets, padding);
-//! `tests/shaders.rs` checks them against naga's reflection of the shader source.
+//! `tests/shaders.rs` checks them, and every constant, against naga's reflection of the
+//! shader source.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -39,6 +41,19 @@ pub struct ExtCharge {
     pub axis: [f32; 4],
 }
 
+wgsl_enum! {
+    /// `World.field_kind`: which external field acts (`physics.wgsl`'s `field_at`).
+    pub enum FieldKind {
+        None = "FIELD_NONE" = 0,
+        /// `World.field` xyz = E.
+        Uniform = "FIELD_UNIFORM" = 1,
+        /// `World.field` x = scale, y = min_z.
+        Swirl = "FIELD_SWIRL" = 2,
+        /// As the swirl.
+        Vortex = "FIELD_VORTEX" = 3,
+    }
+}
+
 /// WGSL `World`: one world's parameters and its ranges in the packed buffers.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
@@ -50,7 +65,7 @@ pub struct World {
     pub gravity: [f32; 4],
     /// Uniform field: xyz = E; swirl and vortex: x = scale, y = min_z.
     pub field: [f32; 4],
-    /// 0 none, 1 uniform, 2 swirl, 3 vortex.
+    /// A [`FieldKind`].
     pub field_kind: u32,
     pub n_ext: u32,
     /// Its Coulomb source slots [charged_begin, charged_end).
@@ -98,7 +113,7 @@ pub struct Dispatch {
 }
 
 /// WGSL `DdefCounts`: sizes and switches of one DDEF evaluation (a storage struct the
-/// `ddef_*` kernels read). MUST match `shaders/shared/layout.wgsl`.
+/// `ddef_*` kernels read).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct DdefCounts {
@@ -119,6 +134,24 @@ pub struct MirrorLayout {
     pub name: &'static str,
     pub size: usize,
     pub fields: Vec<(&'static str, usize)>,
+}
+
+/// The constants `shader/layout.wgsl` declares, by WGSL name, with the host's values.
+pub fn layout_constants() -> Vec<(&'static str, u32)> {
+    let mut c = vec![
+        ("WG", WORKGROUP_SIZE),
+        ("TILE", TILE),
+        ("MAX_EXT_CHARGES", MAX_EXT_CHARGES as u32),
+        ("SLOT_PQ", SLOT_PQ),
+        ("SLOT_RZ", SLOT_RZ),
+        ("SLOT_RESIDUAL", SLOT_RESIDUAL),
+        ("SLOT_ENERGY", SLOT_ENERGY),
+        ("SCALAR_SLOTS", SCALAR_SLOTS),
+        ("NO_WORLD", NO_WORLD),
+        ("NO_RANK", NO_RANK),
+    ];
+    c.extend_from_slice(FieldKind::WGSL);
+    c
 }
 
 /// The layout of every mirror struct.

@@ -1,15 +1,14 @@
-//! The GPU solver: WGSL kernels in `shaders/` driven by a thin wgpu host.
+//! The GPU solver: WGSL compute kernels driven by a thin wgpu host.
 //!
-//! - Data (DESIGN section 6): structure-of-arrays, one `vec4<f32>` per particle
-//!   (positions with w = 1, so the buffer draws as Float32x4; velocities; mass, scaled
-//!   charge, charge and pinned flag), springs as index pairs and (k, L, c), the spring
-//!   adjacency in one `u32` buffer, sliced so a warp's 32 rows read neighbouring words
-//!   (`adjacency`: SELL-32, or CSR where slicing would pad too much). Charges are stored multiplied by sqrt(k_c) so
+//! - Data: structure-of-arrays, one `vec4<f32>` per particle (positions with w = 1, so
+//!   the buffer draws as Float32x4; velocities; mass, scaled charge, charge and pinned
+//!   flag), springs as index pairs and (k, L, c), the spring adjacency in one `u32` buffer,
+//!   sliced so a warp's 32 rows read neighbouring words (`host::adjacency`: SELL-32, or
+//!   CSR where slicing would pad too much). Charges are stored multiplied by sqrt(k_c) so
 //!   pair products stay in f32 range.
-//! - Per spring and step, `spring_assemble` stores W_k = s I + t n n^T (the clamped block
-//!   of DESIGN section 2, t >= 0) as one vec4 (m, s), m = sqrt(t) n: W_k d = s d +
-//!   (m . d) m, the 16 bytes the solver kernels read per spring, in the first half of the
-//!   spring buffer, and (n, force magnitude along n) in its second half. Each row's mass
+//! - Per spring and step, `spring_assemble` stores W_k = s I + t n n^T (the clamped block,
+//!   t >= 0) as one vec4 (m, s), m = sqrt(t) n: W_k d = s d + (m . d) m, the 16 bytes the
+//!   solver kernels read per spring, and (n, force magnitude along n). Each row's mass
 //!   (0 when pinned) sits in a spare slot of its inverse diagonal, so the solver kernels
 //!   read no particle properties.
 //! - Per-particle kernels gather over the adjacency (no float atomics); reductions are
@@ -20,57 +19,76 @@
 //!   comes from a table of `Dispatch` records picked by dynamic uniform offsets, and the
 //!   step counter (time) lives on the GPU. So `step(n)` and
 //!   [`GpuSolver::record_steps`] record n steps without any buffer write or readback.
-//! - The GPU runs a fixed number of solver iterations; the final residual, energies and
-//!   the state are computed or copied only when asked for.
 //!
-//! The host, by layer (a module imports only from its own layer and those before it):
-//! 1. `error`, `device`, `adapter`, `layout`, `adjacency`, `limits`, `range`, `shaders`:
-//!    errors, wgpu plumbing, adapter choice, the WGSL struct mirrors, the adjacency's
-//!    layout, size limits, f32 range checks and the kernel table;
-//! 2. `params` (f32 conversions, the time step's one host copy, the `Params` uniform),
-//!    `recording` (the typed ops a step replays), `readback` (staging reads, decoding);
-//! 3. `buffers` (every solver buffer, by `Buf`), `ddef` (the DDEF kernels, [`GpuDdef`]);
-//! 4. `engine`: pipelines, bind groups and dispatch records; replays a recording;
-//! 5. `submit` (device, queue, counters; runs recordings), `profile`, `launch` (what the
-//!    program records into, and the forward kernels' typed launchers);
-//! 6. `program`: every recording built once, linearly, with hooks for extra kernels;
-//! 7. `tangent` (the forward tangents' banks and kernels, recorded through the hooks),
-//!    `ddef_stage` (the solver's DDEF host stage);
-//! 8. `assemble` (a solver's parts, in order), then `solver` ([`GpuSolver`]) and
-//!    `worlds` ([`GpuWorlds`]: many systems stepped together).
+//! The host's parts, lowest first; a file imports only from its own part and the parts
+//! before it (`tests/layers.rs` checks it):
+//! 1. `error`, `layout`: the error type; the `#[repr(C)]` mirrors of the WGSL structs and
+//!    the constants both sides share;
+//! 2. `device`: adapter choice, error scopes, mapped reads, submissions;
+//! 3. `shader`: what a kernel is (its WGSL, the shared WGSL libraries it composes, its
+//!    bindings and mode constants) and how its pipeline is made;
+//! 4. `host`: the buffers (one table keyed by `Buf`), size limits and f32 range checks,
+//!    the engine of pipelines and dispatch records, recordings and the `Recorder` the
+//!    kernels' launchers record into;
+//! 5. `kernels`: one file per kernel family, its WGSL in the folder of the same name, with
+//!    its typed launchers; the kernel table is gathered from them;
+//! 6. `solver`: the step program (every recording, built once), the tangents' hooks, the
+//!    DDEF host stage and [`GpuSolver`];
+//! 7. `batch`: many systems packed and stepped together ([`GpuWorlds`]).
+//!
 
-mod adapter;
-pub mod adjacency;
-mod assemble;
-mod buffers;
-pub mod ddef;
-mod ddef_stage;
-pub mod device;
-mod engine;
+/// A `#[repr(u32)]` enum of kernel modes (or bits) whose values the WGSL names as
+/// constants: `WGSL` lists (name, value) for `tests/shaders.rs`, which checks every one
+/// against the module that declares it.
+macro_rules! wgsl_enum {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident {
+            $($(#[$vmeta:meta])* $variant:ident = $wgsl:literal = $value:literal,)*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u32)]
+        $vis enum $name {
+            $($(#[$vmeta])* $variant = $value,)*
+        }
+
+        impl $name {
+            /// Every value as the WGSL constant that names it.
+            pub const WGSL: &'static [(&'static str, u32)] = &[$(($wgsl, $value)),*];
+
+            /// The value the kernel reads.
+            pub const fn bits(self) -> u32 {
+                self as u32
+            }
+        }
+    };
+}
+
 pub mod error;
-mod launch;
 pub mod layout;
-pub mod limits;
-mod pack;
-mod params;
-mod profile;
-mod program;
-mod range;
-mod readback;
-mod recording;
-pub mod shaders;
-pub mod solver;
-mod submit;
-pub mod tangent;
-pub mod worlds;
 
-pub use adapter::{
+pub mod device;
+
+pub mod shader;
+
+mod host;
+
+pub mod kernels;
+
+mod solver;
+
+mod batch;
+
+pub use batch::worlds::{BatchKey, GpuWorlds, BATCH_BYTES, MAX_BATCH_WORLDS};
+pub use device::adapter::{
     device_adapters, headless_adapter_limits, list_adapters, open_headless_device,
     open_headless_device_on, AdapterSummary, HeadlessDevice, HeadlessOptions,
 };
-pub use ddef::GpuDdef;
 pub use error::GpuError;
-pub use profile::KernelTime;
-pub use solver::{GpuSolver, HostCounts};
-pub use tangent::{TangentDirection, TangentVectors};
-pub use worlds::{BatchKey, GpuWorlds, BATCH_BYTES, MAX_WORLDS};
+pub use host::profile::KernelTime;
+pub use host::{adjacency, limits};
+pub use kernels::ddef::GpuDdef;
+pub use solver::gpu_solver::{GpuSolver, HostCounts};
+pub use solver::tangent::{TangentDirection, TangentVectors};

@@ -1,6 +1,6 @@
 //! Forward sensitivities on the GPU for parameter sets: [`GpuTangents`] runs a
 //! [`GpuSolver`] whose step carries one tangent per [`Direction`] (the kernels are
-//! `gpu::tangent`'s), and [`drive`] is `sensitivity::drive` on it, reading states and
+//! `gpu/solver/tangent.rs`'s), and [`drive`] is `sensitivity::drive` on it, reading states and
 //! tangents back at each frame.
 
 use glam::DVec3;

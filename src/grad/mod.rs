@@ -46,7 +46,7 @@
 //! of the simulation (`tests/gradients.rs`).
 //!
 //! [`GradBackend::Gpu`] propagates the same tangents on the GPU
-//! ([`GpuTangents`], on the kernels of `crate::gpu::tangent`) for every integrator, in f32: the implicit ones solve the
+//! ([`GpuTangents`], on the kernels of `gpu/solver/tangent.rs`) for every integrator, in f32: the implicit ones solve the
 //! same right-hand sides with the forward step's own matrix, solver and fixed iteration
 //! count; the explicit ones evaluate the same force JVPs before each kick.
 //!

@@ -1,7 +1,7 @@
 //! An external electric field E(x) (force q_i E(x_i), the paper's Section 2.2 and f_ext
 //! of eq. 9) and its derivative (grad E) dx. The swirl field is the paper's guiding field
-//! of Section 4.3.2. Mirrored by `field_at` in `shaders/shared/physics.wgsl` and
-//! `field_tangent` in `shaders/tangent_coulomb.wgsl`.
+//! of Section 4.3.2. Mirrored by `field_at` in `gpu/shader/physics.wgsl` and
+//! `field_tangent` in `gpu/kernels/tangents/tangent_coulomb.wgsl`.
 
 use crate::config::ExternalField;
 use glam::DVec3;

@@ -1,7 +1,7 @@
 //! An external charge's position on its circular orbit (the charge the paper rotates
 //! through the torus, Section 4.3.1, Figure 8) and its tangent in the initial position.
-//! Mirrored by `ext_position` in `shaders/shared/physics.wgsl` and `ext_tangent` in
-//! `shaders/tangent_coulomb.wgsl`.
+//! Mirrored by `ext_position` in `gpu/shader/physics.wgsl` and `ext_tangent` in
+//! `gpu/kernels/tangents/tangent_coulomb.wgsl`.
 
 use crate::config::ExternalCharge;
 use glam::DVec3;

@@ -37,7 +37,7 @@ use crate::output::OutputError;
 use std::path::PathBuf;
 
 /// The WGSL source of the render pipelines.
-pub const SHADER: &str = include_str!("../../shaders/render_scene.wgsl");
+pub const SHADER: &str = include_str!("render_scene.wgsl");
 
 /// What rendering can fail with.
 #[derive(Debug, thiserror::Error)]

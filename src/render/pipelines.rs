@@ -1,11 +1,11 @@
-//! The render pipelines: the `Frame` uniform of `shaders/render_scene.wgsl` (its Rust
+//! The render pipelines: the `Frame` uniform of `render_scene.wgsl` (beside it) (its Rust
 //! mirror, buffer and bind group) and the two pipelines drawing particles as instanced
 //! quads and springs as indexed lines, depth tested, into one colour format.
 
 use super::targets::DEPTH_FORMAT;
 use super::SHADER;
 
-/// The uniform block of `shaders/render_scene.wgsl` (struct `Frame`, 176 bytes).
+/// The uniform block of `render_scene.wgsl` (beside it) (struct `Frame`, 176 bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
 pub(super) struct FrameUniform {

@@ -1,0 +1,5 @@
+//! Many systems on one device: a batch of worlds packed into one system (`pack`) and
+//! stepped together by one recording ([`worlds::GpuWorlds`]).
+
+pub(crate) mod pack;
+pub mod worlds;

@@ -1,0 +1,470 @@
+//! Batched worlds ([`GpuWorlds`]): W systems packed into one set of buffers, block-
+//! diagonally (each world's particles, springs and charged particles a contiguous range,
+//! padded to whole workgroups and Coulomb tiles), stepped together by the same
+//! dispatches. Per-world parameters (time step, softening, fields, external charges,
+//! gravity, relaxation, Chebyshev weights) come from a world table; reductions are
+//! segmented by world; Coulomb sums run only within a world.
+
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use super::pack::{batch_shape, pack, Packed, Span};
+use crate::config::{Config, CoulombMethod, Integrator, SolverMethod};
+use crate::cpu::solvers::chebyshev_weights;
+use crate::gpu::device::adapter::{AdapterSummary, HeadlessOptions};
+use crate::gpu::device::readback;
+use crate::gpu::device::scoped;
+use crate::gpu::device::submit::Submitter;
+use crate::gpu::error::GpuError;
+use crate::gpu::host::adjacency;
+use crate::gpu::host::buffers::{local_global_init, Buf, Buffers, Contents, Shape};
+use crate::gpu::host::engine::Engine;
+use crate::gpu::host::limits::{check_limits, first_oversized, grid};
+use crate::gpu::host::params::{specialization, world, TimeStep};
+use crate::gpu::host::profile::KernelTime;
+use crate::gpu::host::range;
+use crate::gpu::host::recorder::{chebyshev_rho, Recorder};
+use crate::gpu::host::recording::Op;
+use crate::gpu::layout::{
+    Params, World, MAX_STORAGE_BUFFERS, SCALAR_SLOTS, SLOT_ENERGY, SLOT_RESIDUAL,
+};
+use crate::gpu::solver::assemble::Parts;
+use crate::gpu::solver::gpu_solver::{headless_host, GpuSolver};
+use crate::gpu::solver::program::{self, NoHooks};
+use crate::model::{State, System};
+use crate::sim::{Energies, SolveStats};
+
+/// What worlds of one batch must share: the kernels and dispatch sequence of a step.
+/// Everything else (sizes, topology, every physical parameter) may differ per world.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BatchKey {
+    pub integrator: Integrator,
+    pub method: SolverMethod,
+    pub iterations: u32,
+    pub local_global_iterations: u32,
+    /// The Coulomb sum runs (all pairs) or is off.
+    pub coulomb: bool,
+}
+
+impl BatchKey {
+    /// The key of `config`, or why it cannot run in a batch (DDEF's host stage is per
+    /// world).
+    pub fn of(config: &Config) -> Result<Self, GpuError> {
+        let coulomb = match config.coulomb.method {
+            CoulombMethod::AllPairs => true,
+            CoulombMethod::None => false,
+            CoulombMethod::Ddef(_) => {
+                return Err(GpuError::Unsupported(
+                    "coulomb.method = \"ddef\" in a batch of worlds (its grid is built per \
+                     world on the host): run it alone"
+                        .into(),
+                ))
+            }
+        };
+        // The explicit integrators solve nothing: their solver settings do not matter.
+        let implicit = config.integrator.is_implicit();
+        Ok(Self {
+            integrator: config.integrator,
+            method: if implicit {
+                config.solver.method
+            } else {
+                SolverMethod::Jacobi
+            },
+            iterations: if implicit {
+                config.solver.iterations
+            } else {
+                0
+            },
+            local_global_iterations: match config.integrator {
+                Integrator::LocalGlobal => config.local_global_iterations,
+                _ => 0,
+            },
+            coulomb,
+        })
+    }
+}
+
+/// Worlds one [`GpuWorlds`] holds at most (a reduction's second stage runs one workgroup
+/// per world, within the 65535 of one grid dimension).
+pub const MAX_BATCH_WORLDS: usize = 4096;
+
+/// Bytes of buffers one batch allocates at most ([`GpuWorlds::fitting`]): wgpu cannot
+/// tell how much device memory is free, so a batch keeps well within what any GPU has.
+pub const BATCH_BYTES: u64 = 1 << 30;
+
+/// W worlds stepped together on one device: one packed set of buffers, one recording of
+/// a step, replayed for all (see the module documentation).
+pub struct GpuWorlds {
+    /// The solver over the packed system (its recordings are the batch's).
+    solver: GpuSolver,
+    spans: Vec<Span>,
+    dts: Vec<TimeStep>,
+    implicit: bool,
+}
+
+impl GpuWorlds {
+    /// Packs `worlds` on the caller's device and queue. All must have the same
+    /// [`BatchKey`]; the device must offer the limits the packed buffers need (and two
+    /// storage buffers per stage beyond one system's, for the world table).
+    pub fn new(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        worlds: &[(&System, &Config)],
+    ) -> Result<Self, GpuError> {
+        let key = check(worlds)?;
+        let summary =
+            AdapterSummary::new(&device.adapter_info(), &device.limits(), device.features());
+        let host = Submitter::new(device.clone(), queue.clone(), Arc::new(Mutex::new(None)));
+        Self::build(host, summary, worlds, key)
+    }
+
+    /// As [`Self::new`] on a device of its own (see [`GpuSolver::headless`]).
+    pub fn headless(
+        worlds: &[(&System, &Config)],
+        options: &HeadlessOptions,
+    ) -> Result<Self, GpuError> {
+        // Input checks first, so a bad input fails before an adapter is opened.
+        let key = check(worlds)?;
+        let (host, summary) = headless_host(options)?;
+        Self::build(host, summary, worlds, key)
+    }
+
+    /// How many of `worlds` (taken in order from the first) fit one batch on a device
+    /// with `limits`: every buffer within the adapter's limits, all of them within
+    /// [`BATCH_BYTES`], at most [`MAX_BATCH_WORLDS`]; at least 1 (a world too large alone
+    /// fails when its batch is built, with the limit it exceeds).
+    pub fn fitting(limits: &wgpu::Limits, worlds: &[(&System, &Config)]) -> usize {
+        let Some((_, config)) = worlds.first() else {
+            return 0;
+        };
+        let coulomb = BatchKey::of(config).is_ok_and(|k| k.coulomb);
+        let fits = |k: usize| {
+            let shape = batch_shape(&worlds[..k], config, coulomb);
+            let total: u64 = shape.created().map(|(_, s)| s.bytes).sum();
+            first_oversized(limits, &shape).is_none() && total <= BATCH_BYTES
+        };
+        // The largest prefix that fits (sizes grow with k): binary search.
+        let (mut lo, mut hi) = (1, worlds.len().min(MAX_BATCH_WORLDS));
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
+    }
+
+    /// Builds the batch of `worlds`, already checked (`key`: theirs).
+    fn build(
+        host: Submitter,
+        summary: AdapterSummary,
+        worlds: &[(&System, &Config)],
+        key: BatchKey,
+    ) -> Result<Self, GpuError> {
+        let config = worlds[0].1;
+        let device = host.device.clone();
+        let limits = device.limits();
+        let shape = batch_shape(worlds, config, key.coulomb);
+        check_batch_limits(&limits, &shape)?;
+        let packed = pack(worlds, key.coulomb)?;
+        let dts: Vec<TimeStep> = worlds.iter().map(|(_, c)| TimeStep::new(c)).collect();
+        let n = packed.system.len() as u32;
+        let ns = packed.system.springs().len() as u32;
+        let wg = grid(n, limits.max_compute_workgroups_per_dimension);
+        let parts = scoped(&device, || {
+            assemble(&device, worlds, key, &packed, &dts, shape, wg[0] * wg[1])
+        })?;
+        let solver = GpuSolver::from_parts(host, summary, parts, config, n, ns);
+        Ok(Self {
+            solver,
+            spans: packed.spans,
+            dts,
+            implicit: config.integrator.is_implicit(),
+        })
+    }
+
+    pub fn adapter(&self) -> Option<&AdapterSummary> {
+        self.solver.adapter()
+    }
+
+    pub fn device(&self) -> &wgpu::Device {
+        self.solver.device()
+    }
+
+    pub fn queue(&self) -> &wgpu::Queue {
+        self.solver.queue()
+    }
+
+    /// Number of worlds.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Advances every world `n` steps (batches of steps per submission, as
+    /// [`GpuSolver::advance`]).
+    pub fn advance(&mut self, n: u64) -> Result<(), GpuError> {
+        self.solver.advance(n)
+    }
+
+    /// Records `n` steps of every world into the caller's encoder (one compute pass); see
+    /// [`GpuSolver::record_steps`].
+    pub fn record_steps(
+        &mut self,
+        encoder: &mut wgpu::CommandEncoder,
+        n: u32,
+    ) -> Result<(), GpuError> {
+        self.solver.record_steps(encoder, n)
+    }
+
+    pub fn steps_done(&self) -> u64 {
+        self.solver.steps_done()
+    }
+
+    /// Advances every world `steps` steps with a timestamp around every dispatch: GPU time
+    /// per kernel (see [`GpuSolver::profile`]).
+    pub fn profile(&mut self, steps: u32) -> Result<Vec<KernelTime>, GpuError> {
+        self.solver.profile(steps)
+    }
+
+    /// Dispatches recorded per step (the same for 1 world or W).
+    pub fn dispatches_per_step(&self) -> usize {
+        self.solver.dispatches_per_step()
+    }
+
+    /// Every world's state (one readback).
+    pub fn read_states(&self) -> Result<Vec<State>, GpuError> {
+        let n = self.spans.last().map_or(0, |s| s.particles.end);
+        let bytes = 16 * u64::from(n);
+        let data = self
+            .solver
+            .run_and_read(&[], &[(Buf::X, 0, bytes), (Buf::V, 0, bytes)])?;
+        let mut x = readback::vectors(&data);
+        let v = x.split_off(n as usize);
+        let step = self.steps_done();
+        Ok(self
+            .spans
+            .iter()
+            .zip(&self.dts)
+            .map(|(s, dt)| {
+                let r = s.particles.start as usize..s.particles.end as usize;
+                State {
+                    x: x[r.clone()].to_vec(),
+                    v: v[r].to_vec(),
+                    t: dt.time_at(step),
+                    step,
+                }
+            })
+            .collect())
+    }
+
+    /// The scalar slots of every world after running `ops` (one readback).
+    fn scalars(&self, ops: &[Op]) -> Result<Vec<u8>, GpuError> {
+        let bytes = 16 * u64::from(SCALAR_SLOTS) * self.len() as u64;
+        self.solver.run_and_read(ops, &[(Buf::Scalars, 0, bytes)])
+    }
+
+    /// Bytes of world w's scalar `slot` (and `count` slots after it) in `data`.
+    fn slot(data: &[u8], w: usize, slot: u32, count: u32) -> &[u8] {
+        let at = 16 * (w * SCALAR_SLOTS as usize + slot as usize);
+        &data[at..at + 16 * count as usize]
+    }
+
+    /// Every world's energies (one reduction and one readback of W x 8 numbers).
+    pub fn read_energies(&self) -> Result<Vec<Energies>, GpuError> {
+        let data = self.scalars(&self.solver.program().energy)?;
+        Ok((0..self.len())
+            .map(|w| readback::energies(Self::slot(&data, w, SLOT_ENERGY, 2)))
+            .collect())
+    }
+
+    /// Every world's last linear solve (implicit integrators; `None` otherwise and before
+    /// the first step).
+    pub fn read_solve_stats(&self) -> Result<Vec<Option<SolveStats>>, GpuError> {
+        if !self.implicit || self.steps_done() == 0 {
+            return Ok(vec![None; self.len()]);
+        }
+        let data = self.scalars(&self.solver.program().residual)?;
+        let iterations = self.solver.iterations();
+        Ok((0..self.len())
+            .map(|w| {
+                Some(SolveStats {
+                    iterations,
+                    residual: readback::relative_residual(Self::slot(&data, w, SLOT_RESIDUAL, 1)),
+                })
+            })
+            .collect())
+    }
+
+    /// World `w`'s particles in the position buffer (elements of 16 bytes), or a typed
+    /// error when the batch has no world `w`.
+    pub fn world_range(&self, w: usize) -> Result<Range<u64>, GpuError> {
+        self.spans
+            .get(w)
+            .map(|s| u64::from(s.particles.start)..u64::from(s.particles.end))
+            .ok_or_else(|| GpuError::Worlds(format!("world {w} of {} asked for", self.len())))
+    }
+
+    /// The positions of every world as `vec4<f32>` (xyz, 1): a vertex buffer (Float32x4,
+    /// stride 16); world w's are the elements [`Self::world_range`]. Padding between
+    /// worlds sits at the origin.
+    pub fn positions_buffer(&self) -> &wgpu::Buffer {
+        self.solver.positions_buffer()
+    }
+
+    /// The velocities, laid out as the positions.
+    pub fn velocities_buffer(&self) -> &wgpu::Buffer {
+        self.solver.velocities_buffer()
+    }
+}
+
+/// The batch's key, after checking every world against the first and on its own.
+fn check(worlds: &[(&System, &Config)]) -> Result<BatchKey, GpuError> {
+    let Some((_, first)) = worlds.first() else {
+        return Err(GpuError::Worlds("a batch needs at least one world".into()));
+    };
+    if worlds.len() > MAX_BATCH_WORLDS {
+        return Err(GpuError::LimitExceeded {
+            what: "worlds in one batch".into(),
+            needed: worlds.len() as u64,
+            limit: MAX_BATCH_WORLDS as u64,
+        });
+    }
+    let key = BatchKey::of(first)?;
+    for (w, (system, config)) in worlds.iter().enumerate() {
+        let k = BatchKey::of(config)?;
+        if k != key {
+            return Err(GpuError::Worlds(format!(
+                "world {w} differs from world 0 in what a batch shares \
+                 ({k:?} against {key:?}): group worlds by integrator, solver method, \
+                 iterations and Coulomb method"
+            )));
+        }
+        config.validate_for(system)?;
+        range::check(system, config)?;
+    }
+    Ok(key)
+}
+
+/// The limits of one system's solver, and those the world table adds.
+fn check_batch_limits(limits: &wgpu::Limits, shape: &Shape) -> Result<(), GpuError> {
+    check_limits(limits, shape)?;
+    let need = |what: &str, needed: u32, limit: u32| {
+        if needed > limit {
+            Err(GpuError::LimitExceeded {
+                what: format!("{what} (a batch of worlds)"),
+                needed: needed.into(),
+                limit: limit.into(),
+            })
+        } else {
+            Ok(())
+        }
+    };
+    need(
+        "storage buffers per shader stage",
+        MAX_STORAGE_BUFFERS + 2,
+        limits.max_storage_buffers_per_shader_stage,
+    )?;
+    need("bind groups", 3, limits.max_bind_groups)
+}
+
+/// The batch's parts: the solver buffers over the packed system (its own Coulomb source
+/// slots, per-world local-global matrices, `Params`), the world parameters and table, and
+/// the step program recorded once for every world.
+fn assemble(
+    device: &wgpu::Device,
+    worlds: &[(&System, &Config)],
+    key: BatchKey,
+    packed: &Packed,
+    dts: &[TimeStep],
+    shape: Shape,
+    n_wg: u32,
+) -> Result<Parts, GpuError> {
+    let config = worlds[0].1;
+    let system = &packed.system;
+    let world_dt = |i: u32| {
+        let w = packed.world_of[i as usize] as usize;
+        dts.get(w).unwrap_or(&dts[0]).seconds()
+    };
+    let lg = if config.integrator == Integrator::LocalGlobal {
+        Some(local_global_init(system, &world_dt)?)
+    } else {
+        None
+    };
+    let iterations = config.solver.iterations;
+    let mut records = Vec::with_capacity(worlds.len());
+    let mut weights: Vec<u32> = Vec::new();
+    let cheb = config.integrator.is_implicit() && config.solver.method == SolverMethod::Chebyshev;
+    for (w, ((s, c), span)) in worlds.iter().zip(&packed.spans).enumerate() {
+        records.push(world(c, dts[w], span.charged.clone(), span.groups.clone())?);
+        let omega = if cheb {
+            chebyshev_weights(chebyshev_rho(s, c, dts[w]), iterations as usize)
+        } else {
+            vec![1.0; iterations as usize]
+        };
+        weights.extend(omega.iter().map(|&o| (o as f32).to_bits()));
+    }
+    let n = system.len() as u32;
+    let nc = if key.coulomb {
+        packed.charged.len() as u32
+    } else {
+        0
+    };
+    let params = Params {
+        n,
+        n_springs: system.springs().len() as u32,
+        n_charged: nc,
+        n_wg,
+        _pad0: 0,
+        cheb_stride: iterations,
+        n_worlds: worlds.len() as u32,
+        adj_shift: adjacency::slice_shift(system.len(), system.springs()),
+        // Unread by a batch's kernels (they read the world table); world 0's for clarity.
+        world: records[0],
+    };
+    let contents = Contents {
+        charged: &packed.charged,
+        local_global: lg.as_ref().map(|(sf, bd)| (&sf[..], &bd[..])),
+        params: &params,
+    };
+    let mut buffers = Buffers::create(device, system, shape, contents)?;
+    let mut table = packed.world_of.clone();
+    table.extend(weights);
+    buffers.put(
+        device,
+        Buf::Worlds,
+        bytemuck::cast_slice::<World, u8>(&records),
+    );
+    buffers.put(device, Buf::WorldTable, bytemuck::cast_slice(&table));
+    let mut engine = Engine::batched(
+        device,
+        buffers.get(Buf::Worlds)?,
+        buffers.get(Buf::WorldTable)?,
+        specialization(config),
+    );
+    let ns = system.springs().len() as u32;
+    let mut recorder = Recorder::batch(
+        device,
+        &mut engine,
+        &buffers,
+        config,
+        dts[0],
+        (n, ns, nc),
+        worlds.len() as u32,
+    );
+    let program = program::build(&mut recorder, config, &mut NoHooks)?;
+    engine.seal(device);
+    Ok(Parts {
+        dt: dts[0],
+        buffers,
+        engine,
+        program,
+        ddef: None,
+        tangents: None,
+    })
+}

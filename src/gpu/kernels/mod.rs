@@ -1,0 +1,36 @@
+//! The kernels, by family: each family's Rust file declares its kernels (their WGSL in
+//! the folder of the same name: `springs.rs` beside `springs/spring_assemble.wgsl`), their
+//! mode enums, and the typed launchers that record them into a
+//! `host::recorder::Recorder`. The kernel table ([`all`]) is gathered from the families'
+//! lists, so a new kernel is added in its family's file only.
+
+pub mod coulomb;
+pub mod ddef;
+pub mod field;
+pub mod reductions;
+pub mod solvers;
+pub mod springs;
+pub mod steps;
+pub mod tangents;
+
+use crate::gpu::shader::Kernel;
+
+/// Every family's kernels.
+const FAMILIES: &[&[Kernel]] = &[
+    springs::KERNELS,
+    field::KERNELS,
+    coulomb::KERNELS,
+    steps::KERNELS,
+    solvers::KERNELS,
+    reductions::KERNELS,
+    tangents::KERNELS,
+    ddef::KERNELS,
+];
+
+/// Every kernel, family by family.
+pub fn all() -> impl Iterator<Item = &'static Kernel> {
+    FAMILIES.iter().flat_map(|f| f.iter())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,283 @@
+//! What a kernel is and how its compute pipeline is made. A kernel ([`Kernel`]) is its own
+//! WGSL file (beside the Rust of its family in `gpu::kernels`) after the shared libraries
+//! it lists ([`Library`], the `.wgsl` files of this folder, one job each), so every module
+//! is self-contained and carries only what it uses:
+//! - `layout`: constants, the uniform structs and their bindings, dispatch indexing
+//!   (every kernel);
+//! - `world`: world w's values (time step, softening, fields, ...), written once and
+//!   composed for one system (`world_one.wgsl`: the `Params` uniform's) or for a batch of
+//!   worlds (`world_batch.wgsl`: a world table bound as group 2);
+//! - `reduce`: the workgroup tree sum;
+//! - `adjacency`: the spring adjacency's rows and entries (SELL-32 or CSR);
+//! - `blocks`: how A's blocks are stored (springs' W_k, the per-particle `bd` rows:
+//!   right-hand side, inverse diagonal, mass) and products with them;
+//! - `operator`: the matrix-free row product (A u)_i;
+//! - `physics`: the f32 formulas mirroring `crate::physics` and the CPU reference.
+
+use std::borrow::Cow;
+
+use crate::gpu::layout::{Params, TILE, WORKGROUP_SIZE};
+
+/// How a kernel accesses a storage binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    ReadWrite,
+}
+
+/// A shared WGSL library, in the order a kernel lists them (`Layout` first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Library {
+    Layout,
+    World,
+    Reduce,
+    Adjacency,
+    Blocks,
+    Operator,
+    Physics,
+}
+
+/// Which worlds a module serves: one system, or a batch of worlds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Worlds {
+    One,
+    Batch,
+}
+
+/// `world.wgsl`'s placeholder for the world's record.
+const WORLD_RECORD: &str = "{world}";
+
+impl Library {
+    pub const ALL: [Library; 7] = [
+        Library::Layout,
+        Library::World,
+        Library::Reduce,
+        Library::Adjacency,
+        Library::Blocks,
+        Library::Operator,
+        Library::Physics,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Library::Layout => "layout",
+            Library::World => "world",
+            Library::Reduce => "reduce",
+            Library::Adjacency => "adjacency",
+            Library::Blocks => "blocks",
+            Library::Operator => "operator",
+            Library::Physics => "physics",
+        }
+    }
+
+    /// The library's WGSL for `worlds` (only `World` differs between the two).
+    pub fn text(self, worlds: Worlds) -> Cow<'static, str> {
+        match self {
+            Library::Layout => Cow::Borrowed(LAYOUT),
+            Library::World => {
+                let (what, record) = match worlds {
+                    Worlds::One => (include_str!("world_one.wgsl"), "params.world"),
+                    Worlds::Batch => (include_str!("world_batch.wgsl"), "worlds[w]"),
+                };
+                let values = include_str!("world.wgsl").replace(WORLD_RECORD, record);
+                Cow::Owned(format!("{what}\n{values}"))
+            }
+            Library::Reduce => Cow::Borrowed(include_str!("reduce.wgsl")),
+            Library::Adjacency => Cow::Borrowed(include_str!("adjacency.wgsl")),
+            Library::Blocks => Cow::Borrowed(include_str!("blocks.wgsl")),
+            Library::Operator => Cow::Borrowed(include_str!("operator.wgsl")),
+            Library::Physics => Cow::Borrowed(include_str!("physics.wgsl")),
+        }
+    }
+}
+
+/// The layout library alone (constants and structs the host mirrors; no entry point).
+pub const LAYOUT: &str = include_str!("layout.wgsl");
+
+/// One compute kernel: entry point `main`. A solver kernel has the `Params` uniform at
+/// group 0 binding 0, the storage buffers in `storage` at bindings 1.., and the `Dispatch`
+/// uniform (dynamic offset) at group 1 binding 0; a DDEF kernel has only its storage
+/// buffers in group 0 (see [`kernel_pipeline`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Kernel {
+    pub name: &'static str,
+    /// Its own file.
+    pub body: &'static str,
+    /// The shared libraries composed before `body`, in [`Library`] order.
+    pub libs: &'static [Library],
+    pub storage: &'static [Access],
+    /// The mode constants its body declares (name, value), from the Rust enum the
+    /// launcher passes (`wgsl_enum!`); empty for a kernel without modes.
+    pub constants: &'static [(&'static str, u32)],
+    /// Targets per invocation (its `TARGETS` override) on a CPU adapter; `None` for a
+    /// kernel without that override.
+    pub cpu_targets: Option<u32>,
+}
+
+impl Kernel {
+    /// The module of `libs` and then `body`, for `worlds`.
+    pub fn compose(libs: &[Library], body: &str, worlds: Worlds) -> String {
+        let mut s = String::new();
+        for l in libs {
+            s.push_str(&l.text(worlds));
+            s.push('\n');
+        }
+        s.push_str(body);
+        s
+    }
+
+    /// The module for one system.
+    pub fn source(&self) -> String {
+        Self::compose(self.libs, self.body, Worlds::One)
+    }
+
+    /// The module for a batch of worlds (`gpu::batch`): per-world values from the world
+    /// table; the same as [`Self::source`] for a kernel that does not read them.
+    pub fn batch_source(&self) -> String {
+        Self::compose(self.libs, self.body, Worlds::Batch)
+    }
+
+    /// Whether it reads per-world values (lists `World`), so a batch binds its world
+    /// table (group 2).
+    pub fn reads_worlds(&self) -> bool {
+        self.libs.contains(&Library::World)
+    }
+}
+
+/// Compiles `k` and returns its compute pipeline and group-0 layout, all labelled with the
+/// kernel's name. With `dispatch` (the solver's `Dispatch` records layout), group 0 starts
+/// with the `Params` uniform at binding 0 and `dispatch` is group 1, as the solver's kernels
+/// declare; without it (the DDEF kernels, which read their sizes from a storage buffer so
+/// they run outside a solver) group 0 holds only the storage bindings. With `worlds` (a
+/// batch's world table layout) a kernel that reads per-world values is compiled from its
+/// batch source and binds the table as group 2.
+pub(crate) fn kernel_pipeline(
+    device: &wgpu::Device,
+    k: Kernel,
+    dispatch: Option<&wgpu::BindGroupLayout>,
+    worlds: Option<&wgpu::BindGroupLayout>,
+    spec: Specialization,
+) -> (wgpu::ComputePipeline, wgpu::BindGroupLayout) {
+    let worlds = worlds.filter(|_| k.reads_worlds() && dispatch.is_some());
+    let source = if worlds.is_some() {
+        k.batch_source()
+    } else {
+        k.source()
+    };
+    let checks = shader_checks();
+    let desc = wgpu::ShaderModuleDescriptor {
+        label: Some(k.name),
+        source: wgpu::ShaderSource::Wgsl(source.into()),
+    };
+    let module = if checks {
+        device.create_shader_module(desc)
+    } else {
+        // SAFETY: see `shader_checks`: every index a kernel forms is guarded by a size the
+        // host checked against the buffers it bound, every loop is bounded by such a size,
+        // and every workgroup array element is written before a barrier and then read.
+        // The WGSL is still parsed and validated by naga.
+        unsafe { device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
+    };
+    let params = dispatch.map(|_| wgpu::BindGroupLayoutEntry {
+        binding: 0,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Uniform,
+            has_dynamic_offset: false,
+            min_binding_size: wgpu::BufferSize::new(std::mem::size_of::<Params>() as u64),
+        },
+        count: None,
+    });
+    let storage = k
+        .storage
+        .iter()
+        .enumerate()
+        .map(|(i, a)| wgpu::BindGroupLayoutEntry {
+            binding: i as u32 + 1,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage {
+                    read_only: *a == Access::Read,
+                },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        });
+    let entries: Vec<_> = params.into_iter().chain(storage).collect();
+    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some(k.name),
+        entries: &entries,
+    });
+    let groups: Vec<Option<&wgpu::BindGroupLayout>> = [Some(&layout), dispatch, worlds]
+        .into_iter()
+        .take_while(Option::is_some)
+        .collect();
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(k.name),
+        bind_group_layouts: &groups,
+        immediate_size: 0,
+    });
+    let constants = pipeline_constants(device, k, spec);
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(k.name),
+        layout: Some(&pipeline_layout),
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: wgpu::PipelineCompilationOptions {
+            constants: &constants,
+            zero_initialize_workgroup_memory: checks,
+        },
+        cache: None,
+    });
+    (pipeline, layout)
+}
+
+/// Coulomb targets per invocation on a CPU (software) adapter: its compiler runs a
+/// workgroup's invocations in a few SIMD batches, so one source load serving 16 targets
+/// gave 4x over one target per invocation on lavapipe (BENCHMARKS.md). Hardware GPUs keep
+/// one target per invocation (256-invocation workgroups) until measured there.
+pub const COULOMB_TARGETS_CPU: u32 = 16;
+const _: () = assert!(TILE % COULOMB_TARGETS_CPU == 0 && COULOMB_TARGETS_CPU <= 16);
+/// The same for `tangent_coulomb`, whose targets carry four vectors each (fewer fit in
+/// registers).
+pub const TANGENT_COULOMB_TARGETS_CPU: u32 = 8;
+const _: () =
+    assert!(WORKGROUP_SIZE % TANGENT_COULOMB_TARGETS_CPU == 0 && TANGENT_COULOMB_TARGETS_CPU <= 8);
+
+/// What a solver fixes when its pipelines are created (WGSL `override`s, so the branches
+/// on them compile away instead of testing a uniform per invocation; on lavapipe a
+/// uniform-dependent branch also made a batch's `jacobi_sweep` recompile at every
+/// dispatch, BENCHMARKS.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Specialization {
+    /// `BLOCK_DIAG` of `blocks.wgsl`: `bd` holds the 3x3 diagonal blocks' off-diagonal
+    /// entries (3 rows per particle, else 2).
+    pub block_diag: bool,
+}
+
+/// The pipeline-overridable constants of kernel `k` on `device` (WGSL `override`).
+fn pipeline_constants(
+    device: &wgpu::Device,
+    k: Kernel,
+    spec: Specialization,
+) -> Vec<(&'static str, f64)> {
+    let mut constants = Vec::new();
+    if k.libs.contains(&Library::Blocks) {
+        constants.push(("BLOCK_DIAG", f64::from(u8::from(spec.block_diag))));
+    }
+    let cpu = device.adapter_info().device_type == wgpu::DeviceType::Cpu;
+    if let (true, Some(t)) = (cpu, k.cpu_targets) {
+        constants.push(("TARGETS", f64::from(t)));
+    }
+    constants
+}
+
+/// Whether kernels are built with naga's runtime checks (index clamps, loop bounding, and
+/// zeroed workgroup memory): only when `MSC_SHADER_CHECKS=1`. Without them the kernels run
+/// as written (the checks cost an issue slot per clamp and a 64-bit counter per loop trip);
+/// with them an out-of-bounds index would read a clamped element instead of arbitrary
+/// memory, for debugging. Both must give bit-identical results (a test runs both).
+pub fn shader_checks() -> bool {
+    std::env::var("MSC_SHADER_CHECKS").as_deref() == Ok("1")
+}

@@ -1,0 +1,118 @@
+// The physics formulas the kernels share, in f32, each mirroring a Rust function of the
+// f64 reference line for line (named above each): the spring's transverse factor, an
+// orbiting charge's position, the external field, the point-charge distance factor, and
+// the external force and potential on a particle.
+
+// Mirrors physics::spring::transverse_factor_and_derivative (src/physics/spring.rs):
+// (1 - L/l, d/dl (1 - L/l) = L / l^2) (seed 002 eq. 8); a zero-rest-length spring is
+// linear (factor 1), a degenerate one (l = 0, L > 0) gets 0, derivative 0 in both.
+fn transverse_factor_and_derivative(l: f32, rest: f32) -> vec2<f32> {
+    if (rest == 0.0) {
+        return vec2<f32>(1.0, 0.0);
+    }
+    if (l > 0.0) {
+        return vec2<f32>(1.0 - rest / l, rest / (l * l));
+    }
+    return vec2<f32>(0.0, 0.0);
+}
+
+// Mirrors ExternalCharge::position_at (src/physics/orbit.rs).
+fn ext_position(e: ExtCharge, t: f32) -> vec3<f32> {
+    if (e.axis.w == 0.0) {
+        return e.pos0.xyz;
+    }
+    let r = e.pos0.xyz - e.center.xyz;
+    let a = e.center.w * t;
+    let c = cos(a);
+    let s = sin(a);
+    let k = e.axis.xyz;
+    return e.center.xyz + r * c + cross(k, r) * s + k * dot(k, r) * (1.0 - c);
+}
+
+// Mirrors ExternalField::at (src/physics/external_field.rs); the clamp of z is its clamp_z.
+fn field_at(w: u32, x: vec3<f32>) -> vec3<f32> {
+    if (world_field_kind(w) == FIELD_UNIFORM) {
+        return world_field(w).xyz;
+    }
+    if (world_field_kind(w) == FIELD_SWIRL) {
+        let min_z = world_field(w).y;
+        var z = x.z;
+        if (abs(z) < min_z) {
+            z = select(min_z, -min_z, z < 0.0);
+        }
+        return vec3<f32>(world_field(w).x * x.y / z, world_field(w).x * x.x / z, 0.0);
+    }
+    if (world_field_kind(w) == FIELD_VORTEX) {
+        let min_z = world_field(w).y;
+        var z = x.z;
+        if (abs(z) < min_z) {
+            z = select(min_z, -min_z, z < 0.0);
+        }
+        return vec3<f32>(-world_field(w).x * x.y / z, world_field(w).x * x.x / z, 0.0);
+    }
+    return vec3<f32>(0.0);
+}
+
+// +inf as an f32 (a bit pattern: WGSL has no infinite constants).
+fn f32_inf() -> f32 {
+    return bitcast<f32>(0x7f800000u);
+}
+
+// The 1 / sqrt(r^2 + eps^2) of physics::point_charge::field (src/physics/point_charge.rs)
+// for a pair of charges, +inf when r^2 + eps^2 is 0 or flushed to 0:
+// coincident charges are never dropped (the CPU reference does the same), so the pair's
+// force (inf * 0 = NaN) and energy turn non-finite and the run stops as diverged. The
+// host refuses such pairs at t = 0 (src/gpu/host/range.rs); callers exclude the self pair by
+// index, never by distance.
+fn inv_dist(r2: f32) -> f32 {
+    return select(inverseSqrt(r2), f32_inf(), r2 < 1.17549435e-38);
+}
+
+// The same factor, 0 at r2 = 0: for a DDEF grid site (not a charge; the CPU
+// reference's grid fields do the same), and for tangents (tangent_coulomb), whose self
+// pair is masked by a multiplication with 0 and whose coincident pairs already made the
+// forward run non-finite.
+fn inv_dist_or_zero(r2: f32) -> f32 {
+    return select(inverseSqrt(r2), 0.0, r2 == 0.0);
+}
+
+// External point charges and field on a particle with scaled charge qs and charge q.
+// Mirrors the per-particle kernel of cpu::forces::external_forces_into.
+fn external_force(w: u32, x: vec3<f32>, qs: f32, q: f32, t: f32) -> vec3<f32> {
+    var f = vec3<f32>(0.0);
+    if (qs == 0.0) {
+        return f;
+    }
+    for (var k = 0u; k < world_n_ext(w); k = k + 1u) {
+        let e = world_ext(w, k);
+        // A 0 C external charge exerts nothing, even on a particle it sits on.
+        if (e.pos0.w == 0.0) {
+            continue;
+        }
+        let d = x - ext_position(e, t);
+        let inv = inv_dist(dot(d, d) + world_eps2(w));
+        f = f + (qs * e.pos0.w * inv * inv * inv) * d;
+    }
+    return f + q * field_at(w, x);
+}
+
+// Potential energy of a particle in the external charges and a uniform field (a swirl
+// field has no potential). Mirrors the per-particle term of cpu::energy::external_energy.
+fn external_potential(w: u32, x: vec3<f32>, qs: f32, q: f32, t: f32) -> f32 {
+    var u = 0.0;
+    if (qs == 0.0) {
+        return u;
+    }
+    for (var k = 0u; k < world_n_ext(w); k = k + 1u) {
+        let e = world_ext(w, k);
+        if (e.pos0.w == 0.0) {
+            continue;
+        }
+        let d = x - ext_position(e, t);
+        u = u + qs * e.pos0.w * inv_dist(dot(d, d) + world_eps2(w));
+    }
+    if (world_field_kind(w) == FIELD_UNIFORM) {
+        u = u - q * dot(world_field(w).xyz, x);
+    }
+    return u;
+}

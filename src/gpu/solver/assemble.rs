@@ -1,0 +1,108 @@
+//! Assembles a solver's parts from a system and configuration already checked, in order:
+//! limit checks, the buffers (the tangent banks too, when asked for), the DDEF stage, the
+//! step program (built once, the tangent hooks called as it goes) and the sealed dispatch
+//! records.
+
+use super::ddef_stage::SolverDdef;
+use super::program::{self, NoHooks, Program};
+use super::tangent::{TangentDirection, TangentHooks};
+use crate::config::{Config, CoulombMethod};
+use crate::gpu::device::scoped;
+use crate::gpu::device::submit::Submitter;
+use crate::gpu::error::GpuError;
+use crate::gpu::host::buffers::{Buffers, Shape};
+use crate::gpu::host::engine::Engine;
+use crate::gpu::host::limits::{check_limits, grid};
+use crate::gpu::host::params::{self, TimeStep};
+use crate::gpu::host::recorder::Recorder;
+use crate::gpu::host::recording::Op;
+use crate::model::System;
+
+/// The tangents a solver's step carries.
+pub(in crate::gpu) struct Tangents {
+    pub(in crate::gpu) directions: usize,
+    /// The relative residual of the last direction's tangent solve (empty for the
+    /// explicit integrators, whose tangents solve nothing).
+    pub(in crate::gpu) residual: Vec<Op>,
+}
+
+/// Everything a solver holds on its device but the device itself.
+pub(in crate::gpu) struct Parts {
+    pub(in crate::gpu) dt: TimeStep,
+    pub(in crate::gpu) buffers: Buffers,
+    pub(in crate::gpu) engine: Engine,
+    pub(in crate::gpu) program: Program,
+    pub(in crate::gpu) ddef: Option<SolverDdef>,
+    pub(in crate::gpu) tangents: Option<Tangents>,
+}
+
+/// Builds the parts of a solver for `system` under `config` (both checked by the caller:
+/// `GpuSolver::check`) on `host`'s device, with one tangent per direction when
+/// `directions` is given.
+pub(in crate::gpu) fn assemble(
+    host: &Submitter,
+    system: &System,
+    config: &Config,
+    directions: Option<&[TangentDirection]>,
+) -> Result<Parts, GpuError> {
+    let device = &host.device;
+    let limits = device.limits();
+    let mut shape = Shape::of(system, config);
+    if let Some(d) = directions {
+        shape.directions = d.len() as u64;
+        shape.externals = config.external_charges.len() as u64;
+    }
+    check_limits(&limits, &shape)?;
+    let dt = TimeStep::new(config);
+    let wg = grid(
+        system.len() as u32,
+        limits.max_compute_workgroups_per_dimension,
+    );
+    scoped(device, || {
+        let mut buffers = Buffers::one_system(device, system, config, dt, shape, wg[0] * wg[1])?;
+        let mut hooks = match directions {
+            Some(d) => Some(TangentHooks::new(device, &mut buffers, system, config, d)?),
+            None => None,
+        };
+        let ddef = match config.coulomb.method {
+            CoulombMethod::Ddef(d) => {
+                let charges = system
+                    .charged_indices()
+                    .iter()
+                    .map(|&i| system.charges()[i as usize])
+                    .collect();
+                Some(SolverDdef::new(
+                    device,
+                    &host.queue,
+                    &buffers,
+                    d,
+                    config.coulomb.softening,
+                    charges,
+                )?)
+            }
+            _ => None,
+        };
+        let mut engine = Engine::new(device, params::specialization(config));
+        let mut recorder = Recorder::new(device, &mut engine, &buffers, system, config, dt);
+        let (program, tangents) = match hooks.as_mut() {
+            Some(h) => {
+                let program = program::build(&mut recorder, config, h)?;
+                let tangents = Tangents {
+                    directions: h.directions(),
+                    residual: h.residual(&mut recorder)?,
+                };
+                (program, Some(tangents))
+            }
+            None => (program::build(&mut recorder, config, &mut NoHooks)?, None),
+        };
+        engine.seal(device);
+        Ok(Parts {
+            dt,
+            buffers,
+            engine,
+            program,
+            ddef,
+            tangents,
+        })
+    })
+}

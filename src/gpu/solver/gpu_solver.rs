@@ -1,0 +1,460 @@
+//! The GPU solver ([`GpuSolver`]): composes the device half (`Submitter`), the buffers
+//! (`Buffers`), the engine of pipelines and records (`Engine`) and the recordings the
+//! step program built once (`Program`), and runs them (DESIGN section 6; its reads are in
+//! `reads.rs`). A whole step is a
+//! fixed recording replayed `n` times into one compute pass; per-dispatch values (solver
+//! iteration, Chebyshev weight, reduction slot, kernel mode) come from `Dispatch` records
+//! selected by dynamic uniform offsets, and the simulation clock lives on the GPU, so
+//! nothing is written or read between the steps of a batch.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::assemble::{assemble, Parts, Tangents};
+use super::ddef_stage::SolverDdef;
+use super::program::Program;
+use super::tangent::{self, TangentDirection};
+use crate::config::{Config, Integrator};
+use crate::gpu::device::adapter::{
+    open_headless_device, AdapterSummary, HeadlessDevice, HeadlessOptions,
+};
+use crate::gpu::device::scoped;
+use crate::gpu::device::submit::Submitter;
+use crate::gpu::error::GpuError;
+use crate::gpu::host::buffers::{Buf, Buffers};
+use crate::gpu::host::engine::Engine;
+use crate::gpu::host::params::TimeStep;
+use crate::gpu::host::profile::{profile, KernelTime};
+use crate::gpu::host::range;
+use crate::gpu::host::recording::{dispatch_count, Op, StageKernels};
+use crate::gpu::host::replay::Replay;
+use crate::model::System;
+use crate::sim::SolveStats;
+
+/// Queue submissions and compute passes a solver has made so far, over all its work
+/// (steps, readbacks, profiling; passes recorded into a caller's encoder are counted, the
+/// caller's own submissions are not), so a benchmark can report what the host actually
+/// does per step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct HostCounts {
+    pub submissions: u64,
+    pub compute_passes: u64,
+}
+
+/// Dispatches recorded per queue submission by [`Simulator::step`] (whole steps, at least
+/// one): bounds the command buffer's host memory when steps have many solver sweeps.
+const DISPATCHES_PER_SUBMIT: u64 = 8192;
+
+/// Opens a device of its own (see [`GpuSolver::headless`]) with a device-lost callback
+/// that the submitter checks.
+pub(in crate::gpu) fn headless_host(
+    options: &HeadlessOptions,
+) -> Result<(Submitter, AdapterSummary), GpuError> {
+    let HeadlessDevice {
+        device,
+        queue,
+        adapter,
+    } = open_headless_device(options)?;
+    let lost = Arc::new(Mutex::new(None));
+    let flag = lost.clone();
+    device.set_device_lost_callback(move |reason, message| {
+        if let Ok(mut l) = flag.lock() {
+            *l = Some(format!("{reason:?}: {message}"));
+        }
+    });
+    Ok((Submitter::new(device, queue, lost), adapter))
+}
+
+/// The GPU solver for one system.
+pub struct GpuSolver {
+    pub(super) host: Submitter,
+    pub(super) summary: AdapterSummary,
+    pub(super) integrator: Integrator,
+    /// Solver iterations per step (summed over local-global's alternations).
+    pub(super) iterations: u32,
+    pub(super) n: u32,
+    pub(super) spring_count: u32,
+    /// The time step's one host copy.
+    pub(super) dt: TimeStep,
+    pub(super) steps_done: u64,
+    pub(super) buffers: Buffers,
+    pub(super) engine: Engine,
+    pub(super) program: Program,
+    /// Verlet: the force buffer holds the field forces at the current state (see
+    /// `Program::prologue`).
+    pub(super) field_fresh: AtomicBool,
+    /// Stats of the last solve, saved before a diagnostic overwrites the spring blocks.
+    pub(super) saved_stats: Option<(u64, SolveStats)>,
+    /// `coulomb.method = "ddef"`: the host stage's state and the DDEF kernels.
+    pub(super) ddef: Option<SolverDdef>,
+    pub(super) tangents: Option<Tangents>,
+}
+
+impl GpuSolver {
+    /// Builds the solver on the caller's device and queue (embedding). The device must
+    /// offer the limits the kernels need (WebGPU defaults suffice for the kernels; buffer
+    /// sizes grow with the system) or a [`GpuError::LimitExceeded`] names the shortfall.
+    pub fn new(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        system: &System,
+        config: &Config,
+    ) -> Result<Self, GpuError> {
+        Self::check(system, config, None)?;
+        Self::embedded(device, queue, system, config, None)
+    }
+
+    /// Picks an adapter itself (honouring WGPU_BACKEND and WGPU_ADAPTER_NAME) and opens a
+    /// device with the adapter's own limits, so large meshes get the largest buffers the
+    /// adapter allows.
+    pub fn headless(
+        system: &System,
+        config: &Config,
+        options: &HeadlessOptions,
+    ) -> Result<Self, GpuError> {
+        Self::opened(system, config, None, options)
+    }
+
+    /// The input checks, once, before anything is opened or created: the tangent
+    /// directions, the configuration against the system, every value against f32's range.
+    fn check(
+        system: &System,
+        config: &Config,
+        directions: Option<&[TangentDirection]>,
+    ) -> Result<(), GpuError> {
+        if let Some(d) = directions {
+            tangent::check(system, config, d)?;
+        }
+        config.validate_for(system)?;
+        range::check(system, config)
+    }
+
+    /// As [`Self::new`], with one forward tangent (dx, dv) per direction carried by every
+    /// step, all starting at zero (see `solver::tangent`). The step then overwrites the
+    /// forward right-hand side: read with [`Self::read_tangents`], not `solve_stats`.
+    pub fn with_tangents(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        system: &System,
+        config: &Config,
+        directions: &[TangentDirection],
+    ) -> Result<Self, GpuError> {
+        Self::check(system, config, Some(directions))?;
+        Self::embedded(device, queue, system, config, Some(directions))
+    }
+
+    /// As [`Self::headless`], with tangents as [`Self::with_tangents`].
+    pub fn headless_with_tangents(
+        system: &System,
+        config: &Config,
+        directions: &[TangentDirection],
+        options: &HeadlessOptions,
+    ) -> Result<Self, GpuError> {
+        Self::opened(system, config, Some(directions), options)
+    }
+
+    fn embedded(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        system: &System,
+        config: &Config,
+        directions: Option<&[TangentDirection]>,
+    ) -> Result<Self, GpuError> {
+        let summary =
+            AdapterSummary::new(&device.adapter_info(), &device.limits(), device.features());
+        let host = Submitter::new(device.clone(), queue.clone(), Arc::new(Mutex::new(None)));
+        Self::build(host, summary, system, config, directions)
+    }
+
+    fn opened(
+        system: &System,
+        config: &Config,
+        directions: Option<&[TangentDirection]>,
+        options: &HeadlessOptions,
+    ) -> Result<Self, GpuError> {
+        // Input checks first, so a bad input fails before an adapter is opened.
+        Self::check(system, config, directions)?;
+        let (host, adapter) = headless_host(options)?;
+        Self::build(host, adapter, system, config, directions)
+    }
+
+    /// Builds the solver of `system` under `config`, both checked.
+    fn build(
+        host: Submitter,
+        summary: AdapterSummary,
+        system: &System,
+        config: &Config,
+        directions: Option<&[TangentDirection]>,
+    ) -> Result<Self, GpuError> {
+        let parts = assemble(&host, system, config, directions)?;
+        let (n, ns) = (system.len() as u32, system.springs().len() as u32);
+        Ok(Self::from_parts(host, summary, parts, config, n, ns))
+    }
+
+    /// A solver over `parts` (one system's, or a batch's packed worlds) of `n` particle
+    /// slots and `ns` springs.
+    pub(in crate::gpu) fn from_parts(
+        host: Submitter,
+        summary: AdapterSummary,
+        parts: Parts,
+        config: &Config,
+        n: u32,
+        ns: u32,
+    ) -> Self {
+        Self {
+            host,
+            summary,
+            integrator: config.integrator,
+            // Per step, as the CPU reports it: local-global sums its alternations' solves.
+            iterations: match config.integrator {
+                Integrator::LocalGlobal => {
+                    config.solver.iterations * config.local_global_iterations
+                }
+                _ => config.solver.iterations,
+            },
+            n,
+            spring_count: ns,
+            dt: parts.dt,
+            steps_done: 0,
+            buffers: parts.buffers,
+            engine: parts.engine,
+            program: parts.program,
+            field_fresh: AtomicBool::new(false),
+            saved_stats: None,
+            ddef: parts.ddef,
+            tangents: parts.tangents,
+        }
+    }
+
+    /// Solver iterations per step (local-global: summed over its alternations).
+    pub(in crate::gpu) fn iterations(&self) -> u32 {
+        self.iterations
+    }
+
+    /// The recordings, for a batch's reads (`batch::worlds`).
+    pub(in crate::gpu) fn program(&self) -> &Program {
+        &self.program
+    }
+
+    pub fn adapter(&self) -> Option<&AdapterSummary> {
+        Some(&self.summary)
+    }
+    pub fn device(&self) -> &wgpu::Device {
+        &self.host.device
+    }
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.host.queue
+    }
+    fn buffer(&self, b: Buf) -> &wgpu::Buffer {
+        self.buffers
+            .get(b)
+            .expect("the positions and velocities exist on every solver")
+    }
+    /// Positions as `vec4<f32>` (xyz, 1): usable as a vertex buffer (Float32x4, stride 16),
+    /// a storage buffer and a copy source.
+    pub fn positions_buffer(&self) -> &wgpu::Buffer {
+        self.buffer(Buf::X)
+    }
+    /// Velocities as `vec4<f32>` (xyz, w unused): like the positions, usable as a vertex
+    /// buffer (Float32x4, stride 16), e.g. to colour particles by speed.
+    pub fn velocities_buffer(&self) -> &wgpu::Buffer {
+        self.buffer(Buf::V)
+    }
+    /// Steps done (recorded, for [`Self::record_steps`]).
+    pub fn steps_done(&self) -> u64 {
+        self.steps_done
+    }
+
+    /// Dispatches recorded per step (a DDEF evaluation counts its three kernels).
+    pub fn dispatches_per_step(&self) -> usize {
+        dispatch_count(&self.program.step)
+    }
+
+    /// Queue submissions and compute passes made so far (see [`HostCounts`]).
+    pub fn host_counts(&self) -> HostCounts {
+        let (submissions, compute_passes) = self.host.counts();
+        HostCounts {
+            submissions,
+            compute_passes,
+        }
+    }
+
+    /// Seconds the host has spent blocked so far waiting for an earlier batch of steps
+    /// while submitting the next ([`Simulator::step`] keeps at most two in flight): what a
+    /// benchmark subtracts from the time `step` takes to return to get the time spent
+    /// recording and submitting.
+    pub fn batch_wait_seconds(&self) -> f64 {
+        self.host.wait_seconds()
+    }
+
+    pub(super) fn replay(&self) -> Replay<'_> {
+        Replay {
+            host: &self.host,
+            engine: &self.engine,
+            buffers: &self.buffers,
+            field_fresh: &self.field_fresh,
+        }
+    }
+
+    /// Records `n` steps into the caller's encoder (one compute pass). The solver counts
+    /// them as done: the caller must submit the encoder before reading the state back.
+    ///
+    /// With `coulomb.method = "ddef"` it records nothing and returns
+    /// [`GpuError::Unsupported`] (see [`Self::supports_recording`]): each DDEF force
+    /// evaluation needs a host stage on the current positions, which recording into a
+    /// caller's encoder cannot run; use [`Simulator::step`] there.
+    pub fn record_steps(
+        &mut self,
+        encoder: &mut wgpu::CommandEncoder,
+        n: u32,
+    ) -> Result<(), GpuError> {
+        if !self.supports_recording() {
+            return Err(GpuError::Unsupported(
+                "recording steps into a caller's encoder with coulomb.method = \"ddef\": \
+                 every force evaluation needs a host stage (use step)"
+                    .into(),
+            ));
+        }
+        self.record_unchecked(encoder, n);
+        Ok(())
+    }
+
+    fn record_unchecked(&mut self, encoder: &mut wgpu::CommandEncoder, n: u32) {
+        if n == 0 {
+            return;
+        }
+        let prologue = !self.field_fresh.swap(true, Ordering::Relaxed);
+        let (engine, program) = (&self.engine, &self.program);
+        self.host.pass(encoder, "msc steps", None, |pass| {
+            if prologue {
+                engine.replay(pass, &program.prologue, None);
+            }
+            for _ in 0..n {
+                engine.replay(pass, &program.step, None);
+            }
+        });
+        self.steps_done += u64::from(n);
+    }
+
+    /// Advances the state (and the tangents, if any) by `n` steps: batches of steps per
+    /// submission, or with DDEF one step at a time (each evaluation needs its host stage).
+    pub fn advance(&mut self, n: u64) -> Result<(), GpuError> {
+        if self.ddef.is_some() {
+            return self.ddef_steps(n);
+        }
+        self.host.check_lost()?;
+        let device = self.host.device.clone();
+        scoped(&device, || {
+            let mut remaining = n;
+            let mut previous: Option<wgpu::SubmissionIndex> = None;
+            let per_submit = (DISPATCHES_PER_SUBMIT / self.program.step.len().max(1) as u64)
+                .clamp(1, u64::from(u32::MAX));
+            while remaining > 0 {
+                let batch = remaining.min(per_submit);
+                let mut encoder = self.host.encoder("msc step batch");
+                self.record_unchecked(&mut encoder, batch as u32);
+                let index = self.host.submit(encoder);
+                // Keep at most two batches in flight.
+                if let Some(p) = previous.take() {
+                    self.host.wait(p)?;
+                }
+                previous = Some(index);
+                remaining -= batch;
+            }
+            Ok(())
+        })?;
+        self.host.check_lost()
+    }
+
+    /// `n` steps with DDEF forces, one at a time (each needs its host stage).
+    fn ddef_steps(&mut self, n: u64) -> Result<(), GpuError> {
+        self.host.check_lost()?;
+        let replay = Replay {
+            host: &self.host,
+            engine: &self.engine,
+            buffers: &self.buffers,
+            field_fresh: &self.field_fresh,
+        };
+        if let Some(ddef) = self.ddef.as_mut() {
+            let moves = self.integrator != Integrator::Verlet;
+            ddef.steps(&replay, &self.program, n, moves, &mut self.steps_done)?;
+        }
+        self.host.check_lost()
+    }
+
+    /// Grids built so far by the DDEF force evaluations (`None` unless `coulomb.method =
+    /// "ddef"`), as the CPU reference's [`crate::ddef::DdefSolver::rebuilds`].
+    pub fn ddef_rebuilds(&self) -> Option<u64> {
+        self.ddef.as_ref().map(SolverDdef::rebuilds)
+    }
+
+    /// DDEF force evaluations so far (host stages run; `None` unless DDEF).
+    pub fn ddef_evaluations(&self) -> Option<u64> {
+        self.ddef.as_ref().map(SolverDdef::evaluations)
+    }
+
+    /// Seconds the DDEF host stages have spent so far once the charged positions were
+    /// back (grid builds, point location, lists, upload; `None` unless DDEF): the part of
+    /// a DDEF step that runs on the CPU.
+    pub fn ddef_host_seconds(&self) -> Option<f64> {
+        self.ddef.as_ref().map(SolverDdef::host_seconds)
+    }
+
+    /// Whether [`Self::record_steps`] can record steps into a caller's encoder: not with
+    /// `coulomb.method = "ddef"`, whose every force evaluation needs a host stage (point
+    /// location, lists) on the current positions.
+    pub fn supports_recording(&self) -> bool {
+        self.ddef.is_none()
+    }
+
+    /// Advances `steps` steps with a timestamp query around every dispatch and returns
+    /// the GPU time per kernel, in the order the kernels first run. Each dispatch gets its
+    /// own compute pass (timestamps inside passes need an extra feature), so the total is
+    /// a little above an unprofiled run's. Needs the adapter's TIMESTAMP_QUERY feature
+    /// (requested by [`Self::headless`] when available).
+    pub fn profile(&mut self, steps: u32) -> Result<Vec<KernelTime>, GpuError> {
+        if !self
+            .host
+            .device
+            .features()
+            .contains(wgpu::Features::TIMESTAMP_QUERY)
+        {
+            return Err(GpuError::Unsupported(format!(
+                "profiling needs timestamp queries, which {} does not offer",
+                self.summary.name
+            )));
+        }
+        if self.ddef.is_some() {
+            return Err(GpuError::Unsupported(
+                "profiling with coulomb.method = \"ddef\" (its steps pause for a host stage)"
+                    .into(),
+            ));
+        }
+        self.host.check_lost()?;
+        let mut first = self.program.step.clone();
+        if !self.field_fresh.swap(true, Ordering::Relaxed) {
+            // Verlet's first field evaluation, profiled with the first step.
+            first.splice(0..0, self.program.prologue.iter().copied());
+        }
+        let times = profile(
+            &self.host,
+            &self.engine,
+            &first,
+            &self.program.step,
+            steps,
+            &mut self.steps_done,
+        )?;
+        self.host.check_lost()?;
+        Ok(times)
+    }
+
+    /// Runs `ops` (if any), then reads the byte ranges `copies` back (one submission).
+    pub(in crate::gpu) fn run_and_read(
+        &self,
+        ops: &[Op],
+        copies: &[(Buf, u64, u64)],
+    ) -> Result<Vec<u8>, GpuError> {
+        let ddef = self.ddef.as_ref().map(|d| d.kernels() as &dyn StageKernels);
+        self.replay().read(ops, ddef, copies)
+    }
+}

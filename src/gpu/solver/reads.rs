@@ -1,0 +1,170 @@
+//! What a [`GpuSolver`] reads back: its state, energies and last solve, the tangents it
+//! carries, and the diagnostics (spring blocks, field forces) the tests compare with the
+//! CPU reference; each read is one submission.
+
+use glam::{DMat3, DVec3};
+
+use super::gpu_solver::GpuSolver;
+use super::tangent::TangentVectors;
+use crate::config::Integrator;
+use crate::gpu::device::readback;
+use crate::gpu::error::GpuError;
+use crate::gpu::host::buffers::Buf;
+use crate::gpu::host::recording::Op;
+use crate::gpu::host::replay::Replay;
+use crate::gpu::layout::{SLOT_ENERGY, SLOT_RESIDUAL};
+use crate::model::State;
+use crate::sim::{Energies, SolveStats};
+
+impl GpuSolver {
+    /// Diagnostics: per spring at the current state, the force on particle i (elastic and
+    /// damping, as the explicit integrators use it) and the block W_k of A. It overwrites
+    /// the step's blocks, so the last solve's stats are saved first for `solve_stats`.
+    /// Refused for `local_global`, whose constant matrix lives in the same buffer.
+    pub fn spring_blocks(&mut self) -> Result<Vec<(DVec3, DMat3)>, GpuError> {
+        if self.integrator == Integrator::LocalGlobal {
+            return Err(GpuError::Unsupported(
+                "spring_blocks would overwrite local_global's constant matrix".into(),
+            ));
+        }
+        let ns = self.spring_count;
+        if ns == 0 {
+            return Ok(Vec::new());
+        }
+        if self.integrator.is_implicit() && self.steps_done > 0 {
+            if let Some(stats) = self.read_solve_stats()? {
+                self.saved_stats = Some((self.steps_done, stats));
+            }
+        }
+        let data = self.run_and_read(
+            &self.program.springs,
+            &[(Buf::SpringBlocks, 0, 32 * u64::from(ns))],
+        )?;
+        Ok(readback::spring_blocks(&data))
+    }
+
+    /// Diagnostics: Coulomb + external + gravity force on every particle at the current
+    /// state and time, and each particle's Coulomb potential sum_j k_c q_i q_j / r_soft.
+    /// With DDEF the Coulomb part is the DDEF force (w is then 0: no potential).
+    pub fn field_forces(&mut self) -> Result<(Vec<DVec3>, Vec<f64>), GpuError> {
+        let mut ops = self.program.field.as_slice();
+        if self.ddef.is_some() {
+            // Runs the host stage first when the lists are not current.
+            let replay = Replay {
+                host: &self.host,
+                engine: &self.engine,
+                buffers: &self.buffers,
+                field_fresh: &self.field_fresh,
+            };
+            if let Some(d) = self.ddef.as_mut() {
+                d.run(&replay, &self.program.field, false)?;
+            }
+            ops = &[];
+        }
+        let data = self.run_and_read(ops, &[(Buf::Force, 0, 16 * u64::from(self.n))])?;
+        Ok((readback::vectors(&data), readback::w_components(&data)))
+    }
+
+    /// The state after the steps done (one submission).
+    pub fn read_state(&self) -> Result<State, GpuError> {
+        let bytes = 16 * u64::from(self.n);
+        let data = self.run_and_read(&[], &[(Buf::X, 0, bytes), (Buf::V, 0, bytes)])?;
+        let mut x = readback::vectors(&data);
+        let v = x.split_off(self.n as usize);
+        Ok(State {
+            x,
+            v,
+            t: self.dt.time_at(self.steps_done),
+            step: self.steps_done,
+        })
+    }
+
+    /// The energy terms of the current state (reduced on the GPU; six numbers come back).
+    pub fn read_energies(&self) -> Result<Energies, GpuError> {
+        let data = self.run_and_read(
+            &self.program.energy,
+            &[(Buf::Scalars, 16 * u64::from(SLOT_ENERGY), 32)],
+        )?;
+        Ok(readback::energies(&data))
+    }
+
+    /// The last step's linear solve: its iterations and final residual (`None` for
+    /// explicit integrators and before the first step).
+    pub fn read_solve_stats(&self) -> Result<Option<SolveStats>, GpuError> {
+        if !self.integrator.is_implicit() || self.steps_done == 0 {
+            return Ok(None);
+        }
+        if let Some((step, stats)) = self.saved_stats {
+            if step == self.steps_done {
+                return Ok(Some(stats));
+            }
+        }
+        let residual = self.read_residual(&self.program.residual)?;
+        Ok(Some(SolveStats {
+            iterations: self.iterations,
+            residual,
+        }))
+    }
+
+    fn read_residual(&self, ops: &[Op]) -> Result<f64, GpuError> {
+        let data = self.run_and_read(ops, &[(Buf::Scalars, 16 * u64::from(SLOT_RESIDUAL), 16)])?;
+        Ok(readback::relative_residual(&data))
+    }
+
+    /// Tangent directions the step carries (0 without tangents).
+    pub fn tangent_directions(&self) -> usize {
+        self.tangents.as_ref().map_or(0, |t| t.directions)
+    }
+
+    /// Solver iterations per step of each direction's tangent solves (`None` without
+    /// tangents or when they solve nothing: the explicit integrators).
+    pub fn tangent_solve_iterations(&self) -> Option<u32> {
+        match &self.tangents {
+            Some(t) if !t.residual.is_empty() => Some(self.iterations),
+            _ => None,
+        }
+    }
+
+    /// The state and one tangent (dx, dv) per direction (one submission).
+    pub fn read_tangents(&self) -> Result<(State, Vec<TangentVectors>), GpuError> {
+        let nd = self.tangent_directions();
+        let n = self.n as usize;
+        let bytes = 16 * n as u64;
+        let data = self.run_and_read(
+            &[],
+            &[
+                (Buf::X, 0, bytes),
+                (Buf::V, 0, bytes),
+                (Buf::TanState, 0, 2 * bytes * nd as u64),
+            ],
+        )?;
+        let all = readback::vectors(&data);
+        let range = |a: usize| all[a..a + n].to_vec();
+        let state = State {
+            x: range(0),
+            v: range(n),
+            t: self.dt.time_at(self.steps_done),
+            step: self.steps_done,
+        };
+        let tangents = (0..nd)
+            .map(|d| TangentVectors {
+                dx: range(2 * n + 2 * n * d),
+                dv: range(3 * n + 2 * n * d),
+            })
+            .collect();
+        Ok((state, tangents))
+    }
+
+    /// The relative residual |b - A dv'| / |b| (free rows) of the last direction's tangent
+    /// solve in the last step, with the solver's fixed iteration count (`None` without
+    /// tangents or when they solve nothing).
+    pub fn last_tangent_solve(&self) -> Result<Option<SolveStats>, GpuError> {
+        let Some(t) = self.tangents.as_ref().filter(|t| !t.residual.is_empty()) else {
+            return Ok(None);
+        };
+        Ok(Some(SolveStats {
+            iterations: self.iterations,
+            residual: self.read_residual(&t.residual)?,
+        }))
+    }
+}
