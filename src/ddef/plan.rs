@@ -136,10 +136,11 @@ pub fn bounds(
 }
 
 /// floor(v / Q) and ceil(v / Q) as integers, Q = 2^e (exact: a scaling by a power of
-/// two), clamped to +-2^40 (far past any plan's corners, so the drift test fires).
+/// two), clamped to +-2^29 as the GPU's i32 are (far past any plan's corners, so the
+/// drift test fires first).
 fn quanta(v: f64, log2_q: i32) -> (i64, i64) {
     let s = v * (-f64::from(log2_q)).exp2();
-    let c = |x: f64| x.clamp(-(2f64.powi(40)), 2f64.powi(40)) as i64;
+    let c = |x: f64| x.clamp(-(2f64.powi(29)), 2f64.powi(29)) as i64;
     (c(s.floor()), c(s.ceil()))
 }
 
@@ -212,7 +213,13 @@ impl LatticePlan {
 
     /// A new plan on the box of `frame` (a drifted frame of this plan), same m.
     pub fn replanned(&self, frame: &Frame) -> Result<Self, DdefError> {
-        Self::new(frame.lo, frame.hi, self.samples)
+        self.replanned_box(frame.lo, frame.hi)
+    }
+
+    /// A new plan on the box [lo, hi] (a frame's: the GPU's f32 corners are whole numbers
+    /// of quanta, the same as the CPU's), same m.
+    pub fn replanned_box(&self, lo: DVec3, hi: DVec3) -> Result<Self, DdefError> {
+        Self::new(lo, hi, self.samples)
     }
 
     /// The box quantum Q (m).

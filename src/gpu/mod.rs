@@ -89,6 +89,6 @@ pub use device::adapter::{
 pub use error::GpuError;
 pub use host::profile::KernelTime;
 pub use host::{adjacency, limits};
-pub use kernels::ddef::GpuDdef;
 pub use solver::gpu_solver::{GpuSolver, HostCounts};
+pub use solver::reads::DdefStructure;
 pub use solver::tangent::{TangentDirection, TangentVectors};

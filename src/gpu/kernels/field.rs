@@ -46,6 +46,6 @@ impl Recorder<'_> {
             record,
             n,
         )?);
-        self.coulomb(ops, time == ForceTime::TPlusH, exact)
+        self.coulomb(ops, exact)
     }
 }
