@@ -452,6 +452,14 @@ pub fn weights_in(frame: &Frame, p: DVec3, cell: [u32; 3], kuhn: usize) -> [f64;
     [1.0 - f[a], f[a] - f[b], f[b] - f[c], f[c]]
 }
 
+/// The derivative of [`weights_in`] along a displacement `dp` of the point (the cell and
+/// Kuhn type frozen): the weights are affine in the point, df_a = dp_a / h_a.
+pub fn weights_jvp(frame: &Frame, dp: DVec3, kuhn: usize) -> [f64; 4] {
+    let df = [0, 1, 2].map(|a| dp[a] * frame.inv_h[a]);
+    let [a, b, c] = ORDERS[kuhn];
+    [-df[a], df[a] - df[b], df[b] - df[c], df[c]]
+}
+
 fn check_len(what: &'static str, expected: usize, got: usize) -> Result<(), DdefError> {
     if expected == got {
         Ok(())

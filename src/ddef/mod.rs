@@ -38,6 +38,7 @@ pub mod grid;
 pub mod halton;
 pub mod lattice;
 pub mod lattice_field;
+pub mod lattice_tangent;
 pub mod plan;
 pub mod solver;
 pub mod stencil;

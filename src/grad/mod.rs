@@ -112,6 +112,9 @@ pub enum GradError {
     NonFiniteLoss,
     #[error(transparent)]
     Target(#[from] TargetError),
+    /// A DDEF evaluation of the forward run failed.
+    #[error(transparent)]
+    Ddef(#[from] crate::ddef::DdefError),
     /// The GPU backend ([`GradBackend::Gpu`]) failed or does not support the request.
     #[error(transparent)]
     Gpu(#[from] crate::gpu::GpuError),

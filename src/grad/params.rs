@@ -6,7 +6,7 @@
 //! each component of theta is a constant [`Direction`].
 
 use super::GradError;
-use crate::config::{Config, CoulombMethod};
+use crate::config::{Config, CoulombMethod, DdefGrid};
 use crate::model::{System, SystemDesc};
 use glam::DVec3;
 
@@ -89,13 +89,29 @@ impl ParamSet {
         if params.is_empty() {
             return Err(GradError::Param("no parameter to differentiate".into()));
         }
-        // The tangents differentiate the exact all-pairs sum; differentiating DDEF's
-        // interpolated far field is not implemented, and dropping it would be wrong.
-        if matches!(config.coulomb.method, CoulombMethod::Ddef(_)) {
-            return Err(GradError::Param(
-                "coulomb.method = \"ddef\" cannot be differentiated yet; fit with \"all_pairs\""
-                    .into(),
-            ));
+        // DDEF is differentiated with its structure frozen (grid, tetrahedra, near/far
+        // split: `crate::ddef::lattice_tangent`), on the lattice grid only.
+        if let CoulombMethod::Ddef(d) = config.coulomb.method {
+            if d.grid == DdefGrid::Delaunay {
+                return Err(GradError::Param(
+                    "coulomb.ddef_grid = \"delaunay\" cannot be differentiated: gradients \
+                     through DDEF run on the lattice grid (coulomb.ddef_grid = \"lattice\", \
+                     the default)"
+                        .into(),
+                ));
+            }
+            // The charged set is part of the frozen structure: an uncharged particle's
+            // charge has no derivative there (a charge would add a source).
+            if params.contains(&Param::Charges) {
+                if let Some(i) = system.charges().iter().position(|&q| q == 0.0) {
+                    return Err(GradError::Param(format!(
+                        "charges: particle {i} is uncharged; with coulomb.method = \"ddef\" \
+                         the charged particles are part of the frozen DDEF structure, so an \
+                         uncharged particle's charge cannot be differentiated (give every \
+                         particle a nonzero starting charge, or fit with \"all_pairs\")"
+                    )));
+                }
+            }
         }
         let externals = config.external_charges.len();
         let mut offsets = vec![0];

@@ -195,7 +195,7 @@ pub(crate) fn drive(
                 stats.tangents += dirs.len();
             }
         }
-        let record = fwd.step();
+        let record = fwd.step()?;
         stats.steps += 1;
         if let Some(s) = fwd.last_solve {
             let w = stats.worst_forward_residual.unwrap_or(0.0);
