@@ -103,12 +103,7 @@ impl LatticeDdef {
 
     /// The field's tangent dE (k_c included) at every source, in source order, along the
     /// particles' tangents `dx`, `dq` (see the module doc).
-    pub fn fields_at_sources_jvp(
-        &self,
-        eval: Evaluation,
-        dx: &[DVec3],
-        dq: &[f64],
-    ) -> Vec<DVec3> {
+    pub fn fields_at_sources_jvp(&self, eval: Evaluation, dx: &[DVec3], dq: &[f64]) -> Vec<DVec3> {
         let t = self.sorted_tangents(dx, dq);
         let variant = match eval {
             Evaluation::Ddef(v) => Some(v),

@@ -352,7 +352,16 @@ mod tests {
         assert!(out.iter().all(|d| d.is_finite()), "{out:?}");
         let mut one = vec![DVec3::ZERO];
         config.coulomb.softening = 0.0;
-        field_forces_jvp(&x[..1], &q[..1], &config, 0.0, &dx[..1], &dir, None, &mut one);
+        field_forces_jvp(
+            &x[..1],
+            &q[..1],
+            &config,
+            0.0,
+            &dx[..1],
+            &dir,
+            None,
+            &mut one,
+        );
         assert_eq!(one[0], DVec3::ZERO);
     }
 

@@ -47,7 +47,8 @@ mod tests {
             assert!((fd - g).length() < 1e-6 * g.length(), "{fd} vs {g}");
             // Charge and displacement together: field is linear in q_s.
             let (q, dq) = (2.0, -0.7);
-            let fd = (field(d + delta * h, q + dq * h, eps2) - field(d - delta * h, q - dq * h, eps2))
+            let fd = (field(d + delta * h, q + dq * h, eps2)
+                - field(d - delta * h, q - dq * h, eps2))
                 / (2.0 * h);
             let j = field_jvp(d, q, eps2, delta, dq);
             assert!((fd - j).length() < 1e-6 * j.length(), "{fd} vs {j}");

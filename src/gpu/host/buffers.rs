@@ -78,6 +78,10 @@ buffer_kinds! {
     TanA,
     /// Local-global: the forward iterate of the current alternation (n vec4).
     TanZ,
+    /// DDEF: the sorted sources beside one direction's tangents (2 vec4 per source).
+    TanSorted,
+    /// DDEF: one direction's far-field tangent at the sites.
+    TanFar,
     // DDEF on the lattice grid (`kernels::ddef`).
     /// Per world its `DdefWorld` record: plan (host) and frame (`ddef_frame`).
     DdefWorlds,
@@ -244,6 +248,16 @@ impl Buf {
             TanZ => (
                 "tangent local-global iterate",
                 when(s.local_global, vec4s),
+                Tangents,
+            ),
+            TanSorted => (
+                "tangent DDEF sources",
+                when(dd.worlds > 0, 32 * s.nc),
+                Tangents,
+            ),
+            TanFar => (
+                "tangent DDEF far field",
+                when(dd.worlds > 0, 16 * dd.sites),
                 Tangents,
             ),
             Worlds => (

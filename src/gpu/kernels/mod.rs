@@ -6,6 +6,7 @@
 
 pub mod coulomb;
 pub mod ddef;
+pub mod ddef_tangent;
 pub mod field;
 pub mod reductions;
 pub mod solvers;
@@ -25,6 +26,7 @@ const FAMILIES: &[&[Kernel]] = &[
     reductions::KERNELS,
     tangents::KERNELS,
     ddef::KERNELS,
+    ddef_tangent::KERNELS,
 ];
 
 /// Every kernel, family by family.

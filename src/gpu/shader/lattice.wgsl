@@ -66,6 +66,13 @@ fn ddef_weights(kuhn: u32, f: vec3<f32>) -> vec4<f32> {
     return vec4<f32>(1.0 - f[o.x], f[o.x] - f[o.y], f[o.y] - f[o.z], f[o.z]);
 }
 
+// The derivative of ddef_weights along df (the weights are affine in f:
+// lattice_field::weights_jvp).
+fn ddef_weights_jvp(kuhn: u32, df: vec3<f32>) -> vec4<f32> {
+    let o = ddef_order(kuhn);
+    return vec4<f32>(-df[o.x], df[o.x] - df[o.y], df[o.y] - df[o.z], df[o.z]);
+}
+
 fn ddef_unit(axis: u32) -> vec3<i32> {
     return vec3<i32>(vec3<u32>(0u, 1u, 2u) == vec3<u32>(axis));
 }
