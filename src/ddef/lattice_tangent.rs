@@ -187,6 +187,7 @@ impl LatticeDdef {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ddef::lattice_field::weights_in;
     use crate::ddef::{DdefConfig, DdefSamples, DdefSolver};
 
     fn cloud(n: usize, seed: u64) -> (Vec<DVec3>, Vec<f64>, Vec<DVec3>, Vec<f64>) {
@@ -252,6 +253,36 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// The weights' derivative against central differences of `weights_in` in a fixed
+    /// cell and Kuhn type (affine: exact up to roundoff).
+    #[test]
+    fn weights_jvp_matches_central_differences() {
+        let (x, q, dx, _) = cloud(40, 9);
+        let config = DdefConfig {
+            samples: DdefSamples::Count(64),
+            ..DdefConfig::default()
+        };
+        let plan = DdefSolver::plan_for(config, &x, &q).unwrap();
+        let l = LatticeDdef::new(&plan, &x, &q, 0.0).unwrap();
+        let f = l.frame();
+        for (s, loc) in l.located().iter().enumerate() {
+            let (p, d) = (x[s], dx[s]);
+            let (cell, k) = (loc.cell, loc.kuhn as usize);
+            let h = 1e-6;
+            let wp = weights_in(f, p + d * h, cell, k);
+            let wm = weights_in(f, p - d * h, cell, k);
+            let an = weights_jvp(f, d, k);
+            for v in 0..4 {
+                let fd = (wp[v] - wm[v]) / (2.0 * h);
+                assert!((an[v] - fd).abs() <= 1e-7 * (1.0 + an[v].abs()), "{s} {v}");
+            }
+            assert!(
+                an.iter().sum::<f64>().abs() < 1e-12,
+                "the weights sum to 1: their derivatives to 0"
+            );
         }
     }
 
