@@ -111,7 +111,16 @@ fn bench_coulomb_tangent(c: &mut Criterion) {
     group.throughput(Throughput::Elements((n * (n - 1)) as u64));
     group.bench_function(BenchmarkId::from_parameter(n), |b| {
         b.iter(|| {
-            msc::grad::jvp::field_forces_jvp(black_box(&x), &q, &config, 0.0, &dx, &dir, &mut out)
+            msc::grad::jvp::field_forces_jvp(
+                black_box(&x),
+                &q,
+                &config,
+                0.0,
+                &dx,
+                &dir,
+                None,
+                &mut out,
+            )
         })
     });
     group.finish();

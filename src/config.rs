@@ -9,7 +9,7 @@ use glam::DVec3;
 use serde::Deserialize;
 
 mod ddef;
-pub use ddef::{DdefConfig, DdefGrid, DdefVariant};
+pub use ddef::{DdefConfig, DdefGrid, DdefSamples, DdefVariant};
 
 /// Time integrator (docs/physics.md §4-§6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash, Deserialize)]
@@ -124,8 +124,9 @@ pub enum CoulombMethod {
     None,
     /// The paper's DDEF approximation (Section 3.3, Algorithm 1): exact near field plus a
     /// far field interpolated on a tetrahedral grid (a lattice of Kuhn-split cubes, or the
-    /// paper's Delaunay grid of Halton samples: `DdefConfig::grid`). Both backends: the
-    /// GPU runs the far field and the gathers, the host the grid and point location.
+    /// paper's Delaunay grid of Halton samples: `DdefConfig::grid`). The lattice grid runs
+    /// on both backends (on the GPU every stage on the device); the Delaunay grid on the
+    /// CPU only.
     /// The parameters ride in the variant so `CoulombConfig` keeps its two fields.
     Ddef(DdefConfig),
 }
@@ -311,11 +312,13 @@ impl Config {
     /// configuration, naming its scene key; `None` when they can. Refused rather than
     /// silently dropped from the derivative.
     pub fn not_differentiable(&self) -> Option<ConfigError> {
-        if self.coulomb.method.ddef().is_some() {
-            // DDEF's grid and lists change discontinuously with the positions.
+        if self.coulomb.method.ddef().map(|d| d.grid) == Some(DdefGrid::Delaunay) {
+            // The lattice DDEF is differentiated with its structure frozen; the Delaunay
+            // grid is not.
             return Some(ConfigError::new(
-                "coulomb.method",
-                "\"ddef\" cannot be differentiated yet; use \"all_pairs\"",
+                "coulomb.ddef_grid",
+                "\"delaunay\" cannot be differentiated: gradients through DDEF run on the \
+                 lattice grid (coulomb.ddef_grid = \"lattice\", the default)",
             ));
         }
         if self.world.drag != 0.0 {
@@ -445,20 +448,27 @@ impl Config {
             ));
         }
         if let CoulombMethod::Ddef(d) = self.coulomb.method {
-            if d.samples > DdefConfig::MAX_SAMPLES {
+            if let Some(m) = d.samples.count().filter(|&m| m > DdefConfig::MAX_SAMPLES) {
                 return Err(ConfigError::new(
                     "coulomb.samples",
-                    format!(
-                        "must be at most {}, got {}",
-                        DdefConfig::MAX_SAMPLES,
-                        d.samples
-                    ),
+                    format!("must be at most {}, got {m}", DdefConfig::MAX_SAMPLES),
                 ));
             }
             if d.rebuild_every == 0 {
                 return Err(ConfigError::new(
                     "coulomb.rebuild_every",
                     "must be at least 1",
+                ));
+            }
+            if d.grid == DdefGrid::Lattice && d.rebuild_every != 1 {
+                return Err(ConfigError::new(
+                    "coulomb.rebuild_every",
+                    format!(
+                        "must be 1 with coulomb.ddef_grid = \"lattice\" (its box follows the \
+                         charges at every evaluation; rebuild_every applies to the \
+                         \"delaunay\" grid), got {}",
+                        d.rebuild_every
+                    ),
                 ));
             }
         }

@@ -43,7 +43,8 @@ pub trait Simulator {
     fn step(&mut self, n: u64) -> Result<(), SimError>;
     /// Current positions and velocities (a readback on the GPU).
     fn state(&mut self) -> Result<State, SimError>;
-    /// Current energy terms (reduced on the GPU; only six numbers come back).
+    /// Current energy terms (reduced on the GPU; only six numbers come back). With DDEF,
+    /// a lattice whose frame drifted from its plan is re-planned here, between steps.
     fn energies(&mut self) -> Result<Energies, SimError>;
     /// The last step's linear solve, for implicit integrators.
     fn solve_stats(&mut self) -> Result<Option<SolveStats>, SimError>;
@@ -107,7 +108,9 @@ impl Simulator for CpuSimulation {
     fn state(&mut self) -> Result<State, SimError> {
         Ok(self.current().clone())
     }
+    /// With DDEF, a drifted lattice is re-planned here, as the GPU solver does.
     fn energies(&mut self) -> Result<Energies, SimError> {
+        self.replan_ddef()?;
         Ok(self.energy_terms())
     }
     fn solve_stats(&mut self) -> Result<Option<SolveStats>, SimError> {

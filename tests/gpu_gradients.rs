@@ -464,13 +464,28 @@ fn unsupported_options_are_refused_on_the_gpu() {
         simulate_with_tangents(&set, &[1.0], &[5], &windowed),
         Err(GradError::Param(m)) if m.contains("--backend cpu")
     ));
-    // DDEF has no tangent; the GPU type refuses it like the CPU's ParamSet does.
+    // DDEF on the Delaunay grid has no GPU tangent (the lattice grid has:
+    // tests/ddef_gradients.rs), and a charge direction on an uncharged particle (3) has
+    // none under DDEF: both refused before a device is opened.
     let mut d = config(SolverMethod::Jacobi, 10);
-    d.coulomb.method = CoulombMethod::Ddef(Default::default());
+    d.coulomb.method = CoulombMethod::Ddef(msc::config::DdefConfig {
+        grid: msc::config::DdefGrid::Delaunay,
+        ..Default::default()
+    });
     let dir = set.directions();
     let r = GpuTangents::headless(&system, &d, &dir, &HeadlessOptions::default());
     assert!(
-        matches!(&r, Err(GpuError::Unsupported(m)) if m.contains("ddef")),
+        matches!(&r, Err(GpuError::Unsupported(m)) if m.contains("delaunay")),
+        "{:?}",
+        r.err()
+    );
+    d.coulomb.method = CoulombMethod::Ddef(Default::default());
+    let per = ParamSet::new(&system, &c, &[Param::Charges])
+        .unwrap()
+        .directions();
+    let r = GpuTangents::headless(&system, &d, &per, &HeadlessOptions::default());
+    assert!(
+        matches!(&r, Err(GpuError::Unsupported(m)) if m.contains("particle 3")),
         "{:?}",
         r.err()
     );

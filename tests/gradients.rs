@@ -564,11 +564,15 @@ fn bad_parameters_and_targets_are_typed_errors() {
     assert!(e.to_string().contains("0 external charges"), "{e}");
     let e = ParamSet::new(&system, &c, &[Param::ChargeScale, Param::Charges]).unwrap_err();
     assert!(matches!(e, GradError::Param(_)));
-    // DDEF's far field is not differentiated: refused rather than silently dropped.
+    // DDEF on the Delaunay grid is not differentiated (the lattice grid is:
+    // tests/ddef_gradients.rs): refused rather than silently dropped.
     let mut ddef = c.clone();
-    ddef.coulomb.method = msc::config::CoulombMethod::Ddef(Default::default());
+    ddef.coulomb.method = msc::config::CoulombMethod::Ddef(msc::config::DdefConfig {
+        grid: msc::config::DdefGrid::Delaunay,
+        ..Default::default()
+    });
     let e = ParamSet::new(&system, &ddef, &[Param::ChargeScale]).unwrap_err();
-    assert!(e.to_string().contains("ddef"), "{e}");
+    assert!(e.to_string().contains("delaunay"), "{e}");
     let set = ParamSet::new(&system, &c, &[Param::StiffnessScale]).unwrap();
     // A negative stiffness is the model's typed error.
     let e = set.instantiate(&[-1.0]).unwrap_err();

@@ -7,7 +7,7 @@ use super::timing;
 use super::DDEF_ERROR_TARGETS;
 use super::{bytes, workload, Backend, BenchError, BenchOptions, Event, StageFn, Stop, Workload};
 use crate::cpu::CpuSimulation;
-use crate::gpu::{GpuDdef, GpuError, GpuSolver, HeadlessOptions};
+use crate::gpu::{GpuError, GpuSolver, HeadlessOptions};
 use crate::output::OutputError;
 use crate::simulator::Simulator;
 use std::time::Instant;
@@ -268,15 +268,10 @@ fn ddef_error(
             out
         }
         Some((device, queue)) => {
-            // Same first-evaluation grid as the solver's (DdefSolver's policy), evaluated
-            // by the GPU kernels.
-            let mut policy = crate::ddef::DdefSolver::new(ddef_config, softening);
-            let ddef = policy
-                .prepare(x, q)
-                .map_err(GpuError::from)?
-                .ok_or_else(|| GpuError::Unsupported("no charged particle".into()))?;
-            let mut gpu = GpuDdef::new(device, queue, softening)?;
-            gpu.forces(&ddef, x, q, ddef_config.variant)?
+            // A fresh solver at the initial positions: its field forces are the DDEF
+            // forces (the workload has no other field).
+            let mut solver = GpuSolver::new(device, queue, system, &built.config)?;
+            solver.field_forces()?.0
         }
     };
     let charged: Vec<usize> = (0..x.len()).filter(|&i| q[i] != 0.0).collect();

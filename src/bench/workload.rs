@@ -302,7 +302,7 @@ pub fn ddef(n: usize, samples: usize, rebuild_every: u32) -> Result<Built, Workl
         .filter(|&m| m <= DdefConfig::MAX_SAMPLES)
         .ok_or(WorkloadError::TooManySamples { samples })?;
     built.config.coulomb.method = CoulombMethod::Ddef(DdefConfig {
-        samples,
+        samples: crate::config::DdefSamples::Count(samples),
         rebuild_every,
         ..Default::default()
     });

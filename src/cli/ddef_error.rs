@@ -39,6 +39,40 @@ impl GridChoice {
     }
 }
 
+/// A number in [0, 1] (`--thickness`).
+fn unit_interval(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("must be in [0, 1], got {s}"))
+    }
+}
+
+/// `--shape`: where the random charges lie.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shape {
+    /// Uniform in the unit cube
+    #[default]
+    Cube,
+    /// Nearly coplanar: z within `--thickness` of 1/2
+    Plane,
+    /// Nearly collinear: y and z within `--thickness` of 1/2
+    Line,
+}
+
+impl Shape {
+    /// Moves `p` (uniform in the unit cube) onto the shape, thin axes `thickness` wide.
+    pub fn place(self, p: DVec3, thickness: f64) -> DVec3 {
+        let thin = |v: f64| 0.5 + (v - 0.5) * thickness;
+        match self {
+            Self::Cube => p,
+            Self::Plane => DVec3::new(p.x, p.y, thin(p.z)),
+            Self::Line => DVec3::new(p.x, thin(p.y), thin(p.z)),
+        }
+    }
+}
+
 #[derive(Clone, Debug, clap::Args)]
 pub struct DdefErrorArgs {
     /// A scene file or built-in name whose charged particles are the mesh charges
@@ -52,6 +86,13 @@ pub struct DdefErrorArgs {
     #[arg(long, value_name = "N", conflicts_with = "scene",
           value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub random: Option<u64>,
+    /// Shape of the random charges: uniform in the unit cube, on the plane z = 1/2 or on
+    /// the line y = z = 1/2 (degenerate sets), each thin axis spread over `--thickness`
+    #[arg(long, value_enum, default_value_t = Shape::Cube)]
+    pub shape: Shape,
+    /// Width of the thin axes of `--shape plane|line` (0: exactly coplanar or collinear)
+    #[arg(long, value_name = "T", default_value_t = 0.0, value_parser = unit_interval)]
+    pub thickness: f64,
     /// Grid sizes m (Halton samples), comma separated or repeated [default: 1000,2000,10000]
     #[arg(long, value_name = "M", value_delimiter = ',', num_args = 1..,
           value_parser = clap::value_parser!(u32).range(0..=10_000_000))]
@@ -125,7 +166,10 @@ pub fn execute(args: &DdefErrorArgs) -> Result<Vec<StudyRow>, CliError> {
         // clap requires one of the two.
         (None, None) => return Ok(Vec::new()),
     };
-    let x = random_points(DVec3::ZERO, DVec3::ONE, n_random, args.seed);
+    let x: Vec<DVec3> = random_points(DVec3::ZERO, DVec3::ONE, n_random, args.seed)
+        .into_iter()
+        .map(|p| args.shape.place(p, args.thickness))
+        .collect();
     let q = vec![RANDOM_CHARGE; n_random];
     let random_targets = if args.scene.is_some() {
         vec![Targets::RandomSites]

@@ -132,6 +132,16 @@ impl CpuSimulation {
     pub fn ddef(&self) -> Option<&DdefSolver> {
         self.ddef.as_ref()
     }
+    /// Re-plans the DDEF lattice when a frame drifted from its plan (between steps: the
+    /// drivers call it where they read the energies, as the GPU solver re-plans there);
+    /// true when it did.
+    pub fn replan_ddef(&mut self) -> Result<bool, DdefError> {
+        match &mut self.ddef {
+            Some(d) => d.replan(),
+            None => Ok(false),
+        }
+    }
+
     /// Takes the DDEF failure of the last step, if any (`Simulator::step` reports it).
     pub fn take_ddef_error(&mut self) -> Option<DdefError> {
         self.ddef_error.take()

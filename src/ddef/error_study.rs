@@ -4,6 +4,8 @@
 //! random test sites and mesh charges at the charges.
 
 use super::field::{exact_fields_at, Ddef, Evaluation, Grid};
+use super::lattice_field::LatticeDdef;
+use super::plan::LatticePlan;
 use super::{DdefError, DdefGrid, DdefVariant};
 use glam::DVec3;
 use std::time::Instant;
@@ -160,45 +162,34 @@ pub fn study_on(
     sites: &[DVec3],
 ) -> Result<Vec<StudyRow>, DdefError> {
     let t0 = Instant::now();
-    // As Ddef::build_with, with the grid timed on its own.
-    let charged: Vec<DVec3> = (0..x.len().min(q.len()))
-        .filter(|&i| q[i] != 0.0)
-        .map(|i| x[i])
-        .collect();
-    let g = Grid::around_with(&charged, m, 0.0, grid)?;
-    let grid_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let ddef = Ddef::on_grid(std::sync::Arc::new(g), x, q, softening, None)?;
-    // The far field is computed on first use; count it in the build.
-    ddef.far_field();
+    let eval = DdefEval::build(x, q, softening, m, grid)?;
+    let grid_ms = eval.grid_ms;
     let build_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let mean_near = ddef.mean_near_count();
+    let mean_near = eval.mean_near_count();
+    let sources = eval.source_particles();
     let exact = match targets {
         Targets::RandomSites => exact_fields_at(sites, None, x, q, softening),
         Targets::Charges => {
-            let idx: Vec<usize> = ddef
-                .source_particles()
-                .iter()
-                .map(|&i| i as usize)
-                .collect();
+            let idx: Vec<usize> = sources.iter().map(|&i| i as usize).collect();
             let pts: Vec<DVec3> = idx.iter().map(|&i| x[i]).collect();
             exact_fields_at(&pts, Some(&idx), x, q, softening)
         }
     };
     let mut rows = Vec::with_capacity(SCHEMES.len());
-    for (scheme, eval) in SCHEMES {
+    for (scheme, scheme_eval) in SCHEMES {
         let t1 = Instant::now();
         let approx = match targets {
-            Targets::RandomSites => ddef.fields_at(sites, eval)?,
-            Targets::Charges => ddef.fields_at_sources(eval),
+            Targets::RandomSites => eval.fields_at(sites, scheme_eval)?,
+            Targets::Charges => eval.fields_at_sources(scheme_eval),
         };
         let eval_ms = t1.elapsed().as_secs_f64() * 1e3;
         rows.push(StudyRow {
             charges: label.to_string(),
             targets,
-            n: ddef.source_particles().len(),
+            n: sources.len(),
             m,
             grid: grid.name(),
-            sites: ddef.grid().sites().len(),
+            sites: eval.sites(),
             scheme,
             stats: ErrorStats::of(&approx, &exact),
             mean_near,
@@ -208,6 +199,92 @@ pub fn study_on(
         });
     }
     Ok(rows)
+}
+
+/// One evaluation on either grid, timed: the lattice under the solver's plan for these
+/// charges, or the paper's Delaunay grid around them.
+struct DdefEval {
+    lattice: Option<LatticeDdef>,
+    delaunay: Option<Ddef>,
+    grid_ms: f64,
+}
+
+impl DdefEval {
+    fn build(
+        x: &[DVec3],
+        q: &[f64],
+        eps: f64,
+        m: usize,
+        grid: DdefGrid,
+    ) -> Result<Self, DdefError> {
+        let t0 = Instant::now();
+        match grid {
+            DdefGrid::Lattice => {
+                let (lo, hi) = charge_bounds(x, q).ok_or(DdefError::NoCharges)?;
+                let samples = u32::try_from(m).unwrap_or(u32::MAX);
+                let plan = LatticePlan::new(lo, hi, samples)?;
+                let grid_ms = t0.elapsed().as_secs_f64() * 1e3;
+                let l = LatticeDdef::new(&plan, x, q, eps)?;
+                // The far field is computed on first use; count it in the build.
+                l.far_field();
+                Ok(Self {
+                    lattice: Some(l),
+                    delaunay: None,
+                    grid_ms,
+                })
+            }
+            DdefGrid::Delaunay => {
+                let charged: Vec<DVec3> = (0..x.len().min(q.len()))
+                    .filter(|&i| q[i] != 0.0)
+                    .map(|i| x[i])
+                    .collect();
+                let g = Grid::around_with(&charged, m, 0.0, grid)?;
+                let grid_ms = t0.elapsed().as_secs_f64() * 1e3;
+                let d = Ddef::on_grid(std::sync::Arc::new(g), x, q, eps, None)?;
+                d.far_field();
+                Ok(Self {
+                    lattice: None,
+                    delaunay: Some(d),
+                    grid_ms,
+                })
+            }
+        }
+    }
+    fn source_particles(&self) -> Vec<u32> {
+        match (&self.lattice, &self.delaunay) {
+            (Some(l), _) => l.source_particles().to_vec(),
+            (_, Some(d)) => d.source_particles().to_vec(),
+            _ => Vec::new(),
+        }
+    }
+    fn sites(&self) -> usize {
+        match (&self.lattice, &self.delaunay) {
+            (Some(l), _) => l.frame().dims.iter().map(|&r| r as usize).product(),
+            (_, Some(d)) => d.grid().sites().len(),
+            _ => 0,
+        }
+    }
+    fn mean_near_count(&self) -> f64 {
+        match (&self.lattice, &self.delaunay) {
+            (Some(l), _) => l.mean_near_count(),
+            (_, Some(d)) => d.mean_near_count(),
+            _ => 0.0,
+        }
+    }
+    fn fields_at(&self, p: &[DVec3], e: Evaluation) -> Result<Vec<DVec3>, DdefError> {
+        match (&self.lattice, &self.delaunay) {
+            (Some(l), _) => l.fields_at(p, e),
+            (_, Some(d)) => d.fields_at(p, e),
+            _ => Ok(Vec::new()),
+        }
+    }
+    fn fields_at_sources(&self, e: Evaluation) -> Vec<DVec3> {
+        match (&self.lattice, &self.delaunay) {
+            (Some(l), _) => l.fields_at_sources(e),
+            (_, Some(d)) => d.fields_at_sources(e),
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// SplitMix64: a small seeded generator for reproducible random charges and sites.

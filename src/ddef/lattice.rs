@@ -69,14 +69,24 @@ pub struct Lattice {
 impl Lattice {
     /// Sites per axis for a box of extents `ext` and `samples` = m (see the module doc).
     pub fn dims_for(ext: DVec3, samples: usize) -> [usize; 3] {
-        let target = samples as f64 + 8.0;
+        Self::dims_with(ext, samples, [None; 3])
+    }
+
+    /// [`Self::dims_for`] with the sites of some axes given (`fixed`): the others share
+    /// m + 8 sites over their extents by the same rule.
+    pub fn dims_with(ext: DVec3, samples: usize, fixed: [Option<usize>; 3]) -> [usize; 3] {
+        let given: f64 = fixed.iter().flatten().map(|&r| r as f64).product();
+        let target = ((samples as f64 + 8.0) / given).max(1.0);
+        let free: Vec<usize> = (0..3).filter(|&a| fixed[a].is_none()).collect();
         let e = [ext.x, ext.y, ext.z];
-        let emax = ext.max_element();
-        if !(emax.is_finite() && e.iter().all(|&x| x > 0.0)) {
-            return [2; 3];
+        let base = fixed.map(|r| r.unwrap_or(2).max(2));
+        let emax = free.iter().map(|&a| e[a]).fold(0.0, f64::max);
+        if free.is_empty() || !(emax.is_finite() && free.iter().all(|&a| e[a] > 0.0)) {
+            return base;
         }
-        let count = |h: f64| e.iter().map(|&x| x / h + 1.0).product::<f64>();
-        // count(emax / target) > target >= 8 >= count(emax); count decreases in h.
+        let count = |h: f64| free.iter().map(|&a| e[a] / h + 1.0).product::<f64>();
+        // count(emax / target) > target >= count(emax) when target >= 2^free; count
+        // decreases in h.
         let (mut small, mut big) = (emax / target, emax);
         for _ in 0..200 {
             let mid = 0.5 * (small + big);
@@ -91,15 +101,22 @@ impl Lattice {
             let r = x / h + 1.0;
             [(r.floor() as usize).max(2), (r.ceil() as usize).max(2)]
         });
-        let mut best = [2; 3];
+        let mut best = base;
         let mut best_key = (f64::INFINITY, f64::INFINITY);
-        for pick in 0..8 {
-            let r = [0, 1, 2].map(|a| options[a][(pick >> a) & 1]);
-            let prod = r.iter().map(|&x| x as f64).product::<f64>();
-            let cells = [0, 1, 2].map(|a| e[a] / (r[a] - 1) as f64);
-            let aspect = cells.iter().copied().fold(0.0, f64::max)
-                / cells.iter().copied().fold(f64::INFINITY, f64::min);
-            let key = ((prod / target).ln().abs(), aspect);
+        for pick in 0..8usize {
+            if free
+                .iter()
+                .any(|&a| (pick >> a) & 1 == 1 && options[a][0] == options[a][1])
+            {
+                continue;
+            }
+            let r = [0, 1, 2].map(|a| fixed[a].unwrap_or(options[a][(pick >> a) & 1]));
+            let prod = free.iter().map(|&a| r[a] as f64).product::<f64>();
+            let cells = free.iter().map(|&a| e[a] / (r[a] - 1) as f64);
+            let (hi, lo) = cells.fold((0.0, f64::INFINITY), |(x, y), c| {
+                (f64::max(x, c), f64::min(y, c))
+            });
+            let key = ((prod / target).ln().abs(), hi / lo);
             if key < best_key {
                 best_key = key;
                 best = r;

@@ -37,14 +37,20 @@ pub mod field;
 pub mod grid;
 pub mod halton;
 pub mod lattice;
+pub mod lattice_field;
+pub mod lattice_tangent;
+pub mod plan;
 pub mod solver;
+pub mod stencil;
 
-pub use crate::config::{DdefConfig, DdefGrid, DdefVariant};
+pub use crate::config::{DdefConfig, DdefGrid, DdefSamples, DdefVariant};
 pub use delaunay::{DelaunayError, Tetrahedralization};
 pub use field::{exact_fields_at, Csr, Ddef, Evaluation, GatherPlan, Grid, NearEntry};
 pub use halton::{domain_box, halton3, halton_sites};
 pub use lattice::Lattice;
-pub use solver::DdefSolver;
+pub use lattice_field::{LatticeDdef, NearRange};
+pub use plan::{Frame, LatticePlan, Located};
+pub use solver::{DdefSolver, Evaluated};
 
 use glam::DVec3;
 

@@ -1,26 +1,57 @@
-//! DDEF inside a time stepper: the grid is reused for `rebuild_every` force evaluations
-//! (one per step in every integrator) and rebuilt early when a charge leaves its box.
+//! DDEF inside a time stepper, one force evaluation per call:
+//! - lattice grid: the plan ([`LatticePlan`]) is made at the first evaluation (m from
+//!   `coulomb.samples`, resolved on the charge count) and kept; every evaluation builds its
+//!   frame from the charges' box. A frame that drifted from the plan raises a flag; the
+//!   driver re-plans between steps, when it reads the energies ([`DdefSolver::replan`]), as
+//!   the GPU solver does with its device flag;
+//! - Delaunay grid: the grid is reused for `rebuild_every` evaluations and rebuilt early
+//!   when a charge leaves its box.
 
 use super::field::{Ddef, Evaluation, Grid};
-use super::{DdefConfig, DdefError};
+use super::lattice_field::LatticeDdef;
+use super::plan::{bounds, Frame, LatticePlan};
+use super::{DdefConfig, DdefError, DdefGrid};
 use glam::DVec3;
 use std::sync::Arc;
 
-/// Extra box padding (fraction of its size per side) for a grid kept over several steps,
-/// so charges drifting outward do not force a rebuild at once.
+/// Extra box padding (fraction of its size per side) for a Delaunay grid kept over
+/// several steps, so charges drifting outward do not force a rebuild at once.
 pub const REUSE_MARGIN: f64 = 0.05;
+
+/// One evaluation's data on either grid.
+#[derive(Clone, Debug)]
+pub enum Evaluated {
+    Lattice(LatticeDdef),
+    Delaunay(Ddef),
+}
+
+impl Evaluated {
+    /// Coulomb forces q_i E(x_i) into `out` (one per particle).
+    pub fn forces_into(&self, eval: Evaluation, out: &mut [DVec3]) {
+        match self {
+            Self::Lattice(l) => l.forces_into(eval, out),
+            Self::Delaunay(d) => d.forces_into(eval, out),
+        }
+    }
+}
 
 /// Stateful DDEF Coulomb forces for the CPU integrators.
 #[derive(Clone, Debug)]
 pub struct DdefSolver {
     config: DdefConfig,
     softening: f64,
+    /// Lattice: the current plan, the last frame and whether a frame drifted since the
+    /// last plan.
+    plan: Option<LatticePlan>,
+    last_frame: Option<Frame>,
+    drifted: bool,
+    /// Delaunay: the current grid and its evaluations.
     grid: Option<Arc<Grid>>,
     evaluations_on_grid: u32,
-    rebuilds: u64,
-    evaluations: u64,
     /// Last tetrahedron per particle: the next walk's start.
     hints: Vec<u32>,
+    rebuilds: u64,
+    evaluations: u64,
 }
 
 impl DdefSolver {
@@ -28,17 +59,20 @@ impl DdefSolver {
         Self {
             config,
             softening,
+            plan: None,
+            last_frame: None,
+            drifted: false,
             grid: None,
             evaluations_on_grid: 0,
+            hints: Vec::new(),
             rebuilds: 0,
             evaluations: 0,
-            hints: Vec::new(),
         }
     }
     pub fn config(&self) -> DdefConfig {
         self.config
     }
-    /// Tetrahedralizations built so far.
+    /// Grids built (Delaunay) or plans made (lattice) so far.
     pub fn rebuilds(&self) -> u64 {
         self.rebuilds
     }
@@ -46,9 +80,38 @@ impl DdefSolver {
     pub fn evaluations(&self) -> u64 {
         self.evaluations
     }
-    /// The current grid, if one has been built.
+    /// The current Delaunay grid, if one has been built.
     pub fn grid(&self) -> Option<&Arc<Grid>> {
         self.grid.as_ref()
+    }
+    /// The current lattice plan, once the first evaluation made it.
+    pub fn plan(&self) -> Option<&LatticePlan> {
+        self.plan.as_ref()
+    }
+    /// Whether a lattice frame drifted from the plan since it was made.
+    pub fn drifted(&self) -> bool {
+        self.drifted
+    }
+
+    /// The lattice plan for (x, q): `m` resolved on the charge count, box from the
+    /// charges (the GPU solver's set-up makes the same one).
+    pub fn plan_for(config: DdefConfig, x: &[DVec3], q: &[f64]) -> Result<LatticePlan, DdefError> {
+        let (lo, hi) = bounds((0..x.len()).filter(|&i| q[i] != 0.0).map(|i| (i, x[i])))?;
+        let n = q.iter().filter(|&&c| c != 0.0).count();
+        LatticePlan::new(lo, hi, config.samples.resolve(n))
+    }
+
+    /// Re-plans from the last frame when a frame drifted (between steps); true when it did.
+    pub fn replan(&mut self) -> Result<bool, DdefError> {
+        match (self.drifted, &self.plan, &self.last_frame) {
+            (true, Some(plan), Some(frame)) => {
+                self.plan = Some(plan.replanned(frame)?);
+                self.drifted = false;
+                self.rebuilds += 1;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     /// Coulomb forces q_i E(x_i) by DDEF into `out` (uncharged particles get zero).
@@ -58,27 +121,23 @@ impl DdefSolver {
         q: &[f64],
         out: &mut [DVec3],
     ) -> Result<(), DdefError> {
-        for (what, got) in [("charges", q.len()), ("forces", out.len())] {
-            if got != x.len() {
-                return Err(DdefError::LengthMismatch {
-                    what,
-                    expected: x.len(),
-                    got,
-                });
-            }
+        if out.len() != x.len() {
+            return Err(DdefError::LengthMismatch {
+                what: "forces",
+                expected: x.len(),
+                got: out.len(),
+            });
         }
         match self.prepare(x, q)? {
-            Some(ddef) => ddef.forces_into(Evaluation::Ddef(self.config.variant), out),
+            Some(e) => e.forces_into(Evaluation::Ddef(self.config.variant), out),
             None => out.iter_mut().for_each(|f| *f = DVec3::ZERO),
         }
         Ok(())
     }
 
-    /// One force evaluation's DDEF data for (x, q) under this solver's grid policy (the
-    /// grid is reused for `rebuild_every` evaluations and rebuilt when a charge leaves its
-    /// box), without evaluating anything: the GPU backend runs the far field and the
-    /// gathers itself. `None` when no particle is charged. Counts as an evaluation.
-    pub fn prepare(&mut self, x: &[DVec3], q: &[f64]) -> Result<Option<Ddef>, DdefError> {
+    /// One force evaluation's DDEF data for (x, q) under this solver's policy, without
+    /// evaluating anything. `None` when no particle is charged. Counts as an evaluation.
+    pub fn prepare(&mut self, x: &[DVec3], q: &[f64]) -> Result<Option<Evaluated>, DdefError> {
         if q.len() != x.len() {
             return Err(DdefError::LengthMismatch {
                 what: "charges",
@@ -87,16 +146,38 @@ impl DdefSolver {
             });
         }
         self.evaluations += 1;
-        let charged: Vec<DVec3> = (0..x.len())
-            .filter(|&i| q[i] != 0.0)
-            .map(|i| x[i])
-            .collect();
-        if charged.is_empty() {
+        if q.iter().all(|&c| c == 0.0) {
             return Ok(None);
         }
         if let Some(i) = (0..x.len()).find(|&i| !x[i].is_finite()) {
             return Err(DdefError::NonFinitePosition { index: i });
         }
+        match self.config.grid {
+            DdefGrid::Lattice => {
+                let plan = match self.plan {
+                    Some(p) => p,
+                    None => {
+                        let p = Self::plan_for(self.config, x, q)?;
+                        self.rebuilds += 1;
+                        *self.plan.insert(p)
+                    }
+                };
+                let l = LatticeDdef::new(&plan, x, q, self.softening)?;
+                self.drifted |= plan.drifted(l.frame());
+                self.last_frame = Some(*l.frame());
+                Ok(Some(Evaluated::Lattice(l)))
+            }
+            DdefGrid::Delaunay => self
+                .prepare_delaunay(x, q)
+                .map(|d| Some(Evaluated::Delaunay(d))),
+        }
+    }
+
+    fn prepare_delaunay(&mut self, x: &[DVec3], q: &[f64]) -> Result<Ddef, DdefError> {
+        let charged: Vec<DVec3> = (0..x.len())
+            .filter(|&i| q[i] != 0.0)
+            .map(|i| x[i])
+            .collect();
         let stale = match &self.grid {
             None => true,
             Some(g) => {
@@ -110,12 +191,8 @@ impl DdefSolver {
             } else {
                 0.0
             };
-            let grid = Grid::around_with(
-                &charged,
-                self.config.samples as usize,
-                margin,
-                self.config.grid,
-            )?;
+            let m = self.config.samples.resolve(charged.len()) as usize;
+            let grid = Grid::around_with(&charged, m, margin, DdefGrid::Delaunay)?;
             self.grid = Some(Arc::new(grid));
             self.evaluations_on_grid = 0;
             self.rebuilds += 1;
@@ -129,6 +206,6 @@ impl DdefSolver {
         for (s, &i) in ddef.source_particles().iter().enumerate() {
             self.hints[i as usize] = ddef.source_tets()[s];
         }
-        Ok(Some(ddef))
+        Ok(ddef)
     }
 }

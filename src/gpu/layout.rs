@@ -159,22 +159,36 @@ pub struct Dispatch {
     pub _pad2: u32,
 }
 
-/// WGSL `DdefCounts`: sizes and switches of one DDEF evaluation (a storage struct the
-/// `ddef_*` kernels read).
+/// WGSL `DdefWorld`: one world's DDEF lattice plan (host-written: the first six fields)
+/// and the frame of its last evaluation (written by `ddef_frame`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
-pub struct DdefCounts {
-    pub n_sites: u32,
-    pub n_groups: u32,
-    pub n_sources: u32,
-    /// 1: `corrected` variant; 0: `paper`.
-    pub corrected: u32,
-    pub eps2: f32,
-    /// `ddef_gather`: 0 adds q_i E to the solver's forces; 1 writes E / sqrt(k_c).
-    pub mode: u32,
-    pub _pad0: u32,
-    pub _pad1: u32,
+pub struct DdefWorld {
+    /// Sites per axis; w: the thin axes (bit a).
+    pub dims: [u32; 4],
+    /// log2 Q, log2 of the fine quantum, thin box width (quanta); w: 1 = `corrected`.
+    pub quanta: [i32; 4],
+    /// The planned extents (quanta); w: far-field source chunks.
+    pub planned: [i32; 4],
+    /// First tetrahedron, cell, site and Coulomb source slot.
+    pub base: [u32; 4],
+    /// Tetrahedra, cells and sites reserved; w: end of its Coulomb source slots.
+    pub cap: [u32; 4],
+    /// x: eps^2.
+    pub eps2: [f32; 4],
+    pub lo: [f32; 4],
+    pub hi: [f32; 4],
+    pub h: [f32; 4],
+    pub inv_h: [f32; 4],
+    pub lo_q: [i32; 4],
+    pub hi_q: [i32; 4],
+    pub ext_q: [i32; 4],
+    /// x: drifted since the last plan (sticky).
+    pub flags: [u32; 4],
 }
+
+/// Bytes of a [`DdefWorld`]'s plan part (the fields the host writes).
+pub const DDEF_PLAN_BYTES: u64 = 6 * 16;
 
 /// Size and field offsets of a mirror struct, for the layout test.
 pub struct MirrorLayout {
@@ -249,17 +263,23 @@ pub fn mirror_layouts() -> Vec<MirrorLayout> {
             ],
         },
         MirrorLayout {
-            name: "DdefCounts",
-            size: size_of::<DdefCounts>(),
+            name: "DdefWorld",
+            size: size_of::<DdefWorld>(),
             fields: vec![
-                ("n_sites", offset_of!(DdefCounts, n_sites)),
-                ("n_groups", offset_of!(DdefCounts, n_groups)),
-                ("n_sources", offset_of!(DdefCounts, n_sources)),
-                ("corrected", offset_of!(DdefCounts, corrected)),
-                ("eps2", offset_of!(DdefCounts, eps2)),
-                ("mode", offset_of!(DdefCounts, mode)),
-                ("_pad0", offset_of!(DdefCounts, _pad0)),
-                ("_pad1", offset_of!(DdefCounts, _pad1)),
+                ("dims", offset_of!(DdefWorld, dims)),
+                ("quanta", offset_of!(DdefWorld, quanta)),
+                ("planned", offset_of!(DdefWorld, planned)),
+                ("base", offset_of!(DdefWorld, base)),
+                ("cap", offset_of!(DdefWorld, cap)),
+                ("eps2", offset_of!(DdefWorld, eps2)),
+                ("lo", offset_of!(DdefWorld, lo)),
+                ("hi", offset_of!(DdefWorld, hi)),
+                ("h", offset_of!(DdefWorld, h)),
+                ("inv_h", offset_of!(DdefWorld, inv_h)),
+                ("lo_q", offset_of!(DdefWorld, lo_q)),
+                ("hi_q", offset_of!(DdefWorld, hi_q)),
+                ("ext_q", offset_of!(DdefWorld, ext_q)),
+                ("flags", offset_of!(DdefWorld, flags)),
             ],
         },
     ]

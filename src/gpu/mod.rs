@@ -89,8 +89,8 @@ pub use device::adapter::{
 pub use error::GpuError;
 pub use host::profile::KernelTime;
 pub use host::{adjacency, limits};
-pub use kernels::ddef::GpuDdef;
 pub use solver::adjoint::AdjointSetup;
 pub use solver::adjoint_run::{adjoint_state_bytes, AdjointRead, GpuAdjoint};
 pub use solver::gpu_solver::{GpuSolver, HostCounts};
+pub use solver::reads::DdefStructure;
 pub use solver::tangent::{TangentDirection, TangentVectors};

@@ -210,7 +210,7 @@ impl Tape for CpuTape<'_> {
         for _ in 0..n {
             let step = self.fwd.state().step;
             if record {
-                let mut r = self.fwd.step();
+                let mut r = self.fwd.step()?;
                 if lg {
                     // Recomputed when reversed: the iterates would multiply the memory.
                     r.iterates = Vec::new();
@@ -257,7 +257,7 @@ impl Tape for CpuTape<'_> {
                     t: crate::measures::time_at(step, h),
                     step,
                 });
-                record = self.fwd.step();
+                record = self.fwd.step()?;
             }
             let s = reverse_step(
                 &self.fwd,

@@ -12,6 +12,8 @@ use super::pair_tangent::{TangentSources, Target};
 use super::params::Direction;
 use crate::config::{Config, CoulombMethod};
 use crate::cpu::forces::spring_axis;
+use crate::ddef::field::Evaluation;
+use crate::ddef::LatticeDdef;
 use crate::model::{Spring, COULOMB_K};
 use crate::physics::point_charge::unit_field_and_jvp;
 use crate::physics::spring::transverse_factor_and_derivative;
@@ -111,6 +113,11 @@ pub fn local_projection_jvp(xi: DVec3, xj: DVec3, rest: f64, dxi: DVec3, dxj: DV
 ///       + dq_i E(x_i) + q_i (grad E) dx_i.
 /// A particle with q = 0 but dq != 0 (a per-particle charge parameter) acts and is acted
 /// on: the formula is smooth in q; the reference only skips terms that are exactly zero.
+///
+/// With DDEF, `ddef` is the step's evaluation at `x` (its structure frozen) and its
+/// tangent replaces the all-pairs sum ([`LatticeDdef::forces_jvp`]); there a particle
+/// with q = 0 but dq != 0 gets a NaN tangent (it would enter the structure).
+#[allow(clippy::too_many_arguments)]
 pub fn field_forces_jvp(
     x: &[DVec3],
     q: &[f64],
@@ -118,9 +125,10 @@ pub fn field_forces_jvp(
     t: f64,
     dx: &[DVec3],
     dir: &Direction,
+    ddef: Option<&LatticeDdef>,
     out: &mut [DVec3],
 ) {
-    field_forces_jvp_parts(x, q, config, t, dx, dir, true, out);
+    field_forces_jvp_parts(x, q, config, t, dx, dir, true, ddef, out);
 }
 
 /// [`field_forces_jvp`], with the external field's terms only when `with_field`: the
@@ -135,6 +143,7 @@ pub(crate) fn field_forces_jvp_parts(
     dx: &[DVec3],
     dir: &Direction,
     with_field: bool,
+    ddef: Option<&LatticeDdef>,
     out: &mut [DVec3],
 ) {
     let eps2 = config.coulomb.softening * config.coulomb.softening;
@@ -190,6 +199,12 @@ pub(crate) fn field_forces_jvp_parts(
             .enumerate()
             .with_min_len(64)
             .for_each(kernel);
+    }
+    if let (Some(l), Some(d)) = (ddef, config.coulomb.method.ddef()) {
+        let dq: Vec<f64> = (0..x.len()).map(|i| dir.dq(i)).collect();
+        let mut internal = vec![DVec3::ZERO; x.len()];
+        l.forces_jvp(Evaluation::Ddef(d.variant), dx, &dq, &mut internal);
+        out.iter_mut().zip(&internal).for_each(|(o, f)| *o += *f);
     }
 }
 
@@ -320,7 +335,7 @@ mod tests {
             let e = 1e-6;
             let (p, m) = (eval(e), eval(-e));
             let mut an = vec![DVec3::ZERO; x.len()];
-            field_forces_jvp(&x, &q, &config, t, &dx, &dir, &mut an);
+            field_forces_jvp(&x, &q, &config, t, &dx, &dir, None, &mut an);
             for i in 0..x.len() {
                 let fd = (p[i] - m[i]) / (2.0 * e);
                 assert!(
@@ -350,14 +365,23 @@ mod tests {
         let mut config = Config::default();
         config.coulomb.softening = 0.0;
         let mut out = vec![DVec3::ZERO; 3];
-        field_forces_jvp(&x, &q, &config, 0.0, &dx, &dir, &mut out);
+        field_forces_jvp(&x, &q, &config, 0.0, &dx, &dir, None, &mut out);
         assert!(!out[0].is_finite() && !out[1].is_finite(), "{out:?}");
         config.coulomb.softening = 1e-2;
-        field_forces_jvp(&x, &q, &config, 0.0, &dx, &dir, &mut out);
+        field_forces_jvp(&x, &q, &config, 0.0, &dx, &dir, None, &mut out);
         assert!(out.iter().all(|d| d.is_finite()), "{out:?}");
         let mut one = vec![DVec3::ZERO];
         config.coulomb.softening = 0.0;
-        field_forces_jvp(&x[..1], &q[..1], &config, 0.0, &dx[..1], &dir, &mut one);
+        field_forces_jvp(
+            &x[..1],
+            &q[..1],
+            &config,
+            0.0,
+            &dx[..1],
+            &dir,
+            None,
+            &mut one,
+        );
         assert_eq!(one[0], DVec3::ZERO);
     }
 
@@ -402,7 +426,7 @@ mod tests {
             let mut config = Config::default();
             config.coulomb.softening = eps;
             let mut fast = vec![DVec3::ZERO; n];
-            field_forces_jvp(&x, &q, &config, 0.0, &dx, &dir, &mut fast);
+            field_forces_jvp(&x, &q, &config, 0.0, &dx, &dir, None, &mut fast);
             let eps2 = eps * eps;
             let active = |i: usize| q[i] != 0.0 || dq[i] != 0.0;
             for i in 0..n {

@@ -21,7 +21,10 @@
 //! [`GradOptions::exact_forward`] runs the forward solves with CG to the tangent tolerance
 //! instead (the validation tests do this, so finite differences of the computed trajectory
 //! measure the same map). The clamp max(0, 1 - L/l) in the IMEX blocks is differentiated on
-//! the side it is evaluated on (its kink is a set of measure zero).
+//! the side it is evaluated on (its kink is a set of measure zero). DDEF (lattice grid) is
+//! differentiated with each evaluation's discrete structure frozen
+//! ([`crate::ddef::lattice_tangent`]): its force jumps where a charge crosses a
+//! tetrahedron face, so this too is the derivative almost everywhere.
 //!
 //! # How (forward sensitivities, hand-derived tangents)
 //!
@@ -143,6 +146,9 @@ pub enum GradError {
     },
     #[error(transparent)]
     Target(#[from] TargetError),
+    /// A DDEF evaluation of the forward run failed.
+    #[error(transparent)]
+    Ddef(#[from] crate::ddef::DdefError),
     /// The GPU backend ([`GradBackend::Gpu`]) failed or does not support the request.
     #[error(transparent)]
     Gpu(#[from] crate::gpu::GpuError),

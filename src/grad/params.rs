@@ -9,7 +9,7 @@
 //! the value itself ([`ParamSet::directions_at`]).
 
 use super::GradError;
-use crate::config::Config;
+use crate::config::{Config, Integrator};
 use crate::model::{System, SystemDesc};
 use glam::DVec3;
 
@@ -120,9 +120,38 @@ impl ParamSet {
         if params.is_empty() {
             return Err(GradError::Param("no parameter to differentiate".into()));
         }
-        // What the tangents cannot differentiate is refused, never dropped.
+        // What the tangents cannot differentiate is refused, never dropped. DDEF is
+        // differentiated with its structure frozen (grid, tetrahedra, near/far split:
+        // `crate::ddef::lattice_tangent`), on the lattice grid only.
         if let Some(e) = config.not_differentiable() {
             return Err(GradError::Param(e.to_string()));
+        }
+        // The charged set is part of DDEF's frozen structure: an uncharged particle's
+        // charge has no derivative there (a charge would add a source).
+        if config.coulomb.method.ddef().is_some() && params.contains(&Param::Charges) {
+            if let Some(i) = system.charges().iter().position(|&q| q == 0.0) {
+                return Err(GradError::Param(format!(
+                    "charges: particle {i} is uncharged; with coulomb.method = \"ddef\" \
+                     the charged particles are part of the frozen DDEF structure, so an \
+                     uncharged particle's charge cannot be differentiated (give every \
+                     particle a nonzero starting charge, or fit with \"all_pairs\")"
+                )));
+            }
+        }
+        // The explicit kicks' mass tangent (step::mass_kick_jvp) evaluates the force
+        // without a DDEF structure: refused rather than silently missing the far field.
+        if config.coulomb.method.ddef().is_some()
+            && params.contains(&Param::Masses)
+            && matches!(
+                config.integrator,
+                Integrator::SymplecticEuler | Integrator::Verlet
+            )
+        {
+            return Err(GradError::Param(
+                "masses: the mass tangent of the explicit integrators does not carry the \
+                 DDEF field yet; fit masses with imex or local_global, or with \"all_pairs\""
+                    .into(),
+            ));
         }
         let externals = config.external_charges.len();
         let mut offsets = vec![0];

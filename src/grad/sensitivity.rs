@@ -45,9 +45,13 @@ impl GradMode {
 
     /// The adjoint for per-element parameters or more than
     /// [`Self::AUTO_ADJOINT_ABOVE`] components, else forward tangents (which also give
-    /// J^T J for Levenberg-Marquardt).
+    /// J^T J for Levenberg-Marquardt). DDEF scenes take forward tangents: the adjoint of
+    /// the DDEF field is not implemented (the adjoint refuses it).
     pub fn auto(set: &super::params::ParamSet) -> Self {
         use super::params::Param;
+        if set.base_config().coulomb.method.ddef().is_some() {
+            return Self::Forward;
+        }
         let per_element = set
             .params()
             .iter()
@@ -238,7 +242,7 @@ pub(crate) fn drive_cpu(
                 stats.tangents += dirs.len();
             }
         }
-        let record = fwd.step();
+        let record = fwd.step()?;
         stats.steps += 1;
         if let Some(s) = fwd.last_solve {
             let w = stats.worst_forward_residual.unwrap_or(0.0);

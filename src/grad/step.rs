@@ -18,6 +18,7 @@ use crate::cpu::forces::gather_spring_forces;
 use crate::cpu::integrators::{kick, StepTrace};
 use crate::cpu::solvers::{cg, BlockLaplacian, SolverScratch};
 use crate::cpu::CpuSimulation;
+use crate::ddef::{DdefError, LatticeDdef};
 use crate::measures::SolveStats;
 use crate::model::{State, System};
 use glam::DVec3;
@@ -30,6 +31,9 @@ pub(crate) type Record = StepTrace;
 pub(crate) struct Forward {
     sim: CpuSimulation,
     pub last_solve: Option<SolveStats>,
+    /// DDEF (lattice grid): the last step's evaluations, rebuilt under the plan the step
+    /// ran with (the same structure): at x_t and, for Verlet, at x_{t+1}.
+    ddef: Vec<LatticeDdef>,
 }
 
 impl Forward {
@@ -37,6 +41,7 @@ impl Forward {
         Ok(Self {
             sim: CpuSimulation::new(system, config)?,
             last_solve: None,
+            ddef: Vec::new(),
         })
     }
 
@@ -58,21 +63,46 @@ impl Forward {
     }
 
     /// One step; returns what its tangent needs.
-    pub fn step(&mut self) -> Record {
+    pub fn step(&mut self) -> Result<Record, DdefError> {
         let (stats, trace) = self.sim.step_traced();
         self.last_solve = stats;
-        trace
+        self.rebuild_ddef(&trace.x0)?;
+        Ok(trace)
     }
 
-    /// One step without a record.
+    /// DDEF (lattice grid): the last step's evaluations under the plan the step ran with.
+    /// The plan stays as the first evaluation made it: this driver never re-plans.
+    fn rebuild_ddef(&mut self, x0: &[DVec3]) -> Result<(), DdefError> {
+        self.ddef.clear();
+        let plan = self.sim.ddef().and_then(|d| d.plan()).copied();
+        if let Some(plan) = plan {
+            let sim = &self.sim;
+            let (q, eps) = (sim.system().charges(), sim.config().coulomb.softening);
+            self.ddef.push(LatticeDdef::new(&plan, x0, q, eps)?);
+            if sim.config().integrator == Integrator::Verlet {
+                self.ddef
+                    .push(LatticeDdef::new(&plan, &sim.current().x, q, eps)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// One step without a record (the adjoint's recomputation; DDEF is refused there).
     pub fn step_plain(&mut self) {
+        self.ddef.clear();
         self.last_solve = self.sim.step_once();
     }
 
     /// Back to `state`, from which the steps repeat bit for bit
     /// (`CpuSimulation::restore`).
     pub fn restore(&mut self, state: &State) {
+        self.ddef.clear();
         self.sim.restore(state);
+    }
+
+    /// The DDEF evaluation `k` of the last step (0: at x_t; 1: Verlet's at x_{t+1}).
+    fn ddef_at(&self, k: usize) -> Option<&LatticeDdef> {
+        self.ddef.get(k)
     }
 }
 
@@ -162,7 +192,7 @@ pub(crate) fn tangent_step(
             }
             gather_spring_forces(adj, &ws.per_spring, &mut ws.a);
             gather_spring_forces(adj, &ws.per_spring2, &mut ws.b);
-            field_forces_jvp(x0, q, cfg, t, dx, dir, &mut ws.c);
+            field_forces_jvp(x0, q, cfg, t, dx, dir, fwd.ddef_at(0), &mut ws.c);
             for i in 0..n {
                 ws.z[i] = dv[i] * m[i] + (ws.a[i] + ws.c[i]) * h - ws.b[i];
                 let dm = dir.dm(i);
@@ -188,7 +218,7 @@ pub(crate) fn tangent_step(
             // c = M y + h C_L x_t + h^2 (f_field + M g); per alternation
             // P z' = c + h^2 J(k) d(z) with P = M + h C_L + h^2 L(k) (paper eq. 11), so
             // P dz' = dc + h^2 (J(dk) d + J(k) dd) - dP z', dP = dM + h^2 L(dk).
-            field_forces_jvp(x0, q, cfg, t, dx, dir, &mut ws.c);
+            field_forces_jvp(x0, q, cfg, t, dx, dir, fwd.ddef_at(0), &mut ws.c);
             for i in 0..n {
                 let mut cl = DVec3::ZERO;
                 for e in adj.row(i) {
@@ -237,7 +267,7 @@ pub(crate) fn tangent_step(
             worst
         }
         Integrator::SymplecticEuler => {
-            total_force_jvp(fwd, x0, v0, t, dx, dv, dir, ws);
+            total_force_jvp(fwd, x0, v0, t, dx, dv, dir, 0, ws);
             kick(dv, &ws.a, m, pinned, h);
             mass_kick_jvp(fwd, x0, v0, t, dir, dv, h, ws);
             for i in 0..n {
@@ -246,7 +276,7 @@ pub(crate) fn tangent_step(
             SolveStats::default()
         }
         Integrator::Verlet => {
-            total_force_jvp(fwd, x0, v0, t, dx, dv, dir, ws);
+            total_force_jvp(fwd, x0, v0, t, dx, dv, dir, 0, ws);
             let mut dv_half = dv.to_vec();
             kick(&mut dv_half, &ws.a, m, pinned, 0.5 * h);
             mass_kick_jvp(fwd, x0, v0, t, dir, &mut dv_half, 0.5 * h, ws);
@@ -255,7 +285,7 @@ pub(crate) fn tangent_step(
             }
             // (x_{t+1}, v_half) at t_{t+1}, the reference's second force evaluation.
             let (x1, t1) = (&fwd.state().x, fwd.state().t);
-            total_force_jvp(fwd, x1, v_half, t1, dx, &dv_half, dir, ws);
+            total_force_jvp(fwd, x1, v_half, t1, dx, &dv_half, dir, 1, ws);
             kick(&mut dv_half, &ws.a, m, pinned, 0.5 * h);
             mass_kick_jvp(fwd, x1, v_half, t1, dir, &mut dv_half, 0.5 * h, ws);
             dv.copy_from_slice(&dv_half);
@@ -311,7 +341,8 @@ pub(crate) fn other_forces(
     }
 }
 
-/// d f(x, v, t) (springs with damping + field; gravity is constant) into `ws.a`.
+/// d f(x, v, t) (springs with damping + field; gravity is constant) into `ws.a`;
+/// `ddef` picks the step's DDEF evaluation at x.
 #[allow(clippy::too_many_arguments)]
 fn total_force_jvp(
     fwd: &Forward,
@@ -321,6 +352,7 @@ fn total_force_jvp(
     dx: &[DVec3],
     dv: &[DVec3],
     dir: &Direction,
+    ddef: usize,
     ws: &mut TangentScratch,
 ) {
     let springs = fwd.system().springs();
@@ -345,6 +377,7 @@ fn total_force_jvp(
         t,
         dx,
         dir,
+        fwd.ddef_at(ddef),
         &mut ws.c,
     );
     for i in 0..ws.a.len() {

@@ -102,7 +102,7 @@ pub fn field_forces_vjp(
     out: &mut [DVec3],
 ) {
     let none = Direction::default();
-    field_forces_jvp_parts(x, q, config, t, w, &none, false, out);
+    field_forces_jvp_parts(x, q, config, t, w, &none, false, None, out);
     if let Some(fld) = config.external_field {
         for i in 0..x.len() {
             if q[i] != 0.0 {

@@ -143,7 +143,16 @@ fn field_position_vjp_is_the_transpose_of_its_jvp() {
         config.external_field = fld;
         let n = x.len();
         let (mut ju, mut jtw) = (vec![DVec3::ZERO; n], vec![DVec3::ZERO; n]);
-        field_forces_jvp(&x, &q, &config, 0.7, &u, &Direction::default(), &mut ju);
+        field_forces_jvp(
+            &x,
+            &q,
+            &config,
+            0.7,
+            &u,
+            &Direction::default(),
+            None,
+            &mut ju,
+        );
         field_forces_vjp(&x, &q, &config, 0.7, &w, &mut jtw);
         let lhs: f64 = w.iter().zip(&ju).map(|(a, b)| a.dot(*b)).sum();
         let rhs: f64 = jtw.iter().zip(&u).map(|(a, b)| a.dot(*b)).sum();
@@ -177,7 +186,7 @@ fn field_parameter_vjp_is_the_transpose_of_its_jvp() {
         config.external_field = fld;
         let zero = vec![DVec3::ZERO; n];
         let mut ju = vec![DVec3::ZERO; n];
-        field_forces_jvp(&x, &q, &config, 0.7, &zero, &dir, &mut ju);
+        field_forces_jvp(&x, &q, &config, 0.7, &zero, &dir, None, &mut ju);
         let mut cot = Cotangent::zeros(wants, n, 0, 2);
         field_param_vjp(&x, &q, &config, 0.7, &w, &mut cot);
         let lhs: f64 = w.iter().zip(&ju).map(|(a, b)| a.dot(*b)).sum();

@@ -35,6 +35,14 @@ pub fn unit_field_and_jvp_at(d: DVec3, r2: f64, delta: DVec3) -> (DVec3, DVec3) 
     (d * inv3, (delta - d * (3.0 * d.dot(delta) / r2)) * inv3)
 }
 
+/// The derivative of [`field`] along a displacement `delta` of d and a change `dqs` of the
+/// source charge: dqs phi + qs G delta (the field is linear in qs).
+#[inline]
+pub fn field_jvp(d: DVec3, qs: f64, eps2: f64, delta: DVec3, dqs: f64) -> DVec3 {
+    let (phi, gd) = unit_field_and_jvp(d, eps2, delta);
+    phi * dqs + gd * qs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,6 +58,13 @@ mod tests {
             let (phi, g) = unit_field_and_jvp(d, eps2, delta);
             assert!((phi - field(d, 1.0, eps2)).length() < 1e-12 * phi.length());
             assert!((fd - g).length() < 1e-6 * g.length(), "{fd} vs {g}");
+            // Charge and displacement together: field is linear in q_s.
+            let (q, dq) = (2.0, -0.7);
+            let fd = (field(d + delta * h, q + dq * h, eps2)
+                - field(d - delta * h, q - dq * h, eps2))
+                / (2.0 * h);
+            let j = field_jvp(d, q, eps2, delta, dq);
+            assert!((fd - j).length() < 1e-6 * j.length(), "{fd} vs {j}");
         }
         assert!(!field(DVec3::ZERO, 1e-6, 0.0).is_finite());
         assert!(field(DVec3::ZERO, 1e-6, 1e-4).is_finite());

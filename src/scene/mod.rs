@@ -38,9 +38,9 @@
 //! [coulomb]
 //! method = "all_pairs"            # all_pairs | none | ddef
 //! softening = 0.0                 # m
-//! samples = 2000                  # ddef: Halton samples m
+//! samples = "auto"                # ddef: grid size m, or "auto" (m from the charge count)
 //! ddef_variant = "corrected"      # ddef: corrected | paper (Algorithm 1 as printed)
-//! rebuild_every = 1               # ddef: steps between tetrahedralizations
+//! rebuild_every = 1               # ddef, delaunay grid: steps between tetrahedralizations
 //! ddef_grid = "lattice"           # ddef: lattice (Kuhn-split cubes) | delaunay (Halton + Delaunay)
 //! [[external_charges]]            # any number
 //! charge = -42e-6                 # C

@@ -6,7 +6,7 @@
 
 use super::FrameFormat;
 use crate::config::{
-    CoulombMethod, DdefGrid, DdefVariant, ExternalField, Integrator, SolverMethod,
+    CoulombMethod, DdefGrid, DdefSamples, DdefVariant, ExternalField, Integrator, SolverMethod,
 };
 use crate::model::mesh::{MeshFormat, Polygons};
 use serde::Deserialize;
@@ -195,7 +195,7 @@ pub(super) struct CoulombSpec {
     pub method: Option<CoulombMethod>,
     pub softening: Option<f64>,
     /// DDEF only.
-    pub samples: Option<u32>,
+    pub samples: Option<DdefSamples>,
     pub ddef_variant: Option<DdefVariant>,
     pub rebuild_every: Option<u32>,
     pub ddef_grid: Option<DdefGrid>,

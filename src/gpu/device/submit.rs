@@ -128,18 +128,4 @@ impl Submitter {
         self.check_lost()?;
         Ok(bytes)
     }
-
-    /// Submits one pass through `record` without waiting.
-    pub(in crate::gpu) fn submit_pass(
-        &self,
-        label: &str,
-        record: impl FnOnce(&mut wgpu::ComputePass<'_>),
-    ) -> Result<(), GpuError> {
-        scoped(&self.device, || {
-            let mut encoder = self.encoder(label);
-            self.pass(&mut encoder, label, None, record);
-            self.submit(encoder);
-            Ok(())
-        })
-    }
 }

@@ -10,7 +10,7 @@ use super::adjacency;
 use super::params::{bd_row_bytes, params, to_f32, vec4, TimeStep};
 use crate::config::{Config, Integrator, SolverMethod};
 use crate::gpu::error::GpuError;
-use crate::gpu::layout::{Params, World, SCALAR_SLOTS, WORKGROUP_SIZE};
+use crate::gpu::layout::{DdefWorld, Params, World, SCALAR_SLOTS, WORKGROUP_SIZE};
 use crate::model::{System, COULOMB_K};
 
 macro_rules! buffer_kinds {
@@ -99,6 +99,37 @@ buffer_kinds! {
     AdjTarget,
     /// Per target frame, each workgroup's share of the loss.
     AdjLoss,
+    /// DDEF: the sorted sources beside one direction's tangents (2 vec4 per source).
+    TanSorted,
+    /// DDEF: one direction's far-field tangent at the sites.
+    TanFar,
+    // DDEF on the lattice grid (`kernels::ddef`).
+    /// Per world its `DdefWorld` record: plan (host) and frame (`ddef_frame`).
+    DdefWorlds,
+    /// The stencil tables and scan levels (constant).
+    DdefTables,
+    /// Per source workgroup its charges' bounds (min, max).
+    DdefBounds,
+    /// Per Coulomb source slot its tetrahedron (`NO_RANK`: padding).
+    SrcTet,
+    /// Per tetrahedron its sources (atomic; 0 between evaluations).
+    TetCount,
+    /// Per cell its gather work items.
+    CellCount,
+    /// The tetrahedra's first sorted positions (one more than tetrahedra), then the
+    /// cells' first work items (one more than cells).
+    Starts,
+    /// The scans' higher levels.
+    ScanScratch,
+    /// The counting sort's scattered source slots.
+    Scattered,
+    /// The sources sorted by (tetrahedron, particle): (position, scaled charge), and
+    /// (particle, tetrahedron).
+    SortedSrc,
+    SortedKey,
+    /// The far field at the sites per source chunk, and summed.
+    FarPart,
+    Far,
     // A batch of worlds (`batch::worlds`), bound as group 2.
     /// Per world its `World` record.
     Worlds,
@@ -119,6 +150,8 @@ pub(in crate::gpu) enum Part {
     Adjoint,
     /// A batch of worlds.
     Batch,
+    /// A solver with DDEF on the lattice grid.
+    Ddef,
 }
 
 /// One row of the buffer table.
@@ -153,6 +186,20 @@ pub(in crate::gpu) struct Shape {
     pub(in crate::gpu) local_global: bool,
     pub(in crate::gpu) cg: bool,
     pub(in crate::gpu) bd_row: u64,
+    /// DDEF's sizes (`worlds` = 0: no DDEF).
+    pub(in crate::gpu) ddef: DdefSizes,
+}
+
+/// What the DDEF buffers are sized for (`kernels::ddef::DdefLayout`'s totals).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(in crate::gpu) struct DdefSizes {
+    pub(in crate::gpu) worlds: u64,
+    pub(in crate::gpu) tets: u64,
+    pub(in crate::gpu) cells: u64,
+    pub(in crate::gpu) sites: u64,
+    pub(in crate::gpu) chunks: u64,
+    pub(in crate::gpu) scratch: u64,
+    pub(in crate::gpu) tables: u64,
 }
 
 /// Usage of every storage buffer (readable back, writable by the host).
@@ -170,6 +217,7 @@ impl Buf {
         let vec4s = 16 * n;
         let when = |on: bool, bytes: u64| if on { bytes } else { 16 };
         let d = s.directions;
+        let dd = s.ddef;
         let (name, bytes, part) = match self {
             X => ("positions", vec4s, Forward),
             V => ("velocities", vec4s, Forward),
@@ -246,12 +294,44 @@ impl Buf {
                 16 * s.n_wg.max(1) * s.adjoint_frames.max(1),
                 Adjoint,
             ),
+            TanSorted => (
+                "tangent DDEF sources",
+                when(dd.worlds > 0, 32 * s.nc),
+                Tangents,
+            ),
+            TanFar => (
+                "tangent DDEF far field",
+                when(dd.worlds > 0, 16 * dd.sites),
+                Tangents,
+            ),
             Worlds => (
                 "world parameters",
                 s.worlds * std::mem::size_of::<World>() as u64,
                 Batch,
             ),
             WorldTable => ("world table", 4 * (n + s.worlds * s.iterations), Batch),
+            DdefWorlds => (
+                "DDEF worlds",
+                dd.worlds * std::mem::size_of::<DdefWorld>() as u64,
+                Ddef,
+            ),
+            DdefTables => ("DDEF tables", 4 * dd.tables, Ddef),
+            // 32 bytes per source workgroup (a few more on a 2D grid; see `limits::grid`).
+            DdefBounds => (
+                "DDEF bounds",
+                32 * (s.nc.div_ceil(u64::from(WORKGROUP_SIZE)) + 64),
+                Ddef,
+            ),
+            SrcTet => ("DDEF source tetrahedra", 4 * s.nc, Ddef),
+            TetCount => ("DDEF tetrahedron counts", 4 * dd.tets, Ddef),
+            CellCount => ("DDEF cell work", 4 * dd.cells, Ddef),
+            Starts => ("DDEF starts", 4 * (dd.tets + dd.cells + 2), Ddef),
+            ScanScratch => ("DDEF scan scratch", 4 * dd.scratch, Ddef),
+            Scattered => ("DDEF scattered sources", 4 * s.nc, Ddef),
+            SortedSrc => ("DDEF sorted sources", 16 * s.nc, Ddef),
+            SortedKey => ("DDEF sorted keys", 8 * s.nc, Ddef),
+            FarPart => ("DDEF far field chunks", 16 * dd.sites * dd.chunks, Ddef),
+            Far => ("DDEF far field", 16 * dd.sites, Ddef),
         };
         let usage = match self {
             X | V => STORAGE.union(wgpu::BufferUsages::VERTEX),
@@ -300,6 +380,7 @@ impl Shape {
             Part::Tangents => self.directions > 0,
             Part::Adjoint => self.adjoint_frames > 0,
             Part::Batch => self.worlds > 0,
+            Part::Ddef => self.ddef.worlds > 0,
         }
     }
 

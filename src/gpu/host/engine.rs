@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use wgpu::util::DeviceExt;
 
 use super::buffers::{Buf, Buffers};
-use super::recording::{DispatchOp, Op, StageKernels};
+use super::recording::{DispatchOp, Op};
 use crate::gpu::error::GpuError;
 use crate::gpu::layout::Dispatch;
 use crate::gpu::shader::{kernel_pipeline, Access, Kernel, Specialization};
@@ -271,49 +271,31 @@ impl Engine {
         self.dispatch_group = Some(group);
     }
 
-    /// The kernel an op launches (`ddef` for a DDEF evaluation), for profiles.
+    /// The kernel an op launches, for profiles.
     pub(in crate::gpu) fn kernel_name(&self, op: &Op) -> &'static str {
-        match op {
-            Op::Dispatch(d) => self.pipelines[d.pipeline].kernel.name,
-            Op::Ddef { .. } => "ddef",
-        }
+        let Op::Dispatch(d) = op;
+        self.pipelines[d.pipeline].kernel.name
     }
 
-    /// Records `ops` into `pass`; a DDEF evaluation records `ddef`'s three kernels (its
-    /// host stage, if due, has run before: see `solver::ddef_stage`).
-    pub(in crate::gpu) fn replay(
-        &self,
-        pass: &mut wgpu::ComputePass<'_>,
-        ops: &[Op],
-        ddef: Option<&dyn StageKernels>,
-    ) {
+    /// Records `ops` into `pass`.
+    pub(in crate::gpu) fn replay(&self, pass: &mut wgpu::ComputePass<'_>, ops: &[Op]) {
         let Some(records) = self.dispatch_group.as_ref() else {
             // Not sealed: nothing was planned, so there is nothing to replay.
             return;
         };
         let mut current = usize::MAX;
-        for op in ops {
-            match op {
-                Op::Ddef { .. } => {
-                    if let Some(d) = ddef {
-                        d.record(pass);
-                    }
-                    current = usize::MAX;
+        for Op::Dispatch(op) in ops {
+            if op.pipeline != current {
+                let p = &self.pipelines[op.pipeline];
+                pass.set_pipeline(&p.pipeline);
+                if let (true, Some(g)) = (p.batched, &self.worlds_group) {
+                    pass.set_bind_group(2, g, &[]);
                 }
-                Op::Dispatch(op) => {
-                    if op.pipeline != current {
-                        let p = &self.pipelines[op.pipeline];
-                        pass.set_pipeline(&p.pipeline);
-                        if let (true, Some(g)) = (p.batched, &self.worlds_group) {
-                            pass.set_bind_group(2, g, &[]);
-                        }
-                        current = op.pipeline;
-                    }
-                    pass.set_bind_group(0, &self.groups[op.group], &[]);
-                    pass.set_bind_group(1, records, &[op.record]);
-                    pass.dispatch_workgroups(op.grid[0], op.grid[1], 1);
-                }
+                current = op.pipeline;
             }
+            pass.set_bind_group(0, &self.groups[op.group], &[]);
+            pass.set_bind_group(1, records, &[op.record]);
+            pass.dispatch_workgroups(op.grid[0], op.grid[1], 1);
         }
     }
 }

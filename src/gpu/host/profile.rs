@@ -65,7 +65,7 @@ pub(in crate::gpu) fn profile(
                         end_of_pass_write_index: Some(2 * k as u32 + 1),
                     };
                     host.pass(&mut encoder, engine.kernel_name(op), Some(writes), |pass| {
-                        engine.replay(pass, std::slice::from_ref(op), None)
+                        engine.replay(pass, std::slice::from_ref(op))
                     });
                 }
                 let used = 2 * chunk.len() as u32;

@@ -10,6 +10,7 @@ use super::params::TimeStep;
 use super::recording::Op;
 use crate::config::{Config, CoulombMethod, Integrator, SolverMethod};
 use crate::gpu::error::GpuError;
+use crate::gpu::kernels::ddef::DdefLayout;
 use crate::gpu::layout::Dispatch;
 use crate::gpu::shader::Kernel;
 // The same weights as the reference, so both backends run the same iteration.
@@ -49,6 +50,9 @@ pub(in crate::gpu) struct Recorder<'a> {
     pub(in crate::gpu) n: u32,
     pub(in crate::gpu) ns: u32,
     pub(in crate::gpu) nc: u32,
+    /// `coulomb.method = "ddef"`: a step's Coulomb sum is a DDEF evaluation over this
+    /// layout of the DDEF buffers.
+    pub(in crate::gpu) ddef_layout: Option<DdefLayout>,
     pub(in crate::gpu) solve: SolveSpec,
     /// Worlds of a batch (1 for one system): a reduction's second stage runs one
     /// workgroup per world.
@@ -90,6 +94,7 @@ impl<'a> Recorder<'a> {
             } else {
                 0
             },
+            ddef_layout: None,
             solve: SolveSpec {
                 method,
                 iterations,
@@ -121,6 +126,7 @@ impl<'a> Recorder<'a> {
             n,
             ns,
             nc,
+            ddef_layout: None,
             solve: SolveSpec {
                 method: config.solver.method,
                 iterations: config.solver.iterations,
@@ -129,14 +135,6 @@ impl<'a> Recorder<'a> {
             worlds: configs.len() as u32,
             configs: configs.iter().map(|&c| c.clone()).collect(),
         }
-    }
-
-    /// `coulomb.method = "ddef"` (one system only: a batch refuses it): a step's Coulomb
-    /// sum is a DDEF evaluation.
-    pub(in crate::gpu) fn ddef(&self) -> bool {
-        self.configs
-            .iter()
-            .any(|c| c.coulomb.method.ddef().is_some())
     }
 
     /// Workgroup grid of a 1D dispatch over `count` items (2D past the per-dimension
@@ -159,6 +157,18 @@ impl<'a> Recorder<'a> {
             mode,
             ..Default::default()
         })
+    }
+
+    /// A launch of `k` over the workgroup grid `grid` (bindings checked by the engine).
+    pub(in crate::gpu) fn grid_dispatch(
+        &mut self,
+        k: Kernel,
+        bufs: &[Buf],
+        record: u32,
+        grid: [u32; 2],
+    ) -> Result<Op, GpuError> {
+        self.engine
+            .dispatch(self.device, self.buffers, k, bufs, record, grid)
     }
 
     /// A launch of `k` over `count` items (bindings checked by the engine).

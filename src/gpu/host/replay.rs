@@ -1,15 +1,15 @@
 //! The replay of a solver's recordings on its device ([`Replay`]): a recording's ops run
-//! in one compute pass, then a readback or a submission without waiting.
+//! in one compute pass, then a readback.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::buffers::{Buf, Buffers};
 use super::engine::Engine;
-use super::recording::{Op, StageKernels};
+use super::recording::Op;
 use crate::gpu::device::submit::Submitter;
 use crate::gpu::error::GpuError;
 
-/// A solver's recordings on its device: what [`Replay::read`] and [`Replay::submit`] run.
+/// A solver's recordings on its device: what [`Replay::read`] runs.
 pub(in crate::gpu) struct Replay<'a> {
     pub(in crate::gpu) host: &'a Submitter,
     pub(in crate::gpu) engine: &'a Engine,
@@ -19,12 +19,11 @@ pub(in crate::gpu) struct Replay<'a> {
 }
 
 impl Replay<'_> {
-    /// Runs `ops` (if any; DDEF evaluations record `ddef`'s kernels), then copies the
-    /// byte ranges `copies` of the given buffers to the host in one submission.
+    /// Runs `ops` (if any), then copies the byte ranges `copies` of the given buffers to
+    /// the host in one submission.
     pub(in crate::gpu) fn read(
         &self,
         ops: &[Op],
-        ddef: Option<&dyn StageKernels>,
         copies: &[(Buf, u64, u64)],
     ) -> Result<Vec<u8>, GpuError> {
         let copies = copies
@@ -36,18 +35,7 @@ impl Replay<'_> {
         }
         // Diagnostics rewrite the force buffer.
         self.field_fresh.store(false, Ordering::Relaxed);
-        let record = |pass: &mut wgpu::ComputePass<'_>| self.engine.replay(pass, ops, ddef);
+        let record = |pass: &mut wgpu::ComputePass<'_>| self.engine.replay(pass, ops);
         self.host.run_and_read(Some(&record), &copies)
-    }
-
-    /// Submits `ops` in one compute pass labelled `label` without waiting.
-    pub(in crate::gpu) fn submit(
-        &self,
-        ops: &[Op],
-        ddef: Option<&dyn StageKernels>,
-        label: &str,
-    ) -> Result<(), GpuError> {
-        self.host
-            .submit_pass(label, |pass| self.engine.replay(pass, ops, ddef))
     }
 }

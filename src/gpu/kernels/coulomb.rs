@@ -32,12 +32,10 @@ pub const KERNELS: &[Kernel] = &[COULOMB_SOURCES, COULOMB_TILED];
 impl Recorder<'_> {
     /// The Coulomb forces over the compacted charges (`coulomb_sources`), added to the
     /// force buffer: tiled all-pairs, or with DDEF (unless `exact`, as the energy wants)
-    /// a DDEF evaluation, whose lists are stale when the positions `moved` since the step
-    /// began.
+    /// a DDEF evaluation.
     pub(in crate::gpu) fn coulomb(
         &mut self,
         ops: &mut Vec<Op>,
-        moved: bool,
         exact: bool,
     ) -> Result<(), GpuError> {
         let nc = self.nc;
@@ -51,8 +49,8 @@ impl Recorder<'_> {
             m0,
             nc,
         )?);
-        if self.ddef() && !exact {
-            ops.push(Op::Ddef { moved });
+        if self.ddef_layout.is_some() && !exact {
+            self.ddef(ops)?;
         } else {
             ops.push(self.dispatch(
                 COULOMB_TILED,

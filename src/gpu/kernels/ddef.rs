@@ -1,581 +1,440 @@
-//! DDEF on the GPU (the paper's Section 3.3, Algorithm 1; docs/physics.md §8).
+//! The DDEF family (the paper's Section 3.3, Algorithm 1, on the lattice grid;
+//! docs/physics.md §8), every stage on the device and rebuilt at each evaluation in O(n),
+//! under the plan of `crate::ddef::plan` (the f64 reference, `crate::ddef::lattice_field`,
+//! is the same algorithm step for step). Kernels, in `ddef/`, in the order one evaluation
+//! runs them:
+//! 1. `ddef_bounds`, `ddef_frame`: the charges' box per world (min/max), quantized; the
+//!    cell edges; the drift flag the host reads with the energies;
+//! 2. `ddef_locate`: each charge's tetrahedron in closed form, counted per tetrahedron;
+//! 3. `ddef_scan` (levels up, then down): the tetrahedra's first sorted positions;
+//! 4. `ddef_scatter`, `ddef_rank`: the counting sort by (tetrahedron, particle index);
+//! 5. `ddef_cells`, `ddef_scan`: the gather's work list (per cell, one item per WG targets);
+//! 6. `ddef_far`, `ddef_far_sum`: eq. 17 at the sites over source chunks, then the chunks
+//!    added in order;
+//! 7. `ddef_gather`: per work item the exact near sum and the interpolated (`corrected`)
+//!    far field, q E added to the force.
 //!
-//! The host builds a [`Ddef`] (grid, point location, N_s, M_j, the gather plan: the
-//! irregular, branchy part); the device runs the O(m n) far field and the per-charge
-//! gathers:
-//! 1. `ddef_far`: E_far at every site from the sources not in M_j, tiled like
-//!    `coulomb_tiled`, the exclusion exact per source (a cursor over the sorted M_j).
-//! 2. `ddef_vertex_far`: per occupied tetrahedron the four vertex far values, minus the
-//!    double-counted near sources for the `corrected` variant (`Ddef::vertex_far`).
-//! 3. `ddef_gather`: per charge the exact near field over its tetrahedron's list plus
-//!    the interpolated far field.
-//!
-//! [`GpuDdef`] works on its own (benchmarks, tests: fields per source come back) or
-//! inside `GpuSolver` (`coulomb.method = "ddef"`), where the sources are the solver's
-//! compacted charges and the gather adds q_i E to its force buffer; the solver's host
-//! stage before each evaluation is `solver::ddef_stage`. The kernels are in `ddef/`.
-//!
-//! All device quantities are in units scaled by sqrt(k_c) (charges q sqrt(k_c), fields
-//! E / sqrt(k_c)), as in the tiled all-pairs kernel, so products stay in f32 range.
+//! No float atomics (integer counts only, their order undone by the sort) and fixed
+//! summation orders: reruns and a world alone or in a batch give the same bits. The
+//! translation-invariant tables (`crate::ddef::stencil`) and the scan levels are one
+//! constant buffer ([`tables`]); each world's plan and frame one [`DdefWorld`] record.
+//! All device quantities are scaled by sqrt(k_c), as in the all-pairs kernel.
 
-use glam::DVec3;
-use wgpu::util::DeviceExt;
-
-use crate::config::DdefVariant;
-use crate::ddef::Ddef;
-use crate::gpu::device::readback::read_buffers;
-use crate::gpu::device::{poll_error, scoped};
+use crate::ddef::plan::LatticePlan;
+use crate::ddef::stencil::Stencils;
+use crate::ddef::DdefVariant;
 use crate::gpu::error::GpuError;
-use crate::gpu::host::limits::grid;
-use crate::gpu::host::params::{to_f32, vec4};
-use crate::gpu::host::recording::StageKernels;
-use crate::gpu::layout::DdefCounts;
+use crate::gpu::host::buffers::Buf;
+use crate::gpu::host::recorder::Recorder;
+use crate::gpu::host::recording::Op;
+use crate::gpu::layout::{DdefWorld, Dispatch, TILE, WORKGROUP_SIZE};
 use crate::gpu::shader::Access::{Read, ReadWrite};
-use crate::gpu::shader::{kernel_pipeline, Kernel, Library};
-use crate::model::COULOMB_K;
+use crate::gpu::shader::{Kernel, Library};
 
-pub const DDEF_FAR: Kernel = Kernel {
-    name: "ddef_far",
-    body: include_str!("ddef/ddef_far.wgsl"),
-    libs: &[Library::Layout, Library::World, Library::Physics],
-    storage: &[Read, Read, Read, Read, ReadWrite],
-    constants: &[],
-    cpu_targets: None,
-};
-
-pub const DDEF_VERTEX_FAR: Kernel = Kernel {
-    name: "ddef_vertex_far",
-    body: include_str!("ddef/ddef_vertex_far.wgsl"),
-    libs: &[Library::Layout, Library::World, Library::Physics],
-    storage: &[Read, Read, Read, Read, Read, Read, ReadWrite],
-    constants: &[],
-    cpu_targets: None,
-};
-
-pub const DDEF_GATHER: Kernel = Kernel {
-    name: "ddef_gather",
-    body: include_str!("ddef/ddef_gather.wgsl"),
-    libs: &[Library::Layout, Library::World, Library::Physics],
-    storage: &[Read, Read, Read, Read, Read, Read, Read, ReadWrite],
-    constants: &[],
-    cpu_targets: None,
-};
-
-pub const KERNELS: &[Kernel] = &[DDEF_FAR, DDEF_VERTEX_FAR, DDEF_GATHER];
-
-/// A storage buffer that grows (never shrinks) as evaluations need more room.
-struct Grown {
-    label: &'static str,
-    buffer: wgpu::Buffer,
-    capacity: u64,
-}
-
-impl Grown {
-    fn new(device: &wgpu::Device, label: &'static str) -> Self {
-        Self {
-            label,
-            buffer: storage_buffer(device, label, 16),
-            capacity: 16,
-        }
+wgsl_enum! {
+    /// `ddef_scan`'s pass: scan each block and write its total a level up, or add the
+    /// level above's scanned totals.
+    pub enum ScanMode {
+        Up = "SCAN_UP" = 0,
+        Down = "SCAN_DOWN" = 1,
     }
 }
 
-fn storage_buffer(device: &wgpu::Device, label: &str, size: u64) -> wgpu::Buffer {
-    device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some(label),
-        size: size.max(16),
-        usage: wgpu::BufferUsages::STORAGE
-            | wgpu::BufferUsages::COPY_DST
-            | wgpu::BufferUsages::COPY_SRC,
-        mapped_at_creation: false,
-    })
+macro_rules! ddef_kernel {
+    ($name:literal, [$($lib:ident),*], [$($acc:ident),*]) => {
+        Kernel {
+            name: $name,
+            body: include_str!(concat!("ddef/", $name, ".wgsl")),
+            libs: &[$(Library::$lib),*],
+            storage: &[$($acc),*],
+            constants: &[],
+            cpu_targets: None,
+        }
+    };
 }
 
-/// The buffers a [`GpuDdef`] owns (growable, per evaluation), by role.
-#[derive(Clone, Copy)]
-enum Slot {
-    Sites,
-    SiteSources,
-    GroupVertices,
-    Near,
-    TargetGroup,
-    TargetWeights,
-    Far,
-    VertexFar,
-}
-const SLOTS: usize = 8;
-const SLOT_LABELS: [&str; SLOTS] = [
-    "msc ddef sites",
-    "msc ddef site sources (M_j)",
-    "msc ddef group vertices",
-    "msc ddef near lists",
-    "msc ddef target groups",
-    "msc ddef target weights",
-    "msc ddef far field",
-    "msc ddef vertex far values",
+pub const DDEF_BOUNDS: Kernel = ddef_kernel!("ddef_bounds", [Layout], [Read, Read, ReadWrite]);
+pub const DDEF_FRAME: Kernel = ddef_kernel!("ddef_frame", [Layout], [Read, ReadWrite]);
+pub const DDEF_LOCATE: Kernel = ddef_kernel!(
+    "ddef_locate",
+    [Layout, Lattice],
+    [Read, Read, Read, ReadWrite, ReadWrite]
+);
+pub const DDEF_SCAN: Kernel = Kernel {
+    constants: ScanMode::WGSL,
+    ..ddef_kernel!("ddef_scan", [Layout], [Read, ReadWrite, ReadWrite, Read])
+};
+pub const DDEF_SCATTER: Kernel =
+    ddef_kernel!("ddef_scatter", [Layout], [Read, Read, ReadWrite, ReadWrite]);
+pub const DDEF_RANK: Kernel = ddef_kernel!(
+    "ddef_rank",
+    [Layout],
+    [Read, Read, Read, Read, Read, Read, ReadWrite, ReadWrite]
+);
+pub const DDEF_CELLS: Kernel =
+    ddef_kernel!("ddef_cells", [Layout, Lattice], [Read, Read, ReadWrite]);
+pub const DDEF_FAR: Kernel = ddef_kernel!(
+    "ddef_far",
+    [Layout, World, Physics, Lattice],
+    [Read, Read, Read, Read, ReadWrite]
+);
+pub const DDEF_FAR_SUM: Kernel = ddef_kernel!("ddef_far_sum", [Layout], [Read, Read, ReadWrite]);
+pub const DDEF_GATHER: Kernel = ddef_kernel!(
+    "ddef_gather",
+    [Layout, World, Physics, Lattice],
+    [Read, Read, Read, Read, Read, Read, ReadWrite]
+);
+
+pub const KERNELS: &[Kernel] = &[
+    DDEF_BOUNDS,
+    DDEF_FRAME,
+    DDEF_LOCATE,
+    DDEF_SCAN,
+    DDEF_SCATTER,
+    DDEF_RANK,
+    DDEF_CELLS,
+    DDEF_FAR,
+    DDEF_FAR_SUM,
+    DDEF_GATHER,
 ];
 
-/// Where the sources come from and where the gather writes.
-enum Io {
-    /// Standalone: our own sources (uploaded from the host), source-to-particle map and
-    /// field output (E / sqrt(k_c) per source).
-    Own {
-        sources: Grown,
-        charged: Grown,
-        out: Grown,
-    },
-    /// Inside the solver: its compacted sources, charged indices and force buffer.
-    Attached {
-        sources: wgpu::Buffer,
-        charged: wgpu::Buffer,
-        force: wgpu::Buffer,
-    },
+/// Elements of one `ddef_scan` block (`SCAN_BLOCK`: 4 per invocation).
+pub const SCAN_BLOCK: u64 = 4 * WORKGROUP_SIZE as u64;
+/// Words of the tables' header (`SITE_STENCIL` in `lattice.wgsl`).
+const HEADER: usize = 4;
+
+/// One level of a `ddef_scan`: level, length, input length (level 0), where its data
+/// lives (level 0: the output buffer; else the scratch), where the level above's lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::gpu) struct ScanLevel {
+    pub level: u32,
+    pub len: u32,
+    pub in_len: u32,
+    pub off: u32,
+    pub sums: u32,
 }
 
-/// The three DDEF kernels and their buffers on one device.
-pub struct GpuDdef {
-    device: wgpu::Device,
-    queue: wgpu::Queue,
-    eps2: f32,
-    pipelines: [(wgpu::ComputePipeline, wgpu::BindGroupLayout); 3],
-    counts: wgpu::Buffer,
-    slots: Vec<Grown>,
-    io: Io,
-    bind_groups: Option<[wgpu::BindGroup; 3]>,
-    /// Sizes of the uploaded evaluation: sites, groups, sources (None before any upload).
-    uploaded: Option<(u32, u32, u32)>,
-    uploads: u64,
-}
-
-impl GpuDdef {
-    /// The kernels on the caller's device, standalone: [`Self::upload`] takes the sources
-    /// from the host and [`Self::read_fields`] returns the field at each source.
-    /// `softening` is the Coulomb eps (m) the [`Ddef`] was built with.
-    pub fn new(
-        device: &wgpu::Device,
-        queue: &wgpu::Queue,
-        softening: f64,
-    ) -> Result<Self, GpuError> {
-        scoped(device, || {
-            let io = Io::Own {
-                sources: Grown::new(device, "msc ddef sources"),
-                charged: Grown::new(device, "msc ddef source particles"),
-                out: Grown::new(device, "msc ddef fields"),
-            };
-            Self::with_io(device, queue, softening, io)
-        })
-    }
-
-    /// Inside a solver: sources, source-to-particle map and the force buffer are the
-    /// solver's (the gather adds q_i E to the forces).
-    pub(in crate::gpu) fn attached(
-        device: &wgpu::Device,
-        queue: &wgpu::Queue,
-        softening: f64,
-        sources: &wgpu::Buffer,
-        charged: &wgpu::Buffer,
-        force: &wgpu::Buffer,
-    ) -> Result<Self, GpuError> {
-        let io = Io::Attached {
-            sources: sources.clone(),
-            charged: charged.clone(),
-            force: force.clone(),
-        };
-        Self::with_io(device, queue, softening, io)
-    }
-
-    fn with_io(
-        device: &wgpu::Device,
-        queue: &wgpu::Queue,
-        softening: f64,
-        io: Io,
-    ) -> Result<Self, GpuError> {
-        let eps2 = to_f32(softening * softening, "softening", 0)?;
-        let counts = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some("msc ddef counts"),
-            contents: bytemuck::bytes_of(&DdefCounts::default()),
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-        });
-        Ok(Self {
-            device: device.clone(),
-            queue: queue.clone(),
-            eps2,
-            pipelines: [DDEF_FAR, DDEF_VERTEX_FAR, DDEF_GATHER]
-                .map(|k| kernel_pipeline(device, k, None, None, Default::default())),
-            counts,
-            slots: SLOT_LABELS.iter().map(|l| Grown::new(device, l)).collect(),
-            io,
-            bind_groups: None,
-            uploaded: None,
-            uploads: 0,
-        })
-    }
-
-    /// Evaluations uploaded so far.
-    pub fn uploads(&self) -> u64 {
-        self.uploads
-    }
-
-    /// Uploads one evaluation standalone: the sources of `ddef` (its charged particles
-    /// of (x, q), the arrays it was built from) and its lists (see [`Self::upload_lists`]).
-    pub fn upload(
-        &mut self,
-        ddef: &Ddef,
-        x: &[DVec3],
-        q: &[f64],
-        variant: DdefVariant,
-    ) -> Result<(), GpuError> {
-        let sqrt_k = COULOMB_K.sqrt();
-        let mut src = Vec::with_capacity(ddef.source_particles().len());
-        let mut particles = Vec::with_capacity(src.capacity());
-        for &i in ddef.source_particles() {
-            let i = i as usize;
-            let (Some(&p), Some(&qi)) = (x.get(i), q.get(i)) else {
-                return Err(GpuError::Unsupported(format!(
-                    "DDEF source particle {i} is past the {} positions and {} charges given",
-                    x.len(),
-                    q.len()
-                )));
-            };
-            src.push(vec4(
-                p,
-                to_f32(qi * sqrt_k, "charge of particle", i)?,
-                "position of particle",
-                i,
-            )?);
-            particles.push(i as u32);
-        }
-        let device = self.device.clone();
-        scoped(&device, || {
-            let Io::Own {
-                sources, charged, ..
-            } = &mut self.io
-            else {
-                return Err(GpuError::Unsupported(
-                    "the solver's DDEF evaluator takes its sources from the solver".into(),
-                ));
-            };
-            let mut dirty = write_grown(&device, &self.queue, sources, &src)?;
-            dirty |= write_grown(&device, &self.queue, charged, &particles)?;
-            if dirty {
-                self.bind_groups = None;
-            }
-            self.upload_lists(ddef, variant)
-        })
-    }
-
-    /// Uploads the lists of one evaluation: the grid sites, M_j per site and the gather
-    /// plan (per occupied tetrahedron its vertices and near list, per source its group
-    /// and weights). The sources must already be on the device in `ddef`'s source order.
-    pub fn upload_lists(&mut self, ddef: &Ddef, variant: DdefVariant) -> Result<(), GpuError> {
-        let ns = ddef.source_particles().len();
-        let sites = ddef.grid().sites();
-        let mut site_data = Vec::with_capacity(sites.len());
-        for (j, &u) in sites.iter().enumerate() {
-            site_data.push(vec4(u, 0.0, "DDEF grid site", j)?);
-        }
-        let m_j = ddef.site_sources();
-        let site_sources: Vec<u32> = m_j.offsets.iter().chain(&m_j.entries).copied().collect();
-        let plan = ddef.gather_plan();
-        let groups = plan.tet_vertices.len();
-        let near: Vec<u32> = plan
-            .near
-            .offsets
-            .iter()
-            .copied()
-            .chain(plan.near.entries.iter().flat_map(|e| [e.source, e.mask]))
-            .collect();
-        let weights: Vec<[f32; 4]> = plan.weights.iter().map(|w| w.map(|c| c as f32)).collect();
-        let mut dirty = false;
-        let device = self.device.clone();
-        let queue = self.queue.clone();
-        let mut put = |slot: Slot, data: &[u8]| -> Result<(), GpuError> {
-            dirty |= write_grown(&device, &queue, &mut self.slots[slot as usize], data)?;
-            Ok(())
-        };
-        put(Slot::Sites, bytemuck::cast_slice(&site_data))?;
-        put(Slot::SiteSources, bytemuck::cast_slice(&site_sources))?;
-        put(
-            Slot::GroupVertices,
-            bytemuck::cast_slice(&plan.tet_vertices),
-        )?;
-        put(Slot::Near, bytemuck::cast_slice(&near))?;
-        put(Slot::TargetGroup, bytemuck::cast_slice(&plan.target_group))?;
-        put(Slot::TargetWeights, bytemuck::cast_slice(&weights))?;
-        // Outputs: sized, not written.
-        for (slot, bytes) in [
-            (Slot::Far, 16 * sites.len() as u64),
-            (Slot::VertexFar, 64 * groups as u64),
-        ] {
-            dirty |= reserve(&device, &mut self.slots[slot as usize], bytes)?;
-        }
-        if let Io::Own { out, .. } = &mut self.io {
-            dirty |= reserve(&device, out, 16 * ns as u64)?;
-        }
-        if dirty {
-            self.bind_groups = None;
-        }
-        let counts = DdefCounts {
-            n_sites: sites.len() as u32,
-            n_groups: groups as u32,
-            n_sources: ns as u32,
-            corrected: u32::from(variant == DdefVariant::Corrected),
-            eps2: self.eps2,
-            mode: match self.io {
-                Io::Attached { .. } => 0,
-                Io::Own { .. } => 1,
+/// The levels of a scan of `count` counts into `count + 1` starts at `out` of the output
+/// buffer, its higher levels from scratch word `scratch` on; returns them and the scratch
+/// words used.
+fn scan_levels(count: u64, out: u64, scratch: u64) -> (Vec<ScanLevel>, u64) {
+    let mut levels = Vec::new();
+    let mut len = count + 1;
+    let mut at = scratch;
+    let mut level = 0u32;
+    loop {
+        let blocks = len.div_ceil(SCAN_BLOCK);
+        // The totals of this level's blocks (a single block's total: unused).
+        let sums = at;
+        at += blocks;
+        levels.push(ScanLevel {
+            level,
+            len: len as u32,
+            in_len: count as u32,
+            off: if level == 0 {
+                out as u32
+            } else {
+                (sums - len) as u32
             },
-            _pad0: 0,
-            _pad1: 0,
+            sums: sums as u32,
+        });
+        if blocks == 1 {
+            break;
+        }
+        len = blocks;
+        level += 1;
+    }
+    (levels, at - scratch)
+}
+
+/// Where each world's lattice lives in the packed DDEF buffers, sized for its m, with
+/// room for any re-plan at the same m; and the scans over them. Fixed at set-up.
+#[derive(Clone, Debug, PartialEq)]
+pub(in crate::gpu) struct DdefLayout {
+    /// Per world: first tetrahedron, cell, site, Coulomb source slot; and the reserved
+    /// tetrahedra, cells, sites, end of its source slots; far-field source chunks.
+    pub worlds: Vec<([u32; 4], [u32; 4], u32)>,
+    /// Totals over the worlds: tetrahedra, cells, sites, source slots.
+    pub tets: u64,
+    pub cells: u64,
+    pub sites: u64,
+    pub slots: u64,
+    /// The most far-field chunks of a world.
+    pub chunks: u64,
+    pub tet_scan: Vec<ScanLevel>,
+    pub cell_scan: Vec<ScanLevel>,
+    pub scratch: u64,
+}
+
+/// Sites reserved for a world of m = `samples`: every lattice the sites-per-axis rule
+/// picks for m has about m + 8 sites (at most twice that), in whole dispatch blocks.
+pub fn reserved_sites(samples: u32) -> u64 {
+    (2 * (u64::from(samples) + 8))
+        .max(64)
+        .next_multiple_of(u64::from(WORKGROUP_SIZE))
+}
+
+/// Source chunks of a world's far field: enough workgroups to fill the device (about 16
+/// on a CPU adapter, 1024 on a GPU) but at least two tiles of sources each.
+pub fn far_chunks(sites: u64, sources: u64, cpu: bool) -> u64 {
+    let target: u64 = if cpu { 16 } else { 1024 };
+    let blocks = sites.div_ceil(u64::from(WORKGROUP_SIZE)).max(1);
+    let most = sources.div_ceil(2 * u64::from(TILE)).max(1);
+    target.div_ceil(blocks).clamp(1, most)
+}
+
+impl DdefLayout {
+    /// The layout for worlds of m = `samples[w]` whose sources are the slots
+    /// `slots[w]` (a batch: whole tiles apart), on a CPU adapter or not.
+    pub fn new(samples: &[u32], slots: &[(u32, u32)], cpu: bool) -> Self {
+        let mut worlds = Vec::with_capacity(samples.len());
+        let (mut tets, mut cells, mut sites, mut chunks) = (0u64, 0u64, 0u64, 1u64);
+        for (&m, &(b, e)) in samples.iter().zip(slots) {
+            let s = reserved_sites(m);
+            let k = far_chunks(s, u64::from(e - b), cpu);
+            worlds.push((
+                [tets as u32, cells as u32, sites as u32, b],
+                [(6 * s) as u32, s as u32, s as u32, e],
+                k as u32,
+            ));
+            tets += 6 * s;
+            cells += s;
+            sites += s;
+            chunks = chunks.max(k);
+        }
+        let (tet_scan, used) = scan_levels(tets, 0, 0);
+        let (cell_scan, more) = scan_levels(cells, tets + 1, used);
+        Self {
+            worlds,
+            tets,
+            cells,
+            sites,
+            slots: slots.last().map_or(0, |s| u64::from(s.1)),
+            chunks,
+            tet_scan,
+            cell_scan,
+            scratch: used + more,
+        }
+    }
+
+    /// World `w`'s record for `plan` (the frame zeroed: `ddef_frame` writes it).
+    pub fn record(
+        &self,
+        w: usize,
+        plan: &LatticePlan,
+        variant: DdefVariant,
+        eps2: f32,
+    ) -> DdefWorld {
+        let (base, cap, chunks) = self.worlds[w];
+        let thin = (0..3).map(|a| u32::from(plan.thin[a]) << a).sum();
+        let [px, py, pz] = plan.planned_quanta.map(|k| k as i32);
+        DdefWorld {
+            dims: [plan.dims[0], plan.dims[1], plan.dims[2], thin],
+            quanta: [
+                plan.log2_quantum,
+                plan.log2_fine,
+                plan.thin_quanta as i32,
+                i32::from(variant == DdefVariant::Corrected),
+            ],
+            planned: [px, py, pz, chunks as i32],
+            base,
+            cap,
+            eps2: [eps2, 0.0, 0.0, 0.0],
+            ..Default::default()
+        }
+    }
+
+    /// Whether `plan` fits world `w`'s reserved lattice.
+    pub fn fits(&self, w: usize, plan: &LatticePlan) -> bool {
+        plan.sites() as u64 <= u64::from(self.worlds[w].1[2])
+            && plan.cells() as u64 <= u64::from(self.worlds[w].1[1])
+    }
+
+    /// The constant tables: the header, the site stencil, the near stencils' cell
+    /// offsets, the membership table (shared-slot masks by (type of tau, offset, type of
+    /// T)) and the scan levels (see `lattice.wgsl`).
+    pub fn tables(&self) -> Vec<u32> {
+        let st = Stencils::get();
+        let pack = |d: [i32; 3], t: u8| {
+            let c = |v: i32| (v + 4) as u32 & 15;
+            c(d[0]) | c(d[1]) << 4 | c(d[2]) << 8 | u32::from(t) << 12
         };
-        self.queue
-            .write_buffer(&self.counts, 0, bytemuck::bytes_of(&counts));
-        self.uploaded = Some((counts.n_sites, counts.n_groups, counts.n_sources));
-        self.uploads += 1;
-        if self.bind_groups.is_none() {
-            self.bind_groups = Some(self.make_bind_groups());
+        let nd = st.dcells.len();
+        let dcells = HEADER + st.site.len();
+        let member = dcells + nd;
+        let levels = member + st.member.len();
+        let mut t = vec![nd as u32, dcells as u32, member as u32, levels as u32];
+        t.extend(st.site.iter().map(|e| pack(e.dcell, e.kuhn)));
+        t.extend(st.dcells.iter().map(|&d| pack(d, 0)));
+        t.extend(st.member.iter().map(|&m| u32::from(m)));
+        for l in self.tet_scan.iter().chain(&self.cell_scan) {
+            t.extend([l.level, l.len, l.in_len, l.off, l.sums]);
+        }
+        t
+    }
+}
+
+impl Recorder<'_> {
+    /// One DDEF evaluation over the compacted sources (after `coulomb_sources`), adding
+    /// q E to the force buffer (see the module doc).
+    pub(in crate::gpu) fn ddef(&mut self, ops: &mut Vec<Op>) -> Result<(), GpuError> {
+        let Some(layout) = self.ddef_layout.clone() else {
+            return Ok(());
+        };
+        let (nc, m0) = (self.nc, self.mode(0));
+        let worlds = layout.worlds.len() as u32;
+        ops.push(self.dispatch(
+            DDEF_BOUNDS,
+            &[Buf::Sources, Buf::Charged, Buf::DdefBounds],
+            m0,
+            nc,
+        )?);
+        ops.push(self.grid_dispatch(
+            DDEF_FRAME,
+            &[Buf::DdefBounds, Buf::DdefWorlds],
+            m0,
+            [worlds, 1],
+        )?);
+        ops.push(self.dispatch(
+            DDEF_LOCATE,
+            &[
+                Buf::Sources,
+                Buf::Charged,
+                Buf::DdefWorlds,
+                Buf::SrcTet,
+                Buf::TetCount,
+            ],
+            m0,
+            nc,
+        )?);
+        self.scan(ops, Buf::TetCount, &layout.tet_scan, 0)?;
+        ops.push(self.dispatch(
+            DDEF_SCATTER,
+            &[Buf::SrcTet, Buf::Starts, Buf::TetCount, Buf::Scattered],
+            m0,
+            nc,
+        )?);
+        ops.push(self.dispatch(
+            DDEF_RANK,
+            &[
+                Buf::Scattered,
+                Buf::SrcTet,
+                Buf::Starts,
+                Buf::Sources,
+                Buf::Charged,
+                Buf::DdefWorlds,
+                Buf::SortedSrc,
+                Buf::SortedKey,
+            ],
+            m0,
+            nc,
+        )?);
+        let cells = layout.cells as u32;
+        ops.push(self.dispatch(
+            DDEF_CELLS,
+            &[Buf::Starts, Buf::DdefWorlds, Buf::CellCount],
+            m0,
+            cells,
+        )?);
+        self.scan(
+            ops,
+            Buf::CellCount,
+            &layout.cell_scan,
+            layout.tet_scan.len(),
+        )?;
+        let blocks = layout.sites.div_ceil(u64::from(WORKGROUP_SIZE)) as u32;
+        ops.push(self.grid_dispatch(
+            DDEF_FAR,
+            &[
+                Buf::DdefWorlds,
+                Buf::DdefTables,
+                Buf::Starts,
+                Buf::SortedSrc,
+                Buf::FarPart,
+            ],
+            m0,
+            [blocks, layout.chunks as u32],
+        )?);
+        let sites = layout.sites as u32;
+        ops.push(self.dispatch(
+            DDEF_FAR_SUM,
+            &[Buf::DdefWorlds, Buf::FarPart, Buf::Far],
+            m0,
+            sites,
+        )?);
+        // At most one work item per occupied cell and one per WG targets beyond.
+        let items = layout.cells as u32 + nc.div_ceil(WORKGROUP_SIZE) + worlds;
+        let grid = self.grid(items * WORKGROUP_SIZE);
+        ops.push(self.grid_dispatch(
+            DDEF_GATHER,
+            &[
+                Buf::DdefWorlds,
+                Buf::DdefTables,
+                Buf::Starts,
+                Buf::SortedSrc,
+                Buf::SortedKey,
+                Buf::Far,
+                Buf::Force,
+            ],
+            m0,
+            grid,
+        )?);
+        Ok(())
+    }
+
+    /// A `ddef_scan` of `input` into the starts: its levels up, then down; `first` is the
+    /// index of its first level among the tables' scan levels.
+    fn scan(
+        &mut self,
+        ops: &mut Vec<Op>,
+        input: Buf,
+        levels: &[ScanLevel],
+        first: usize,
+    ) -> Result<(), GpuError> {
+        let bufs = [input, Buf::Starts, Buf::ScanScratch, Buf::DdefTables];
+        let blocks = |l: &ScanLevel| u64::from(l.len).div_ceil(SCAN_BLOCK) as u32;
+        for (i, l) in levels.iter().enumerate() {
+            let rec = self.scan_record(first + i, ScanMode::Up);
+            let grid = self.grid(blocks(l) * WORKGROUP_SIZE);
+            ops.push(self.grid_dispatch(DDEF_SCAN, &bufs, rec, grid)?);
+        }
+        for (i, l) in levels.iter().enumerate().rev().skip(1) {
+            let rec = self.scan_record(first + i, ScanMode::Down);
+            let grid = self.grid(blocks(l) * WORKGROUP_SIZE);
+            ops.push(self.grid_dispatch(DDEF_SCAN, &bufs, rec, grid)?);
         }
         Ok(())
     }
 
-    fn make_bind_groups(&self) -> [wgpu::BindGroup; 3] {
-        let s = |slot: Slot| &self.slots[slot as usize].buffer;
-        let (sources, charged, out) = match &self.io {
-            Io::Own {
-                sources,
-                charged,
-                out,
-            } => (&sources.buffer, &charged.buffer, &out.buffer),
-            Io::Attached {
-                sources,
-                charged,
-                force,
-            } => (sources, charged, force),
-        };
-        let group = |k: usize, name: &str, bufs: &[&wgpu::Buffer]| {
-            let entries: Vec<_> = bufs
-                .iter()
-                .enumerate()
-                .map(|(i, b)| wgpu::BindGroupEntry {
-                    binding: i as u32 + 1,
-                    resource: b.as_entire_binding(),
-                })
-                .collect();
-            self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some(name),
-                layout: &self.pipelines[k].1,
-                entries: &entries,
-            })
-        };
-        [
-            group(
-                0,
-                "msc ddef_far",
-                &[
-                    &self.counts,
-                    s(Slot::Sites),
-                    sources,
-                    s(Slot::SiteSources),
-                    s(Slot::Far),
-                ],
-            ),
-            group(
-                1,
-                "msc ddef_vertex_far",
-                &[
-                    &self.counts,
-                    s(Slot::GroupVertices),
-                    s(Slot::Near),
-                    s(Slot::Sites),
-                    sources,
-                    s(Slot::Far),
-                    s(Slot::VertexFar),
-                ],
-            ),
-            group(
-                2,
-                "msc ddef_gather",
-                &[
-                    &self.counts,
-                    sources,
-                    s(Slot::Near),
-                    s(Slot::TargetGroup),
-                    s(Slot::TargetWeights),
-                    s(Slot::VertexFar),
-                    charged,
-                    out,
-                ],
-            ),
-        ]
-    }
-
-    /// Records the three kernels of the uploaded evaluation into `pass` (nothing before
-    /// the first upload).
-    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
-        let (Some((m, groups, ns)), Some(bind)) = (self.uploaded, &self.bind_groups) else {
-            return;
-        };
-        let max = self.device.limits().max_compute_workgroups_per_dimension;
-        for (k, count) in [m, groups, ns].into_iter().enumerate() {
-            if count == 0 {
-                continue;
-            }
-            let [x, y] = grid(count, max);
-            pass.set_pipeline(&self.pipelines[k].0);
-            pass.set_bind_group(0, &bind[k], &[]);
-            pass.dispatch_workgroups(x, y, 1);
-        }
-    }
-
-    /// Runs the uploaded evaluation (one submission) and waits for it.
-    pub fn run(&self) -> Result<(), GpuError> {
-        scoped(&self.device, || {
-            let mut encoder = self
-                .device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                    label: Some("msc ddef"),
-                });
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("msc ddef"),
-                    timestamp_writes: None,
-                });
-                self.record(&mut pass);
-            }
-            let index = self.queue.submit([encoder.finish()]);
-            self.device
-                .poll(wgpu::PollType::Wait {
-                    submission_index: Some(index),
-                    timeout: None,
-                })
-                .map_err(poll_error)?;
-            Ok(())
+    fn scan_record(&mut self, entry: usize, mode: ScanMode) -> u32 {
+        self.record(Dispatch {
+            iter: entry as u32,
+            mode: mode.bits(),
+            ..Default::default()
         })
     }
-
-    /// The field (k_c included) at every source from the last run, in source order
-    /// (standalone only).
-    pub fn read_fields(&self) -> Result<Vec<DVec3>, GpuError> {
-        let Io::Own { out, .. } = &self.io else {
-            return Err(GpuError::Unsupported(
-                "the solver's DDEF evaluator writes forces, not fields".into(),
-            ));
-        };
-        let ns = self.uploaded.map_or(0, |u| u.2);
-        self.read_scaled(&out.buffer, ns)
-    }
-
-    /// The far field (k_c included) at every grid site from the last run: paper eq. 17,
-    /// to compare with [`Ddef::far_field`].
-    pub fn read_far_field(&self) -> Result<Vec<DVec3>, GpuError> {
-        let m = self.uploaded.map_or(0, |u| u.0);
-        self.read_scaled(&self.slots[Slot::Far as usize].buffer, m)
-    }
-
-    fn read_scaled(&self, buffer: &wgpu::Buffer, count: u32) -> Result<Vec<DVec3>, GpuError> {
-        let data = read_buffer(&self.device, &self.queue, buffer, 16 * u64::from(count))?;
-        let f: &[[f32; 4]] = bytemuck::cast_slice(&data);
-        let sqrt_k = COULOMB_K.sqrt();
-        Ok(f.iter()
-            .map(|a| DVec3::new(a[0] as f64, a[1] as f64, a[2] as f64) * sqrt_k)
-            .collect())
-    }
-
-    /// Upload, run and read back: the field (k_c included) at every source of `ddef`
-    /// built on (x, q), as [`Ddef::fields_at_sources`] with `Evaluation::Ddef(variant)`.
-    pub fn fields_at_sources(
-        &mut self,
-        ddef: &Ddef,
-        x: &[DVec3],
-        q: &[f64],
-        variant: DdefVariant,
-    ) -> Result<Vec<DVec3>, GpuError> {
-        self.upload(ddef, x, q, variant)?;
-        self.run()?;
-        self.read_fields()
-    }
-
-    /// Coulomb forces q_i E(x_i) on all `x.len()` particles (uncharged ones get zero), as
-    /// [`Ddef::forces`].
-    pub fn forces(
-        &mut self,
-        ddef: &Ddef,
-        x: &[DVec3],
-        q: &[f64],
-        variant: DdefVariant,
-    ) -> Result<Vec<DVec3>, GpuError> {
-        let e = self.fields_at_sources(ddef, x, q, variant)?;
-        let mut out = vec![DVec3::ZERO; x.len()];
-        for (s, &i) in ddef.source_particles().iter().enumerate() {
-            out[i as usize] = e[s] * q[i as usize];
-        }
-        Ok(out)
-    }
 }
 
-impl StageKernels for GpuDdef {
-    fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
-        GpuDdef::record(self, pass);
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Grows `b` to hold `bytes` (1.5x headroom, so slowly growing lists do not reallocate
-/// every evaluation); true when the buffer was replaced.
-fn reserve(device: &wgpu::Device, b: &mut Grown, bytes: u64) -> Result<bool, GpuError> {
-    if bytes <= b.capacity {
-        return Ok(false);
+    #[test]
+    fn scan_levels_cover_counts_and_starts() {
+        let (l, used) = scan_levels(10, 0, 0);
+        assert_eq!(l.len(), 1);
+        assert_eq!((l[0].len, l[0].in_len), (11, 10));
+        assert_eq!(used, 1);
+        // 3 levels: 2^21 counts.
+        let (l, used) = scan_levels(1 << 21, 7, 0);
+        assert_eq!(
+            l.iter().map(|x| x.len).collect::<Vec<_>>(),
+            vec![(1 << 21) + 1, 2049, 3]
+        );
+        assert_eq!(l[0].off, 7);
+        // Level 1's data is level 0's totals; level 2's is level 1's.
+        assert_eq!(l[1].off, l[0].sums);
+        assert_eq!(l[2].off, l[1].sums);
+        assert_eq!(used, 2049 + 3 + 1);
     }
-    let limits = device.limits();
-    let limit = limits
-        .max_storage_buffer_binding_size
-        .min(limits.max_buffer_size);
-    if bytes > limit {
-        return Err(GpuError::LimitExceeded {
-            what: format!("storage buffer '{}' (bytes)", b.label),
-            needed: bytes,
-            limit,
-        });
-    }
-    let size = (bytes + bytes / 2).min(limit).next_multiple_of(16);
-    b.buffer = storage_buffer(device, b.label, size);
-    b.capacity = size;
-    Ok(true)
-}
-
-fn write_grown<T: bytemuck::Pod>(
-    device: &wgpu::Device,
-    queue: &wgpu::Queue,
-    b: &mut Grown,
-    data: &[T],
-) -> Result<bool, GpuError> {
-    let bytes: &[u8] = bytemuck::cast_slice(data);
-    let grown = reserve(device, b, bytes.len() as u64)?;
-    // write_buffer needs a multiple of 4 bytes: every element here is 4-byte based.
-    if !bytes.is_empty() {
-        queue.write_buffer(&b.buffer, 0, bytes);
-    }
-    Ok(grown)
-}
-
-fn read_buffer(
-    device: &wgpu::Device,
-    queue: &wgpu::Queue,
-    buffer: &wgpu::Buffer,
-    bytes: u64,
-) -> Result<Vec<u8>, GpuError> {
-    if bytes == 0 {
-        return Ok(Vec::new());
-    }
-    scoped(device, || {
-        let encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some("msc ddef readback"),
-        });
-        read_buffers(
-            device,
-            queue,
-            encoder,
-            &[(buffer, 0, bytes)],
-            "msc ddef readback",
-        )
-    })
 }

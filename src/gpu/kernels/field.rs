@@ -66,6 +66,6 @@ impl Recorder<'_> {
             // No modes: it shares the record of `external_forces`.
             ops.push(self.dispatch(DRAG, &[Buf::V, Buf::Force], record, n)?);
         }
-        self.coulomb(ops, time == ForceTime::TPlusH, exact)
+        self.coulomb(ops, exact)
     }
 }

@@ -7,6 +7,7 @@
 pub mod adjoint;
 pub mod coulomb;
 pub mod ddef;
+pub mod ddef_tangent;
 pub mod field;
 pub mod reductions;
 pub mod solvers;
@@ -27,6 +28,7 @@ const FAMILIES: &[&[Kernel]] = &[
     tangents::KERNELS,
     adjoint::KERNELS,
     ddef::KERNELS,
+    ddef_tangent::KERNELS,
 ];
 
 /// Every kernel, family by family.

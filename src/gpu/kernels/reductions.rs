@@ -70,15 +70,13 @@ impl Recorder<'_> {
             block,
             ..Default::default()
         });
-        let op = self.dispatch(DOT_REDUCE, &[Buf::Partials, Buf::Scalars], record, 1)?;
         // One workgroup per world whatever the grid of a single item.
         let worlds = self.worlds;
-        Ok(match op {
-            Op::Dispatch(mut d) => {
-                d.grid = [worlds, 1];
-                Op::Dispatch(d)
-            }
-            other => other,
-        })
+        self.grid_dispatch(
+            DOT_REDUCE,
+            &[Buf::Partials, Buf::Scalars],
+            record,
+            [worlds, 1],
+        )
     }
 }

@@ -81,21 +81,34 @@ struct Dispatch {
     _pad2: u32,
 }
 
-// Sizes and switches of one DDEF evaluation (the ddef_* kernels read it from a storage
-// buffer written with each upload, since the group count changes every evaluation).
-struct DdefCounts {
-    // grid sites m (+ corners), occupied tetrahedra (groups), sources (charged particles)
-    n_sites: u32,
-    n_groups: u32,
-    n_sources: u32,
-    // 1: the `corrected` variant (vertex far values minus the double-counted sources)
-    corrected: u32,
-    // softening eps^2
-    eps2: f32,
-    // ddef_gather: 0 adds q_i E to force[charged[i]]; 1 writes E / sqrt(k_c) to out[i]
-    mode: u32,
-    _pad0: u32,
-    _pad1: u32,
+// One world's DDEF lattice (crate::ddef::plan; gpu::kernels::ddef): its plan, written by
+// the host at set-up and at a re-plan (the first six fields), and the frame of the last
+// evaluation, written by ddef_frame (the rest).
+struct DdefWorld {
+    // sites per axis; w: the thin axes (bit a)
+    dims: vec4<u32>,
+    // log2 of the box quantum Q, of the fine quantum, the thin box width in quanta;
+    // w: 1 for the `corrected` variant
+    quanta: vec4<i32>,
+    // the planned box extents in quanta; w: far-field source chunks
+    planned: vec4<i32>,
+    // first tetrahedron (6 per cell), first cell, first site, first Coulomb source slot
+    base: vec4<u32>,
+    // tetrahedra, cells and sites reserved; w: the end of its Coulomb source slots
+    cap: vec4<u32>,
+    // x: softening eps^2
+    eps2: vec4<f32>,
+    // the frame: box corners, cell edge and its inverse per axis
+    lo: vec4<f32>,
+    hi: vec4<f32>,
+    h: vec4<f32>,
+    inv_h: vec4<f32>,
+    // the charges' bounds rounded outward to quanta, and the box extents in quanta
+    lo_q: vec4<i32>,
+    hi_q: vec4<i32>,
+    ext_q: vec4<i32>,
+    // x: a frame drifted from the plan since the host last re-planned (sticky)
+    flags: vec4<u32>,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;

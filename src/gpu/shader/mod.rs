@@ -13,7 +13,9 @@
 //! - `blocks`: how A's blocks are stored (springs' W_k, the per-particle `bd` rows:
 //!   right-hand side, inverse diagonal, mass) and products with them;
 //! - `operator`: the matrix-free row product (A u)_i;
-//! - `physics`: the f32 formulas mirroring `crate::physics` and the CPU reference.
+//! - `physics`: the f32 formulas mirroring `crate::physics` and the CPU reference;
+//! - `lattice`: the lattice DDEF's geometry (location, Kuhn types, stencil entries),
+//!   mirroring `crate::ddef::plan` and `crate::ddef::stencil`.
 
 use std::borrow::Cow;
 
@@ -36,6 +38,7 @@ pub enum Library {
     Blocks,
     Operator,
     Physics,
+    Lattice,
 }
 
 /// Which worlds a module serves: one system, or a batch of worlds.
@@ -51,7 +54,7 @@ const WORLD_RECORD: &str = "{world}";
 const WORLD_STRUCT: &str = "{World}";
 
 impl Library {
-    pub const ALL: [Library; 7] = [
+    pub const ALL: [Library; 8] = [
         Library::Layout,
         Library::World,
         Library::Reduce,
@@ -59,6 +62,7 @@ impl Library {
         Library::Blocks,
         Library::Operator,
         Library::Physics,
+        Library::Lattice,
     ];
 
     pub fn name(self) -> &'static str {
@@ -70,6 +74,7 @@ impl Library {
             Library::Blocks => "blocks",
             Library::Operator => "operator",
             Library::Physics => "physics",
+            Library::Lattice => "lattice",
         }
     }
 
@@ -90,6 +95,7 @@ impl Library {
             Library::Blocks => Cow::Borrowed(include_str!("blocks.wgsl")),
             Library::Operator => Cow::Borrowed(include_str!("operator.wgsl")),
             Library::Physics => Cow::Borrowed(include_str!("physics.wgsl")),
+            Library::Lattice => Cow::Borrowed(include_str!("lattice.wgsl")),
         }
     }
 }
@@ -119,8 +125,7 @@ fn world_values() -> String {
 
 /// One compute kernel: entry point `main`. A solver kernel has the `Params` uniform at
 /// group 0 binding 0, the storage buffers in `storage` at bindings 1.., and the `Dispatch`
-/// uniform (dynamic offset) at group 1 binding 0; a DDEF kernel has only its storage
-/// buffers in group 0 (see [`kernel_pipeline`]).
+/// uniform (dynamic offset) at group 1 binding 0 (see [`kernel_pipeline`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Kernel {
     pub name: &'static str,

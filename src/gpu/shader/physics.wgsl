@@ -134,6 +134,17 @@ fn inv_dist_or_zero(r2: f32) -> f32 {
     return select(inverseSqrt(r2), 0.0, r2 == 0.0);
 }
 
+// Mirrors physics::point_charge::field_jvp: the derivative of the field of a source of
+// (scaled) charge qs at d = x - x_s along a displacement delta of d and a change dqs of
+// its charge, dqs phi + qs G delta (phi = d / r2^(3/2), G delta = (delta - 3 d (d . delta)
+// / r2) / r2^(3/2)); 0 at r2 = 0 as inv_dist_or_zero (DDEF tangents: a site, or a pair
+// whose forward force already went non-finite).
+fn point_field_jvp(d: vec3<f32>, delta: vec3<f32>, qs: f32, dqs: f32, eps2: f32) -> vec3<f32> {
+    let inv = inv_dist_or_zero(dot(d, d) + eps2);
+    let inv3 = inv * inv * inv;
+    return (dqs * inv3) * d + (qs * inv3) * (delta - (3.0 * dot(d, delta) * inv * inv) * d);
+}
+
 // External point charges and field on a particle with scaled charge qs and charge q.
 // Mirrors the per-particle kernel of cpu::forces::external_forces_into.
 fn external_force(w: u32, x: vec3<f32>, qs: f32, q: f32, t: f32) -> vec3<f32> {

@@ -227,7 +227,7 @@ impl GpuAdjoint {
                 .pending
                 .get_or_insert_with(|| solver.host.encoder("msc adjoint"));
             solver.host.pass(e, "msc adjoint forward", None, |pass| {
-                solver.engine.replay(pass, &solver.program.step, None)
+                solver.engine.replay(pass, &solver.program.step)
             });
             self.solver.steps_done += 1;
             self.throttle(per_step)?;
@@ -265,7 +265,7 @@ impl GpuAdjoint {
             .pending
             .get_or_insert_with(|| solver.host.encoder("msc adjoint"));
         solver.host.pass(e, "msc adjoint seed", None, |pass| {
-            solver.engine.replay(pass, &[op], None)
+            solver.engine.replay(pass, &[op])
         });
         Ok(())
     }
@@ -294,7 +294,7 @@ impl GpuAdjoint {
             .pending
             .get_or_insert_with(|| solver.host.encoder("msc adjoint"));
         solver.host.pass(e, "msc adjoint reverse", None, |pass| {
-            solver.engine.replay(pass, &program.reverse, None)
+            solver.engine.replay(pass, &program.reverse)
         });
         let ops = program.reverse.len();
         self.solver.steps_done = step;

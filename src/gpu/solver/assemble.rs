@@ -1,13 +1,13 @@
 //! Assembles a solver's parts from a system and configuration already checked, in order:
-//! limit checks, the buffers (the tangent banks too, when asked for), the DDEF stage, the
-//! step program (built once, the tangent hooks called as it goes) and the sealed dispatch
+//! the DDEF plan, limit checks, the buffers (the tangent banks and the DDEF buffers too,
+//! when asked for), the step program (built once, the tangent hooks called as it goes) and the sealed dispatch
 //! records.
 
 use super::adjoint::{self, AdjointProgram, AdjointSetup};
-use super::ddef_stage::SolverDdef;
+use super::ddef::{SolverDdef, WorldPlan};
 use super::program::{self, NoHooks, Program};
 use super::tangent::{TangentDirection, TangentHooks};
-use crate::config::{Config, CoulombMethod};
+use crate::config::Config;
 use crate::gpu::device::scoped;
 use crate::gpu::device::submit::Submitter;
 use crate::gpu::error::GpuError;
@@ -55,6 +55,14 @@ pub(in crate::gpu) fn assemble(
         shape.directions = d.len() as u64;
         shape.externals = config.external_charges.len() as u64;
     }
+    let ddef = WorldPlan::of(system, config)?.map(|p| {
+        let cpu = device.adapter_info().device_type == wgpu::DeviceType::Cpu;
+        SolverDdef::new(vec![p], &[(0, system.charged_count() as u32)], cpu)
+    });
+    let tables = ddef.as_ref().map(|d| d.layout.tables()).unwrap_or_default();
+    if let Some(d) = &ddef {
+        shape.ddef = d.sizes(tables.len());
+    }
     let wg = grid(
         system.len() as u32,
         limits.max_compute_workgroups_per_dimension,
@@ -79,26 +87,12 @@ pub(in crate::gpu) fn assemble(
                 }
             }
         }
-        let ddef = match config.coulomb.method {
-            CoulombMethod::Ddef(d) => {
-                let charges = system
-                    .charged_indices()
-                    .iter()
-                    .map(|&i| system.charges()[i as usize])
-                    .collect();
-                Some(SolverDdef::new(
-                    device,
-                    &host.queue,
-                    &buffers,
-                    d,
-                    config.coulomb.softening,
-                    charges,
-                )?)
-            }
-            _ => None,
-        };
+        if let Some(d) = &ddef {
+            d.create_buffers(device, &mut buffers, &tables);
+        }
         let mut engine = Engine::new(device, params::specialization(config));
         let mut recorder = Recorder::new(device, &mut engine, &buffers, system, config, dt);
+        recorder.ddef_layout = ddef.as_ref().map(|d| d.layout.clone());
         let (program, tangents) = match hooks.as_mut() {
             Some(h) => {
                 let program = program::build(&mut recorder, config, h)?;

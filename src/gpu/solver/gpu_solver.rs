@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use super::adjoint::{AdjointProgram, AdjointSetup};
 use super::assemble::{assemble, Parts, Tangents};
-use super::ddef_stage::SolverDdef;
+use super::ddef::SolverDdef;
 use super::program::Program;
 use super::tangent::{self, TangentDirection};
 use crate::config::{Config, Integrator};
@@ -27,7 +27,7 @@ use crate::gpu::host::engine::Engine;
 use crate::gpu::host::params::TimeStep;
 use crate::gpu::host::profile::{profile, KernelTime};
 use crate::gpu::host::range;
-use crate::gpu::host::recording::{dispatch_count, Op, StageKernels};
+use crate::gpu::host::recording::{dispatch_count, Op};
 use crate::gpu::host::replay::Replay;
 use crate::measures::SolveStats;
 use crate::model::{System, Topology};
@@ -86,7 +86,7 @@ pub struct GpuSolver {
     pub(super) field_fresh: AtomicBool,
     /// Stats of the last solve, saved before a diagnostic overwrites the spring blocks.
     pub(super) saved_stats: Option<(u64, SolveStats)>,
-    /// `coulomb.method = "ddef"`: the host stage's state and the DDEF kernels.
+    /// `coulomb.method = "ddef"`: the plans of its device-resident DDEF.
     pub(super) ddef: Option<SolverDdef>,
     pub(super) tangents: Option<Tangents>,
     /// The last batch of steps submitted by [`Self::advance`], still possibly running:
@@ -132,6 +132,14 @@ impl GpuSolver {
     ) -> Result<(), GpuError> {
         if let Some(d) = directions {
             tangent::check(system, config, d)?;
+        }
+        if config
+            .coulomb
+            .method
+            .ddef()
+            .is_some_and(|d| d.grid == crate::config::DdefGrid::Delaunay)
+        {
+            return Err(super::ddef::delaunay_refused());
         }
         config.validate_for(system)?;
         range::check(system, config)
@@ -307,7 +315,7 @@ impl GpuSolver {
         self.steps_done
     }
 
-    /// Dispatches recorded per step (a DDEF evaluation counts its three kernels).
+    /// Dispatches recorded per step.
     pub fn dispatches_per_step(&self) -> usize {
         dispatch_count(&self.program.step)
     }
@@ -340,23 +348,12 @@ impl GpuSolver {
 
     /// Records `n` steps into the caller's encoder (one compute pass). The solver counts
     /// them as done: the caller must submit the encoder before reading the state back.
-    ///
-    /// With `coulomb.method = "ddef"` it records nothing and returns
-    /// [`GpuError::Unsupported`] (see [`Self::supports_recording`]): each DDEF force
-    /// evaluation needs a host stage on the current positions, which recording into a
-    /// caller's encoder cannot run; use [`Simulator::step`](crate::Simulator::step) there.
+    /// Every configuration records (DDEF included: all its stages run on the device).
     pub fn record_steps(
         &mut self,
         encoder: &mut wgpu::CommandEncoder,
         n: u32,
     ) -> Result<(), GpuError> {
-        if !self.supports_recording() {
-            return Err(GpuError::Unsupported(
-                "recording steps into a caller's encoder with coulomb.method = \"ddef\": \
-                 every force evaluation needs a host stage (use step)"
-                    .into(),
-            ));
-        }
         self.record_unchecked(encoder, n);
         Ok(())
     }
@@ -369,21 +366,35 @@ impl GpuSolver {
         let (engine, program) = (&self.engine, &self.program);
         self.host.pass(encoder, "msc steps", None, |pass| {
             if prologue {
-                engine.replay(pass, &program.prologue, None);
+                engine.replay(pass, &program.prologue);
             }
             for _ in 0..n {
-                engine.replay(pass, &program.step, None);
+                engine.replay(pass, &program.step);
             }
         });
+        if let Some(d) = &self.ddef {
+            let per_step = self.ddef_per_step(&self.program.step);
+            let prologue = if prologue {
+                self.ddef_per_step(&self.program.prologue)
+            } else {
+                0
+            };
+            d.count(prologue + per_step * u64::from(n));
+        }
         self.steps_done += u64::from(n);
     }
 
+    /// DDEF evaluations in `ops` (one `ddef_gather` each).
+    fn ddef_per_step(&self, ops: &[Op]) -> u64 {
+        let gather = crate::gpu::kernels::ddef::DDEF_GATHER.name;
+        ops.iter()
+            .filter(|op| self.engine.kernel_name(op) == gather)
+            .count() as u64
+    }
+
     /// Advances the state (and the tangents, if any) by `n` steps: batches of steps per
-    /// submission, or with DDEF one step at a time (each evaluation needs its host stage).
+    /// submission, no buffer written and nothing read back.
     pub fn advance(&mut self, n: u64) -> Result<(), GpuError> {
-        if self.ddef.is_some() {
-            return self.ddef_steps(n);
-        }
         self.host.check_lost()?;
         let device = self.host.device.clone();
         scoped(&device, || {
@@ -409,45 +420,27 @@ impl GpuSolver {
         self.host.check_lost()
     }
 
-    /// `n` steps with DDEF forces, one at a time (each needs its host stage).
-    fn ddef_steps(&mut self, n: u64) -> Result<(), GpuError> {
-        self.host.check_lost()?;
-        let replay = Replay {
-            host: &self.host,
-            engine: &self.engine,
-            buffers: &self.buffers,
-            field_fresh: &self.field_fresh,
-        };
-        if let Some(ddef) = self.ddef.as_mut() {
-            let moves = self.integrator != Integrator::Verlet;
-            ddef.steps(&replay, &self.program, n, moves, &mut self.steps_done)?;
-        }
-        self.host.check_lost()
-    }
-
-    /// Grids built so far by the DDEF force evaluations (`None` unless `coulomb.method =
-    /// "ddef"`), as the CPU reference's [`crate::ddef::DdefSolver::rebuilds`].
+    /// DDEF plans made so far (`None` unless `coulomb.method = "ddef"`): the first, then
+    /// one per re-plan between steps, as the CPU reference's
+    /// [`crate::ddef::DdefSolver::rebuilds`].
     pub fn ddef_rebuilds(&self) -> Option<u64> {
-        self.ddef.as_ref().map(SolverDdef::rebuilds)
+        self.ddef.as_ref().map(SolverDdef::plans)
     }
 
-    /// DDEF force evaluations so far (host stages run; `None` unless DDEF).
+    /// DDEF force evaluations recorded so far (`None` unless DDEF).
     pub fn ddef_evaluations(&self) -> Option<u64> {
         self.ddef.as_ref().map(SolverDdef::evaluations)
     }
 
-    /// Seconds the DDEF host stages have spent so far once the charged positions were
-    /// back (grid builds, point location, lists, upload; `None` unless DDEF): the part of
-    /// a DDEF step that runs on the CPU.
+    /// Seconds of host work per DDEF evaluation so far: none, every stage runs on the
+    /// device (`None` unless DDEF). Kept for the benchmark records.
     pub fn ddef_host_seconds(&self) -> Option<f64> {
-        self.ddef.as_ref().map(SolverDdef::host_seconds)
+        self.ddef.as_ref().map(|_| 0.0)
     }
 
-    /// Whether [`Self::record_steps`] can record steps into a caller's encoder: not with
-    /// `coulomb.method = "ddef"`, whose every force evaluation needs a host stage (point
-    /// location, lists) on the current positions.
+    /// Whether [`Self::record_steps`] can record steps into a caller's encoder: always.
     pub fn supports_recording(&self) -> bool {
-        self.ddef.is_none()
+        true
     }
 
     /// Advances `steps` steps with a timestamp query around every dispatch and returns
@@ -466,12 +459,6 @@ impl GpuSolver {
                 "profiling needs timestamp queries, which {} does not offer",
                 self.summary.name
             )));
-        }
-        if self.ddef.is_some() {
-            return Err(GpuError::Unsupported(
-                "profiling with coulomb.method = \"ddef\" (its steps pause for a host stage)"
-                    .into(),
-            ));
         }
         self.host.check_lost()?;
         let mut first = self.program.step.clone();
@@ -497,8 +484,7 @@ impl GpuSolver {
         ops: &[Op],
         copies: &[(Buf, u64, u64)],
     ) -> Result<Vec<u8>, GpuError> {
-        let ddef = self.ddef.as_ref().map(|d| d.kernels() as &dyn StageKernels);
-        self.replay().read(ops, ddef, copies)
+        self.replay().read(ops, copies)
     }
 }
 

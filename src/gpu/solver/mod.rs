@@ -1,16 +1,16 @@
 //! One solver on a device: the step program (`program`: every recording, built once,
 //! linearly, with hooks for extra kernels), the forward tangents' banks and hooks
 //! (`tangent`), the adjoint's reversed step (`adjoint`) and the solver that runs it
-//! (`adjoint_run`), writes into a running solver (`update`), the DDEF host
-//! stage (`ddef_stage`), a solver's parts assembled in order (`assemble`) and
+//! (`adjoint_run`), writes into a running solver (`update`), the DDEF plans and re-plans
+//! (`ddef`), a solver's parts assembled in order (`assemble`) and
 //! [`gpu_solver::GpuSolver`], which runs them.
 
 pub mod adjoint;
 pub mod adjoint_run;
 pub(crate) mod assemble;
-pub(crate) mod ddef_stage;
+pub(crate) mod ddef;
 pub mod gpu_solver;
 pub(crate) mod program;
-mod reads;
+pub mod reads;
 pub mod tangent;
 mod update;

@@ -11,10 +11,21 @@ use crate::gpu::device::readback;
 use crate::gpu::error::GpuError;
 use crate::gpu::host::buffers::Buf;
 use crate::gpu::host::recording::Op;
-use crate::gpu::host::replay::Replay;
-use crate::gpu::layout::{SLOT_ENERGY, SLOT_RESIDUAL};
+use crate::gpu::layout::{DdefWorld, SLOT_ENERGY, SLOT_RESIDUAL};
 use crate::measures::{Energies, SolveStats};
 use crate::model::State;
+
+/// A DDEF evaluation's structure as the GPU built it ([`GpuSolver::read_ddef_structure`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DdefStructure {
+    /// The frame's box corners (whole numbers of quanta, exact in f32).
+    pub lo: DVec3,
+    pub hi: DVec3,
+    pub dims: [u32; 3],
+    pub drifted: bool,
+    /// Per charged particle (increasing index) its tetrahedron.
+    pub tets: Vec<u32>,
+}
 
 impl GpuSolver {
     /// Diagnostics: per spring at the current state, the force on particle i (elastic and
@@ -48,22 +59,37 @@ impl GpuSolver {
     /// time, and each particle's Coulomb potential sum_j k_c q_i q_j / r_soft.
     /// With DDEF the Coulomb part is the DDEF force (w is then 0: no potential).
     pub fn field_forces(&mut self) -> Result<(Vec<DVec3>, Vec<f64>), GpuError> {
-        let mut ops = self.program.field.as_slice();
-        if self.ddef.is_some() {
-            // Runs the host stage first when the lists are not current.
-            let replay = Replay {
-                host: &self.host,
-                engine: &self.engine,
-                buffers: &self.buffers,
-                field_fresh: &self.field_fresh,
-            };
-            if let Some(d) = self.ddef.as_mut() {
-                d.run(&replay, &self.program.field, false)?;
-            }
-            ops = &[];
-        }
+        let ops = self.program.field.as_slice();
         let data = self.run_and_read(ops, &[(Buf::Force, 0, 16 * u64::from(self.n))])?;
         Ok((readback::vectors(&data), readback::w_components(&data)))
+    }
+
+    /// The DDEF structure of the last evaluation, for tests against the CPU reference:
+    /// the frame's box, sites per axis and drift flag, and each charged particle's
+    /// tetrahedron in increasing particle order (`None` unless `coulomb.method = "ddef"`;
+    /// one system only).
+    pub fn read_ddef_structure(&self) -> Result<Option<DdefStructure>, GpuError> {
+        let Some(ddef) = &self.ddef else {
+            return Ok(None);
+        };
+        let size = std::mem::size_of::<DdefWorld>() as u64;
+        let slots = ddef.layout.slots;
+        let data = self.run_and_read(
+            &[],
+            &[(Buf::DdefWorlds, 0, size), (Buf::SrcTet, 0, 4 * slots)],
+        )?;
+        let w: DdefWorld = bytemuck::pod_read_unaligned(&data[..size as usize]);
+        let corner = |v: [f32; 4]| DVec3::new(v[0].into(), v[1].into(), v[2].into());
+        Ok(Some(DdefStructure {
+            lo: corner(w.lo),
+            hi: corner(w.hi),
+            dims: [w.dims[0], w.dims[1], w.dims[2]],
+            drifted: w.flags[0] != 0,
+            tets: data[size as usize..]
+                .chunks_exact(4)
+                .map(bytemuck::pod_read_unaligned)
+                .collect(),
+        }))
     }
 
     /// The state after the steps done (one submission).
@@ -81,12 +107,27 @@ impl GpuSolver {
     }
 
     /// The energy terms of the current state (reduced on the GPU; six numbers come back).
+    /// With DDEF the world records come back with them: a frame that drifted from its
+    /// plan makes the host re-plan here, between steps (see `solver::ddef`).
     pub fn read_energies(&self) -> Result<Energies, GpuError> {
-        let data = self.run_and_read(
-            &self.program.energy,
-            &[(Buf::Scalars, 16 * u64::from(SLOT_ENERGY), 32)],
+        let energy = (Buf::Scalars, 16 * u64::from(SLOT_ENERGY), 32);
+        let Some(ddef) = &self.ddef else {
+            let data = self.run_and_read(&self.program.energy, &[energy])?;
+            return Ok(readback::energies(&data));
+        };
+        let size = std::mem::size_of::<DdefWorld>() as u64;
+        let records = (Buf::DdefWorlds, 0, size * ddef.layout.worlds.len() as u64);
+        let data = self.run_and_read(&self.program.energy, &[energy, records])?;
+        let worlds: Vec<DdefWorld> = data[32..]
+            .chunks_exact(size as usize)
+            .map(bytemuck::pod_read_unaligned)
+            .collect();
+        ddef.replan(
+            &self.host.queue,
+            self.buffers.get(Buf::DdefWorlds)?,
+            &worlds,
         )?;
-        Ok(readback::energies(&data))
+        Ok(readback::energies(&data[..32]))
     }
 
     /// The last step's linear solve: its iterations and final residual (`None` for

@@ -11,6 +11,8 @@
 //! v' are all still there), every direction runs:
 //! - `tangent_coulomb`: the field-force JVP (all-pairs Coulomb, external charges, field)
 //!   on the direction's active particles (q != 0 or dq != 0), tiled as the forward sum;
+//!   with DDEF instead of all-pairs, the DDEF tangent kernels (`kernels::ddef_tangent`)
+//!   add the internal part on the forward evaluation's frozen structure;
 //! - `tangent_forces`: per particle the spring-force JVP and dA v' gathered through the CSR
 //!   adjacency, the right-hand side into the forward's `RhsDiagonal` (whose inverse
 //!   diagonal is the forward's: same matrix) and dv into the solve's warm start;
@@ -133,6 +135,19 @@ pub(in crate::gpu) fn check(
         if dir.dxe.len() > ne {
             return Err(bad("dxe", dir.dxe.len(), ne));
         }
+        // DDEF's tangent freezes its structure, the charged set included
+        // (`crate::ddef::lattice_tangent`): a charge tangent on an uncharged particle
+        // would add a source, and has no derivative there.
+        if config.coulomb.method.ddef().is_some() {
+            let q = system.charges();
+            if let Some(i) = (0..n).find(|&i| q[i] == 0.0 && dir.dq(i) != 0.0) {
+                return Err(GpuError::Unsupported(format!(
+                    "tangent direction {d}: particle {i} is uncharged but has a charge \
+                     tangent; with coulomb.method = \"ddef\" the charged particles are part \
+                     of the frozen DDEF structure"
+                )));
+            }
+        }
     }
     Ok(())
 }
@@ -206,7 +221,15 @@ impl TangentHooks {
         }
         buffers.put(device, Buf::TanDir, bytemuck::cast_slice(&tdir));
         buffers.put(device, Buf::TanActive, bytemuck::cast_slice(&active));
-        for b in [Buf::TanState, Buf::TanU, Buf::TanS, Buf::TanA, Buf::TanZ] {
+        for b in [
+            Buf::TanState,
+            Buf::TanU,
+            Buf::TanS,
+            Buf::TanA,
+            Buf::TanZ,
+            Buf::TanSorted,
+            Buf::TanFar,
+        ] {
             buffers.put(device, b, &[]);
         }
         Ok(Self {
@@ -252,7 +275,12 @@ impl TangentHooks {
     ) -> Result<(), GpuError> {
         self.check_direction(TANGENT_COULOMB.name, d)?;
         let active = self.counts[d as usize];
-        p.tangent_field(ops, d, active, self.all_pairs, later)
+        p.tangent_field(ops, d, active, self.all_pairs, later)?;
+        // DDEF (its evaluation at this state still in its buffers): the internal part.
+        if active > 0 {
+            p.ddef_tangent(ops, d)?;
+        }
+        Ok(())
     }
 
     /// `tangent_integrate` of direction `d` from `sol`.

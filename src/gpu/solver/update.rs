@@ -43,11 +43,9 @@ impl GpuSolver {
         let queue = &self.host.queue;
         queue.write_buffer(self.buffer(Buf::X), 0, bytemuck::cast_slice(&x4));
         queue.write_buffer(self.buffer(Buf::V), 0, bytemuck::cast_slice(&v4));
-        // Verlet's forces and DDEF's lists were computed at the old positions.
+        // Verlet's forces were computed at the old positions (DDEF rebuilds its
+        // structures on the device at every evaluation).
         self.field_fresh.store(false, Ordering::Relaxed);
-        if let Some(d) = self.ddef.as_mut() {
-            d.positions_changed();
-        }
         Ok(())
     }
 

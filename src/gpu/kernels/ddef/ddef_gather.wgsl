@@ -1,20 +1,27 @@
-// DDEF field at each source (target), one invocation per source: the exact near field
-// over its group's list S(tau) (its own source skipped) plus the four vertex far values
-// of ddef_vertex_far interpolated with its barycentric weights. Mirrors
-// `Ddef::evaluate_groups` in src/ddef/field.rs. counts.mode 0 (the solver): adds
-// q_i E to force[charged[i]] after external_forces, like coulomb_tiled (w, the Coulomb
-// potential, is left alone: the energy diagnostic stays exact all-pairs). mode 1
-// (standalone): writes E / sqrt(k_c) to out[i].
+// DDEF step 10 (LatticeDdef::evaluate_tet): the field at every charge, added as q E to
+// its particle's force. One workgroup per work item of the scanned list: a cell and a
+// chunk of up to WG of its targets (sorted, so a cell's targets are one range; a crowded
+// cell gets several workgroups). The workgroup walks the cell's near neighbourhood, the
+// union of its tetrahedra's near stencils (D cell offsets, tables), loading each
+// neighbour cell's sources TILE at a time into workgroup memory; every target adds the
+// sources its own tetrahedron's stencil holds (the membership table, clipped by the
+// slots of N(tau) inside the lattice), its own source skipped by sorted position. For
+// `corrected`, invocations 0..24 also sum, per Kuhn type and path vertex v of the cell,
+// the near sources outside M_v at that vertex, subtracted from the vertex's far value
+// before the targets interpolate (each source counted once, near or far). Charges are
+// scaled by sqrt(k_c); w of the force (the Coulomb potential) is left alone.
 
-@group(0) @binding(1) var<storage, read> counts: DdefCounts;
-@group(0) @binding(2) var<storage, read> sources: array<vec4<f32>>;
-// CSR S(tau) per group, as in ddef_vertex_far.
-@group(0) @binding(3) var<storage, read> near: array<u32>;
-@group(0) @binding(4) var<storage, read> target_group: array<u32>;
-@group(0) @binding(5) var<storage, read> target_weights: array<vec4<f32>>;
-@group(0) @binding(6) var<storage, read> vertex_far: array<vec4<f32>>;
-@group(0) @binding(7) var<storage, read> charged: array<u32>;
-@group(0) @binding(8) var<storage, read_write> out: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> ddef_worlds: array<DdefWorld>;
+@group(0) @binding(2) var<storage, read> tables: array<u32>;
+@group(0) @binding(3) var<storage, read> starts: array<u32>;
+@group(0) @binding(4) var<storage, read> sorted_src: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read> sorted_key: array<vec2<u32>>;
+@group(0) @binding(6) var<storage, read> far: array<vec4<f32>>;
+@group(0) @binding(7) var<storage, read_write> force: array<vec4<f32>>;
+
+var<workgroup> tile: array<vec4<f32>, TILE>;
+var<workgroup> tile_kuhn: array<u32, TILE>;
+var<workgroup> corr: array<vec4<f32>, 24>;
 
 @compute @workgroup_size(WG)
 fn main(
@@ -22,32 +29,121 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let s = flat_index(wid, nwg, lid);
-    if (s >= counts.n_sources) {
+    let g = group_index(wid, nwg);
+    let last = ddef_worlds[params.n_worlds - 1u];
+    let tets = last.base.x + last.cap.x;
+    let cells = last.base.y + last.cap.y;
+    // The cells' work list follows the tetrahedra's starts.
+    let cs = tets + 1u;
+    if (g >= starts[cs + cells]) {
         return;
     }
-    let ng = counts.n_groups;
-    let eps2 = counts.eps2;
-    let me = sources[s];
-    let g = target_group[s];
-    var acc = vec3<f32>(0.0);
-    for (var e = near[g]; e < near[g + 1u]; e = e + 1u) {
-        let src = near[ng + 1u + 2u * e];
-        if (src != s) {
-            let sj = sources[src];
-            let d = me.xyz - sj.xyz;
-            let inv = inv_dist(dot(d, d) + eps2);
-            acc = acc + (sj.w * inv * inv * inv) * d;
+    // The cell whose work holds g (the last one starting at or before it).
+    var cell = 0u;
+    var top = cells;
+    while (top - cell > 1u) {
+        let mid = (cell + top) / 2u;
+        if (starts[cs + mid] <= g) {
+            cell = mid;
+        } else {
+            top = mid;
         }
     }
-    let w = target_weights[s];
-    let field = acc + w.x * vertex_far[4u * g].xyz + w.y * vertex_far[4u * g + 1u].xyz
-        + w.z * vertex_far[4u * g + 2u].xyz + w.w * vertex_far[4u * g + 3u].xyz;
-    if (counts.mode == 0u) {
-        let i = charged[s];
-        let f = out[i];
-        out[i] = vec4<f32>(f.xyz + me.w * field, f.w);
-    } else {
-        out[s] = vec4<f32>(field, 0.0);
+    let chunk = g - starts[cs + cell];
+    var w = 0u;
+    top = params.n_worlds;
+    while (top - w > 1u) {
+        let mid = (w + top) / 2u;
+        if (ddef_worlds[mid].base.y <= cell) {
+            w = mid;
+        } else {
+            top = mid;
+        }
     }
+    let world = ddef_worlds[w];
+    let dims = world.dims.xyz;
+    let cp = ddef_cell_point(dims, cell - world.base.y);
+    let tb = starts[KUHN * cell] + chunk * WG;
+    let te = min(tb + WG, starts[KUHN * cell + KUHN]);
+    let eps2 = world.eps2.x;
+    let corrected = world.quanta.w != 0;
+
+    // This invocation's target.
+    let k = tb + lid;
+    let has = k < te;
+    var me = vec4<f32>(0.0);
+    var kuhn = 0u;
+    var valid = 0u;
+    var wts = vec4<f32>(0.0);
+    var particle = 0u;
+    if (has) {
+        me = sorted_src[k];
+        let key = sorted_key[k];
+        particle = key.x;
+        kuhn = key.y % KUHN;
+        wts = ddef_weights(kuhn, ddef_locate(world, me.xyz).f);
+        valid = ddef_valid_slots(dims, cp, kuhn);
+    }
+    // Its correction: Kuhn type kc, path vertex v.
+    let corr_on = corrected && lid < 24u;
+    let kc = min(lid / 4u, KUHN - 1u);
+    let v = lid % 4u;
+    let valid_c = ddef_valid_slots(dims, cp, kc);
+    let uc = ddef_site(world, ddef_vertex(cp, kc, v));
+
+    let nd = tables[0u];
+    let doff = tables[1u];
+    let moff = tables[2u];
+    var acc = vec3<f32>(0.0);
+    var cacc = vec3<f32>(0.0);
+    for (var d = 0u; d < nd; d = d + 1u) {
+        let nc = ddef_offset_cell(dims, cp, ddef_entry_offset(tables[doff + d]));
+        if (nc.x < 0) {
+            continue;
+        }
+        let t0 = world.base.x + KUHN * ddef_cell_index(dims, vec3<u32>(nc));
+        let rb = starts[t0];
+        let re = starts[t0 + KUHN];
+        let row = moff + (kuhn * nd + d) * KUHN;
+        let row_c = moff + (kc * nd + d) * KUHN;
+        for (var base = rb; base < re; base = base + TILE) {
+            let s = base + lid;
+            if (s < re) {
+                tile[lid] = sorted_src[s];
+                tile_kuhn[lid] = sorted_key[s].y % KUHN;
+            }
+            workgroupBarrier();
+            let count = min(TILE, re - base);
+            for (var i = 0u; i < count; i = i + 1u) {
+                let t2 = tile_kuhn[i];
+                let sj = tile[i];
+                if (has && (tables[row + t2] & valid) != 0u && base + i != k) {
+                    let dd = me.xyz - sj.xyz;
+                    let inv = inv_dist(dot(dd, dd) + eps2);
+                    acc = acc + (sj.w * inv * inv * inv) * dd;
+                }
+                let mc = tables[row_c + t2];
+                if (corr_on && (mc & valid_c) != 0u && ((mc >> v) & 1u) == 0u) {
+                    let dd = uc - sj.xyz;
+                    let inv = inv_dist_or_zero(dot(dd, dd) + eps2);
+                    cacc = cacc + (sj.w * inv * inv * inv) * dd;
+                }
+            }
+            workgroupBarrier();
+        }
+    }
+    if (lid < 24u) {
+        corr[lid] = vec4<f32>(cacc, 0.0);
+    }
+    workgroupBarrier();
+    if (!has) {
+        return;
+    }
+    var field = acc;
+    for (var x = 0u; x < 4u; x = x + 1u) {
+        let site = world.base.z + ddef_site_index(dims, ddef_vertex(cp, kuhn, x));
+        field = field + wts[x] * (far[site].xyz - corr[kuhn * 4u + x].xyz);
+    }
+    let f = force[particle];
+    force[particle] = vec4<f32>(f.xyz + me.w * field, f.w);
 }

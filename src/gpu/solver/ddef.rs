@@ -1,0 +1,193 @@
+//! A solver's DDEF plans (`coulomb.method = "ddef"` on the lattice grid): per world the
+//! plan made at set-up from its initial charges (the CPU reference's first plan), the
+//! packed layout of the DDEF buffers, and the re-plan between steps: when a frame has
+//! drifted from its plan (the flag `ddef_frame` raises, read with the energies), the host
+//! makes the next plan from that frame's box, as the CPU reference does, and writes it.
+//! No other host work: every evaluation runs on the device.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::config::{Config, DdefGrid};
+use crate::ddef::plan::LatticePlan;
+use crate::ddef::{DdefSolver, DdefVariant};
+use crate::gpu::error::GpuError;
+use crate::gpu::host::buffers::{Buf, Buffers, DdefSizes};
+use crate::gpu::kernels::ddef::DdefLayout;
+use crate::gpu::layout::{DdefWorld, DDEF_PLAN_BYTES};
+use crate::model::System;
+use glam::DVec3;
+
+/// One world's DDEF settings and first plan.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::gpu) struct WorldPlan {
+    pub plan: LatticePlan,
+    pub variant: DdefVariant,
+    pub eps2: f32,
+}
+
+impl WorldPlan {
+    /// The plan of `system` under `config` (DDEF on the lattice grid with a charge), as
+    /// the CPU reference makes it at its first evaluation; `None` without DDEF or charges.
+    pub(in crate::gpu) fn of(system: &System, config: &Config) -> Result<Option<Self>, GpuError> {
+        let Some(d) = config.coulomb.method.ddef() else {
+            return Ok(None);
+        };
+        if d.grid == DdefGrid::Delaunay {
+            return Err(delaunay_refused());
+        }
+        if system.charged_count() == 0 {
+            return Ok(None);
+        }
+        let plan = DdefSolver::plan_for(d, system.positions(), system.charges())?;
+        let eps = config.coulomb.softening;
+        Ok(Some(Self {
+            plan,
+            variant: d.variant,
+            eps2: crate::gpu::host::params::to_f32(eps * eps, "coulomb softening^2", 0)?,
+        }))
+    }
+}
+
+/// The Delaunay grid's refusal on the GPU.
+pub(in crate::gpu) fn delaunay_refused() -> GpuError {
+    GpuError::Unsupported(
+        "coulomb.ddef_grid = \"delaunay\" on the GPU: the paper's Halton + Delaunay grid is \
+         built on the host and runs on the CPU backend only; the GPU runs DDEF on \
+         coulomb.ddef_grid = \"lattice\" (the default), every stage on the device"
+            .into(),
+    )
+}
+
+/// The DDEF state of a solver (see the module doc).
+pub(in crate::gpu) struct SolverDdef {
+    pub(in crate::gpu) layout: DdefLayout,
+    worlds: Mutex<Vec<WorldPlan>>,
+    /// Plans made (the first ones included) and evaluations recorded so far.
+    plans: AtomicU64,
+    evaluations: AtomicU64,
+}
+
+impl SolverDdef {
+    /// The state for `worlds` whose sources are the slots `slots[w]`.
+    pub(in crate::gpu) fn new(worlds: Vec<WorldPlan>, slots: &[(u32, u32)], cpu: bool) -> Self {
+        let samples: Vec<u32> = worlds.iter().map(|w| w.plan.samples).collect();
+        let layout = DdefLayout::new(&samples, slots, cpu);
+        Self {
+            layout,
+            plans: AtomicU64::new(worlds.len() as u64),
+            worlds: Mutex::new(worlds),
+            evaluations: AtomicU64::new(0),
+        }
+    }
+
+    /// What the DDEF buffers are sized for.
+    pub(in crate::gpu) fn sizes(&self, tables: usize) -> DdefSizes {
+        let l = &self.layout;
+        DdefSizes {
+            worlds: l.worlds.len() as u64,
+            tets: l.tets,
+            cells: l.cells,
+            sites: l.sites,
+            chunks: l.chunks,
+            scratch: l.scratch.max(1),
+            tables: tables as u64,
+        }
+    }
+
+    fn records(&self) -> Vec<DdefWorld> {
+        let worlds = self.worlds.lock().unwrap_or_else(|e| e.into_inner());
+        worlds
+            .iter()
+            .enumerate()
+            .map(|(w, p)| self.layout.record(w, &p.plan, p.variant, p.eps2))
+            .collect()
+    }
+
+    /// Creates the DDEF buffers in `buffers`: the world records, the tables, the rest
+    /// zeroed (the tetrahedron counts must start at 0).
+    pub(in crate::gpu) fn create_buffers(
+        &self,
+        device: &wgpu::Device,
+        buffers: &mut Buffers,
+        tables: &[u32],
+    ) {
+        for &b in DDEF_BUFFERS {
+            let data: Vec<u8> = match b {
+                Buf::DdefWorlds => bytemuck::cast_slice(&self.records()).to_vec(),
+                Buf::DdefTables => bytemuck::cast_slice(tables).to_vec(),
+                _ => Vec::new(),
+            };
+            buffers.put(device, b, &data);
+        }
+    }
+
+    /// Plans made so far (per world: its first, then one per re-plan).
+    pub(in crate::gpu) fn plans(&self) -> u64 {
+        self.plans.load(Ordering::Relaxed)
+    }
+
+    pub(in crate::gpu) fn evaluations(&self) -> u64 {
+        self.evaluations.load(Ordering::Relaxed)
+    }
+
+    /// Counts `n` evaluations recorded.
+    pub(in crate::gpu) fn count(&self, n: u64) {
+        self.evaluations.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Re-plans every world whose frame (in `records`, read back with the energies) has
+    /// drifted, writing its new plan and clearing its flag; returns how many. A plan that
+    /// would not fit the world's reserved lattice is a typed error.
+    pub(in crate::gpu) fn replan(
+        &self,
+        queue: &wgpu::Queue,
+        buffer: &wgpu::Buffer,
+        records: &[DdefWorld],
+    ) -> Result<u64, GpuError> {
+        let mut worlds = self.worlds.lock().unwrap_or_else(|e| e.into_inner());
+        let mut done = 0;
+        for (w, r) in records.iter().enumerate() {
+            if r.flags[0] == 0 {
+                continue;
+            }
+            let corner = |v: [f32; 4]| DVec3::new(v[0].into(), v[1].into(), v[2].into());
+            let old = worlds[w];
+            let plan = old.plan.replanned_box(corner(r.lo), corner(r.hi))?;
+            if !self.layout.fits(w, &plan) {
+                return Err(GpuError::Unsupported(format!(
+                    "DDEF re-plan of world {w}: {} sites do not fit the {} reserved",
+                    plan.sites(),
+                    self.layout.worlds[w].1[2]
+                )));
+            }
+            worlds[w].plan = plan;
+            let rec = self.layout.record(w, &plan, old.variant, old.eps2);
+            let offset = (w * std::mem::size_of::<DdefWorld>()) as u64;
+            let bytes = bytemuck::bytes_of(&rec);
+            queue.write_buffer(buffer, offset, &bytes[..DDEF_PLAN_BYTES as usize]);
+            let flags = offset + std::mem::offset_of!(DdefWorld, flags) as u64;
+            queue.write_buffer(buffer, flags, bytemuck::bytes_of(&[0u32; 4]));
+            done += 1;
+        }
+        self.plans.fetch_add(done, Ordering::Relaxed);
+        Ok(done)
+    }
+}
+
+/// The buffers of `Part::Ddef`.
+pub(in crate::gpu) const DDEF_BUFFERS: &[Buf] = &[
+    Buf::DdefWorlds,
+    Buf::DdefTables,
+    Buf::DdefBounds,
+    Buf::SrcTet,
+    Buf::TetCount,
+    Buf::CellCount,
+    Buf::Starts,
+    Buf::ScanScratch,
+    Buf::Scattered,
+    Buf::SortedSrc,
+    Buf::SortedKey,
+    Buf::FarPart,
+    Buf::Far,
+];

@@ -1,0 +1,423 @@
+//! Gradients through DDEF (lattice grid), with the structure frozen at each evaluation
+//! (docs/physics.md §9, "Through DDEF"): the CPU tangents against central differences of the same
+//! simulation, the GPU tangents against the CPU tangents, and `msc fit` on a DDEF scene.
+//!
+//! Setup: a jittered charged icosphere (162 particles, all charged, 480 damped springs) under
+//! DDEF with m = 27 samples, so most pairs go through the far field and its
+//! interpolation, not the exact near sum.
+//!
+//! Central differences: relative step 1e-6 of each parameter. The DDEF map is piecewise
+//! smooth (its structure changes where a charge crosses a tetrahedron face or the box
+//! crosses a quantum), so the differences measure the frozen-structure derivative only
+//! when the ± runs keep the primal run's structure at every evaluation: the test checks
+//! that (frame and every charge's tetrahedron, step by step) before comparing. With
+//! charges crossing faces every few steps, a relative step of 1e-4 made a ± run cross at
+//! another step than the primal in about half the components (measured); 1e-6 moves the
+//! crossings' times by about 1e-9 s, against steps of 5e-3 s.
+
+mod common;
+
+use common::Rng;
+use glam::DVec3;
+use msc::config::{
+    Config, CoulombMethod, DdefConfig, DdefGrid, DdefSamples, DdefVariant, Integrator,
+    SolverConfig, SolverMethod,
+};
+use msc::ddef::{DdefSolver, Frame, LatticeDdef};
+use msc::gpu::{GpuError, HeadlessOptions};
+use msc::grad::{
+    simulate, simulate_with_tangents, GpuTangents, GradBackend, GradError, GradOptions, Param,
+    ParamSet, TangentRun, TangentSolve,
+};
+use msc::model::mesh::icosphere;
+use msc::model::{Spring, System, SystemDesc};
+
+fn ball() -> System {
+    ball_with(2, |_| true)
+}
+
+/// The ball of `subdivisions` with the particles `charged(i)` charged (the others at 0 C).
+fn ball_with(subdivisions: u32, charged: impl Fn(usize) -> bool) -> System {
+    let mesh = icosphere(0.47, subdivisions).unwrap();
+    let mut rng = Rng(5);
+    let n = mesh.positions.len();
+    // Jittered off the icosphere's symmetric (and dyadic) coordinates, which put charges
+    // on tetrahedron faces and box bounds on quanta.
+    let positions: Vec<DVec3> = mesh.positions.iter().map(|p| *p + rng.vec(0.02)).collect();
+    let springs = mesh
+        .edges
+        .iter()
+        .map(|&[i, j]| Spring {
+            i,
+            j,
+            stiffness: 5.0 * rng.range(0.8, 1.2),
+            rest_length: (positions[j as usize] - positions[i as usize]).length(),
+            damping: 0.02,
+        })
+        .collect();
+    System::new(SystemDesc {
+        positions,
+        velocities: (0..n).map(|_| rng.vec(0.2)).collect(),
+        masses: vec![0.01; n],
+        charges: (0..n)
+            .map(|i| 4e-7 * rng.range(0.5, 1.5) * f64::from(u8::from(charged(i))))
+            .collect(),
+        pinned: vec![false; n],
+        springs,
+        faces: mesh.faces.clone(),
+    })
+    .unwrap()
+}
+
+fn ddef(variant: DdefVariant) -> CoulombMethod {
+    CoulombMethod::Ddef(DdefConfig {
+        samples: DdefSamples::Count(27),
+        variant,
+        grid: DdefGrid::Lattice,
+        ..DdefConfig::default()
+    })
+}
+
+fn config(integrator: Integrator, variant: DdefVariant, solver: SolverConfig) -> Config {
+    let mut c = Config {
+        integrator,
+        dt: 0.005,
+        steps: 1,
+        local_global_iterations: 3,
+        solver,
+        ..Config::default()
+    };
+    c.coulomb.method = ddef(variant);
+    c.coulomb.softening = 0.01;
+    c
+}
+
+fn cg(iterations: u32, tolerance: f64) -> SolverConfig {
+    SolverConfig {
+        method: SolverMethod::Cg,
+        iterations,
+        omega: 1.0,
+        tolerance,
+        rho: None,
+    }
+}
+
+fn rel_err(a: &[DVec3], b: &[DVec3]) -> f64 {
+    let num: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(a, b)| (*a - *b).length_squared())
+        .sum();
+    let den: f64 = b.iter().map(|b| b.length_squared()).sum();
+    (num / den).sqrt()
+}
+
+/// The DDEF structure of every evaluation up to step `last` of the run at `theta` (states
+/// 0..=last: each evaluation reads one of them): the frame and each charge's tetrahedron.
+fn structure(
+    set: &ParamSet,
+    theta: &[f64],
+    last: u64,
+    opts: &GradOptions,
+) -> Vec<(Frame, Vec<u32>)> {
+    let (system, config) = set.instantiate(theta).unwrap();
+    let d = config.coulomb.method.ddef().unwrap();
+    let (x0, q) = (system.positions(), system.charges());
+    let plan = DdefSolver::plan_for(d, x0, q).unwrap();
+    let steps: Vec<u64> = (1..=last).collect();
+    let eps = config.coulomb.softening;
+    std::iter::once(x0.to_vec())
+        .chain(
+            simulate(set, theta, &steps, opts)
+                .unwrap()
+                .into_iter()
+                .map(|s| s.x),
+        )
+        .map(|x| {
+            let l = LatticeDdef::new(&plan, &x, q, eps).unwrap();
+            (*l.frame(), l.located().iter().map(|l| l.tet).collect())
+        })
+        .collect()
+}
+
+/// CPU tangents of `components` against central differences of the CPU simulation.
+fn check_fd(set: &ParamSet, frames: &[u64], components: &[usize], what: &str) {
+    let opts = GradOptions {
+        tangent_solve: TangentSolve {
+            tolerance: 1e-13,
+            max_iterations: 5000,
+        },
+        exact_forward: true,
+        ..GradOptions::default()
+    };
+    let theta = set.initial();
+    let run = simulate_with_tangents(set, &theta, frames, &opts).unwrap();
+    let names = set.component_names();
+    for &p in components {
+        let d = 1e-6 * theta[p].abs();
+        let (mut plus, mut minus) = (theta.clone(), theta.clone());
+        plus[p] += d;
+        minus[p] -= d;
+        let sp = simulate(set, &plus, frames, &opts).unwrap();
+        let sm = simulate(set, &minus, frames, &opts).unwrap();
+        // The differences measure the frozen-structure derivative only if both runs keep
+        // the primal run's structure at every evaluation.
+        let last = *frames.last().unwrap();
+        let primal = structure(set, &theta, last, &opts);
+        for (side, t) in [("+", &plus), ("-", &minus)] {
+            let other = structure(set, t, last, &opts);
+            if let Some(k) = (0..primal.len()).find(|&k| other[k] != primal[k]) {
+                panic!(
+                    "{what}: {} {side}: the DDEF structure changed at step {k}",
+                    names[p]
+                );
+            }
+        }
+        for (k, f) in run.frames.iter().enumerate() {
+            let fd: Vec<DVec3> = sp[k]
+                .x
+                .iter()
+                .zip(&sm[k].x)
+                .map(|(a, b)| (*a - *b) / (2.0 * d))
+                .collect();
+            let e = rel_err(&fd, &f.tangents[p].dx);
+            eprintln!("{what}: d x / d {} at step {}: {e:.2e}", names[p], f.step);
+            // The O(d^2) truncation is negligible at this step and the roundoff of the
+            // differences (positions of 0.5 m to 1e-16, solves to 1e-13) is about 1e-8
+            // relative; a dropped DDEF term moves the tangent by far more.
+            assert!(
+                e <= 1e-5,
+                "{what}: d x / d {} at step {}: relative error {e:.3e}",
+                names[p],
+                f.step
+            );
+        }
+    }
+}
+
+/// The charge scale and three per-particle charges, IMEX and Verlet (two evaluations a
+/// step) and local-global, both variants: the tangents propagate through positions
+/// (dx enters every later evaluation) and charges.
+#[test]
+fn cpu_ddef_tangents_match_central_differences_of_the_simulation() {
+    let system = ball();
+    for (integrator, variant) in [
+        (Integrator::Imex, DdefVariant::Corrected),
+        (Integrator::Imex, DdefVariant::Paper),
+        (Integrator::Verlet, DdefVariant::Corrected),
+        (Integrator::LocalGlobal, DdefVariant::Corrected),
+    ] {
+        let c = config(integrator, variant, cg(5000, 1e-13));
+        let set = ParamSet::new(&system, &c, &[Param::ChargeScale]).unwrap();
+        check_fd(
+            &set,
+            &[10, 20],
+            &[0],
+            &format!("{integrator:?} {variant:?}"),
+        );
+        // Per-particle charges on the 42-particle ball (one tangent per particle).
+        let small = ball_with(1, |_| true);
+        let set = ParamSet::new(&small, &c, &[Param::Charges]).unwrap();
+        check_fd(
+            &set,
+            &[20],
+            &[3, 20, 40],
+            &format!("{integrator:?} {variant:?}"),
+        );
+    }
+}
+
+/// Refusals: the Delaunay grid has no tangent; under DDEF an uncharged particle's
+/// charge is part of the frozen structure (CPU parameter set and GPU directions alike).
+#[test]
+fn ddef_gradients_refuse_what_has_no_derivative() {
+    let system = ball();
+    let mut c = config(Integrator::Imex, DdefVariant::Corrected, cg(100, 0.0));
+    if let CoulombMethod::Ddef(d) = &mut c.coulomb.method {
+        d.grid = DdefGrid::Delaunay;
+    }
+    let e = ParamSet::new(&system, &c, &[Param::ChargeScale]).unwrap_err();
+    assert!(e.to_string().contains("lattice"), "{e}");
+    let c = config(Integrator::Imex, DdefVariant::Corrected, cg(100, 0.0));
+    let system = ball_with(2, |i| i != 9);
+    let e = ParamSet::new(&system, &c, &[Param::Charges]).unwrap_err();
+    assert!(e.to_string().contains("particle 9"), "{e}");
+    // A charge scale is fine: its direction is 0 on the uncharged particle.
+    let set = ParamSet::new(&system, &c, &[Param::ChargeScale]).unwrap();
+    let mut dq = vec![0.0; system.len()];
+    dq[9] = 1.0;
+    let dir = msc::grad::Direction {
+        dq: Some(dq),
+        ..Default::default()
+    };
+    let r = GpuTangents::headless(&system, &c, &[dir], &HeadlessOptions::default());
+    assert!(
+        matches!(&r, Err(GpuError::Unsupported(m)) if m.contains("particle 9")),
+        "{:?}",
+        r.err()
+    );
+    drop(set);
+}
+
+/// `Ok(None)` (test skipped) when there is no adapter.
+fn on_gpu<T>(r: Result<T, GradError>) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(GradError::Gpu(GpuError::NoAdapter(why))) => {
+            common::skip_no_adapter(&why);
+            None
+        }
+        Err(e) => panic!("GPU tangents failed: {e}"),
+    }
+}
+
+/// The GPU tangents (the DDEF tangent kernels) against the CPU reference tangents, every
+/// integrator family, both variants, the charge scale and per-particle charges.
+///
+/// Tolerance: relative 1e-4 in the tangent's norm over all particles, as for the
+/// all-pairs tangents (tests/gpu_gradients.rs). The GPU runs the DDEF evaluation and its
+/// tangent in f32 (unit roundoff 6e-8): sums of about 160 terms per site and per target,
+/// the `corrected` terms subtracted from the vertex far values, and (for the implicit
+/// integrators) fixed-count solves, through 10 steps. Measured on lavapipe: at most
+/// 6.2e-7 (local-global), 2.8e-7 for the per-particle charges, so 1e-4 leaves a wide
+/// margin for other adapters' rounding. Planted bugs in `ddef_gather_tangent`: the
+/// weights' derivative dropped gives 1.1e-3, the far field's tangent dropped 0.23.
+#[test]
+fn gpu_ddef_tangents_match_the_cpu_reference() {
+    let system = ball();
+    for (integrator, variant, solver) in [
+        (Integrator::Imex, DdefVariant::Corrected, cg(40, 0.0)),
+        (Integrator::Imex, DdefVariant::Paper, cg(40, 0.0)),
+        (
+            Integrator::SymplecticEuler,
+            DdefVariant::Corrected,
+            cg(1, 0.0),
+        ),
+        (Integrator::Verlet, DdefVariant::Paper, cg(1, 0.0)),
+        (Integrator::LocalGlobal, DdefVariant::Corrected, cg(40, 0.0)),
+    ] {
+        let c = config(integrator, variant, solver);
+        let what = format!("{integrator:?} {variant:?}");
+        let set = ParamSet::new(&system, &c, &[Param::ChargeScale]).unwrap();
+        let theta = set.initial();
+        let frames = [5, 10];
+        let gpu_opts = GradOptions {
+            backend: GradBackend::Gpu {
+                allow_software: true,
+            },
+            ..GradOptions::default()
+        };
+        let Some(gpu) = on_gpu(simulate_with_tangents(&set, &theta, &frames, &gpu_opts)) else {
+            return;
+        };
+        let cpu = simulate_with_tangents(&set, &theta, &frames, &GradOptions::default()).unwrap();
+        check_gpu(&gpu, &cpu, &what);
+        if integrator != Integrator::Imex || variant != DdefVariant::Corrected {
+            continue;
+        }
+        // Per-particle charges on the 42-particle ball (still 27 sites): 42 directions,
+        // each through the DDEF tangent kernels.
+        let small = ball_with(1, |_| true);
+        let set = ParamSet::new(&small, &c, &[Param::Charges]).unwrap();
+        let theta = set.initial();
+        let gpu = simulate_with_tangents(&set, &theta, &[10], &gpu_opts).unwrap();
+        let cpu = simulate_with_tangents(&set, &theta, &[10], &GradOptions::default()).unwrap();
+        check_gpu(&gpu, &cpu, &format!("{what} charges"));
+    }
+}
+
+fn check_gpu(gpu: &TangentRun, cpu: &TangentRun, what: &str) {
+    for (g, c) in gpu.frames.iter().zip(&cpu.frames) {
+        assert_eq!(g.step, c.step);
+        let mut worst: f64 = 0.0;
+        for (tg, tc) in g.tangents.iter().zip(&c.tangents) {
+            let norm: f64 = tc.dx.iter().map(|v| v.length_squared()).sum();
+            if norm == 0.0 {
+                continue;
+            }
+            worst = worst.max(rel_err(&tg.dx, &tc.dx));
+        }
+        eprintln!(
+            "{what} step {}: worst relative tangent error {worst:.2e}",
+            g.step
+        );
+        assert!(worst <= 1e-4, "{what} step {}: {worst:.2e}", g.step);
+    }
+}
+
+const BALL_SCENE: &str = r#"
+name = "ball"
+[mesh]
+kind = "icosphere"
+radius = 1.0
+subdivisions = 2
+[material]
+mass = 0.05
+stiffness = 2.5
+damping = 0.05
+charge = 2e-6
+[coulomb]
+method = "ddef"
+samples = 27
+softening = 0.01
+[integrator]
+method = "imex"
+dt = 0.02
+steps = 20
+solver = { method = "cg", iterations = 500, tolerance = 1e-12 }
+[output]
+every = 10
+frames = "ply"
+"#;
+
+/// `msc fit` on a DDEF scene, CPU and GPU backends: the charge of a target run (CPU,
+/// float32 PLY frames) comes back from 1e-6 C to the precision of those frames and of the
+/// f32 GPU trajectory (asked 1e-4 relative, as the all-pairs fit tests in
+/// tests/gradients.rs and tests/gpu_gradients.rs).
+#[test]
+fn msc_fit_recovers_a_charge_on_a_ddef_scene() {
+    let dir = tempfile::tempdir().unwrap();
+    let scene = dir.path().join("ball.toml");
+    std::fs::write(&scene, BALL_SCENE).unwrap();
+    let target = dir.path().join("target");
+    let (s, t) = (scene.to_str().unwrap(), target.to_str().unwrap());
+    let run = ["msc", "run", s, "--backend", "cpu", "--quiet", "--out", t];
+    assert_eq!(msc::cli::main_with_args(run), 0);
+    let gpu = match msc::gpu::open_headless_device(&HeadlessOptions {
+        allow_software: true,
+    }) {
+        Err(GpuError::NoAdapter(why)) => {
+            common::skip_no_adapter(&why);
+            false
+        }
+        _ => true,
+    };
+    let backends: &[&str] = if gpu { &["cpu", "gpu"] } else { &["cpu"] };
+    for &backend in backends {
+        let out = dir.path().join(format!("fit-{backend}"));
+        let args = [
+            "msc",
+            "fit",
+            s,
+            "--target",
+            t,
+            "--param",
+            "charge",
+            "--init",
+            "1e-6",
+            "--backend",
+            backend,
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        assert_eq!(msc::cli::main_with_args(args), 0, "{backend}");
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("fit.json")).unwrap()).unwrap();
+        assert_eq!(json["gradient"]["backend"], backend, "{json}");
+        assert_eq!(json["converged"], true, "{json}");
+        let q = json["parameters"][0]["result"][0].as_f64().unwrap();
+        eprintln!("{backend}: recovered charge {q:e} C (truth 2e-6)");
+        assert!((q / 2e-6 - 1.0).abs() < 1e-4, "{backend}: charge {q}");
+    }
+}
