@@ -381,7 +381,13 @@ impl GpuSolver {
     /// one per re-plan between steps, as the CPU reference's
     /// [`crate::ddef::DdefSolver::rebuilds`].
     pub fn ddef_rebuilds(&self) -> Option<u64> {
-        self.ddef.as_ref().map(SolverDdef::plans)
+        self.ddef.as_ref().map(|d| d.plans(0))
+    }
+
+    /// World `w`'s DDEF plans and the evaluations so far (a batch's worlds all evaluate
+    /// at every step); `None` unless DDEF.
+    pub(in crate::gpu) fn ddef_world_counts(&self, w: usize) -> Option<(u64, u64)> {
+        self.ddef.as_ref().map(|d| (d.plans(w), d.evaluations()))
     }
 
     /// DDEF force evaluations recorded so far (`None` unless DDEF).
