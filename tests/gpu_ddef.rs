@@ -308,20 +308,46 @@ fn gpu_ddef_is_ordinary_recorded_work() {
     assert_eq!(
         after.submissions - before.submissions,
         1,
-        "one submission, no readback"
+        "one submission per recorded block"
     );
+    assert_eq!(after.readbacks - before.readbacks, 0, "no host read");
     assert_eq!(after.compute_passes - before.compute_passes, 1);
+    // Reading the energies is the one read, and the next block is again one submission.
+    a.energies().unwrap();
+    let read = a.host_counts();
+    assert_eq!(read.readbacks - after.readbacks, 1);
+    a.step(5).unwrap();
+    let again = a.host_counts();
+    assert_eq!(
+        (
+            again.submissions - read.submissions,
+            again.readbacks - read.readbacks
+        ),
+        (1, 0)
+    );
     assert!(a.supports_recording());
     let mut encoder = b
         .device()
         .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+    let before = b.host_counts();
     b.record_steps(&mut encoder, 7).unwrap();
     b.queue().submit([encoder.finish()]);
+    let after = b.host_counts();
+    assert_eq!(
+        (
+            after.submissions - before.submissions,
+            after.readbacks - before.readbacks
+        ),
+        (0, 0),
+        "recorded into the caller's encoder"
+    );
+    b.energies().unwrap();
+    b.step(5).unwrap();
     let (sa, sb) = (a.read_state().unwrap(), b.read_state().unwrap());
     assert_eq!(sa.x, sb.x, "bit-identical reruns");
     assert_eq!(sa.v, sb.v);
-    assert_eq!(a.ddef_evaluations(), Some(7));
-    assert_eq!(b.ddef_evaluations(), Some(7));
+    assert_eq!(a.ddef_evaluations(), Some(12));
+    assert_eq!(b.ddef_evaluations(), Some(12));
     if b.device()
         .features()
         .contains(wgpu::Features::TIMESTAMP_QUERY)

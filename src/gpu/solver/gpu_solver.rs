@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::assemble::{assemble, Parts, Tangents};
-use super::ddef::SolverDdef;
+use super::ddef::{SolverDdef, DDEF_BUFFERS};
 use super::program::Program;
 use super::tangent::{self, TangentDirection};
 use crate::config::{Config, Integrator};
@@ -39,6 +39,8 @@ use crate::sim::SolveStats;
 pub struct HostCounts {
     pub submissions: u64,
     pub compute_passes: u64,
+    /// Submissions that read device memory back to the host.
+    pub readbacks: u64,
 }
 
 /// Dispatches recorded per queue submission by [`Simulator::step`] (whole steps, at least
@@ -280,10 +282,11 @@ impl GpuSolver {
 
     /// Queue submissions and compute passes made so far (see [`HostCounts`]).
     pub fn host_counts(&self) -> HostCounts {
-        let (submissions, compute_passes) = self.host.counts();
+        let (submissions, compute_passes, readbacks) = self.host.counts();
         HostCounts {
             submissions,
             compute_passes,
+            readbacks,
         }
     }
 
@@ -399,6 +402,16 @@ impl GpuSolver {
     /// device (`None` unless DDEF). Kept for the benchmark records.
     pub fn ddef_host_seconds(&self) -> Option<f64> {
         self.ddef.as_ref().map(|_| 0.0)
+    }
+
+    /// The DDEF structures on the device: (bytes of all its buffers, bytes of the
+    /// largest one, which one binding must hold); `None` unless DDEF.
+    pub fn ddef_structure_bytes(&self) -> Option<(u64, u64)> {
+        self.ddef.as_ref()?;
+        let sizes = DDEF_BUFFERS
+            .iter()
+            .filter_map(|&b| self.buffers.get(b).ok().map(wgpu::Buffer::size));
+        Some(sizes.fold((0, 0), |(sum, max), s| (sum + s, max.max(s))))
     }
 
     /// Whether [`Self::record_steps`] can record steps into a caller's encoder: always.
