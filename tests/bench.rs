@@ -511,7 +511,10 @@ fn gpu_ddef_rows_measure_the_same_error_as_the_cpu_reference() {
         u(g, "ddef_structure_bytes"),
         u(g, "ddef_largest_binding_bytes"),
     );
-    assert!(0 < largest && largest <= total && largest <= 128 << 20, "{g}");
+    assert!(
+        0 < largest && largest <= total && largest <= 128 << 20,
+        "{g}"
+    );
     // Same plan; only f32 against f64 arithmetic (and a charge within rounding of a
     // face) differs. The DDEF error is about 5e-2 and the f32 force error about 1e-6 of
     // the largest force, so the two means agree far within 1e-3 relative (a wrong
