@@ -716,6 +716,37 @@ fn validate_agrees_within_its_default_tolerance() {
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
 }
 
+/// A DDEF scene is validated like with like: both backends run the same lattice policy
+/// (same box, sites and stencils), agree within the default tolerance, and the output
+/// says which method both ran.
+#[test]
+fn validate_compares_ddef_with_ddef() {
+    if !gpu_available("validate_compares_ddef_with_ddef") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let o = msc(
+        &[
+            "validate",
+            "torus",
+            "--steps",
+            "30",
+            "--set",
+            "coulomb.method=\"ddef\"",
+        ],
+        tmp.path(),
+    );
+    assert_no_panic(&o);
+    assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("Coulomb: ddef on both backends (the lattice grid, corrected variant"),
+        "{text}"
+    );
+    let o = msc(&["validate", "torus", "--steps", "30"], tmp.path());
+    assert!(stdout(&o).contains("Coulomb: all_pairs on both backends"));
+}
+
 #[test]
 fn the_copied_scene_reruns_from_anywhere() {
     // A scene file with an OBJ mesh next to it, referenced by a relative path.
