@@ -104,8 +104,27 @@ fn main(
         let t0 = world.base.x + KUHN * ddef_cell_index(dims, vec3<u32>(nc));
         let rb = starts[t0];
         let re = starts[t0 + KUHN];
+        // The membership rows as bit masks over the source's Kuhn type, read once per
+        // neighbour cell rather than once per source pair.
         let row = moff + (kuhn * nd + d) * KUHN;
         let row_c = moff + (kc * nd + d) * KUHN;
+        var near_bits = 0u;
+        var corr_bits = 0u;
+        for (var t = 0u; t < KUHN; t = t + 1u) {
+            if ((tables[row + t] & valid) != 0u) {
+                near_bits = near_bits | (1u << t);
+            }
+            let mc = tables[row_c + t];
+            if ((mc & valid_c) != 0u && ((mc >> v) & 1u) == 0u) {
+                corr_bits = corr_bits | (1u << t);
+            }
+        }
+        if (!has) {
+            near_bits = 0u;
+        }
+        if (!corr_on) {
+            corr_bits = 0u;
+        }
         for (var base = rb; base < re; base = base + TILE) {
             let s = base + lid;
             if (s < re) {
@@ -117,13 +136,12 @@ fn main(
             for (var i = 0u; i < count; i = i + 1u) {
                 let t2 = tile_kuhn[i];
                 let sj = tile[i];
-                if (has && (tables[row + t2] & valid) != 0u && base + i != k) {
+                if (((near_bits >> t2) & 1u) != 0u && base + i != k) {
                     let dd = me.xyz - sj.xyz;
                     let inv = inv_dist(dot(dd, dd) + eps2);
                     acc = acc + (sj.w * inv * inv * inv) * dd;
                 }
-                let mc = tables[row_c + t2];
-                if (corr_on && (mc & valid_c) != 0u && ((mc >> v) & 1u) == 0u) {
+                if (((corr_bits >> t2) & 1u) != 0u) {
                     let dd = uc - sj.xyz;
                     let inv = inv_dist_or_zero(dot(dd, dd) + eps2);
                     cacc = cacc + (sj.w * inv * inv * inv) * dd;
