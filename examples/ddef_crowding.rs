@@ -5,7 +5,8 @@
 //! and the gather's time per near pair: a heavy cell that serialized its workgroup would
 //! show as a gather far slower per pair than the cube's.
 //!
-//! `cargo run --release --example ddef_crowding -- [N] [M] [STEPS]` (default 65536 1000 3)
+//! `cargo run --release --example ddef_crowding -- [N] [M] [STEPS]` (default 65536 1000 3;
+//! STEPS 0: the structures' bytes only, nothing stepped).
 
 use glam::DVec3;
 use msc::bench::workload;
@@ -48,11 +49,12 @@ fn main() {
     let steps = args.get(2).copied().unwrap_or(3) as u32;
     let base = workload::ddef(n, m, 1).expect("workload");
     println!(
-        "{:<7} {:>7} {:>9} {:>10} {:>9} {:>9} {:>9} {:>10} {:>12}",
+        "{:<7} {:>7} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>10} {:>12}",
         "shape",
         "n",
         "max cell",
         "mean |S|",
+        "MB (max)",
         "far ms",
         "gather ms",
         "ddef ms",
@@ -96,6 +98,12 @@ fn main() {
             },
         )
         .expect("GPU solver");
+        let (bytes, largest) = gpu.ddef_structure_bytes().expect("DDEF structures");
+        let mb = format!("{:.1} ({:.1})", bytes as f64 * 1e-6, largest as f64 * 1e-6);
+        if steps == 0 {
+            println!("{shape:<7} {n:>7} {busiest:>9} {near:>10.0} {mb:>9}");
+            continue;
+        }
         let times = gpu.profile(steps).expect("profile (timestamp queries)");
         let per_step = |pred: &dyn Fn(&str) -> bool| {
             times
@@ -111,7 +119,7 @@ fn main() {
         let ddef = per_step(&|k| k.starts_with("ddef_"));
         let all = per_step(&|_| true);
         println!(
-            "{shape:<7} {n:>7} {busiest:>9} {near:>10.0} {far:>9.1} {gather:>9.1} {ddef:>9.1} {all:>10.1} {:>12.3}",
+            "{shape:<7} {n:>7} {busiest:>9} {near:>10.0} {mb:>9} {far:>9.1} {gather:>9.1} {ddef:>9.1} {all:>10.1} {:>12.3}",
             gather * 1e6 / (n as f64 * near)
         );
     }

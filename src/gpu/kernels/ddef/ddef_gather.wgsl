@@ -10,6 +10,13 @@
 // the near sources outside M_v at that vertex, subtracted from the vertex's far value
 // before the targets interpolate (each source counted once, near or far). Charges are
 // scaled by sqrt(k_c); w of the force (the Coulomb potential) is left alone.
+//
+// STAGED (false on a CPU adapter): staging the sources in workgroup memory pays on a GPU,
+// while on lavapipe each barrier switches every invocation of the workgroup and cost more
+// than the pairs (BENCHMARKS.md), so there each invocation reads its sources directly,
+// in the same order (the same sums).
+
+override STAGED: bool = true;
 
 @group(0) @binding(1) var<storage, read> ddef_worlds: array<DdefWorld>;
 @group(0) @binding(2) var<storage, read> tables: array<u32>;
@@ -22,6 +29,30 @@
 var<workgroup> tile: array<vec4<f32>, TILE>;
 var<workgroup> tile_kuhn: array<u32, TILE>;
 var<workgroup> corr: array<vec4<f32>, 24>;
+
+// One source's terms: the exact near pull on the target `me` when `near`, and the one
+// on the correction's site `uc` when `co`.
+fn add_source(
+    acc: ptr<function, vec3<f32>>,
+    cacc: ptr<function, vec3<f32>>,
+    me: vec3<f32>,
+    uc: vec3<f32>,
+    sj: vec4<f32>,
+    eps2: f32,
+    near: bool,
+    co: bool,
+) {
+    if (near) {
+        let dd = me - sj.xyz;
+        let inv = inv_dist(dot(dd, dd) + eps2);
+        *acc = *acc + (sj.w * inv * inv * inv) * dd;
+    }
+    if (co) {
+        let dd = uc - sj.xyz;
+        let inv = inv_dist_or_zero(dot(dd, dd) + eps2);
+        *cacc = *cacc + (sj.w * inv * inv * inv) * dd;
+    }
+}
 
 @compute @workgroup_size(WG)
 fn main(
@@ -125,6 +156,17 @@ fn main(
         if (!corr_on) {
             corr_bits = 0u;
         }
+        if (!STAGED) {
+            if ((near_bits | corr_bits) != 0u) {
+                for (var s = rb; s < re; s = s + 1u) {
+                    let t2 = sorted_key[s].y % KUHN;
+                    let near = ((near_bits >> t2) & 1u) != 0u && s != k;
+                    let co = ((corr_bits >> t2) & 1u) != 0u;
+                    add_source(&acc, &cacc, me.xyz, uc, sorted_src[s], eps2, near, co);
+                }
+            }
+            continue;
+        }
         for (var base = rb; base < re; base = base + TILE) {
             let s = base + lid;
             if (s < re) {
@@ -135,17 +177,9 @@ fn main(
             let count = min(TILE, re - base);
             for (var i = 0u; i < count; i = i + 1u) {
                 let t2 = tile_kuhn[i];
-                let sj = tile[i];
-                if (((near_bits >> t2) & 1u) != 0u && base + i != k) {
-                    let dd = me.xyz - sj.xyz;
-                    let inv = inv_dist(dot(dd, dd) + eps2);
-                    acc = acc + (sj.w * inv * inv * inv) * dd;
-                }
-                if (((corr_bits >> t2) & 1u) != 0u) {
-                    let dd = uc - sj.xyz;
-                    let inv = inv_dist_or_zero(dot(dd, dd) + eps2);
-                    cacc = cacc + (sj.w * inv * inv * inv) * dd;
-                }
+                let near = ((near_bits >> t2) & 1u) != 0u && base + i != k;
+                let co = ((corr_bits >> t2) & 1u) != 0u;
+                add_source(&acc, &cacc, me.xyz, uc, tile[i], eps2, near, co);
             }
             workgroupBarrier();
         }
