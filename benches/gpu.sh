@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU benchmark run for a machine with an NVIDIA GPU and no network: a prebuilt `msc bench`
-# over cloth 1K..1M and Coulomb 4K..1M (and 20K), the peers the machine already has (a CUDA
+# over cloth 1K..1M, Coulomb 4K..1M (and 20K) and DDEF 16K..1M, the peers the machine already has (a CUDA
 # all-pairs kernel built with nvcc, JAX all-pairs), then one markdown table with the
 # percentages of peak, the ratios and the targets. Runs end to end on a software adapter
 # too (use --quick), skipping what needs CUDA or JAX with the reason.
@@ -109,12 +109,14 @@ fi
 
 # --- msc bench --------------------------------------------------------------------------
 if [ "$quick" = 1 ]; then
-    cloth_sizes=1K,4K; coulomb_sizes=4K; k20=""; worlds=1,16
+    cloth_sizes=1K,4K; coulomb_sizes=4K; k20=""; worlds=1,16; ddef_sizes=4K
     common=(--steps 3 --warmup 1 --profile-steps 1 --max-seconds 60)
     coulomb_common=("${common[@]}")
 else
     cloth_sizes=1K,4K,16K,64K,256K,1M; coulomb_sizes=4K,16K,64K,256K,1M; k20=20K
     worlds=1,16,64,256,1024
+    # DDEF at m = 1000 (the far field's sites): from 16K, where it must beat all-pairs.
+    ddef_sizes=16K,64K,256K,1M
     common=(--steps 20 --warmup 3 --profile-steps 5 --max-seconds 120)
     # A 1M Coulomb step is ~1e12 interactions: fewer timed steps and blocks keep it in minutes.
     coulomb_common=(--steps 5 --repeats 3 --warmup 2 --profile-steps 3 --max-seconds 120)
@@ -137,6 +139,10 @@ bench msc-coulomb --workload coulomb --sizes "$coulomb_sizes" "${coulomb_common[
 if [ -n "$k20" ]; then
     bench msc-coulomb-20k --workload coulomb --sizes "$k20" "${common[@]}" || status=1
 fi
+# DDEF (every stage on the device) at the Coulomb cloud's sizes: the crossover with the
+# all-pairs rows above, and the 256K and 1M targets.
+bench msc-ddef --workload ddef --sizes "$ddef_sizes" --samples 1000 "${coulomb_common[@]}" \
+    || status=1
 # Batched worlds (torus and small cloth): batched against one solver per world in turn.
 bench msc-worlds --workload worlds --worlds "$worlds" "${common[@]}" || status=1
 

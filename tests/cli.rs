@@ -630,37 +630,49 @@ fn gpu_run_records_its_adapter() {
 #[test]
 fn ddef_runs_report_how_often_the_grid_was_rebuilt() {
     let gpu = gpu_available("ddef_runs_report_how_often_the_grid_was_rebuilt");
-    let backends: &[&str] = if gpu { &["cpu", "gpu"] } else { &["cpu"] };
-    for backend in backends {
+    // The lattice (default) is planned once and followed at every evaluation on both
+    // backends; the Delaunay grid (CPU only) is rebuilt every `rebuild_every`.
+    let mut runs: Vec<(&str, &[&str], u64)> = vec![("cpu", &[], 1)];
+    if gpu {
+        runs.push(("gpu", &[], 1));
+    }
+    let delaunay: &[&str] = &[
+        "--set",
+        "coulomb.ddef_grid=\"delaunay\"",
+        "--set",
+        "coulomb.rebuild_every=3",
+    ];
+    // 10 steps = 10 evaluations; builds at evaluations 1, 4, 7, 10.
+    runs.push(("cpu", delaunay, 4));
+    for (backend, extra, rebuilds) in runs {
         let tmp = tempfile::tempdir().unwrap();
         let out = tmp.path().join("ddef");
-        let o = msc(
-            &[
-                "run",
-                "torus",
-                "--backend",
-                backend,
-                "--set",
-                "coulomb.method=\"ddef\"",
-                "--set",
-                "coulomb.samples=200",
-                "--set",
-                "coulomb.rebuild_every=3",
-                "--steps",
-                "10",
-                "--quiet",
-                "--out",
-                out.to_str().unwrap(),
-            ],
-            tmp.path(),
-        );
+        let mut args = vec![
+            "run",
+            "torus",
+            "--backend",
+            backend,
+            "--set",
+            "coulomb.method=\"ddef\"",
+            "--set",
+            "coulomb.samples=200",
+            "--steps",
+            "10",
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = msc(&args, tmp.path());
         assert!(o.status.success(), "{backend}: {}", stderr(&o));
         let summary = read_json(&out.join("summary.json"));
         assert_eq!(summary["coulomb"], "ddef");
-        // 10 steps = 10 evaluations; builds at evaluations 1, 4, 7, 10. The energy
-        // diagnostic uses the exact sum, so it adds no evaluation.
+        // The energy diagnostic uses the exact sum, so it adds no evaluation.
         assert_eq!(summary["ddef"]["evaluations"], 10, "{backend}: {summary}");
-        assert_eq!(summary["ddef"]["rebuilds"], 4, "{backend}: {summary}");
+        assert_eq!(
+            summary["ddef"]["rebuilds"], rebuilds,
+            "{backend}: {summary}"
+        );
     }
     // Without DDEF the field is null.
     let tmp = tempfile::tempdir().unwrap();
@@ -714,6 +726,37 @@ fn validate_agrees_within_its_default_tolerance() {
     );
     assert_no_panic(&o);
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+}
+
+/// A DDEF scene is validated like with like: both backends run the same lattice policy
+/// (same box, sites and stencils), agree within the default tolerance, and the output
+/// says which method both ran.
+#[test]
+fn validate_compares_ddef_with_ddef() {
+    if !gpu_available("validate_compares_ddef_with_ddef") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let o = msc(
+        &[
+            "validate",
+            "torus",
+            "--steps",
+            "30",
+            "--set",
+            "coulomb.method=\"ddef\"",
+        ],
+        tmp.path(),
+    );
+    assert_no_panic(&o);
+    assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("Coulomb: ddef on both backends (the lattice grid, corrected variant"),
+        "{text}"
+    );
+    let o = msc(&["validate", "torus", "--steps", "30"], tmp.path());
+    assert!(stdout(&o).contains("Coulomb: all_pairs on both backends"));
 }
 
 #[test]

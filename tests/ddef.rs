@@ -4,8 +4,8 @@
 
 use glam::DVec3;
 use msc::config::{
-    Config, CoulombConfig, CoulombMethod, DdefConfig, DdefGrid, DdefVariant, Integrator,
-    SolverConfig,
+    Config, CoulombConfig, CoulombMethod, DdefConfig, DdefGrid, DdefSamples, DdefVariant,
+    Integrator, SolverConfig,
 };
 use msc::cpu::forces::coulomb_forces;
 use msc::cpu::CpuSimulation;
@@ -430,7 +430,7 @@ fn ddef_config(integrator: Integrator, d: DdefConfig) -> Config {
 fn integrators_use_ddef_and_rebuild_on_schedule() {
     let sys = charged_cloud(200, 51);
     let d = DdefConfig {
-        samples: 150,
+        samples: DdefSamples::Count(150),
         variant: DdefVariant::Corrected,
         rebuild_every: 3,
         grid: DdefGrid::Delaunay,
@@ -489,7 +489,7 @@ fn charges_leaving_the_box_force_a_rebuild() {
     let x = unit_random(100, 61);
     let q = vec![Q; 100];
     let d = DdefConfig {
-        samples: 100,
+        samples: DdefSamples::Count(100),
         variant: DdefVariant::Paper,
         rebuild_every: 1000,
         grid: DdefGrid::Delaunay,
@@ -526,11 +526,30 @@ fn ddef_settings_are_validated() {
     );
     assert_eq!(
         bad(DdefConfig {
-            samples: DdefConfig::MAX_SAMPLES + 1,
+            samples: DdefSamples::Count(DdefConfig::MAX_SAMPLES + 1),
             ..ok
         }),
         "coulomb.samples"
     );
+    // The lattice follows the charges at every evaluation: rebuild_every is the
+    // Delaunay grid's.
+    assert_eq!(
+        bad(DdefConfig {
+            rebuild_every: 2,
+            ..ok
+        }),
+        "coulomb.rebuild_every"
+    );
+    assert!(ddef_config(
+        Integrator::Imex,
+        DdefConfig {
+            rebuild_every: 2,
+            grid: DdefGrid::Delaunay,
+            ..ok
+        }
+    )
+    .validate()
+    .is_ok());
     assert_eq!(CoulombMethod::Ddef(ok).name(), "ddef");
     assert_eq!(DdefVariant::from_name("paper"), Some(DdefVariant::Paper));
 }
@@ -569,21 +588,32 @@ fn scene_file(dir: &tempfile::TempDir, text: &str) -> String {
 fn scenes_select_ddef_and_name_bad_keys() {
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
-        "{SCENE}[coulomb]\nmethod = \"ddef\"\nsamples = 300\nddef_variant = \"paper\"\nrebuild_every = 2\n"
+        "{SCENE}[coulomb]\nmethod = \"ddef\"\nsamples = 300\nddef_variant = \"paper\"\n\
+         rebuild_every = 2\nddef_grid = \"delaunay\"\n"
     );
     let path = scene_file(&dir, &text);
     let sc = msc::scene::load(&path, &[]).unwrap();
     assert_eq!(
         sc.config.coulomb.method,
         CoulombMethod::Ddef(DdefConfig {
-            samples: 300,
+            samples: DdefSamples::Count(300),
             variant: DdefVariant::Paper,
             rebuild_every: 2,
-            ..DdefConfig::default()
+            grid: DdefGrid::Delaunay,
         })
     );
     let sc = msc::scene::load(&path, &["coulomb.samples=40".to_string()]).unwrap();
-    assert_eq!(sc.config.coulomb.method.ddef().unwrap().samples, 40);
+    assert_eq!(
+        sc.config.coulomb.method.ddef().unwrap().samples,
+        DdefSamples::Count(40)
+    );
+    for auto in ["coulomb.samples=auto", "coulomb.samples=\"auto\""] {
+        let sc = msc::scene::load(&path, &[auto.to_string()]).unwrap();
+        assert_eq!(
+            sc.config.coulomb.method.ddef().unwrap().samples,
+            DdefSamples::Auto
+        );
+    }
     // Defaults when only the method is given.
     let path = scene_file(&dir, &format!("{SCENE}[coulomb]\nmethod = \"ddef\"\n"));
     let sc = msc::scene::load(&path, &[]).unwrap();
@@ -591,11 +621,12 @@ fn scenes_select_ddef_and_name_bad_keys() {
         sc.config.coulomb.method,
         CoulombMethod::Ddef(DdefConfig::default())
     );
-    // The run steps on the CPU with DDEF and keeps finite energies.
+    // The run steps on the CPU with DDEF and keeps finite energies; the lattice is planned
+    // once.
     let mut sim = CpuSimulation::new(&sc.system, &sc.config).unwrap();
     sim.step(sc.config.steps).unwrap();
     assert!(sim.energies().unwrap().is_finite());
-    assert_eq!(sim.ddef().unwrap().rebuilds(), sc.config.steps);
+    assert_eq!(sim.ddef().unwrap().rebuilds(), 1);
     assert_coulomb_key_errors(
         &dir,
         &[
@@ -604,6 +635,8 @@ fn scenes_select_ddef_and_name_bad_keys() {
                 "coulomb.rebuild_every",
             ),
             ("samples = 100\n", "coulomb.samples"),
+            ("method = \"ddef\"\nsamples = -3\n", "coulomb.samples"),
+            ("method = \"ddef\"\nsamples = \"many\"\n", "coulomb.samples"),
             (
                 "method = \"none\"\nddef_variant = \"paper\"\n",
                 "coulomb.ddef_variant",
@@ -631,6 +664,8 @@ fn ddef_error_command_reports_every_case_and_scheme() {
         grid: GridChoice::Delaunay,
         seed: 3,
         json: Some(json.clone()),
+        shape: Default::default(),
+        thickness: 0.0,
     };
     let rows = execute(&args).unwrap();
     // 2 grid sizes x (random sites, charges) x 4 schemes.
@@ -1025,7 +1060,7 @@ fn the_solver_and_scenes_use_the_lattice_grid() {
     let x = unit_random(150, 61);
     let q = vec![Q; 150];
     let d = DdefConfig {
-        samples: 120,
+        samples: DdefSamples::Count(120),
         variant: DdefVariant::Corrected,
         rebuild_every: 1,
         grid: LATTICE,
@@ -1033,9 +1068,14 @@ fn the_solver_and_scenes_use_the_lattice_grid() {
     let mut solver = DdefSolver::new(d, 0.0);
     let mut f = vec![DVec3::ZERO; 150];
     solver.forces_into(&x, &q, &mut f).unwrap();
-    assert_eq!(solver.grid().unwrap().kind(), LATTICE);
-    let fresh = Ddef::build_with(&x, &q, 0.0, 120, 0.0, LATTICE).unwrap();
-    assert!(rel_diff(&f, &fresh.forces(150, CORRECTED)) < 1e-14);
+    // The lattice policy's evaluation (msc::ddef::plan), not a Delaunay grid.
+    assert!(solver.grid().is_none());
+    let plan = DdefSolver::plan_for(d, &x, &q).unwrap();
+    assert_eq!(solver.plan(), Some(&plan));
+    let fresh = msc::ddef::LatticeDdef::new(&plan, &x, &q, 0.0).unwrap();
+    let mut g = vec![DVec3::ZERO; 150];
+    fresh.forces_into(CORRECTED, &mut g);
+    assert!(rel_diff(&f, &g) < 1e-14);
     let other = Ddef::build(&x, &q, 0.0, 120, 0.0).unwrap();
     assert_eq!(other.grid().kind(), DdefGrid::Delaunay);
     assert!(
@@ -1047,7 +1087,7 @@ fn the_solver_and_scenes_use_the_lattice_grid() {
     let sys = charged_cloud(200, 52);
     let mut sim = CpuSimulation::new(&sys, &ddef_config(Integrator::Imex, d)).unwrap();
     sim.step(3).unwrap();
-    assert_eq!(sim.ddef().unwrap().grid().unwrap().kind(), LATTICE);
+    assert!(sim.ddef().unwrap().plan().is_some());
     assert!(sim.energies().unwrap().is_finite());
 
     // Scene key, its default and its errors.
@@ -1093,6 +1133,8 @@ fn ddef_error_compares_both_grids_by_default() {
         grid: GridChoice::default(),
         seed: 5,
         json: None,
+        shape: Default::default(),
+        thickness: 0.0,
     };
     assert_eq!(args.grid, GridChoice::Both);
     let rows = execute(&args).unwrap();

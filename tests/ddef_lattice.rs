@@ -115,12 +115,12 @@ fn stencils_give_algorithm_1s_sets() {
             let n_tau = near_sites(&l, tet);
             let verts = l.tet_sites(tet);
             let mut expect = BTreeSet::new();
-            for s in 0..x.len() {
-                if ns[s].is_disjoint(&n_tau) {
+            for (s, sites) in ns.iter().enumerate() {
+                if sites.is_disjoint(&n_tau) {
                     continue;
                 }
                 let mask = (0..4)
-                    .filter(|&v| !ns[s].contains(&verts[v]))
+                    .filter(|&v| !sites.contains(&verts[v]))
                     .map(|v| 1u32 << v)
                     .sum::<u32>();
                 expect.insert((rank_of(s), mask));

@@ -189,6 +189,20 @@ fn gpu_ddef_matches_the_cpu_reference_on_surfaces_and_planes() {
     check("sheet", &x, &q, DdefSamples::Count(2000), 1e-3);
 }
 
+/// 64K random charges at m = 1000: the sizes the benchmark runs. Known bug: from about
+/// 40K charges on (32K passes, 50K and 64K fail) the GPU's forces differ from the
+/// reference of the same structure by 3 to 12% per charge (mean), for both variants, in
+/// cells of every occupancy; `msc bench --workload ddef` shows it as a force error of 12%
+/// at 64K against the CPU's 2%. Run with `--ignored` (about a minute on lavapipe).
+#[test]
+#[ignore = "known bug: the GPU DDEF differs from the reference from about 40K charges"]
+fn gpu_ddef_matches_the_cpu_reference_at_64k_charges() {
+    let n = 65536;
+    let x = random_points(DVec3::ZERO, DVec3::ONE, n, 17);
+    let q = charges(&mut Rng(5), n, 1e-6, 0.1);
+    check("64K", &x, &q, DdefSamples::Count(1000), 0.0);
+}
+
 /// A braced lattice (`res`^3 particles in a 1 m cube) with jittered positions, random
 /// springs, masses and velocities, charges of both signs (a fifth uncharged).
 fn lattice_system(res: u32, seed: u64, charge: f64) -> System {
@@ -308,20 +322,46 @@ fn gpu_ddef_is_ordinary_recorded_work() {
     assert_eq!(
         after.submissions - before.submissions,
         1,
-        "one submission, no readback"
+        "one submission per recorded block"
     );
+    assert_eq!(after.readbacks - before.readbacks, 0, "no host read");
     assert_eq!(after.compute_passes - before.compute_passes, 1);
+    // Reading the energies is the one read, and the next block is again one submission.
+    a.energies().unwrap();
+    let read = a.host_counts();
+    assert_eq!(read.readbacks - after.readbacks, 1);
+    a.step(5).unwrap();
+    let again = a.host_counts();
+    assert_eq!(
+        (
+            again.submissions - read.submissions,
+            again.readbacks - read.readbacks
+        ),
+        (1, 0)
+    );
     assert!(a.supports_recording());
     let mut encoder = b
         .device()
         .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+    let before = b.host_counts();
     b.record_steps(&mut encoder, 7).unwrap();
     b.queue().submit([encoder.finish()]);
+    let after = b.host_counts();
+    assert_eq!(
+        (
+            after.submissions - before.submissions,
+            after.readbacks - before.readbacks
+        ),
+        (0, 0),
+        "recorded into the caller's encoder"
+    );
+    b.energies().unwrap();
+    b.step(5).unwrap();
     let (sa, sb) = (a.read_state().unwrap(), b.read_state().unwrap());
     assert_eq!(sa.x, sb.x, "bit-identical reruns");
     assert_eq!(sa.v, sb.v);
-    assert_eq!(a.ddef_evaluations(), Some(7));
-    assert_eq!(b.ddef_evaluations(), Some(7));
+    assert_eq!(a.ddef_evaluations(), Some(12));
+    assert_eq!(b.ddef_evaluations(), Some(12));
     if b.device()
         .features()
         .contains(wgpu::Features::TIMESTAMP_QUERY)

@@ -405,12 +405,28 @@ fn each_world_is_a_range_of_the_position_buffer() {
 }
 
 /// What cannot share a batch is refused with a typed error that says why, before any
-/// device work: no worlds, different integrators, DDEF.
+/// device work: no worlds, different integrators, DDEF with the all-pairs sum, the
+/// Delaunay grid.
 #[test]
 fn worlds_that_cannot_share_a_batch_are_refused() {
     let (a, ca) = scene("torus", &[]);
     let (b, cb) = scene("torus", &["integrator.method = \"verlet\""]);
-    let (d, cd) = scene("torus", &["coulomb.method = \"ddef\""]);
+    let (d, cd) = scene(
+        "torus",
+        &[
+            "coulomb.method = \"ddef\"",
+            "coulomb.ddef_grid = \"delaunay\"",
+        ],
+    );
+    let (l, cl) = scene("torus", &["coulomb.method = \"ddef\""]);
+    let e = GpuWorlds::headless(&[(&a, &ca), (&l, &cl)], &OPTIONS)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&e, GpuError::Worlds(m) if m.contains("world 1")),
+        "{e}"
+    );
+    assert!(BatchKey::of(&cl).is_ok_and(|k| k.ddef));
     let e = GpuWorlds::headless(&[], &OPTIONS).err().unwrap();
     assert!(matches!(e, GpuError::Worlds(_)), "{e}");
     let e = GpuWorlds::headless(&[(&a, &ca), (&b, &cb)], &OPTIONS)
@@ -424,7 +440,7 @@ fn worlds_that_cannot_share_a_batch_are_refused() {
         .err()
         .unwrap();
     assert!(
-        matches!(&e, GpuError::Unsupported(m) if m.contains("ddef")),
+        matches!(&e, GpuError::Unsupported(m) if m.contains("ddef_grid = \"lattice\"")),
         "{e}"
     );
     assert!(BatchKey::of(&cd).is_err());
@@ -432,6 +448,52 @@ fn worlds_that_cannot_share_a_batch_are_refused() {
         BatchKey::of(&ca).unwrap(),
         BatchKey::of(&ca.clone()).unwrap()
     );
+}
+
+/// DDEF worlds (each its own plan, m, variant, softening and charges; one without a
+/// charge) step in a batch exactly as alone: bit for bit, with their energies, and the
+/// same plans and evaluations.
+#[test]
+fn ddef_worlds_step_as_they_do_alone_bit_for_bit() {
+    let ddef = |extra: &[&str]| -> (System, Config) {
+        let mut sets = vec![
+            "coulomb.method = \"ddef\"",
+            "integrator.solver.method = \"jacobi\"",
+            "integrator.solver.iterations = 20",
+        ];
+        sets.extend_from_slice(extra);
+        scene("torus", &sets)
+    };
+    let worlds = vec![
+        ddef(&[]),
+        ddef(&[
+            "coulomb.samples = 40",
+            "material.charge = 3e-6",
+            "coulomb.softening = 0.01",
+        ]),
+        ddef(&[
+            "coulomb.ddef_variant = \"paper\"",
+            "mesh.rings = 40",
+            "mesh.sides = 8",
+        ]),
+        ddef(&["material.charge = 0.0"]),
+        ddef(&["coulomb.samples = 0"]),
+    ];
+    let steps = 12;
+    let Some(mut b) = batch(&worlds) else {
+        return;
+    };
+    b.advance(steps).unwrap();
+    let states = b.read_states().unwrap();
+    let energies = b.read_energies().unwrap();
+    for (w, (system, config)) in worlds.iter().enumerate() {
+        let (state, e, _) = alone(system, config, steps).unwrap();
+        assert!(same_bits(&states[w], &state), "world {w}: state");
+        assert_eq!(energies[w], e, "world {w}: energies");
+        let counts = b.ddef_counts(w).unwrap();
+        assert_eq!(counts.evaluations, steps, "world {w}");
+        assert_eq!(counts.rebuilds, 1, "world {w}");
+    }
 }
 
 /// `fitting` cuts a list of worlds where the next would exceed a buffer limit, and a

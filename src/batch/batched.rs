@@ -136,8 +136,13 @@ fn batch(now: &[Ready], plan: &Plan, gpu: &mut SharedGpu) -> Vec<Done> {
             started
                 .iter()
                 .zip(driven)
-                .map(|((r, d), driven)| {
-                    driven.and_then(|driven| finish_folder(&r.run.scene, d, driven, on.clone()))
+                .enumerate()
+                .map(|(w, ((r, d), driven))| {
+                    let on = RanOn {
+                        ddef: worlds.worlds().ddef_counts(w),
+                        ..on.clone()
+                    };
+                    driven.and_then(|driven| finish_folder(&r.run.scene, d, driven, on))
                 })
                 .collect::<Vec<_>>(),
         )

@@ -114,6 +114,10 @@ fn measure_gpu(
     rec.setup_seconds = Some(t.elapsed().as_secs_f64());
     rec.adapter = solver.adapter().cloned();
     rec.dispatches_per_step = Some(solver.dispatches_per_step());
+    if let Some((total, largest)) = solver.ddef_structure_bytes() {
+        rec.ddef_structure_bytes = Some(total);
+        rec.ddef_largest_binding_bytes = Some(largest);
+    }
     rec.note_shader_checks();
 
     stage("warm-up")?;
@@ -150,13 +154,6 @@ fn measure_gpu(
     }
     let after = solver.host_counts();
     timing::fill(rec, &samples, opts.steps);
-    if rec.host_ms_per_step.is_none() {
-        rec.note(
-            "host_ms_per_step",
-            "a DDEF step waits for the positions of every evaluation inside step, so its \
-             recording cannot be told apart from the GPU's time",
-        );
-    }
     let k = (opts.steps * u64::from(opts.repeats)) as f64;
     rec.submissions_per_step = Some((after.submissions - before.submissions) as f64 / k);
     rec.compute_passes_per_step = Some((after.compute_passes - before.compute_passes) as f64 / k);
@@ -164,11 +161,6 @@ fn measure_gpu(
     let timestamps = rec.adapter.as_ref().is_some_and(|a| a.timestamp_queries);
     if opts.profile_steps == 0 {
         rec.note("kernel_times", "--profile-steps 0");
-    } else if !solver.supports_recording() {
-        rec.note(
-            "kernel_times",
-            "DDEF steps pause for a host stage, so they cannot be profiled per kernel",
-        );
     } else if !timestamps {
         rec.note(
             "kernel_times",

@@ -127,9 +127,13 @@ pub struct Record {
     pub ddef_samples: Option<usize>,
     pub ddef_rebuild_every: Option<u32>,
     pub ddef_rebuilds: Option<u64>,
-    /// DDEF on the GPU: the host stage's share of an evaluation (grid, location, lists,
-    /// upload, after the positions are back), averaged over the timed steps.
+    /// DDEF on the GPU: host seconds per evaluation over the timed steps, in ms (0:
+    /// every stage runs on the device, nothing is read back or uploaded per step).
     pub ddef_host_ms_per_eval: Option<f64>,
+    /// DDEF on the GPU: bytes of its device structures (counts, sorted sources, far
+    /// field, tables) and of the largest one (what one binding must hold).
+    pub ddef_structure_bytes: Option<u64>,
+    pub ddef_largest_binding_bytes: Option<u64>,
     /// DDEF: relative force error |F - F_exact| / |F_exact| at the first evaluation,
     /// over `force_error_targets` charges, against the exact f64 all-pairs sum.
     pub force_error_mean: Option<f64>,
@@ -243,6 +247,8 @@ impl Record {
             ddef_rebuild_every: samples.map(|_| opts.ddef_rebuild_every),
             ddef_rebuilds: None,
             ddef_host_ms_per_eval: None,
+            ddef_structure_bytes: None,
+            ddef_largest_binding_bytes: None,
             force_error_mean: None,
             force_error_max: None,
             force_error_targets: None,

@@ -419,7 +419,14 @@ pub fn table_row(r: &Record) -> String {
                         .map_or_else(|| "-".into(), |s| format!("{s:.4e}")),
                     opt(r.batch_speedup, 2)
                 ),
-                _ => ok,
+                _ => match (r.ddef_structure_bytes, r.ddef_largest_binding_bytes) {
+                    (Some(t), Some(l)) => format!(
+                        "{ok}; DDEF structures {:.1} MB, largest binding {:.1} MB",
+                        t as f64 * 1e-6,
+                        l as f64 * 1e-6
+                    ),
+                    _ => ok,
+                },
             }
         }
         Status::Skipped => format!("skipped: {}", r.reason.as_deref().unwrap_or("")),

@@ -56,6 +56,17 @@ pub fn execute(args: &ValidateArgs) -> Result<Comparison, CliError> {
         config.dt
     );
     println!("GPU: {adapter}; CPU: f64 reference");
+    // Both backends evaluate the same Coulomb method; DDEF the same lattice policy
+    // (box, sites per axis, stencils), so the tolerance judges arithmetic, not method.
+    match config.coulomb.method.ddef() {
+        Some(d) => println!(
+            "Coulomb: ddef on both backends (the {} grid, {} variant, m = {})",
+            d.grid.name(),
+            d.variant.name(),
+            d.samples.resolve(scene.system.charged_count())
+        ),
+        None => println!("Coulomb: {} on both backends", config.coulomb.method.name()),
+    }
     let total = match validation.run()? {
         Outcome::Compared(c) => c,
         Outcome::Diverged { backend, step } => {

@@ -9,7 +9,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use super::pack::{batch_shape, pack, Packed, Span};
-use crate::config::{Config, CoulombMethod, Integrator, SolverMethod};
+use crate::config::{Config, CoulombMethod, DdefGrid, Integrator, SolverMethod};
 use crate::cpu::solvers::chebyshev_weights;
 use crate::gpu::device::adapter::{AdapterSummary, HeadlessOptions};
 use crate::gpu::device::readback;
@@ -25,9 +25,10 @@ use crate::gpu::host::profile::KernelTime;
 use crate::gpu::host::recorder::{chebyshev_rho, Recorder};
 use crate::gpu::host::recording::Op;
 use crate::gpu::layout::{
-    Params, World, MAX_STORAGE_BUFFERS, SCALAR_SLOTS, SLOT_ENERGY, SLOT_RESIDUAL,
+    Params, World, MAX_STORAGE_BUFFERS, SCALAR_SLOTS, SLOT_ENERGY, SLOT_RESIDUAL, TILE,
 };
-use crate::gpu::solver::assemble::Parts;
+use crate::gpu::solver::assemble::{is_cpu, Parts};
+use crate::gpu::solver::ddef::{delaunay_refused, SolverDdef, WorldPlan};
 use crate::gpu::solver::gpu_solver::{headless_host, GpuSolver};
 use crate::gpu::solver::program::{self, NoHooks};
 use crate::measures::{Energies, SolveStats};
@@ -41,24 +42,24 @@ pub struct BatchKey {
     pub method: SolverMethod,
     pub iterations: u32,
     pub local_global_iterations: u32,
-    /// The Coulomb sum runs (all pairs) or is off.
+    /// The Coulomb sum runs (all pairs or DDEF) or is off.
     pub coulomb: bool,
+    /// The Coulomb sum is DDEF on the lattice grid (each world its own plan, m,
+    /// variant and softening).
+    pub ddef: bool,
 }
 
 impl BatchKey {
-    /// The key of `config`, or why it cannot run in a batch (DDEF's host stage is per
-    /// world).
+    /// The key of `config`, or why it cannot run in a batch (the Delaunay grid runs on
+    /// the CPU only).
     pub fn of(config: &Config) -> Result<Self, GpuError> {
-        let coulomb = match config.coulomb.method {
-            CoulombMethod::AllPairs => true,
-            CoulombMethod::None => false,
-            CoulombMethod::Ddef(_) => {
-                return Err(GpuError::Unsupported(
-                    "coulomb.method = \"ddef\" in a batch of worlds (its grid is built per \
-                     world on the host): run it alone"
-                        .into(),
-                ))
+        let (coulomb, ddef) = match config.coulomb.method {
+            CoulombMethod::AllPairs => (true, false),
+            CoulombMethod::None => (false, false),
+            CoulombMethod::Ddef(d) if d.grid == DdefGrid::Delaunay => {
+                return Err(delaunay_refused())
             }
+            CoulombMethod::Ddef(_) => (true, true),
         };
         // The explicit integrators solve nothing: their solver settings do not matter.
         let implicit = config.integrator.is_implicit();
@@ -79,6 +80,7 @@ impl BatchKey {
                 _ => 0,
             },
             coulomb,
+            ddef,
         })
     }
 }
@@ -145,9 +147,29 @@ impl GpuWorlds {
         let Some((_, config)) = worlds.first() else {
             return 0;
         };
-        let coulomb = BatchKey::of(config).is_ok_and(|k| k.coulomb);
+        let Ok(key) = BatchKey::of(config) else {
+            return 1;
+        };
+        // The DDEF plans of all the worlds, once (a world that cannot be planned fails
+        // when its batch is built).
+        let plans = if key.ddef {
+            match worlds
+                .iter()
+                .map(|(s, c)| WorldPlan::of(s, c))
+                .collect::<Result<Vec<_>, _>>()
+            {
+                Ok(p) => p.into_iter().flatten().collect(),
+                Err(_) => return 1,
+            }
+        } else {
+            Vec::new()
+        };
         let fits = |k: usize| {
-            let shape = batch_shape(&worlds[..k], config, coulomb);
+            let mut shape = batch_shape(&worlds[..k], config, key.coulomb);
+            if key.ddef {
+                let (state, tables) = batch_ddef(&worlds[..k], plans[..k].to_vec(), true);
+                shape.ddef = state.sizes(tables.len());
+            }
             let total: u64 = shape.created().map(|(_, s)| s.bytes).sum();
             check_batch_limits(limits, &shape).is_ok() && total <= BATCH_BYTES
         };
@@ -177,7 +199,21 @@ impl GpuWorlds {
         let config = worlds[0].1;
         let device = host.device.clone();
         let limits = device.limits();
-        let shape = batch_shape(worlds, config, key.coulomb);
+        let mut shape = batch_shape(worlds, config, key.coulomb);
+        let ddef = if key.ddef {
+            let plans = worlds
+                .iter()
+                .map(|(s, c)| WorldPlan::of(s, c))
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter()
+                .flatten()
+                .collect();
+            let (state, tables) = batch_ddef(worlds, plans, is_cpu(&device));
+            shape.ddef = state.sizes(tables.len());
+            Some((state, tables))
+        } else {
+            None
+        };
         check_batch_limits(&limits, &shape)?;
         let packed = pack(worlds, key.coulomb)?;
         let dts: Vec<TimeStep> = worlds.iter().map(|(_, c)| TimeStep::new(c)).collect();
@@ -185,7 +221,16 @@ impl GpuWorlds {
         let ns = packed.system.springs().len() as u32;
         let wg = grid(n, limits.max_compute_workgroups_per_dimension);
         let parts = scoped(&device, || {
-            assemble(&device, worlds, key, &packed, &dts, shape, wg[0] * wg[1])
+            assemble(
+                &device,
+                worlds,
+                key,
+                &packed,
+                &dts,
+                shape,
+                wg[0] * wg[1],
+                ddef,
+            )
         })?;
         let solver = GpuSolver::from_parts(host, summary, parts, config, n, ns);
         Ok(Self {
@@ -286,12 +331,27 @@ impl GpuWorlds {
         &data[at..at + 16 * count as usize]
     }
 
-    /// Every world's energies (one reduction and one readback of W x 8 numbers).
+    /// Every world's energies (one reduction and one readback of W x 8 numbers); with
+    /// DDEF the drifted worlds re-plan here, as one solver does.
     pub fn read_energies(&self) -> Result<Vec<Energies>, GpuError> {
-        let data = self.scalars(&self.solver.program().energy)?;
+        let energy = self.solver.program().energy.clone();
+        let data = match self.solver.ddef_records_with(&energy)? {
+            Some(data) => data,
+            None => self.scalars(&energy)?,
+        };
         Ok((0..self.len())
             .map(|w| readback::energies(Self::slot(&data, w, SLOT_ENERGY, 2)))
             .collect())
+    }
+
+    /// World `w`'s DDEF plans made and force evaluations so far (`None` unless the
+    /// batch runs DDEF), as one solver reports them.
+    pub fn ddef_counts(&self, w: usize) -> Option<crate::measures::DdefCounts> {
+        let (rebuilds, evaluations) = self.solver.ddef_world_counts(w)?;
+        Some(crate::measures::DdefCounts {
+            rebuilds,
+            evaluations,
+        })
     }
 
     /// Every world's last linear solve (implicit integrators; `None` otherwise and before
@@ -383,9 +443,33 @@ fn check_batch_limits(limits: &wgpu::Limits, shape: &Shape) -> Result<(), GpuErr
     need("bind groups", 3, limits.max_bind_groups)
 }
 
+/// The DDEF state of a batch: per world its plan, its charges and its Coulomb source
+/// slots (whole tiles apart, as `pack` lays them out), and the tables.
+fn batch_ddef(
+    worlds: &[(&System, &Config)],
+    plans: Vec<WorldPlan>,
+    cpu: bool,
+) -> (SolverDdef, Vec<u32>) {
+    let charges: Vec<u32> = worlds
+        .iter()
+        .map(|(s, _)| s.charged_count() as u32)
+        .collect();
+    let mut slots = Vec::with_capacity(worlds.len());
+    let mut at = 0u32;
+    for &c in &charges {
+        let end = at + c.next_multiple_of(TILE);
+        slots.push((at, end));
+        at = end;
+    }
+    let state = SolverDdef::new(plans, &charges, &slots, cpu);
+    let tables = state.layout.tables();
+    (state, tables)
+}
+
 /// The batch's parts: the solver buffers over the packed system (its own Coulomb source
-/// slots, per-world local-global matrices, `Params`), the world parameters and table, and
-/// the step program recorded once for every world.
+/// slots, per-world local-global matrices, `Params`), the world parameters and table, the
+/// DDEF buffers, and the step program recorded once for every world.
+#[allow(clippy::too_many_arguments)]
 fn assemble(
     device: &wgpu::Device,
     worlds: &[(&System, &Config)],
@@ -394,6 +478,7 @@ fn assemble(
     dts: &[TimeStep],
     shape: Shape,
     n_wg: u32,
+    ddef: Option<(SolverDdef, Vec<u32>)>,
 ) -> Result<Parts, GpuError> {
     let config = worlds[0].1;
     let system = &packed.system;
@@ -451,6 +536,9 @@ fn assemble(
         bytemuck::cast_slice::<World, u8>(&records),
     );
     buffers.put(device, Buf::WorldTable, bytemuck::cast_slice(&table));
+    if let Some((state, tables)) = &ddef {
+        state.create_buffers(device, &mut buffers, tables);
+    }
     let mut engine = Engine::batched(
         device,
         buffers.get(Buf::Worlds)?,
@@ -461,6 +549,7 @@ fn assemble(
     let configs: Vec<&Config> = worlds.iter().map(|(_, c)| *c).collect();
     let mut recorder =
         Recorder::batch(device, &mut engine, &buffers, &configs, dts[0], (n, ns, nc));
+    recorder.ddef_layout = ddef.as_ref().map(|(d, _)| d.layout.clone());
     let program = program::build(&mut recorder, config, &mut NoHooks)?;
     engine.seal(device);
     Ok(Parts {
@@ -468,7 +557,7 @@ fn assemble(
         buffers,
         engine,
         program,
-        ddef: None,
+        ddef: ddef.map(|(d, _)| d),
         tangents: None,
         adjoint: None,
     })

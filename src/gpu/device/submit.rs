@@ -17,6 +17,8 @@ pub(in crate::gpu) struct Submitter {
     lost: Arc<Mutex<Option<String>>>,
     submissions: AtomicU64,
     compute_passes: AtomicU64,
+    /// Submissions that copied device memory back to the host.
+    readbacks: AtomicU64,
     /// Nanoseconds spent blocked in [`Self::wait`].
     wait_nanos: AtomicU64,
 }
@@ -33,6 +35,7 @@ impl Submitter {
             lost,
             submissions: AtomicU64::new(0),
             compute_passes: AtomicU64::new(0),
+            readbacks: AtomicU64::new(0),
             wait_nanos: AtomicU64::new(0),
         }
     }
@@ -42,11 +45,12 @@ impl Submitter {
         self.wait_nanos.load(Ordering::Relaxed) as f64 * 1e-9
     }
 
-    /// (queue submissions, compute passes) so far.
-    pub(in crate::gpu) fn counts(&self) -> (u64, u64) {
+    /// (queue submissions, compute passes, readbacks) so far.
+    pub(in crate::gpu) fn counts(&self) -> (u64, u64, u64) {
         (
             self.submissions.load(Ordering::Relaxed),
             self.compute_passes.load(Ordering::Relaxed),
+            self.readbacks.load(Ordering::Relaxed),
         )
     }
 
@@ -123,6 +127,7 @@ impl Submitter {
                 self.pass(&mut encoder, "msc reductions", None, record);
             }
             self.count_submission();
+            self.readbacks.fetch_add(1, Ordering::Relaxed);
             read_buffers(&self.device, &self.queue, encoder, copies, "msc readback")
         })?;
         self.check_lost()?;

@@ -184,14 +184,16 @@ pub fn far_chunks(sites: u64, sources: u64, cpu: bool) -> u64 {
 }
 
 impl DdefLayout {
-    /// The layout for worlds of m = `samples[w]` whose sources are the slots
-    /// `slots[w]` (a batch: whole tiles apart), on a CPU adapter or not.
-    pub fn new(samples: &[u32], slots: &[(u32, u32)], cpu: bool) -> Self {
+    /// The layout for worlds of m = `samples[w]` and `charges[w]` charged particles
+    /// whose sources are the slots `slots[w]` (a batch: whole tiles apart), on a CPU
+    /// adapter or not. A world's share depends on its own m and charges only, so its
+    /// evaluation is the same alone or in a batch.
+    pub fn new(samples: &[u32], charges: &[u32], slots: &[(u32, u32)], cpu: bool) -> Self {
         let mut worlds = Vec::with_capacity(samples.len());
         let (mut tets, mut cells, mut sites, mut chunks) = (0u64, 0u64, 0u64, 1u64);
-        for (&m, &(b, e)) in samples.iter().zip(slots) {
+        for ((&m, &nc), &(b, e)) in samples.iter().zip(charges).zip(slots) {
             let s = reserved_sites(m);
-            let k = far_chunks(s, u64::from(e - b), cpu);
+            let k = far_chunks(s, u64::from(nc), cpu);
             worlds.push((
                 [tets as u32, cells as u32, sites as u32, b],
                 [(6 * s) as u32, s as u32, s as u32, e],

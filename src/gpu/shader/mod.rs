@@ -273,6 +273,11 @@ pub const TANGENT_COULOMB_TARGETS_CPU: u32 = 8;
 const _: () =
     assert!(WORKGROUP_SIZE % TANGENT_COULOMB_TARGETS_CPU == 0 && TANGENT_COULOMB_TARGETS_CPU <= 8);
 
+/// Kernels whose `STAGED` override is off on a CPU (software) adapter: they read their
+/// sources directly instead of through workgroup memory, whose barriers cost lavapipe
+/// more than the pairs between them (the DDEF far field and gather: BENCHMARKS.md).
+pub const UNSTAGED_ON_CPU: &[&str] = &["ddef_far", "ddef_gather"];
+
 /// What a solver fixes when its pipelines are created (WGSL `override`s, so the branches
 /// on them compile away instead of testing a uniform per invocation; on lavapipe a
 /// uniform-dependent branch also made a batch's `jacobi_sweep` recompile at every
@@ -297,6 +302,9 @@ fn pipeline_constants(
     let cpu = device.adapter_info().device_type == wgpu::DeviceType::Cpu;
     if let (true, Some(t)) = (cpu, k.cpu_targets) {
         constants.push(("TARGETS", f64::from(t)));
+    }
+    if cpu && UNSTAGED_ON_CPU.contains(&k.name) {
+        constants.push(("STAGED", 0.0));
     }
     constants
 }

@@ -38,6 +38,11 @@ pub(in crate::gpu) struct Parts {
     pub(in crate::gpu) adjoint: Option<AdjointProgram>,
 }
 
+/// Whether `device` is a CPU (software) adapter: the DDEF far field's chunking.
+pub(in crate::gpu) fn is_cpu(device: &wgpu::Device) -> bool {
+    device.adapter_info().device_type == wgpu::DeviceType::Cpu
+}
+
 /// Builds the parts of a solver for `system` under `config` (both checked by the caller:
 /// `GpuSolver::check`) on `host`'s device, with one tangent per direction when
 /// `directions` is given, or with the adjoint's buffers and reversed step for `adjoint`.
@@ -55,10 +60,10 @@ pub(in crate::gpu) fn assemble(
         shape.directions = d.len() as u64;
         shape.externals = config.external_charges.len() as u64;
     }
-    let ddef = WorldPlan::of(system, config)?.map(|p| {
-        let cpu = device.adapter_info().device_type == wgpu::DeviceType::Cpu;
-        SolverDdef::new(vec![p], &[(0, system.charged_count() as u32)], cpu)
-    });
+    let nc = system.charged_count() as u32;
+    let ddef = WorldPlan::of(system, config)?
+        .filter(|_| nc > 0)
+        .map(|p| SolverDdef::new(vec![p], &[nc], &[(0, nc)], is_cpu(device)));
     let tables = ddef.as_ref().map(|d| d.layout.tables()).unwrap_or_default();
     if let Some(d) = &ddef {
         shape.ddef = d.sizes(tables.len());

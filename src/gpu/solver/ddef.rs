@@ -27,8 +27,9 @@ pub(in crate::gpu) struct WorldPlan {
 }
 
 impl WorldPlan {
-    /// The plan of `system` under `config` (DDEF on the lattice grid with a charge), as
-    /// the CPU reference makes it at its first evaluation; `None` without DDEF or charges.
+    /// The plan of `system` under `config` (DDEF on the lattice grid), as the CPU
+    /// reference makes it at its first evaluation (without a charge: a one-cell plan,
+    /// never evaluated); `None` without DDEF.
     pub(in crate::gpu) fn of(system: &System, config: &Config) -> Result<Option<Self>, GpuError> {
         let Some(d) = config.coulomb.method.ddef() else {
             return Ok(None);
@@ -36,10 +37,11 @@ impl WorldPlan {
         if d.grid == DdefGrid::Delaunay {
             return Err(delaunay_refused());
         }
-        if system.charged_count() == 0 {
-            return Ok(None);
-        }
-        let plan = DdefSolver::plan_for(d, system.positions(), system.charges())?;
+        let plan = if system.charged_count() == 0 {
+            LatticePlan::new(DVec3::ZERO, DVec3::ZERO, 0)?
+        } else {
+            DdefSolver::plan_for(d, system.positions(), system.charges())?
+        };
         let eps = config.coulomb.softening;
         Ok(Some(Self {
             plan,
@@ -63,19 +65,25 @@ pub(in crate::gpu) fn delaunay_refused() -> GpuError {
 pub(in crate::gpu) struct SolverDdef {
     pub(in crate::gpu) layout: DdefLayout,
     worlds: Mutex<Vec<WorldPlan>>,
-    /// Plans made (the first ones included) and evaluations recorded so far.
-    plans: AtomicU64,
+    /// Plans made per world (the first included) and evaluations recorded so far.
+    plans: Mutex<Vec<u64>>,
     evaluations: AtomicU64,
 }
 
 impl SolverDdef {
-    /// The state for `worlds` whose sources are the slots `slots[w]`.
-    pub(in crate::gpu) fn new(worlds: Vec<WorldPlan>, slots: &[(u32, u32)], cpu: bool) -> Self {
+    /// The state for `worlds` of `charges[w]` charged particles whose sources are the
+    /// slots `slots[w]`.
+    pub(in crate::gpu) fn new(
+        worlds: Vec<WorldPlan>,
+        charges: &[u32],
+        slots: &[(u32, u32)],
+        cpu: bool,
+    ) -> Self {
         let samples: Vec<u32> = worlds.iter().map(|w| w.plan.samples).collect();
-        let layout = DdefLayout::new(&samples, slots, cpu);
+        let layout = DdefLayout::new(&samples, charges, slots, cpu);
         Self {
             layout,
-            plans: AtomicU64::new(worlds.len() as u64),
+            plans: Mutex::new(vec![1; worlds.len()]),
             worlds: Mutex::new(worlds),
             evaluations: AtomicU64::new(0),
         }
@@ -122,9 +130,10 @@ impl SolverDdef {
         }
     }
 
-    /// Plans made so far (per world: its first, then one per re-plan).
-    pub(in crate::gpu) fn plans(&self) -> u64 {
-        self.plans.load(Ordering::Relaxed)
+    /// Plans made so far for world `w`: its first, then one per re-plan.
+    pub(in crate::gpu) fn plans(&self, w: usize) -> u64 {
+        let plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        plans.get(w).copied().unwrap_or(0)
     }
 
     pub(in crate::gpu) fn evaluations(&self) -> u64 {
@@ -162,6 +171,7 @@ impl SolverDdef {
                 )));
             }
             worlds[w].plan = plan;
+            self.plans.lock().unwrap_or_else(|e| e.into_inner())[w] += 1;
             let rec = self.layout.record(w, &plan, old.variant, old.eps2);
             let offset = (w * std::mem::size_of::<DdefWorld>()) as u64;
             let bytes = bytemuck::bytes_of(&rec);
@@ -170,7 +180,6 @@ impl SolverDdef {
             queue.write_buffer(buffer, flags, bytemuck::bytes_of(&[0u32; 4]));
             done += 1;
         }
-        self.plans.fetch_add(done, Ordering::Relaxed);
         Ok(done)
     }
 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use super::adjoint::{AdjointProgram, AdjointSetup};
 use super::assemble::{assemble, Parts, Tangents};
-use super::ddef::SolverDdef;
+use super::ddef::{SolverDdef, DDEF_BUFFERS};
 use super::program::Program;
 use super::tangent::{self, TangentDirection};
 use crate::config::{Config, Integrator};
@@ -40,6 +40,8 @@ use crate::model::{System, Topology};
 pub struct HostCounts {
     pub submissions: u64,
     pub compute_passes: u64,
+    /// Submissions that read device memory back to the host.
+    pub readbacks: u64,
 }
 
 /// Dispatches recorded per queue submission by [`Simulator::step`](crate::Simulator::step) (whole steps, at least
@@ -322,10 +324,11 @@ impl GpuSolver {
 
     /// Queue submissions and compute passes made so far (see [`HostCounts`]).
     pub fn host_counts(&self) -> HostCounts {
-        let (submissions, compute_passes) = self.host.counts();
+        let (submissions, compute_passes, readbacks) = self.host.counts();
         HostCounts {
             submissions,
             compute_passes,
+            readbacks,
         }
     }
 
@@ -424,7 +427,13 @@ impl GpuSolver {
     /// one per re-plan between steps, as the CPU reference's
     /// [`crate::ddef::DdefSolver::rebuilds`].
     pub fn ddef_rebuilds(&self) -> Option<u64> {
-        self.ddef.as_ref().map(SolverDdef::plans)
+        self.ddef.as_ref().map(|d| d.plans(0))
+    }
+
+    /// World `w`'s DDEF plans and the evaluations so far (a batch's worlds all evaluate
+    /// at every step); `None` unless DDEF.
+    pub(in crate::gpu) fn ddef_world_counts(&self, w: usize) -> Option<(u64, u64)> {
+        self.ddef.as_ref().map(|d| (d.plans(w), d.evaluations()))
     }
 
     /// DDEF force evaluations recorded so far (`None` unless DDEF).
@@ -436,6 +445,16 @@ impl GpuSolver {
     /// device (`None` unless DDEF). Kept for the benchmark records.
     pub fn ddef_host_seconds(&self) -> Option<f64> {
         self.ddef.as_ref().map(|_| 0.0)
+    }
+
+    /// The DDEF structures on the device: (bytes of all its buffers, bytes of the
+    /// largest one, which one binding must hold); `None` unless DDEF.
+    pub fn ddef_structure_bytes(&self) -> Option<(u64, u64)> {
+        self.ddef.as_ref()?;
+        let sizes = DDEF_BUFFERS
+            .iter()
+            .filter_map(|&b| self.buffers.get(b).ok().map(wgpu::Buffer::size));
+        Some(sizes.fold((0, 0), |(sum, max), s| (sum + s, max.max(s))))
     }
 
     /// Whether [`Self::record_steps`] can record steps into a caller's encoder: always.

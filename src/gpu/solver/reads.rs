@@ -11,7 +11,7 @@ use crate::gpu::device::readback;
 use crate::gpu::error::GpuError;
 use crate::gpu::host::buffers::Buf;
 use crate::gpu::host::recording::Op;
-use crate::gpu::layout::{DdefWorld, SLOT_ENERGY, SLOT_RESIDUAL};
+use crate::gpu::layout::{DdefWorld, SCALAR_SLOTS, SLOT_ENERGY, SLOT_RESIDUAL};
 use crate::measures::{Energies, SolveStats};
 use crate::model::State;
 
@@ -110,24 +110,44 @@ impl GpuSolver {
     /// With DDEF the world records come back with them: a frame that drifted from its
     /// plan makes the host re-plan here, between steps (see `solver::ddef`).
     pub fn read_energies(&self) -> Result<Energies, GpuError> {
-        let energy = (Buf::Scalars, 16 * u64::from(SLOT_ENERGY), 32);
-        let Some(ddef) = &self.ddef else {
+        let Some(data) = self.ddef_records_with(&self.program.energy)? else {
+            let energy = (Buf::Scalars, 16 * u64::from(SLOT_ENERGY), 32);
             let data = self.run_and_read(&self.program.energy, &[energy])?;
             return Ok(readback::energies(&data));
         };
+        let at = 16 * SLOT_ENERGY as usize;
+        Ok(readback::energies(&data[at..at + 32]))
+    }
+
+    /// With DDEF: runs `ops` and reads every world's scalar slots back with the DDEF
+    /// world records in one submission, then re-plans the worlds whose frame drifted;
+    /// returns the scalars (`None` without DDEF).
+    pub(in crate::gpu) fn ddef_records_with(
+        &self,
+        ops: &[Op],
+    ) -> Result<Option<Vec<u8>>, GpuError> {
+        let Some(ddef) = &self.ddef else {
+            return Ok(None);
+        };
+        let worlds = ddef.layout.worlds.len() as u64;
+        let scalars = 16 * u64::from(SCALAR_SLOTS) * worlds;
         let size = std::mem::size_of::<DdefWorld>() as u64;
-        let records = (Buf::DdefWorlds, 0, size * ddef.layout.worlds.len() as u64);
-        let data = self.run_and_read(&self.program.energy, &[energy, records])?;
-        let worlds: Vec<DdefWorld> = data[32..]
+        let copies = [
+            (Buf::Scalars, 0, scalars),
+            (Buf::DdefWorlds, 0, size * worlds),
+        ];
+        let mut data = self.run_and_read(ops, &copies)?;
+        let records: Vec<DdefWorld> = data[scalars as usize..]
             .chunks_exact(size as usize)
             .map(bytemuck::pod_read_unaligned)
             .collect();
         ddef.replan(
             &self.host.queue,
             self.buffers.get(Buf::DdefWorlds)?,
-            &worlds,
+            &records,
         )?;
-        Ok(readback::energies(&data[..32]))
+        data.truncate(scalars as usize);
+        Ok(Some(data))
     }
 
     /// The last step's linear solve: its iterations and final residual (`None` for

@@ -5,6 +5,10 @@
 // stencil's tetrahedra, contiguous sorted ranges met in increasing order: each site walks
 // them with a cursor as the sources stream by and skips every source inside one (exact
 // exclusion: never add-then-subtract). Charges are scaled by sqrt(k_c): E / sqrt(k_c).
+// STAGED (false on a CPU adapter): as in ddef_gather, lavapipe reads the sources
+// directly, in the same order, instead of paying two barriers per tile.
+
+override STAGED: bool = true;
 
 @group(0) @binding(1) var<storage, read> ddef_worlds: array<DdefWorld>;
 @group(0) @binding(2) var<storage, read> tables: array<u32>;
@@ -32,6 +36,13 @@ fn next_range(world: DdefWorld, p: vec3<u32>, first: u32) -> vec3<u32> {
         }
     }
     return vec3<u32>(NO_RANK, NO_RANK, SITE_ENTRIES);
+}
+
+// `acc` plus the pull of source `sj` at site `u`.
+fn far_pull(acc: vec3<f32>, u: vec3<f32>, sj: vec4<f32>, eps2: f32) -> vec3<f32> {
+    let d = u - sj.xyz;
+    let inv = inv_dist_or_zero(dot(d, d) + eps2);
+    return acc + (sj.w * inv * inv * inv) * d;
 }
 
 @compute @workgroup_size(WG)
@@ -80,8 +91,20 @@ fn main(
     }
     let eps2 = world.eps2.x;
     var acc = vec3<f32>(0.0);
+    if (!STAGED) {
+        if (valid) {
+            for (var idx = cb; idx < ce; idx = idx + 1u) {
+                while (idx >= r.y) {
+                    r = next_range(world, p, r.z);
+                }
+                if (idx < r.x) {
+                    acc = far_pull(acc, u, sorted_src[idx], eps2);
+                }
+            }
+        }
+    }
     // Every invocation loads and syncs, valid or not (uniform control flow).
-    for (var base = cb; base < ce; base = base + TILE) {
+    for (var base = cb; base < ce && STAGED; base = base + TILE) {
         let s = base + lid;
         var src = vec4<f32>(0.0);
         if (s < ce) {
@@ -96,10 +119,7 @@ fn main(
                 r = next_range(world, p, r.z);
             }
             if (idx < r.x) {
-                let sj = tile[k];
-                let d = u - sj.xyz;
-                let inv = inv_dist_or_zero(dot(d, d) + eps2);
-                acc = acc + (sj.w * inv * inv * inv) * d;
+                acc = far_pull(acc, u, tile[k], eps2);
             }
         }
         workgroupBarrier();

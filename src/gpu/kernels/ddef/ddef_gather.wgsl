@@ -10,6 +10,13 @@
 // the near sources outside M_v at that vertex, subtracted from the vertex's far value
 // before the targets interpolate (each source counted once, near or far). Charges are
 // scaled by sqrt(k_c); w of the force (the Coulomb potential) is left alone.
+//
+// STAGED (false on a CPU adapter): staging the sources in workgroup memory pays on a GPU,
+// while on lavapipe each barrier switches every invocation of the workgroup and cost more
+// than the pairs (BENCHMARKS.md), so there each invocation reads its sources directly,
+// in the same order (the same sums).
+
+override STAGED: bool = true;
 
 @group(0) @binding(1) var<storage, read> ddef_worlds: array<DdefWorld>;
 @group(0) @binding(2) var<storage, read> tables: array<u32>;
@@ -22,6 +29,59 @@
 var<workgroup> tile: array<vec4<f32>, TILE>;
 var<workgroup> tile_kuhn: array<u32, TILE>;
 var<workgroup> corr: array<vec4<f32>, 24>;
+
+// One source's terms: the exact near pull on the target `me` when `near`, and the one
+// on the correction's site `uc` when `co`.
+fn add_source(
+    acc: ptr<function, vec3<f32>>,
+    cacc: ptr<function, vec3<f32>>,
+    me: vec3<f32>,
+    uc: vec3<f32>,
+    sj: vec4<f32>,
+    eps2: f32,
+    near: bool,
+    co: bool,
+) {
+    if (near) {
+        let dd = me - sj.xyz;
+        let inv = inv_dist(dot(dd, dd) + eps2);
+        *acc = *acc + (sj.w * inv * inv * inv) * dd;
+    }
+    if (co) {
+        let dd = uc - sj.xyz;
+        let inv = inv_dist_or_zero(dot(dd, dd) + eps2);
+        *cacc = *cacc + (sj.w * inv * inv * inv) * dd;
+    }
+}
+
+// The sorted sources of the neighbour cell at stencil entry `entry` of cell `cp`: a
+// range (empty outside the lattice).
+fn neighbour_sources(world: DdefWorld, dims: vec3<u32>, cp: vec3<u32>, entry: u32) -> vec2<u32> {
+    let nc = ddef_offset_cell(dims, cp, ddef_entry_offset(entry));
+    if (nc.x < 0) {
+        return vec2<u32>(0u, 0u);
+    }
+    let t0 = world.base.x + KUHN * ddef_cell_index(dims, vec3<u32>(nc));
+    return vec2<u32>(starts[t0], starts[t0 + KUHN]);
+}
+
+// The membership rows `row` (the target's) and `row_c` (the correction's) as bit masks
+// over the source's Kuhn type, read once per neighbour cell rather than once per source:
+// (near, correction), each 0 when `has` / `corr_on` is off.
+fn member_bits(row: u32, row_c: u32, valid: u32, valid_c: u32, v: u32, has: bool, corr_on: bool) -> vec2<u32> {
+    var near_bits = 0u;
+    var corr_bits = 0u;
+    for (var t = 0u; t < KUHN; t = t + 1u) {
+        if (has && (tables[row + t] & valid) != 0u) {
+            near_bits = near_bits | (1u << t);
+        }
+        let mc = tables[row_c + t];
+        if (corr_on && (mc & valid_c) != 0u && ((mc >> v) & 1u) == 0u) {
+            corr_bits = corr_bits | (1u << t);
+        }
+    }
+    return vec2<u32>(near_bits, corr_bits);
+}
 
 @compute @workgroup_size(WG)
 fn main(
@@ -96,38 +156,41 @@ fn main(
     let moff = tables[2u];
     var acc = vec3<f32>(0.0);
     var cacc = vec3<f32>(0.0);
-    for (var d = 0u; d < nd; d = d + 1u) {
-        let nc = ddef_offset_cell(dims, cp, ddef_entry_offset(tables[doff + d]));
-        if (nc.x < 0) {
-            continue;
+    if (!STAGED) {
+        // Invocations without a target or a correction skip the walk (whole SIMD
+        // batches of a sparse cell's workgroup on a CPU adapter).
+        if (has || corr_on) {
+            for (var d = 0u; d < nd; d = d + 1u) {
+                let r = neighbour_sources(world, dims, cp, tables[doff + d]);
+                let bits = member_bits(moff + (kuhn * nd + d) * KUHN, moff + (kc * nd + d) * KUHN, valid, valid_c, v, has, corr_on);
+                if ((bits.x | bits.y) == 0u) {
+                    continue;
+                }
+                for (var s = r.x; s < r.y; s = s + 1u) {
+                    let t2 = sorted_key[s].y % KUHN;
+                    let near = ((bits.x >> t2) & 1u) != 0u && s != k;
+                    let co = ((bits.y >> t2) & 1u) != 0u;
+                    add_source(&acc, &cacc, me.xyz, uc, sorted_src[s], eps2, near, co);
+                }
+            }
         }
-        let t0 = world.base.x + KUHN * ddef_cell_index(dims, vec3<u32>(nc));
-        let rb = starts[t0];
-        let re = starts[t0 + KUHN];
-        let row = moff + (kuhn * nd + d) * KUHN;
-        let row_c = moff + (kc * nd + d) * KUHN;
-        for (var base = rb; base < re; base = base + TILE) {
+    }
+    for (var d = 0u; d < nd && STAGED; d = d + 1u) {
+        let r = neighbour_sources(world, dims, cp, tables[doff + d]);
+        let bits = member_bits(moff + (kuhn * nd + d) * KUHN, moff + (kc * nd + d) * KUHN, valid, valid_c, v, has, corr_on);
+        for (var base = r.x; base < r.y; base = base + TILE) {
             let s = base + lid;
-            if (s < re) {
+            if (s < r.y) {
                 tile[lid] = sorted_src[s];
                 tile_kuhn[lid] = sorted_key[s].y % KUHN;
             }
             workgroupBarrier();
-            let count = min(TILE, re - base);
+            let count = min(TILE, r.y - base);
             for (var i = 0u; i < count; i = i + 1u) {
                 let t2 = tile_kuhn[i];
-                let sj = tile[i];
-                if (has && (tables[row + t2] & valid) != 0u && base + i != k) {
-                    let dd = me.xyz - sj.xyz;
-                    let inv = inv_dist(dot(dd, dd) + eps2);
-                    acc = acc + (sj.w * inv * inv * inv) * dd;
-                }
-                let mc = tables[row_c + t2];
-                if (corr_on && (mc & valid_c) != 0u && ((mc >> v) & 1u) == 0u) {
-                    let dd = uc - sj.xyz;
-                    let inv = inv_dist_or_zero(dot(dd, dd) + eps2);
-                    cacc = cacc + (sj.w * inv * inv * inv) * dd;
-                }
+                let near = ((bits.x >> t2) & 1u) != 0u && base + i != k;
+                let co = ((bits.y >> t2) & 1u) != 0u;
+                add_source(&acc, &cacc, me.xyz, uc, tile[i], eps2, near, co);
             }
             workgroupBarrier();
         }
