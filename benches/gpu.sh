@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # GPU benchmark run for a machine with an NVIDIA GPU and no network: a prebuilt `msc bench`
-# over cloth 1K..1M, Coulomb 4K..1M (and 20K) and DDEF 16K..1M, the peers the machine already has (a CUDA
-# all-pairs kernel built with nvcc, JAX all-pairs), then one markdown table with the
-# percentages of peak, the ratios and the targets. Runs end to end on a software adapter
-# too (use --quick), skipping what needs CUDA or JAX with the reason.
+# over cloth 1K..1M, Coulomb 4K..1M (and 20K) and DDEF 16K..1M, batched worlds, adjoint
+# gradients of the 64K cloth, the peers the machine already has (a CUDA all-pairs kernel
+# built with nvcc, JAX all-pairs), then one markdown table with the percentages of peak,
+# the ratios and the targets. Runs end to end on a software adapter too (use --quick),
+# skipping what needs CUDA or JAX with the reason.
 #
 # usage: benches/gpu.sh [--quick] [--msc PATH] [--out DIR] [--no-peers]
 #                       [--peak-tflops X] [--bandwidth-gbs Y] [PATH_TO_MSC]
@@ -145,6 +146,14 @@ bench msc-ddef --workload ddef --sizes "$ddef_sizes" --samples 1000 "${coulomb_c
     || status=1
 # Batched worlds (torus and small cloth): batched against one solver per world in turn.
 bench msc-worlds --workload worlds --worlds "$worlds" "${common[@]}" || status=1
+# Adjoint gradients: the cloth's stiffness scale, 1000 block scales and every spring's
+# stiffness over T steps (two-level checkpointing), each against a forward run, interleaved.
+if [ "$quick" = 1 ]; then
+    adjoint=(--sizes 1K --horizon 20 --repeats 1)
+else
+    adjoint=(--sizes 64K --horizon 200 --repeats 3)
+fi
+bench msc-adjoint --workload adjoint --checkpoint two-level "${adjoint[@]}" || status=1
 
 # --- peers ------------------------------------------------------------------------------
 peer_sizes="$coulomb_sizes${k20:+,$k20}"

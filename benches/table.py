@@ -19,7 +19,7 @@ N20K = 20 * 1024
 
 
 def load(paths):
-    msc, peers, checks = [], {"cuda": {}, "jax": {}}, []
+    msc, adjoint, peers, checks = [], [], {"cuda": {}, "jax": {}}, []
     for path in paths:
         with open(path, encoding="utf-8") as f:
             for number, line in enumerate(f, 1):
@@ -38,7 +38,9 @@ def load(paths):
                     peers[peer][r["n"]] = r
                 elif "workload" in r and "backend" in r:
                     msc.append(r)
-    return msc, peers, checks
+                elif "gradient_seconds" in r and "ratio" in r:
+                    adjoint.append(r)
+    return msc, adjoint, peers, checks
 
 
 def fmt(x):
@@ -72,12 +74,16 @@ def main():
     ap.add_argument("--peak-tflops", type=float)
     ap.add_argument("--bandwidth-gbs", type=float)
     args = ap.parse_args()
-    msc, peers, checks = load(args.files)
-    if not msc:
+    msc, adjoint, peers, checks = load(args.files)
+    if not msc and not adjoint:
         sys.exit("table.py: no msc bench records in " + ", ".join(args.files))
 
-    adapters = {(r.get("adapter") or {}).get("name") for r in msc} - {None}
-    drivers = {(r.get("adapter") or {}).get("driver_info") for r in msc} - {None}
+    adapters = {(r.get("adapter") or {}).get("name") for r in msc}
+    adapters |= {r.get("adapter") for r in adjoint if r["backend"] == "gpu"}
+    adapters -= {None}
+    drivers = {(r.get("adapter") or {}).get("driver_info") for r in msc}
+    drivers |= {r.get("driver_info") for r in adjoint if r["backend"] == "gpu"}
+    drivers -= {None}
     print(f"- adapter: {', '.join(sorted(adapters)) or 'unknown'}; driver: "
           f"{', '.join(sorted(drivers)) or 'unknown'}")
     for name, recs in peers.items():
@@ -156,6 +162,8 @@ def main():
             sizes = ", ".join(sorted({size(c["n"]) for c in mine}))
             print(f"\n{name} force check: n {sizes}, {len(mine)} charges, max relative error "
                   f"{worst:.2e} against the f64 sum over msc's cloud")
+    if adjoint:
+        adjoint_table(adjoint)
     print()
     print("Targets (H100):")
     print()
@@ -261,7 +269,51 @@ def main():
         line("1024 torus worlds batched: >= 50x sequential",
              "PASS" if all(r["batch_speedup"] >= 50 for r in w1024) else "FAIL",
              ", ".join(f"{r['batch_speedup']:.1f}x" for r in w1024))
+    adjoint_targets(adjoint, line)
     return 0
+
+
+def adjoint_table(recs):
+    """`msc bench --workload adjoint` rows: one gradient against one forward run."""
+    print()
+    print("| adjoint | n | springs | T | params | P | checkpoint | forward s | gradient s "
+          "[min-max] | ratio | states (bound) | kept MB | peak RSS MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in recs:
+        g = r["gradient_seconds"]
+        rss = r.get("peak_rss_bytes")
+        print(f"| {r['backend']} | {size(r['particles'])} | {r['springs']} | {r['steps']} "
+              f"| {r['params']} | {r['components']} | {r['policy']} "
+              f"| {fmt(r['forward_seconds'][0])} | {fmt(g[0])} [{fmt(g[1])}-{fmt(g[2])}] "
+              f"| {r['ratio']:.2f} | {r['peak_states']} ({r['state_bound']:.1f}) "
+              f"| {r['kept_bytes'] / 1e6:.1f} | {'-' if rss is None else f'{rss / 1e6:.0f}'} |")
+
+
+def adjoint_targets(recs, line):
+    """The adjoint's cost targets, per scene (backend, size, horizon)."""
+    gpu = [r for r in recs if r["backend"] == "gpu"]
+    if not gpu:
+        line("adjoint gradient <= 4x a forward run, same within 10% across P", "NOT MEASURED",
+             "no GPU adjoint row")
+        return
+    scenes = sorted({(r["particles"], r["steps"]) for r in gpu})
+    for n, t in scenes:
+        rows = [r for r in gpu if (r["particles"], r["steps"]) == (n, t)]
+        ratios = [r["ratio"] for r in rows]
+        spread = max(ratios) / min(ratios) - 1
+        name = f"adjoint {size(n)} cloth, T = {t}"
+        line(f"{name}: gradient <= 4x forward", "PASS" if max(ratios) <= 4 else "FAIL",
+             ", ".join(f"P = {r['components']}: {r['ratio']:.2f}x" for r in rows))
+        line(f"{name}: same within 10% across P", "PASS" if spread <= 0.10 else "FAIL",
+             f"ratios within {100 * spread:.1f}%")
+        line(f"{name}: states <= 2 sqrt(T) + 2",
+             "PASS" if all(r["peak_states"] <= r["state_bound"] for r in rows) else "FAIL",
+             ", ".join(f"{r['peak_states']} ({r['policy']})" for r in rows[:1]))
+        every = [r for r in rows if r["params"] == "stiffnesses"]
+        if n >= 64 * 1024 and t >= 200 and every:
+            g = every[0]["gradient_seconds"][0]
+            line(f"{name}: all-stiffness gradient under 1 s", "PASS" if g < 1 else "FAIL",
+                 f"{g:.3f} s")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ use super::trajectory::simulate;
 use super::GradError;
 use crate::config::Config;
 use crate::cpu::CpuSimulation;
-use crate::gpu::{GpuSolver, HeadlessOptions};
+use crate::gpu::{AdapterSummary, GpuSolver, HeadlessOptions};
 use crate::model::System;
 use crate::simulator::Simulator;
 use std::time::Instant;
@@ -28,6 +28,9 @@ use std::time::Instant;
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct CostRecord {
     pub backend: &'static str,
+    /// The GPU adapter's name and driver (None on the CPU).
+    pub adapter: Option<String>,
+    pub driver_info: Option<String>,
     pub particles: usize,
     pub springs: usize,
     pub steps: u64,
@@ -82,26 +85,27 @@ fn median(v: &mut [f64]) -> [f64; 3] {
     [v[v.len() / 2], v[0], v[v.len() - 1]]
 }
 
-/// Seconds of one forward run of `steps` steps on `backend` (set-up untimed).
+/// Seconds of one forward run of `steps` steps on `backend` (set-up untimed), and the
+/// GPU adapter it ran on.
 fn forward_seconds(
     system: &System,
     config: &Config,
     steps: u64,
     backend: GradBackend,
-) -> Result<f64, GradError> {
-    let mut sim: Box<dyn Simulator> = match backend {
-        GradBackend::Cpu => Box::new(CpuSimulation::new(system, config)?),
-        GradBackend::Gpu { allow_software } => Box::new(GpuSolver::headless(
-            system,
-            config,
-            &HeadlessOptions { allow_software },
-        )?),
+) -> Result<(f64, Option<AdapterSummary>), GradError> {
+    let (mut sim, adapter): (Box<dyn Simulator>, _) = match backend {
+        GradBackend::Cpu => (Box::new(CpuSimulation::new(system, config)?), None),
+        GradBackend::Gpu { allow_software } => {
+            let gpu = GpuSolver::headless(system, config, &HeadlessOptions { allow_software })?;
+            let adapter = gpu.adapter().cloned();
+            (Box::new(gpu), adapter)
+        }
     };
     let start = Instant::now();
     let run = sim.step(steps).and_then(|_| sim.state());
     let seconds = start.elapsed().as_secs_f64();
     run.map_err(|e| GradError::Frames(format!("the forward run failed: {e}")))?;
-    Ok(seconds)
+    Ok((seconds, adapter))
 }
 
 /// Measures each parameter set of `param_sets` on `system` under `config` over `steps`
@@ -137,9 +141,11 @@ pub fn measure(
             .collect();
         let theta = set.initial();
         let (mut fwd, mut sweep, mut setup) = (Vec::new(), Vec::new(), Vec::new());
-        let mut last = None;
+        let (mut last, mut adapter) = (None, None);
         for _ in 0..options.repeats.max(1) {
-            fwd.push(forward_seconds(system, config, steps, options.backend)?);
+            let (seconds, a) = forward_seconds(system, config, steps, options.backend)?;
+            fwd.push(seconds);
+            adapter = adapter.or(a);
             let e = evaluate(&set, &theta, &targets, &grad, true, false)?;
             let ck = e
                 .stats
@@ -156,6 +162,8 @@ pub fn measure(
                 GradBackend::Cpu => "cpu",
                 GradBackend::Gpu { .. } => "gpu",
             },
+            adapter: adapter.as_ref().map(|a| a.name.clone()),
+            driver_info: adapter.map(|a| a.driver_info),
             particles: system.len(),
             springs: system.springs().len(),
             steps,
