@@ -326,7 +326,7 @@ impl FitRecord {
                         "adjoint (one reverse sweep), exact-solve derivative of the discrete steps"
                     }
                 },
-                checkpoint: outcome.stats.checkpoint.clone(),
+                checkpoint: outcome.stats.checkpoint,
                 backend: match grad.backend {
                     GradBackend::Cpu => "cpu",
                     GradBackend::Gpu { .. } => "gpu",

@@ -98,7 +98,7 @@ pub fn minimize<T, E>(
         }
         let mut d = direction(&g, &pairs, options.initial_step / gmax);
         let mut slope = dot(&g, &d);
-        if !(slope < 0.0) {
+        if slope.is_nan() || slope >= 0.0 {
             // Not a descent direction (curvature information gone stale): restart.
             pairs.clear();
             d = direction(&g, &pairs, options.initial_step / gmax);

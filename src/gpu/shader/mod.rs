@@ -266,12 +266,13 @@ pub(crate) fn kernel_pipeline(
 /// gave 4x over one target per invocation on lavapipe (BENCHMARKS.md). Hardware GPUs keep
 /// one target per invocation (256-invocation workgroups) until measured there.
 pub const COULOMB_TARGETS_CPU: u32 = 16;
-const _: () = assert!(TILE % COULOMB_TARGETS_CPU == 0 && COULOMB_TARGETS_CPU <= 16);
+const _: () = assert!(TILE.is_multiple_of(COULOMB_TARGETS_CPU) && COULOMB_TARGETS_CPU <= 16);
 /// The same for `tangent_coulomb`, whose targets carry four vectors each (fewer fit in
 /// registers).
 pub const TANGENT_COULOMB_TARGETS_CPU: u32 = 8;
-const _: () =
-    assert!(WORKGROUP_SIZE % TANGENT_COULOMB_TARGETS_CPU == 0 && TANGENT_COULOMB_TARGETS_CPU <= 8);
+const _: () = assert!(
+    WORKGROUP_SIZE.is_multiple_of(TANGENT_COULOMB_TARGETS_CPU) && TANGENT_COULOMB_TARGETS_CPU <= 8
+);
 
 /// Kernels whose `STAGED` override is off on a CPU (software) adapter: they read their
 /// sources directly instead of through workgroup memory, whose barriers cost lavapipe
