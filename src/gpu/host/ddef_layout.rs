@@ -83,13 +83,25 @@ pub fn reserved_sites(samples: u32) -> u64 {
         .next_multiple_of(u64::from(WORKGROUP_SIZE))
 }
 
+/// The most sources one far-field chunk takes on a CPU adapter. llvmpipe ends every loop
+/// of an invocation after 65,535 iterations in all (one budget shared by all its loops,
+/// without an error), and `ddef_far`'s direct walk spends about 3 per source, so a longer
+/// chunk silently drops its tail (from about 44K charges in two chunks).
+pub const CPU_CHUNK_SOURCES: u64 = 16_384;
+
 /// Source chunks of a world's far field: enough workgroups to fill the device (about 16
-/// on a CPU adapter, 1024 on a GPU) but at least two tiles of sources each.
+/// on a CPU adapter, 1024 on a GPU) but at least two tiles of sources each; on a CPU
+/// adapter also at most `CPU_CHUNK_SOURCES` each.
 pub fn far_chunks(sites: u64, sources: u64, cpu: bool) -> u64 {
     let target: u64 = if cpu { 16 } else { 1024 };
     let blocks = sites.div_ceil(u64::from(WORKGROUP_SIZE)).max(1);
     let most = sources.div_ceil(2 * u64::from(TILE)).max(1);
-    target.div_ceil(blocks).clamp(1, most)
+    let chunks = target.div_ceil(blocks).clamp(1, most);
+    if cpu {
+        chunks.max(sources.div_ceil(CPU_CHUNK_SOURCES))
+    } else {
+        chunks
+    }
 }
 
 impl DdefLayout {
@@ -188,6 +200,21 @@ impl DdefLayout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn far_chunks_on_a_cpu_adapter_stay_under_its_loop_budget() {
+        for sources in [1, 1000, 16_384, 16_385, 44_000, 65_536, 1 << 20] {
+            for sites in [256, 2048, 16_384] {
+                let k = far_chunks(sites, sources, true);
+                // ddef_far's chunk length: the sources split evenly, rounded up to tiles.
+                let per = sources.div_ceil(k).next_multiple_of(u64::from(TILE));
+                assert!(
+                    per <= CPU_CHUNK_SOURCES,
+                    "{sources} sources, {sites} sites: {k} chunks of {per}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn scan_levels_cover_counts_and_starts() {
