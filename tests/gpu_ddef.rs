@@ -189,18 +189,17 @@ fn gpu_ddef_matches_the_cpu_reference_on_surfaces_and_planes() {
     check("sheet", &x, &q, DdefSamples::Count(2000), 1e-3);
 }
 
-/// 64K random charges at m = 1000: the sizes the benchmark runs. Known bug: from about
-/// 40K charges on (32K passes, 50K and 64K fail) the GPU's forces differ from the
-/// reference of the same structure by 3 to 12% per charge (mean), for both variants, in
-/// cells of every occupancy; `msc bench --workload ddef` shows it as a force error of 12%
-/// at 64K against the CPU's 2%. Run with `--ignored` (about a minute on lavapipe).
+/// 52K random charges at m = 1000 (about 48K sources): past what one far-field chunk
+/// could hold on llvmpipe before chunks were capped (two chunks, its loop budget of
+/// 65,535 iterations per invocation ended each after about 21,800 sources; 64K charges
+/// were off by 12%). Softened (eps = 0.01) so the largest force is not one close pair
+/// and the DDEF error stays resolvable against the f32 bound.
 #[test]
-#[ignore = "known bug: the GPU DDEF differs from the reference from about 40K charges"]
-fn gpu_ddef_matches_the_cpu_reference_at_64k_charges() {
-    let n = 65536;
+fn gpu_ddef_matches_the_cpu_reference_past_a_cpu_adapters_loop_budget() {
+    let n = 53_248;
     let x = random_points(DVec3::ZERO, DVec3::ONE, n, 17);
     let q = charges(&mut Rng(5), n, 1e-6, 0.1);
-    check("64K", &x, &q, DdefSamples::Count(1000), 0.0);
+    check("52K", &x, &q, DdefSamples::Count(1000), 0.01);
 }
 
 /// A braced lattice (`res`^3 particles in a 1 m cube) with jittered positions, random

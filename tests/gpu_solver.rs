@@ -879,8 +879,8 @@ fn bad_inputs_give_typed_errors() {
         GpuSolver::new(&device, &queue, &system, &many),
         Err(GpuError::Unsupported(_))
     ));
-    // DDEF runs (tests/gpu_ddef.rs), but its steps cannot be recorded into a caller's
-    // encoder: refused with a typed error, not run on stale lists.
+    // DDEF on the lattice records into a caller's encoder (tests/gpu_ddef.rs); the
+    // Delaunay grid is refused with a typed error that names the lattice.
     let ddef = Config {
         coulomb: CoulombConfig {
             method: CoulombMethod::Ddef(Default::default()),
@@ -890,9 +890,22 @@ fn bad_inputs_give_typed_errors() {
     };
     let mut solver = GpuSolver::new(&device, &queue, &system, &ddef).expect("DDEF solver");
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-    match solver.record_steps(&mut encoder, 1) {
-        Err(GpuError::Unsupported(m)) => assert!(m.contains("ddef"), "{m}"),
-        other => panic!("expected unsupported, got {other:?}"),
+    solver
+        .record_steps(&mut encoder, 1)
+        .expect("DDEF steps record");
+    let delaunay = Config {
+        coulomb: CoulombConfig {
+            method: CoulombMethod::Ddef(msc::config::DdefConfig {
+                grid: msc::config::DdefGrid::Delaunay,
+                ..Default::default()
+            }),
+            softening: 0.0,
+        },
+        ..imex(SolverMethod::Jacobi, 5)
+    };
+    match GpuSolver::new(&device, &queue, &system, &delaunay) {
+        Err(GpuError::Unsupported(m)) => assert!(m.contains("lattice"), "{m}"),
+        other => panic!("expected unsupported, got {:?}", other.err()),
     }
     // Values that f32 cannot hold.
     let huge = System::new(SystemDesc {

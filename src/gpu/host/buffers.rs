@@ -190,7 +190,7 @@ pub(in crate::gpu) struct Shape {
     pub(in crate::gpu) ddef: DdefSizes,
 }
 
-/// What the DDEF buffers are sized for (`kernels::ddef::DdefLayout`'s totals).
+/// What the DDEF buffers are sized for (`host::ddef_layout::DdefLayout`'s totals).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(in crate::gpu) struct DdefSizes {
     pub(in crate::gpu) worlds: u64,

@@ -7,6 +7,7 @@
 
 pub mod adjacency;
 pub(crate) mod buffers;
+pub(crate) mod ddef_layout;
 pub(crate) mod engine;
 pub mod limits;
 pub(crate) mod params;

@@ -4,13 +4,13 @@
 //! of a whole solve), so the step program never lists bindings by position.
 
 use super::buffers::{Buf, Buffers};
+use super::ddef_layout::DdefLayout;
 use super::engine::Engine;
 use super::limits::grid;
 use super::params::TimeStep;
 use super::recording::Op;
 use crate::config::{Config, CoulombMethod, Integrator, SolverMethod};
 use crate::gpu::error::GpuError;
-use crate::gpu::kernels::ddef::DdefLayout;
 use crate::gpu::layout::Dispatch;
 use crate::gpu::shader::Kernel;
 // The same weights as the reference, so both backends run the same iteration.

@@ -1,7 +1,7 @@
 // The lattice DDEF's geometry in f32, each function mirroring crate::ddef::plan or
 // crate::ddef::stencil: a point's cell, Kuhn type and weights in a world's frame, the path
 // vertices and N(tau) slots of a Kuhn type, lattice indices and site positions, and the
-// packed entries of the stencil tables (gpu::kernels::ddef::tables).
+// packed entries of the stencil tables (gpu::host::ddef_layout, DdefLayout::tables).
 
 // Kuhn tetrahedra per cell.
 const KUHN: u32 = 6u;

@@ -13,7 +13,7 @@ use crate::ddef::plan::LatticePlan;
 use crate::ddef::{DdefSolver, DdefVariant};
 use crate::gpu::error::GpuError;
 use crate::gpu::host::buffers::{Buf, Buffers, DdefSizes};
-use crate::gpu::kernels::ddef::DdefLayout;
+use crate::gpu::host::ddef_layout::DdefLayout;
 use crate::gpu::layout::{DdefWorld, DDEF_PLAN_BYTES};
 use crate::model::System;
 use glam::DVec3;
