@@ -138,7 +138,7 @@ pub struct BenchArgs {
     /// Adjoint workload, CPU: the relative residual the adjoint's CG solves stop at
     #[arg(long = "adjoint-tolerance", value_name = "TOL", default_value_t = 1e-12, value_parser = parse_positive)]
     pub adjoint_tolerance: f64,
-    /// Adjoint workload: its checkpointing (auto, all, two-level[:C], binomial:S)
+    /// Adjoint workload: its checkpointing (auto, all, two-level, two-level:C, binomial:S)
     #[arg(long, value_name = "POLICY", default_value = "auto")]
     pub checkpoint: crate::grad::Checkpointing,
     /// Also write the JSON lines to FILE (atomically, when the benchmark ends)

@@ -109,7 +109,7 @@ pub struct FitArgs {
     #[arg(long, value_enum, default_value_t = GradientArg::Auto)]
     pub gradient: GradientArg,
     /// The adjoint's checkpointing: auto (store every state when they fit
-    /// --checkpoint-memory, else two-level), all, two-level[:C], binomial:S
+    /// --checkpoint-memory, else two-level), all, two-level, two-level:C, binomial:S
     #[arg(long, value_name = "POLICY", default_value = "auto")]
     pub checkpoint: grad::Checkpointing,
     /// GPU adjoint: run its linear solves as CG with N iterations instead of the scene's

@@ -1,6 +1,6 @@
 //! Checkpointing for the reverse sweep, shared by the CPU and GPU adjoints: which states
 //! of the forward run are kept and which are recomputed, as a [`Plan`] of [`Action`]s that
-//! a backend's [`Tape`] carries out.
+//! a backend's `Tape` carries out.
 //!
 //! - store-all: every step's record is kept (T states, one forward run);
 //! - two-level: a snapshot every c = ceil(sqrt(T)) steps, then each segment is run again

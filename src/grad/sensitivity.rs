@@ -33,7 +33,7 @@ pub enum GradMode {
     /// costs one tangent solve per component per step.
     #[default]
     Forward,
-    /// The adjoint ([`super::adjoint`]): the gradient alone, at a cost independent of
+    /// The adjoint (`grad::adjoint`): the gradient alone, at a cost independent of
     /// the number of components, with the states kept per [`CheckpointOptions`].
     Adjoint,
 }

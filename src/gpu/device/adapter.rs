@@ -3,7 +3,7 @@
 
 use crate::gpu::error::GpuError;
 
-/// Options for [`GpuSolver::headless`](super::GpuSolver::headless).
+/// Options for [`GpuSolver::headless`](crate::gpu::GpuSolver::headless).
 #[derive(Clone, Debug, Default)]
 pub struct HeadlessOptions {
     /// Accept software adapters (lavapipe, llvmpipe, WARP). `false` for `--backend auto`.
@@ -68,8 +68,8 @@ pub fn list_adapters() -> Vec<AdapterSummary> {
 /// A device and queue opened as [`GpuSolver::headless`] opens them, for several solvers
 /// to share through [`GpuSolver::new`] (the runs of `msc sweep` and `msc batch`).
 ///
-/// [`GpuSolver::headless`]: super::GpuSolver::headless
-/// [`GpuSolver::new`]: super::GpuSolver::new
+/// [`GpuSolver::headless`]: crate::gpu::GpuSolver::headless
+/// [`GpuSolver::new`]: crate::gpu::GpuSolver::new
 pub struct HeadlessDevice {
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,

@@ -125,7 +125,7 @@ fn world_values() -> String {
 
 /// One compute kernel: entry point `main`. A solver kernel has the `Params` uniform at
 /// group 0 binding 0, the storage buffers in `storage` at bindings 1.., and the `Dispatch`
-/// uniform (dynamic offset) at group 1 binding 0 (see [`kernel_pipeline`]).
+/// uniform (dynamic offset) at group 1 binding 0 (see `kernel_pipeline`).
 #[derive(Clone, Copy, Debug)]
 pub struct Kernel {
     pub name: &'static str,

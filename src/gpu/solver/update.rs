@@ -12,11 +12,10 @@ use crate::config::Integrator;
 use crate::cpu::parameters_fixed;
 use crate::gpu::device::{poll_error, scoped};
 use crate::gpu::error::GpuError;
-use crate::gpu::host::buffers::{
-    local_global_init, particle_props, spring_params, state_vec4, Buf,
-};
+use crate::gpu::host::buffers::Buf;
 use crate::gpu::host::params::TimeStep;
 use crate::gpu::host::range;
+use crate::gpu::host::rows::{local_global_init, particle_props, spring_params, state_vec4};
 use crate::model::{check_state, System};
 
 impl GpuSolver {
@@ -34,7 +33,7 @@ impl GpuSolver {
     /// Replaces the positions and velocities (one per particle, SI units) from the host;
     /// the time and step count stay. Queued behind the steps already submitted, so it
     /// applies after them. Checked as the initial state is: lengths, finite values and
-    /// the f32 bounds of [`range::check`].
+    /// the f32 bounds of `range::check`.
     pub fn write_state(&mut self, x: &[DVec3], v: &[DVec3]) -> Result<(), GpuError> {
         self.fixed("writing a state")?;
         check_state(self.n as usize, x, v)?;
@@ -51,7 +50,7 @@ impl GpuSolver {
 
     /// Replaces the masses, charges, pins and spring parameters (stiffness, rest length,
     /// damping) with `system`'s, without a rebuild; the state stays (`system`'s positions
-    /// and velocities are not used). `system` must keep the solver's [`Topology`]: its
+    /// and velocities are not used). `system` must keep the solver's [`Topology`](crate::model::Topology): its
     /// particle count, its springs in order, and charge only on particles charged at the
     /// start. Refused where the configuration fixes the parameters
     /// ([`parameters_fixed`]: DDEF, Chebyshev with an estimated spectral radius).
