@@ -1183,3 +1183,63 @@ fn drag_matches_cpu_in_every_integrator() {
         compare_trajectories(&system, &config, steps, 1e-3);
     }
 }
+
+/// llvmpipe ends a shader's loops after 65,535 iterations in all, so all-pairs Coulomb
+/// over more charges than `limits::CPU_ADAPTER_ALL_PAIRS_CHARGES` would drop sources
+/// silently on a CPU adapter: it is refused there, naming the count and the limit. One
+/// charge past the limit is refused; the limit itself builds (any adapter).
+#[test]
+fn all_pairs_past_a_cpu_adapters_loop_budget_is_refused_there() {
+    use msc::gpu::limits::CPU_ADAPTER_ALL_PAIRS_CHARGES;
+    let Some(a) = adapter() else {
+        return;
+    };
+    let cpu = a.get_info().device_type == wgpu::DeviceType::Cpu;
+    let Some((device, queue)) = device() else {
+        return;
+    };
+    // Unlinked charged particles on a line, 1 mm apart.
+    let system_of = |n: u64| {
+        let positions: Vec<DVec3> = (0..n).map(|i| DVec3::X * (i as f64 * 1e-3)).collect();
+        System::new(SystemDesc {
+            velocities: vec![DVec3::ZERO; n as usize],
+            masses: vec![1e-3; n as usize],
+            charges: vec![1e-12; n as usize],
+            pinned: vec![false; n as usize],
+            positions,
+            springs: Vec::new(),
+            faces: Vec::new(),
+        })
+        .expect("system")
+    };
+    let config = Config {
+        integrator: Integrator::SymplecticEuler,
+        dt: 1e-4,
+        coulomb: CoulombConfig {
+            method: CoulombMethod::AllPairs,
+            softening: 1e-3,
+        },
+        ..Config::default()
+    };
+    let over = system_of(CPU_ADAPTER_ALL_PAIRS_CHARGES + 1);
+    match GpuSolver::new(&device, &queue, &over, &config) {
+        Err(GpuError::LimitExceeded {
+            what,
+            needed,
+            limit,
+        }) if cpu => {
+            assert_eq!(
+                (needed, limit),
+                (
+                    CPU_ADAPTER_ALL_PAIRS_CHARGES + 1,
+                    CPU_ADAPTER_ALL_PAIRS_CHARGES
+                )
+            );
+            assert!(what.contains("65,535") && what.contains("ddef"), "{what}");
+        }
+        Ok(_) if !cpu => {}
+        other => panic!("cpu adapter {cpu}: got {:?}", other.err()),
+    }
+    let at = system_of(CPU_ADAPTER_ALL_PAIRS_CHARGES);
+    assert!(GpuSolver::new(&device, &queue, &at, &config).is_ok());
+}

@@ -19,7 +19,7 @@ use crate::gpu::error::GpuError;
 use crate::gpu::host::adjacency;
 use crate::gpu::host::buffers::{local_global_init, Buf, Buffers, Contents, Shape};
 use crate::gpu::host::engine::Engine;
-use crate::gpu::host::limits::{check_limits, grid};
+use crate::gpu::host::limits::{check_cpu_loop_budget, check_limits, grid};
 use crate::gpu::host::params::{specialization, world, TimeStep};
 use crate::gpu::host::profile::KernelTime;
 use crate::gpu::host::recorder::{chebyshev_rho, Recorder};
@@ -200,6 +200,10 @@ impl GpuWorlds {
         let device = host.device.clone();
         let limits = device.limits();
         let mut shape = batch_shape(worlds, config, key.coulomb);
+        for (system, config) in worlds {
+            let charged = system.charged_count() as u64;
+            check_cpu_loop_budget(is_cpu(&device), config, charged)?;
+        }
         let ddef = if key.ddef {
             let plans = worlds
                 .iter()

@@ -159,3 +159,36 @@ mod tests {
         }
     }
 }
+
+/// The most charged particles one world may hold for all-pairs Coulomb on a CPU adapter.
+/// llvmpipe (Mesa's software rasterizer, behind lavapipe and its GL driver) silently
+/// ends a shader invocation's loops once they have run 65,535 iterations in all
+/// (`LP_MAX_TGSI_LOOP_ITERATIONS`); the all-pairs kernels walk every source of their world
+/// in each invocation (one iteration per source, one per tile), so past about 65K charges
+/// sources would be dropped without an error. Measured on lavapipe: 60K charges agree with
+/// the f64 sum to 2.3e-5, 65K differ by 0.53. 240 tiles of 256 leave a margin.
+pub const CPU_ADAPTER_ALL_PAIRS_CHARGES: u64 = 61_440;
+
+/// Refuses all-pairs Coulomb over more than [`CPU_ADAPTER_ALL_PAIRS_CHARGES`] charged
+/// particles in one world on a CPU adapter (`cpu`), naming the count and the limit.
+pub(in crate::gpu) fn check_cpu_loop_budget(
+    cpu: bool,
+    config: &Config,
+    charged: u64,
+) -> Result<(), GpuError> {
+    if cpu
+        && config.coulomb.method == crate::config::CoulombMethod::AllPairs
+        && charged > CPU_ADAPTER_ALL_PAIRS_CHARGES
+    {
+        return Err(GpuError::LimitExceeded {
+            what: "all-pairs Coulomb on a CPU adapter (llvmpipe ends a shader's loops after \
+                   65,535 iterations, so more sources would be dropped silently; use \
+                   coulomb.method = \"ddef\", --backend cpu or a hardware GPU): charged \
+                   particles"
+                .into(),
+            needed: charged,
+            limit: CPU_ADAPTER_ALL_PAIRS_CHARGES,
+        });
+    }
+    Ok(())
+}

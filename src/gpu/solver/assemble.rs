@@ -13,7 +13,7 @@ use crate::gpu::device::submit::Submitter;
 use crate::gpu::error::GpuError;
 use crate::gpu::host::buffers::{Buf, Buffers, Part, Shape};
 use crate::gpu::host::engine::Engine;
-use crate::gpu::host::limits::{check_limits, grid};
+use crate::gpu::host::limits::{check_cpu_loop_budget, check_limits, grid};
 use crate::gpu::host::params::{self, TimeStep};
 use crate::gpu::host::recorder::Recorder;
 use crate::gpu::host::recording::Op;
@@ -38,7 +38,8 @@ pub(in crate::gpu) struct Parts {
     pub(in crate::gpu) adjoint: Option<AdjointProgram>,
 }
 
-/// Whether `device` is a CPU (software) adapter: the DDEF far field's chunking.
+/// Whether `device` is a CPU (software) adapter: the DDEF far field's chunking and the
+/// all-pairs loop budget (`limits::check_cpu_loop_budget`).
 pub(in crate::gpu) fn is_cpu(device: &wgpu::Device) -> bool {
     device.adapter_info().device_type == wgpu::DeviceType::Cpu
 }
@@ -61,6 +62,7 @@ pub(in crate::gpu) fn assemble(
         shape.externals = config.external_charges.len() as u64;
     }
     let nc = system.charged_count() as u32;
+    check_cpu_loop_budget(is_cpu(device), config, u64::from(nc))?;
     let ddef = WorldPlan::of(system, config)?
         .filter(|_| nc > 0)
         .map(|p| SolverDdef::new(vec![p], &[nc], &[(0, nc)], is_cpu(device)));
