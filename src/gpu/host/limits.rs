@@ -137,29 +137,6 @@ pub(in crate::gpu) fn grid(count: u32, max: u32) -> [u32; 2] {
     [groups.div_ceil(y), y]
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn grids_cover_every_item_tightly() {
-        for max in [1, 2, 3, 7, 65535] {
-            for count in [1, 255, 256, 257, 1000, 70_000, 10_000_000] {
-                let [x, y] = grid(count, max);
-                let groups = count.div_ceil(WORKGROUP_SIZE);
-                if groups > max * max {
-                    continue;
-                }
-                assert!(x <= max && y <= max, "{count}/{max}: {x} x {y}");
-                assert!(
-                    x * y >= groups && x * y - groups < y,
-                    "{count}/{max}: {x} x {y}"
-                );
-            }
-        }
-    }
-}
-
 /// The most charged particles one world may hold for all-pairs Coulomb on a CPU adapter.
 /// llvmpipe (Mesa's software rasterizer, behind lavapipe and its GL driver) silently
 /// ends a shader invocation's loops once they have run 65,535 iterations in all
@@ -191,4 +168,27 @@ pub(in crate::gpu) fn check_cpu_loop_budget(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grids_cover_every_item_tightly() {
+        for max in [1, 2, 3, 7, 65535] {
+            for count in [1, 255, 256, 257, 1000, 70_000, 10_000_000] {
+                let [x, y] = grid(count, max);
+                let groups = count.div_ceil(WORKGROUP_SIZE);
+                if groups > max * max {
+                    continue;
+                }
+                assert!(x <= max && y <= max, "{count}/{max}: {x} x {y}");
+                assert!(
+                    x * y >= groups && x * y - groups < y,
+                    "{count}/{max}: {x} x {y}"
+                );
+            }
+        }
+    }
 }
