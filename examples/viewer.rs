@@ -210,18 +210,11 @@ impl Gfx {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("msc viewer frame"),
             });
-        // The solver's steps and the drawing, in one encoder and one submission; a DDEF
-        // scene cannot be recorded (its host stage), so it steps before the drawing.
+        // The solver's steps and the drawing, in one encoder and one submission.
         if !self.paused {
-            if self.solver.supports_recording() {
-                self.solver
-                    .record_steps(&mut encoder, self.steps_per_frame)
-                    .map_err(|e| e.to_string())?;
-            } else {
-                self.solver
-                    .step(u64::from(self.steps_per_frame))
-                    .map_err(|e| e.to_string())?;
-            }
+            self.solver
+                .record_steps(&mut encoder, self.steps_per_frame)
+                .map_err(|e| e.to_string())?;
         }
         let renderer = match self.color {
             ColorBy::Charge => &self.renderer,

@@ -98,14 +98,12 @@ pub(super) fn wait(solver: &GpuSolver) -> Result<(), GpuError> {
 /// `repeats` blocks of `steps` steps on the GPU solver. Each block: the time until
 /// `step(k)` returns, less what it spent blocked on an earlier batch
 /// ([`GpuSolver::batch_wait_seconds`]), is the host's; then a wait for the GPU to finish
-/// everything ends the block. `host` is `None` when the steps pause for host stages
-/// (DDEF), whose waits for read-backs are part of `step` itself.
+/// everything ends the block.
 pub(super) fn time_gpu(
     solver: &mut GpuSolver,
     steps: u64,
     repeats: u32,
 ) -> Result<Vec<Sample>, SimError> {
-    let split = solver.supports_recording();
     let mut samples = Vec::with_capacity(repeats as usize);
     for _ in 0..repeats {
         let waited = solver.batch_wait_seconds();
@@ -117,7 +115,7 @@ pub(super) fn time_gpu(
         let total = start.elapsed().as_secs_f64();
         samples.push(Sample {
             total,
-            host: split.then(|| (returned - blocked).max(0.0)),
+            host: Some((returned - blocked).max(0.0)),
         });
     }
     Ok(samples)

@@ -61,7 +61,7 @@ pub enum GpuError {
     /// An input to a running solver (a state, new parameters) that the model rejects.
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),
-    /// The host stage of a DDEF force evaluation (grid, point location) failed.
+    /// A DDEF plan (box, lattice dimensions, stencils) could not be made for the device.
     #[error(transparent)]
     Ddef(#[from] crate::ddef::DdefError),
 }

@@ -32,8 +32,9 @@
 //!    kernels' launchers record into;
 //! 5. `kernels`: one file per kernel family, its WGSL in the folder of the same name, with
 //!    its typed launchers; the kernel table is gathered from them;
-//! 6. `solver`: the step program (every recording, built once), the tangents' hooks, the
-//!    DDEF host stage and [`GpuSolver`];
+//! 6. `solver`: the step program (every recording, built once), the tangents' and the
+//!    adjoint's hooks, the DDEF plan (set up once, re-planned when its box drifts) and
+//!    [`GpuSolver`];
 //! 7. `batch`: many systems packed and stepped together ([`GpuWorlds`]).
 //!
 

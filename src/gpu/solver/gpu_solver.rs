@@ -457,7 +457,9 @@ impl GpuSolver {
         Some(sizes.fold((0, 0), |(sum, max), s| (sum + s, max.max(s))))
     }
 
-    /// Whether [`Self::record_steps`] can record steps into a caller's encoder: always.
+    /// Whether [`Self::record_steps`] can record steps into a caller's encoder: always,
+    /// DDEF included, since its far field runs on the device.
+    #[deprecated(note = "always true: every scene can be recorded")]
     pub fn supports_recording(&self) -> bool {
         true
     }
