@@ -22,7 +22,7 @@
 //! (the next right-hand side, lc += h mu); after the restart at x_t, the field's transpose
 //! and the parameter cotangents for lc, and `adjoint_lg_start`.
 
-use super::adjoint::{cotangent_bits, field_transpose, with_adjoint_solver, AdjointSetup};
+use super::adjoint_setup::{cotangent_bits, field_transpose, with_adjoint_solver, AdjointSetup};
 use crate::config::Config;
 use crate::gpu::error::GpuError;
 use crate::gpu::host::buffers::Buf;
