@@ -101,6 +101,8 @@ buffer_kinds! {
     AdjTarget,
     /// Per target frame, each workgroup's share of the loss.
     AdjLoss,
+    /// Local-global: the reversed step's recomputed iterates z^0 .. z^N (n vec4 each).
+    AdjIterates,
     /// DDEF: the sorted sources beside one direction's tangents (2 vec4 per source).
     TanSorted,
     /// DDEF: one direction's far-field tangent at the sites.
@@ -183,6 +185,8 @@ pub(in crate::gpu) struct Shape {
     /// dispatch.
     pub(in crate::gpu) adjoint_frames: u64,
     pub(in crate::gpu) n_wg: u64,
+    /// Local-global with the adjoint: the iterates of a step (alternations + 1).
+    pub(in crate::gpu) lg_iterates: u64,
     /// An implicit integrator, local-global, CG; bytes of a `RhsDiagonal` row.
     pub(in crate::gpu) implicit: bool,
     pub(in crate::gpu) local_global: bool,
@@ -294,6 +298,11 @@ impl Buf {
             AdjLoss => (
                 "adjoint loss shares",
                 16 * s.n_wg.max(1) * s.adjoint_frames.max(1),
+                Adjoint,
+            ),
+            AdjIterates => (
+                "adjoint local-global iterates",
+                when(s.local_global, vec4s * s.lg_iterates),
                 Adjoint,
             ),
             TanSorted => (

@@ -22,6 +22,10 @@ wgsl_enum! {
         Externals = "ADJ_EXTERNALS" = 8,
         /// The field's transposed Jacobian is in `RhsDiagonal` (charged rows).
         Field = "ADJ_FIELD" = 16,
+        /// An explicit half kick (Verlet): `adjoint_params`' mass cotangent for s = h / 2.
+        HalfKick = "ADJ_HALF_KICK" = 32,
+        /// At t + h (Verlet's second kick, before the clock advances).
+        Later = "ADJ_LATER" = 64,
     }
 }
 

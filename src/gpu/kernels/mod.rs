@@ -5,6 +5,8 @@
 //! lists, so a new kernel is added in its family's file only.
 
 pub mod adjoint;
+pub mod adjoint_kicks;
+pub mod adjoint_lg;
 pub mod coulomb;
 pub mod ddef;
 pub mod ddef_tangent;
@@ -27,6 +29,8 @@ const FAMILIES: &[&[Kernel]] = &[
     reductions::KERNELS,
     tangents::KERNELS,
     adjoint::KERNELS,
+    adjoint_kicks::KERNELS,
+    adjoint_lg::KERNELS,
     ddef::KERNELS,
     ddef_tangent::KERNELS,
 ];

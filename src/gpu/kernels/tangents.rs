@@ -97,7 +97,13 @@ pub const TANGENT_LG_PREPARE: Kernel = Kernel {
 pub const TANGENT_LG_RHS: Kernel = Kernel {
     name: "tangent_lg_rhs",
     body: include_str!("tangents/tangent_lg_rhs.wgsl"),
-    libs: &[Library::Layout, Library::Adjacency, Library::Blocks],
+    libs: &[
+        Library::Layout,
+        Library::World,
+        Library::Adjacency,
+        Library::Blocks,
+        Library::Physics,
+    ],
     storage: &[Read, Read, Read, Read, Read, Read, ReadWrite, ReadWrite],
     constants: &[],
     cpu_targets: None,
@@ -258,7 +264,21 @@ impl Recorder<'_> {
 
     /// `tangent_copy`: `TanZ` = `src`.
     pub(in crate::gpu) fn tangent_copy(&mut self, src: Buf) -> Result<Op, GpuError> {
-        let (m0, n) = (self.mode(0), self.n);
-        self.dispatch(TANGENT_COPY, &[src, Buf::TanZ], m0, n)
+        self.copy_into(src, Buf::TanZ, 0)
+    }
+
+    /// `tangent_copy`: slot `slot` (n vec4 each) of `dst` = `src`.
+    pub(in crate::gpu) fn copy_into(
+        &mut self,
+        src: Buf,
+        dst: Buf,
+        slot: u32,
+    ) -> Result<Op, GpuError> {
+        let record = self.record(Dispatch {
+            iter: slot,
+            ..Default::default()
+        });
+        let n = self.n;
+        self.dispatch(TANGENT_COPY, &[src, dst], record, n)
     }
 }

@@ -61,6 +61,40 @@ fn w_block_vjp(
     return vec4<f32>(dd, h2 * (an * bn + g * transverse));
 }
 
+// Mirrors grad::vjp::spring_force_vjp (src/grad/vjp.rs; docs/physics.md §6, §9): the
+// transpose of the damped spring force's jvp for a cotangent w of the force on i,
+// [k (l - L) + c (u . n)] n, u = v_j - v_i: the cotangents of dd = dx_j - dx_i (dd), of
+// du = dv_j - dv_i (n times du) and of k. The elastic block is symmetric (its jvp on w);
+// a degenerate spring (l = 0) keeps only that.
+struct SpringBar {
+    dd: vec3<f32>,
+    du: f32,
+    k: f32,
+}
+
+fn spring_force_vjp(n: vec3<f32>, l: f32, k: f32, rest: f32, c: f32, u: vec3<f32>, w: vec3<f32>) -> SpringBar {
+    let elastic = spring_elastic_jvp(n, l, k, rest, w, 0.0);
+    if (l == 0.0) {
+        return SpringBar(elastic, 0.0, 0.0);
+    }
+    let wn = dot(w, n);
+    let un = dot(u, n);
+    let pu = u - n * un;
+    let pw = w - n * wn;
+    return SpringBar(elastic + (pu * wn + pw * un) * (c / l), c * wn, wn * (l - rest));
+}
+
+// Mirrors grad::jvp::local_projection_jvp (src/grad/jvp.rs; docs/physics.md §5): the
+// tangent of the local projection d_k = L (x_i - x_j) / |x_i - x_j| for db = dx_i - dx_j,
+// L (I - n n^T) db / l, n the unit axis (either sign); 0 for coincident ends. Symmetric:
+// the adjoint applies it to its cotangent as is.
+fn local_projection_jvp(n: vec3<f32>, l: f32, rest: f32, db: vec3<f32>) -> vec3<f32> {
+    if (l == 0.0) {
+        return vec3<f32>(0.0);
+    }
+    return (db - n * dot(n, db)) * (rest / l);
+}
+
 // Mirrors ExternalCharge::position_vjp (src/physics/orbit.rs): R(t)^T w, the transpose of
 // an orbiting charge's d x_e(t) = R(t) d x_e(0) (Rodrigues: R^T rotates by -omega t).
 fn ext_position_vjp(e: ExtCharge, t: f32, w: vec3<f32>) -> vec3<f32> {

@@ -3,6 +3,8 @@
 //! solver, and its recording ([`AdjointProgram`]). It is run by `adjoint_run`'s
 //! `GpuAdjoint`.
 //!
+//! The explicit integrators' and local-global's reversed steps are `adjoint_steps`'.
+//!
 //! Reversing step t replays (IMEX, `grad::reverse::reverse_imex` term by term):
 //! - `spring_assemble` and `rhs` at x_t: the blocks W_k and the inverse diagonal of A;
 //! - `adjoint_rhs`: g = lv + h lx; the forward's own solve (same method, same fixed
@@ -12,35 +14,24 @@
 //! - `adjoint_springs`, `adjoint_gather`: lx, lv of x_t, v_t and the stiffness cotangents;
 //!   `adjoint_params`, `adjoint_charges`: the other parameter cotangents.
 
+pub use super::adjoint_setup::AdjointSetup;
+use super::adjoint_setup::{cotangent_bits, field_transpose, with_adjoint_solver};
+use super::adjoint_steps;
 use super::tangent::{TangentDirection, TangentHooks};
 use crate::config::{Config, Integrator, SolverMethod};
 use crate::gpu::error::GpuError;
 use crate::gpu::host::buffers::{Buf, Buffers, Shape};
-use crate::gpu::host::recorder::{Recorder, SolveSpec};
+use crate::gpu::host::recorder::Recorder;
 use crate::gpu::host::recording::Op;
-use crate::gpu::kernels::adjoint::AdjointBit;
 use crate::gpu::kernels::springs::SpringMode;
 use crate::model::System;
-
-/// What the reverse sweep accumulates and how its solves run.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct AdjointSetup {
-    pub stiffnesses: bool,
-    pub masses: bool,
-    pub charges: bool,
-    pub externals: bool,
-    /// Target frames (their loss shares are kept apart).
-    pub frames: usize,
-    /// The loss's 1 / (F n).
-    pub scale: f64,
-    /// Run the adjoint solves as CG with this many iterations instead of the scene's
-    /// solver (None: the scene's method and iteration count).
-    pub cg_iterations: Option<u32>,
-}
 
 /// The reversed step and the seeds, recorded once.
 pub(in crate::gpu) struct AdjointProgram {
     pub(super) reverse: Vec<Op>,
+    /// Replayed after `reverse` once the step's start is restored again (its end velocity
+    /// kept in `AdjV1`); empty for IMEX (see `adjoint_steps`).
+    pub(super) restart: Vec<Op>,
     /// Per target frame, its seed.
     pub(super) seeds: Vec<Op>,
     pub(super) setup: AdjointSetup,
@@ -50,12 +41,6 @@ pub(in crate::gpu) struct AdjointProgram {
 
 /// Refuses what the GPU adjoint does not reverse (before a device is opened).
 pub(in crate::gpu) fn check(config: &Config, setup: &AdjointSetup) -> Result<(), GpuError> {
-    if config.integrator != Integrator::Imex {
-        return Err(GpuError::Unsupported(format!(
-            "the GPU adjoint reverses IMEX steps; {} runs on the CPU adjoint",
-            config.integrator.name()
-        )));
-    }
     if config.coulomb.method.ddef().is_some() {
         return Err(GpuError::Unsupported(
             "the adjoint of coulomb.method = \"ddef\" is not implemented; use \"all_pairs\"".into(),
@@ -80,6 +65,9 @@ pub(in crate::gpu) fn shape(shape: &mut Shape, config: &Config, setup: &AdjointS
     shape.externals = config.external_charges.len() as u64;
     shape.adjoint_frames = setup.frames as u64;
     shape.n_wg = u64::from(n_wg);
+    if config.integrator == Integrator::LocalGlobal {
+        shape.lg_iterates = u64::from(config.local_global_iterations) + 1;
+    }
     if setup.cg_iterations.is_some() {
         shape.cg = true;
     }
@@ -102,7 +90,7 @@ pub(in crate::gpu) fn banks(
     Ok(())
 }
 
-/// Records the reversed IMEX step and one seed per target frame.
+/// Records the reversed step and one seed per target frame.
 pub(in crate::gpu) fn record(
     p: &mut Recorder,
     system: &System,
@@ -110,45 +98,55 @@ pub(in crate::gpu) fn record(
     setup: &AdjointSetup,
     n_wg: u32,
 ) -> Result<AdjointProgram, GpuError> {
+    let (reverse, restart) = match config.integrator {
+        Integrator::Imex => (imex(p, system, config, setup)?, Vec::new()),
+        Integrator::LocalGlobal => adjoint_steps::local_global(p, system, config, setup)?,
+        Integrator::SymplecticEuler | Integrator::Verlet => {
+            adjoint_steps::explicit(p, system, config, setup)?
+        }
+    };
+    let weight = (2.0 * setup.scale) as f32;
+    let seeds = (0..setup.frames as u32)
+        .map(|f| p.adjoint_seed(f, weight))
+        .collect::<Result<_, _>>()?;
+    Ok(AdjointProgram {
+        reverse,
+        restart,
+        seeds,
+        setup: *setup,
+        externals: config.external_charges.len(),
+        n_wg,
+    })
+}
+
+/// The reversed IMEX step.
+fn imex(
+    p: &mut Recorder,
+    system: &System,
+    config: &Config,
+    setup: &AdjointSetup,
+) -> Result<Vec<Op>, GpuError> {
     let mut reverse = Vec::new();
     p.springs(&mut reverse, SpringMode::Implicit)?;
     reverse.push(p.rhs()?);
     reverse.push(p.adjoint_rhs()?);
-    let saved = setup.cg_iterations.map(|iterations| {
-        std::mem::replace(
-            &mut p.solve,
-            SolveSpec {
-                method: SolverMethod::Cg,
-                iterations,
-                weights: Vec::new(),
-            },
-        )
-    });
-    // mu must end in TanState (the field kernel's dx): a sweep count of odd parity
-    // starts from its partner.
-    let odd = p.solve.method != SolverMethod::Cg && p.solve.iterations % 2 == 1;
-    let (a, s) = if odd {
-        (Buf::TanS, Buf::TanState)
-    } else {
-        (Buf::TanState, Buf::TanS)
-    };
-    let mu = p.solve(&mut reverse, a, s)?;
-    if let Some(spec) = saved {
-        p.solve = spec;
-    }
+    let mu = with_adjoint_solver(p, setup, |p| {
+        // mu must end in TanState (the field kernel's dx): a sweep count of odd parity
+        // starts from its partner.
+        let odd = p.solve.method != SolverMethod::Cg && p.solve.iterations % 2 == 1;
+        let (a, s) = if odd {
+            (Buf::TanS, Buf::TanState)
+        } else {
+            (Buf::TanState, Buf::TanS)
+        };
+        p.solve(&mut reverse, a, s)
+    })?;
     debug_assert_eq!(mu, Buf::TanState);
-    let active = system.charges().iter().filter(|q| **q != 0.0).count() as u32;
-    let field = active > 0
-        && (p.nc > 0 || !config.external_charges.is_empty() || config.external_field.is_some());
-    if field {
+    let field = field_transpose(p, system, config);
+    if let Some(active) = field {
         p.tangent_field_mode(&mut reverse, 0, active, p.nc > 0, false, true)?;
     }
-    let bit = |on: bool, b: AdjointBit| if on { b.bits() } else { 0 };
-    let bits = bit(setup.stiffnesses, AdjointBit::Stiffness)
-        | bit(setup.masses, AdjointBit::Masses)
-        | bit(setup.charges, AdjointBit::Charges)
-        | bit(setup.externals, AdjointBit::Externals)
-        | bit(field, AdjointBit::Field);
+    let bits = cotangent_bits(setup, field.is_some());
     p.adjoint_springs(&mut reverse, mu, bits)?;
     reverse.push(p.adjoint_gather(mu, bits)?);
     if setup.masses || setup.charges || setup.externals {
@@ -157,15 +155,5 @@ pub(in crate::gpu) fn record(
     if setup.charges {
         p.adjoint_charges(&mut reverse, mu)?;
     }
-    let weight = (2.0 * setup.scale) as f32;
-    let seeds = (0..setup.frames as u32)
-        .map(|f| p.adjoint_seed(f, weight))
-        .collect::<Result<_, _>>()?;
-    Ok(AdjointProgram {
-        reverse,
-        seeds,
-        setup: *setup,
-        externals: config.external_charges.len(),
-        n_wg,
-    })
+    Ok(reverse)
 }

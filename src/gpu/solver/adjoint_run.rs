@@ -7,7 +7,10 @@
 //!
 //! A kept state is (x, v, clock) in a buffer of its own, copied on the device; reversing
 //! step t copies v_{t+1} aside and step t's start back into (x, v, clock), then replays
-//! the reversed step.
+//! the reversed step (Verlet and local-global, which recompute the step past its start:
+//! then copy the recomputed v aside, restore the start again and replay the rest).
+//! Verlet's step reads the field forces the last step left: after a restore or a reversal
+//! the next run forward first replays its prologue.
 //!
 //! Nothing is read back or waited for inside a sweep but the throttle that keeps at most
 //! two submissions in flight; the cotangent accumulators and the loss shares are read
@@ -17,6 +20,7 @@
 //! solve converges.
 
 use glam::DVec3;
+use std::sync::atomic::Ordering;
 
 use super::adjoint::{check, AdjointProgram, AdjointSetup};
 use super::gpu_solver::GpuSolver;
@@ -205,12 +209,24 @@ impl GpuAdjoint {
         self.copy_state(None, Some(&b));
         self.slots[slot] = Some(b);
         self.solver.steps_done = self.slot_steps[slot];
+        self.solver.field_fresh.store(false, Ordering::Relaxed);
         Ok(())
     }
 
     /// Runs `n` steps forward; with `keep`, each step's start is kept for its reversal.
     pub fn advance(&mut self, n: u64, keep: bool) -> Result<(), GpuError> {
         let per_step = self.solver.program.step.len();
+        // Verlet: the field forces at the current state, when a restore or a reversal
+        // left them stale (the forward step reads the last step's).
+        if n > 0 && !self.solver.field_fresh.swap(true, Ordering::Relaxed) {
+            let solver = &self.solver;
+            let e = self
+                .pending
+                .get_or_insert_with(|| solver.host.encoder("msc adjoint"));
+            solver.host.pass(e, "msc adjoint prologue", None, |pass| {
+                solver.engine.replay(pass, &solver.program.prologue)
+            });
+        }
         for _ in 0..n {
             if keep {
                 let depth = self.kept.len();
@@ -296,7 +312,21 @@ impl GpuAdjoint {
         solver.host.pass(e, "msc adjoint reverse", None, |pass| {
             solver.engine.replay(pass, &program.reverse)
         });
-        let ops = program.reverse.len();
+        let ops = program.reverse.len() + program.restart.len();
+        if !program.restart.is_empty() {
+            // The step's start again, its recomputed end velocity kept (Verlet: v_half).
+            self.encoder().copy_buffer_to_buffer(&v, 0, &v1, 0, n);
+            self.copy_state(None, Some(&b));
+            let solver = &self.solver;
+            let program = solver.adjoint.as_ref().expect("adjoint");
+            let e = self
+                .pending
+                .get_or_insert_with(|| solver.host.encoder("msc adjoint"));
+            solver.host.pass(e, "msc adjoint restart", None, |pass| {
+                solver.engine.replay(pass, &program.restart)
+            });
+        }
+        self.solver.field_fresh.store(false, Ordering::Relaxed);
         self.solver.steps_done = step;
         self.throttle(ops)
     }

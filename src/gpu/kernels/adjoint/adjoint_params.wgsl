@@ -1,13 +1,16 @@
 // Per particle, the parameter cotangents of a reversed IMEX step that need no pair sum
 // (grad::reverse::reverse_imex, grad::vjp::field_param_vjp), for the adjoint solution mu
 // at (x_t, v_t, t), v' the step's end velocity:
-//   ADJ_MASSES:    mbar_i += mu_i . (v_i + h g - v'_i)                      (part.y)
+//   ADJ_MASSES:    mbar_i += r mu_i . (v_i + (h / r) g - v'_i)                 (part.y)
+//                  (r = 1; an explicit kick by s = h / r: v' - v = s (F / m + g), so
+//                  this is -h mu . F / m, h mu the force's cotangent; ADJ_HALF_KICK: r = 2)
 //   ADJ_CHARGES:   qbar_i += h mu_i . sum_e qs_e phi(x_i - x_e(t))  (x sqrt(k_c): part.x)
 //                          + h mu_i . E(x_i)                                  (part.z)
 //   ADJ_EXTERNALS: per external e, ext[i n_ext + e] +=
 //                  (R(t)^T [-h qs_e qs_i G(x_i - x_e(t)) mu_i], h qs_i mu_i . phi),
 //                  the position's and (x sqrt(k_c)) the charge's share of particle i,
 //                  summed over particles on the host.
+// t is the step clock's time, or t + h with ADJ_LATER (Verlet's second kick).
 // qs = q sqrt(k_c) as in props; the host applies the missing sqrt(k_c) factors. One
 // writer per particle.
 
@@ -17,6 +20,8 @@ const ADJ_MASSES: u32 = 2u;
 const ADJ_CHARGES: u32 = 4u;
 const ADJ_EXTERNALS: u32 = 8u;
 const ADJ_FIELD: u32 = 16u;
+const ADJ_HALF_KICK: u32 = 32u;
+const ADJ_LATER: u32 = 64u;
 
 @group(0) @binding(1) var<storage, read> props: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
@@ -42,10 +47,11 @@ fn main(
     let h = world_dt(w);
     let m = mu[i].xyz;
     let xi = x[i].xyz;
-    let t = f32(clock[0]) * h;
+    let t = f32(clock[0] + select(0u, 1u, (disp.mode & ADJ_LATER) != 0u)) * h;
     var p = part[i];
     if ((disp.mode & ADJ_MASSES) != 0u) {
-        p.y = p.y + dot(m, v[i].xyz + h * world_gravity(w) - v1[i].xyz);
+        let r = select(1.0, 2.0, (disp.mode & ADJ_HALF_KICK) != 0u);
+        p.y = p.y + r * dot(m, v[i].xyz + (h / r) * world_gravity(w) - v1[i].xyz);
     }
     let n_ext = world_n_ext(w);
     for (var e = 0u; e < n_ext; e = e + 1u) {

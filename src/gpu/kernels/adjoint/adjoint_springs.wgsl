@@ -13,6 +13,8 @@ const ADJ_MASSES: u32 = 2u;
 const ADJ_CHARGES: u32 = 4u;
 const ADJ_EXTERNALS: u32 = 8u;
 const ADJ_FIELD: u32 = 16u;
+const ADJ_HALF_KICK: u32 = 32u;
+const ADJ_LATER: u32 = 64u;
 
 @group(0) @binding(1) var<storage, read> springs: array<vec2<u32>>;
 // (k, L, c, 0)

@@ -5,6 +5,7 @@
 // per row i over its springs (each term odd under swapping the ends, so seen from the
 // row's own side, as the reference's +/- gather):
 //   h^2 [dk L e + k L (I - e e^T)(dz_i - dz_j) / l - dk (z'_i - z'_j)],
+// (physics.wgsl's local_projection_jvp),
 // e = (z_i - z_j) / l, l = |z_i - z_j| (the projection terms are 0 when l = 0).
 // z is the iterate the forward's local step used (copied to `z` by tangent_copy before
 // its lg_rhs), z' = `z1` the forward's solution, a = tana (tangent_lg_prepare), dz the
@@ -49,7 +50,7 @@ fn main(
         if (l > 0.0) {
             let ax = d / l;
             let db = dzi - tstate[sbase + n + j].xyz;
-            s = s + (dk * sp.y) * ax + (sp.x * sp.y / l) * (db - ax * dot(ax, db));
+            s = s + (dk * sp.y) * ax + sp.x * local_projection_jvp(ax, l, sp.y, db);
         }
         s = s - dk * (z1i - z1[j].xyz);
     }
