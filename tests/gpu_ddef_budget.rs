@@ -127,7 +127,7 @@ fn forces_or_budget_error(
 
 /// 7 clusters of 9,600 charges in tetrahedra that are all near the 16 targets of one
 /// tetrahedron but not near each other (found from the near stencils of Kuhn type 0): the
-/// targets' walk holds 67,200 sources, each cluster's own only its own 9,600.
+/// targets' near walk holds 67,200 sources, a cluster charge's only its own cluster.
 #[test]
 fn a_gather_walk_past_a_cpu_adapters_loop_budget_is_a_typed_error() {
     let samples = 216;
