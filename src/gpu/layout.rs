@@ -183,7 +183,9 @@ pub struct DdefWorld {
     pub lo_q: [i32; 4],
     pub hi_q: [i32; 4],
     pub ext_q: [i32; 4],
-    /// x: drifted since the last plan (sticky).
+    /// x: drifted since the last plan (sticky); on a CPU adapter, past its loop budget
+    /// (`shader::CPU_WALK_BUDGET`), y: the charges of a crowded tetrahedron
+    /// (`ddef_rank`), z: the sources around a cell (`ddef_gather`).
     pub flags: [u32; 4],
 }
 

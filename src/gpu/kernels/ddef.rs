@@ -66,10 +66,13 @@ pub const DDEF_SCATTER: Kernel =
 pub const DDEF_RANK: Kernel = ddef_kernel!(
     "ddef_rank",
     [Layout],
-    [Read, Read, Read, Read, Read, Read, ReadWrite, ReadWrite]
+    [Read, Read, Read, Read, Read, ReadWrite, ReadWrite, ReadWrite]
 );
-pub const DDEF_CELLS: Kernel =
-    ddef_kernel!("ddef_cells", [Layout, Lattice], [Read, Read, ReadWrite]);
+pub const DDEF_CELLS: Kernel = ddef_kernel!(
+    "ddef_cells",
+    [Layout, Lattice],
+    [Read, ReadWrite, ReadWrite, Read]
+);
 pub const DDEF_FAR: Kernel = ddef_kernel!(
     "ddef_far",
     [Layout, World, Physics, Lattice],
@@ -155,7 +158,12 @@ impl Recorder<'_> {
         let cells = layout.cells as u32;
         ops.push(self.dispatch(
             DDEF_CELLS,
-            &[Buf::Starts, Buf::DdefWorlds, Buf::CellCount],
+            &[
+                Buf::Starts,
+                Buf::DdefWorlds,
+                Buf::CellCount,
+                Buf::DdefTables,
+            ],
             m0,
             cells,
         )?);

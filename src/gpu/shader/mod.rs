@@ -279,6 +279,32 @@ const _: () = assert!(
 /// more than the pairs between them (the DDEF far field and gather: BENCHMARKS.md).
 pub const UNSTAGED_ON_CPU: &[&str] = &["ddef_far", "ddef_gather"];
 
+/// Loop iterations llvmpipe lets one shader invocation run, all its loops together
+/// (`LP_MAX_TGSI_LOOP_ITERATIONS`), counted per SIMD batch of invocations; past them every
+/// loop of the invocation ends early, without an error.
+pub const CPU_LOOP_ITERATIONS: u32 = 65_535;
+
+/// What a capped DDEF kernel keeps of [`CPU_LOOP_ITERATIONS`] for its long loop (the
+/// sources it walks: `ddef_gather`, `ddef_rank`); the rest covers its short loops (a
+/// gather invocation's searches, stencil, membership and interpolation loops: about
+/// 2,900 at most).
+pub const CPU_WALK_BUDGET: u32 = CPU_LOOP_ITERATIONS - 4_096;
+
+/// The most sources around one cell (its neighbourhood: the near stencils' cell offsets)
+/// on a CPU adapter: a `ddef_gather` invocation (and SIMD batch) walks them at most once
+/// (its targets' near sums, or a cell corner's `corrected` sums).
+pub const CPU_GATHER_SOURCES: u32 = CPU_WALK_BUDGET;
+
+/// Kernels whose `LOOP_BUDGET` override is set on a CPU adapter, and to what:
+/// `ddef_rank` walks a tetrahedron's charges and `ddef_cells` bounds the gather's walk
+/// around a cell; longer walks would be cut short by llvmpipe's loop budget, silently, so
+/// they are skipped and flagged in the DDEF world record instead, which the host turns
+/// into an error (`solver::ddef::check_loop_budget`).
+pub const LOOP_BUDGET_ON_CPU: &[(&str, u32)] = &[
+    ("ddef_rank", CPU_WALK_BUDGET),
+    ("ddef_cells", CPU_GATHER_SOURCES),
+];
+
 /// What a solver fixes when its pipelines are created (WGSL `override`s, so the branches
 /// on them compile away instead of testing a uniform per invocation; on lavapipe a
 /// uniform-dependent branch also made a batch's `jacobi_sweep` recompile at every
@@ -306,6 +332,9 @@ fn pipeline_constants(
     }
     if cpu && UNSTAGED_ON_CPU.contains(&k.name) {
         constants.push(("STAGED", 0.0));
+    }
+    if let Some(&(_, budget)) = LOOP_BUDGET_ON_CPU.iter().find(|(n, _)| cpu && *n == k.name) {
+        constants.push(("LOOP_BUDGET", f64::from(budget)));
     }
     constants
 }

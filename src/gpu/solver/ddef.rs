@@ -154,6 +154,7 @@ impl SolverDdef {
         buffer: &wgpu::Buffer,
         records: &[DdefWorld],
     ) -> Result<u64, GpuError> {
+        check_loop_budget(records)?;
         let mut worlds = self.worlds.lock().unwrap_or_else(|e| e.into_inner());
         let mut done = 0;
         for (w, r) in records.iter().enumerate() {
@@ -182,6 +183,40 @@ impl SolverDdef {
         }
         Ok(done)
     }
+}
+
+/// The error for a world whose last evaluation raised a loop-budget flag (a CPU adapter
+/// only: the kernels skip such a walk rather than let llvmpipe cut it short, so the
+/// forces of that evaluation are wrong and the step must not be trusted).
+pub(in crate::gpu) fn check_loop_budget(records: &[DdefWorld]) -> Result<(), GpuError> {
+    use crate::gpu::shader::{CPU_GATHER_SOURCES, CPU_WALK_BUDGET};
+    for (w, r) in records.iter().enumerate() {
+        let (what, needed, limit) = if r.flags[1] != 0 {
+            (
+                "charged particles in one tetrahedron",
+                r.flags[1],
+                CPU_WALK_BUDGET,
+            )
+        } else if r.flags[2] != 0 {
+            (
+                "sources around one lattice cell",
+                r.flags[2],
+                CPU_GATHER_SOURCES,
+            )
+        } else {
+            continue;
+        };
+        return Err(GpuError::LimitExceeded {
+            what: format!(
+                "DDEF on a CPU adapter, world {w} (llvmpipe ends a shader's loops after \
+                 65,535 iterations, so the walk would drop sources silently; raise \
+                 coulomb.samples, or use --backend cpu or a hardware GPU): {what}"
+            ),
+            needed: needed.into(),
+            limit: limit.into(),
+        });
+    }
+    Ok(())
 }
 
 /// The buffers of `Part::Ddef`.

@@ -58,9 +58,24 @@ impl GpuSolver {
     /// velocities, where the world has one) on every particle at the current state and
     /// time, and each particle's Coulomb potential sum_j k_c q_i q_j / r_soft.
     /// With DDEF the Coulomb part is the DDEF force (w is then 0: no potential).
+    /// With DDEF the world records come back too: a loop-budget flag is an error.
     pub fn field_forces(&mut self) -> Result<(Vec<DVec3>, Vec<f64>), GpuError> {
         let ops = self.program.field.as_slice();
-        let data = self.run_and_read(ops, &[(Buf::Force, 0, 16 * u64::from(self.n))])?;
+        let bytes = 16 * u64::from(self.n);
+        let Some(ddef) = &self.ddef else {
+            let data = self.run_and_read(ops, &[(Buf::Force, 0, bytes)])?;
+            return Ok((readback::vectors(&data), readback::w_components(&data)));
+        };
+        let size = std::mem::size_of::<DdefWorld>() as u64;
+        let worlds = ddef.layout.worlds.len() as u64;
+        let copies = [(Buf::Force, 0, bytes), (Buf::DdefWorlds, 0, size * worlds)];
+        let mut data = self.run_and_read(ops, &copies)?;
+        let records: Vec<DdefWorld> = data[bytes as usize..]
+            .chunks_exact(size as usize)
+            .map(bytemuck::pod_read_unaligned)
+            .collect();
+        super::ddef::check_loop_budget(&records)?;
+        data.truncate(bytes as usize);
         Ok((readback::vectors(&data), readback::w_components(&data)))
     }
 

@@ -6,15 +6,19 @@
 // neighbour cell's sources TILE at a time into workgroup memory; every target adds the
 // sources its own tetrahedron's stencil holds (the membership table, clipped by the
 // slots of N(tau) inside the lattice), its own source skipped by sorted position. For
-// `corrected`, invocations 0..24 also sum, per Kuhn type and path vertex v of the cell,
-// the near sources outside M_v at that vertex, subtracted from the vertex's far value
-// before the targets interpolate (each source counted once, near or far). Charges are
-// scaled by sqrt(k_c); w of the force (the Coulomb potential) is left alone.
+// `corrected`, invocations 0..24 (staged; `unstaged`: one per cell corner) also sum, per
+// Kuhn type and path vertex v of the cell, the near sources outside M_v at that vertex,
+// subtracted from the vertex's far value before the targets interpolate (each source
+// counted once, near or far). Charges are scaled by sqrt(k_c); w of the force (the
+// Coulomb potential) is left alone.
 //
 // STAGED (false on a CPU adapter): staging the sources in workgroup memory pays on a GPU,
 // while on lavapipe each barrier switches every invocation of the workgroup and cost more
-// than the pairs (BENCHMARKS.md), so there each invocation reads its sources directly,
-// in the same order (the same sums).
+// than the pairs (BENCHMARKS.md), so there `unstaged` reads the sources directly, blocked
+// so that one read serves several sums (a read costs lavapipe more than a pair): BLOCK
+// targets of one tetrahedron per invocation, and the corrections of one cell corner per
+// invocation. Every sum adds the same terms in the same order as the staged walk (its
+// sources by (tetrahedron, particle) within each neighbour cell): the same bits.
 
 override STAGED: bool = true;
 
@@ -83,6 +87,184 @@ fn member_bits(row: u32, row_c: u32, valid: u32, valid_c: u32, v: u32, has: bool
     return vec2<u32>(near_bits, corr_bits);
 }
 
+// Targets per invocation of `unstaged` (its near loop is written out for each).
+// Targets per invocation on a CPU adapter (`near_sums` writes the sums out for each).
+const BLOCK: u32 = 4u;
+
+// The !STAGED gather (see the header). Invocation `lid` < WG - 8 takes up to BLOCK
+// consecutive targets of one tetrahedron of the work item's range tb..te (the groups in
+// sorted order: at most WG / BLOCK + KUHN of them); invocation WG - 8 + c the `corrected`
+// sums of cell corner c. Adds the forces of its targets.
+fn unstaged(world: DdefWorld, dims: vec3<u32>, cp: vec3<u32>, cell: u32, tb: u32, te: u32, lid: u32, eps2: f32, corrected: bool) {
+    var first = 0u;
+    var count = 0u;
+    var kuhn = 0u;
+    var g = 0u;
+    for (var t = 0u; t < KUHN; t = t + 1u) {
+        let b = max(starts[KUHN * cell + t], tb);
+        let e = min(starts[KUHN * cell + t + 1u], te);
+        if (b < e) {
+            let n = (e - b + BLOCK - 1u) / BLOCK;
+            if (lid >= g && lid < g + n) {
+                first = b + (lid - g) * BLOCK;
+                count = min(BLOCK, e - first);
+                kuhn = t;
+            }
+            g = g + n;
+        }
+    }
+    var acc = array<vec3<f32>, BLOCK>();
+    if (count > 0u) {
+        acc = near_sums(world, dims, cp, kuhn, first, te - 1u, eps2);
+    }
+    let corner = lid + 8u - WG;
+    if (lid >= WG - 8u) {
+        var sums = array<vec3<f32>, KUHN>();
+        if (corrected) {
+            sums = corner_sums(world, dims, cp, corner, eps2);
+        }
+        for (var i = 0u; i < KUHN; i = i + 1u) {
+            if (passes(cp, i, corner)) {
+                corr[i * 4u + countOneBits(corner)] = vec4<f32>(sums[i], 0.0);
+            }
+        }
+    }
+    workgroupBarrier();
+    for (var i = 0u; i < count; i = i + 1u) {
+        let k = first + i;
+        let src = sorted_src[k];
+        let wts = ddef_weights(kuhn, ddef_locate(world, src.xyz).f);
+        var field = acc[i];
+        for (var x = 0u; x < 4u; x = x + 1u) {
+            let site = world.base.z + ddef_site_index(dims, ddef_vertex(cp, kuhn, x));
+            field = field + wts[x] * (far[site].xyz - corr[kuhn * 4u + x].xyz);
+        }
+        let particle = sorted_key[k].x;
+        let f = force[particle];
+        force[particle] = vec4<f32>(f.xyz + src.w * field, f.w);
+    }
+}
+
+// The near sums of the BLOCK targets from sorted position `first` (clamped at `last`), all
+// of Kuhn type `kuhn` in cell `cp`: only the stencil's tetrahedra, each a sorted range
+// walked in order, every source read once for the BLOCK targets, each skipping itself.
+fn near_sums(world: DdefWorld, dims: vec3<u32>, cp: vec3<u32>, kuhn: u32, first: u32, last: u32, eps2: f32) -> array<vec3<f32>, BLOCK> {
+    let me0 = sorted_src[min(first, last)].xyz;
+    let me1 = sorted_src[min(first + 1u, last)].xyz;
+    let me2 = sorted_src[min(first + 2u, last)].xyz;
+    let me3 = sorted_src[min(first + 3u, last)].xyz;
+    var a0 = vec3<f32>(0.0);
+    var a1 = vec3<f32>(0.0);
+    var a2 = vec3<f32>(0.0);
+    var a3 = vec3<f32>(0.0);
+    let nd = tables[0u];
+    let valid = ddef_valid_slots(dims, cp, kuhn);
+    for (var d = 0u; d < nd; d = d + 1u) {
+        let t0 = neighbour_tets(world, dims, cp, tables[tables[1u] + d]);
+        if (t0 == NO_RANK) {
+            continue;
+        }
+        let row = tables[2u] + (kuhn * nd + d) * KUHN;
+        for (var t = 0u; t < KUHN; t = t + 1u) {
+            if ((tables[row + t] & valid) == 0u) {
+                continue;
+            }
+            let e = starts[t0 + t + 1u];
+            // Written out per target: a loop here would cost llvmpipe a loop iteration
+            // (of its budget) per target and source.
+            for (var s = starts[t0 + t]; s < e; s = s + 1u) {
+                let sj = sorted_src[s];
+                let d0 = me0 - sj.xyz;
+                let i0 = inv_dist(dot(d0, d0) + eps2);
+                a0 = select(a0, a0 + (sj.w * i0 * i0 * i0) * d0, s != first);
+                let d1 = me1 - sj.xyz;
+                let i1 = inv_dist(dot(d1, d1) + eps2);
+                a1 = select(a1, a1 + (sj.w * i1 * i1 * i1) * d1, s != first + 1u);
+                let d2 = me2 - sj.xyz;
+                let i2 = inv_dist(dot(d2, d2) + eps2);
+                a2 = select(a2, a2 + (sj.w * i2 * i2 * i2) * d2, s != first + 2u);
+                let d3 = me3 - sj.xyz;
+                let i3 = inv_dist(dot(d3, d3) + eps2);
+                a3 = select(a3, a3 + (sj.w * i3 * i3 * i3) * d3, s != first + 3u);
+            }
+        }
+    }
+    return array<vec3<f32>, BLOCK>(a0, a1, a2, a3);
+}
+
+// Whether the path of Kuhn type `kuhn` in cell `cp` passes cell corner `corner` (bit a:
+// + e_a), as its path vertex countOneBits(corner).
+fn passes(cp: vec3<u32>, kuhn: u32, corner: u32) -> bool {
+    let at = cp + vec3<u32>(corner & 1u, (corner >> 1u) & 1u, corner >> 2u);
+    return all(ddef_vertex(cp, kuhn, countOneBits(corner)) == at);
+}
+
+// The `corrected` sums at cell corner `corner` of cell `cp`: for each Kuhn type i whose
+// path passes it as vertex v, the near sources of i outside M_v, pulled at the corner's
+// site. One read and one pull per source serve every such type; each sum adds its
+// sources in the staged walk's order.
+fn corner_sums(world: DdefWorld, dims: vec3<u32>, cp: vec3<u32>, corner: u32, eps2: f32) -> array<vec3<f32>, KUHN> {
+    let v = countOneBits(corner);
+    let uc = ddef_site(world, cp + vec3<u32>(corner & 1u, (corner >> 1u) & 1u, corner >> 2u));
+    var on = 0u;
+    var valid = array<u32, KUHN>();
+    for (var i = 0u; i < KUHN; i = i + 1u) {
+        valid[i] = ddef_valid_slots(dims, cp, i);
+        on = on | select(0u, 1u << i, passes(cp, i, corner));
+    }
+    var c0 = vec3<f32>(0.0);
+    var c1 = vec3<f32>(0.0);
+    var c2 = vec3<f32>(0.0);
+    var c3 = vec3<f32>(0.0);
+    var c4 = vec3<f32>(0.0);
+    var c5 = vec3<f32>(0.0);
+    let nd = tables[0u];
+    for (var d = 0u; d < nd; d = d + 1u) {
+        let t0 = neighbour_tets(world, dims, cp, tables[tables[1u] + d]);
+        if (t0 == NO_RANK) {
+            continue;
+        }
+        for (var t = 0u; t < KUHN; t = t + 1u) {
+            // Type i takes tetrahedron t's sources when they are near i and not in M_v.
+            var bits = 0u;
+            for (var i = 0u; i < KUHN; i = i + 1u) {
+                let mc = tables[tables[2u] + (i * nd + d) * KUHN + t];
+                if ((mc & valid[i]) != 0u && ((mc >> v) & 1u) == 0u) {
+                    bits = bits | (1u << i);
+                }
+            }
+            bits = bits & on;
+            if (bits == 0u) {
+                continue;
+            }
+            let e = starts[t0 + t + 1u];
+            for (var s = starts[t0 + t]; s < e; s = s + 1u) {
+                let sj = sorted_src[s];
+                let dd = uc - sj.xyz;
+                let inv = inv_dist_or_zero(dot(dd, dd) + eps2);
+                let pull = (sj.w * inv * inv * inv) * dd;
+                c0 = select(c0, c0 + pull, (bits & 1u) != 0u);
+                c1 = select(c1, c1 + pull, (bits & 2u) != 0u);
+                c2 = select(c2, c2 + pull, (bits & 4u) != 0u);
+                c3 = select(c3, c3 + pull, (bits & 8u) != 0u);
+                c4 = select(c4, c4 + pull, (bits & 16u) != 0u);
+                c5 = select(c5, c5 + pull, (bits & 32u) != 0u);
+            }
+        }
+    }
+    return array<vec3<f32>, KUHN>(c0, c1, c2, c3, c4, c5);
+}
+
+// The first tetrahedron of the neighbour cell at stencil entry `entry` of cell `cp`;
+// NO_RANK outside the lattice.
+fn neighbour_tets(world: DdefWorld, dims: vec3<u32>, cp: vec3<u32>, entry: u32) -> u32 {
+    let nc = ddef_offset_cell(dims, cp, ddef_entry_offset(entry));
+    if (nc.x < 0) {
+        return NO_RANK;
+    }
+    return world.base.x + KUHN * ddef_cell_index(dims, vec3<u32>(nc));
+}
+
 @compute @workgroup_size(WG)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -127,6 +309,10 @@ fn main(
     let te = min(tb + WG, starts[KUHN * cell + KUHN]);
     let eps2 = world.eps2.x;
     let corrected = world.quanta.w != 0;
+    if (!STAGED) {
+        unstaged(world, dims, cp, cell, tb, te, lid, eps2, corrected);
+        return;
+    }
 
     // This invocation's target.
     let k = tb + lid;
@@ -156,25 +342,6 @@ fn main(
     let moff = tables[2u];
     var acc = vec3<f32>(0.0);
     var cacc = vec3<f32>(0.0);
-    if (!STAGED) {
-        // Invocations without a target or a correction skip the walk (whole SIMD
-        // batches of a sparse cell's workgroup on a CPU adapter).
-        if (has || corr_on) {
-            for (var d = 0u; d < nd; d = d + 1u) {
-                let r = neighbour_sources(world, dims, cp, tables[doff + d]);
-                let bits = member_bits(moff + (kuhn * nd + d) * KUHN, moff + (kc * nd + d) * KUHN, valid, valid_c, v, has, corr_on);
-                if ((bits.x | bits.y) == 0u) {
-                    continue;
-                }
-                for (var s = r.x; s < r.y; s = s + 1u) {
-                    let t2 = sorted_key[s].y % KUHN;
-                    let near = ((bits.x >> t2) & 1u) != 0u && s != k;
-                    let co = ((bits.y >> t2) & 1u) != 0u;
-                    add_source(&acc, &cacc, me.xyz, uc, sorted_src[s], eps2, near, co);
-                }
-            }
-        }
-    }
     for (var d = 0u; d < nd && STAGED; d = d + 1u) {
         let r = neighbour_sources(world, dims, cp, tables[doff + d]);
         let bits = member_bits(moff + (kuhn * nd + d) * KUHN, moff + (kc * nd + d) * KUHN, valid, valid_c, v, has, corr_on);
