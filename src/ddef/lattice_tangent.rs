@@ -46,12 +46,7 @@ impl LatticeDdef {
     /// dE_far(u_j) per site (k_c included): [`LatticeDdef::far_field`]'s sums
     /// differentiated (the sites do not move).
     fn far_field_jvp(&self, t: &Sorted) -> Vec<DVec3> {
-        let sites = self
-            .frame
-            .dims
-            .iter()
-            .map(|&r| r as usize)
-            .product::<usize>();
+        let sites = self.site_count();
         (0..sites as u32)
             .into_par_iter()
             .with_min_len(4)
@@ -105,11 +100,7 @@ impl LatticeDdef {
     /// particles' tangents `dx`, `dq` (see the module doc).
     pub fn fields_at_sources_jvp(&self, eval: Evaluation, dx: &[DVec3], dq: &[f64]) -> Vec<DVec3> {
         let t = self.sorted_tangents(dx, dq);
-        let variant = match eval {
-            Evaluation::Ddef(v) => Some(v),
-            Evaluation::TextNearSet => Some(DdefVariant::Paper),
-            Evaluation::NearOnly => None,
-        };
+        let variant = eval.far_variant();
         let text = eval == Evaluation::TextNearSet;
         let dfar = variant.map(|_| self.far_field_jvp(&t));
         let occupied: Vec<u32> = (0..self.start.len() - 1)
@@ -185,12 +176,16 @@ impl LatticeDdef {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::ddef::lattice_field::weights_in;
     use crate::ddef::{DdefConfig, DdefSamples, DdefSolver};
 
-    fn cloud(n: usize, seed: u64) -> (Vec<DVec3>, Vec<f64>, Vec<DVec3>, Vec<f64>) {
+    /// n random charges in a box with random tangents (x, q, dx, dq).
+    pub(in crate::ddef) fn cloud(
+        n: usize,
+        seed: u64,
+    ) -> (Vec<DVec3>, Vec<f64>, Vec<DVec3>, Vec<f64>) {
         let mut s = seed;
         let mut unit = move || {
             s = s
