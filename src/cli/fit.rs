@@ -50,7 +50,7 @@ pub enum OptimizerArg {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum GradientArg {
     /// The adjoint for per-element parameters or more than 8 components, else forward
-    /// (forward on DDEF scenes with --backend gpu, whose adjoint has no DDEF yet)
+    /// (always forward on DDEF scenes with --backend gpu)
     #[default]
     Auto,
     /// Forward sensitivities: one tangent per component (gives J^T J for --optimizer lm)
