@@ -1,3 +1,6 @@
+//! The lattice DDEF adjoint against the tangent it transposes (dot-product tests), and its
+//! bookkeeping: it adds to what is there, skips uncharged particles, is linear in w.
+
 use super::*;
 use crate::ddef::lattice_tangent::tests::cloud;
 use crate::ddef::{DdefConfig, DdefSamples, DdefSolver};
