@@ -11,7 +11,7 @@
 //!
 //! Every piece is linear in (dx, dq) through the per-pair derivative
 //! `physics::point_charge::field_jvp`, so its transpose is the same sums read the other
-//! way (an adjoint scatters per site and per near pair). The structure is piecewise
+//! way ([`super::lattice_adjoint`]). The structure is piecewise
 //! constant in the positions, so this is the DDEF map's derivative wherever no charge
 //! crosses a tetrahedron face and the box keeps its quanta: almost everywhere; at a
 //! crossing the force jumps.

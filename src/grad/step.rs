@@ -89,7 +89,7 @@ impl Forward {
         Ok(())
     }
 
-    /// One step without a record (the adjoint's recomputation; DDEF is refused there).
+    /// One step without a record (the adjoint's recomputation): no DDEF evaluation kept.
     pub fn step_plain(&mut self) {
         self.ddef.clear();
         self.last_solve = self.sim.step_once();
