@@ -378,6 +378,12 @@ fn ddef_gradients_refuse_what_has_no_derivative() {
     };
     let e = evaluate(&set, &set.initial(), &targets, &gpu, true, false).unwrap_err();
     assert!(e.to_string().contains("--backend cpu"), "{e}");
+    // So `--gradient auto` takes the adjoint for per-element parameters on the CPU only.
+    let ball = ball();
+    let per_element = ParamSet::new(&ball, &c, &[Param::Charges]).unwrap();
+    assert_eq!(GradMode::auto(&per_element, false), GradMode::Adjoint);
+    assert_eq!(GradMode::auto(&per_element, true), GradMode::Forward);
+    assert_eq!(GradMode::auto(&set, false), GradMode::Forward);
 }
 
 /// `Ok(None)` (test skipped) when there is no adapter.
