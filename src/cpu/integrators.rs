@@ -14,7 +14,7 @@ use super::solvers::{
     estimate_block_jacobi_rho, solve, BlockLaplacian, SolverScratch, RHO_ESTIMATE_ITERATIONS,
 };
 use crate::config::{Config, ConfigError, Integrator, SolverMethod};
-use crate::ddef::{DdefError, DdefSolver};
+use crate::ddef::{DdefError, DdefGrid, DdefSolver};
 use crate::measures::{DdefCounts, Energies, SolveStats};
 use crate::model::{Adjacency, Spring, State, System, Topology};
 use glam::DVec3;
@@ -156,11 +156,15 @@ impl CpuSimulation {
     /// the reverse sweeps of `crate::grad`): the steps from there repeat the ones taken
     /// before bit for bit (the per-step buffers are rebuilt from the state; the cached
     /// field is dropped; the Chebyshev rho and the local-global matrix are constants of
-    /// the run). DDEF keeps a grid between steps, so a DDEF run cannot be restored.
+    /// the run). DDEF on the lattice grid keeps only its plan between steps (made at the
+    /// first evaluation; these drivers never re-plan), so its steps repeat too; the
+    /// Delaunay grid keeps a grid between steps and cannot be restored.
     pub(crate) fn restore(&mut self, state: &State) {
         debug_assert!(
-            self.ddef.is_none(),
-            "restore: DDEF keeps state between steps"
+            self.ddef
+                .as_ref()
+                .is_none_or(|d| d.config().grid == DdefGrid::Lattice),
+            "restore: the Delaunay DDEF grid keeps state between steps"
         );
         self.state.x.copy_from_slice(&state.x);
         self.state.v.copy_from_slice(&state.v);

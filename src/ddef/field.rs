@@ -39,6 +39,18 @@ pub enum Evaluation {
     NearOnly,
 }
 
+impl Evaluation {
+    /// The variant whose far values are interpolated (`TextNearSet` interpolates the grid
+    /// far field as is); `None` for the near sum alone.
+    pub fn far_variant(self) -> Option<DdefVariant> {
+        match self {
+            Self::Ddef(v) => Some(v),
+            Self::TextNearSet => Some(DdefVariant::Paper),
+            Self::NearOnly => None,
+        }
+    }
+}
+
 impl From<DdefVariant> for Evaluation {
     fn from(v: DdefVariant) -> Self {
         Self::Ddef(v)
@@ -339,11 +351,7 @@ impl Ddef {
                 |(slot, near), g| {
                     let tet = group_tet[g];
                     self.near_entries_with(tet, slot, near);
-                    let variant = match eval {
-                        Evaluation::Ddef(v) => Some(v),
-                        Evaluation::TextNearSet => Some(DdefVariant::Paper),
-                        Evaluation::NearOnly => None,
-                    };
+                    let variant = eval.far_variant();
                     let vf = variant.map(|v| self.vertex_far(tet, near, v));
                     let text = eval == Evaluation::TextNearSet;
                     groups

@@ -187,6 +187,11 @@ impl LatticeDdef {
         &self.order
     }
 
+    /// Grid sites r_x r_y r_z.
+    pub(super) fn site_count(&self) -> usize {
+        self.frame.dims.iter().map(|&r| r as usize).product()
+    }
+
     /// M_j as sorted-position ranges, increasing: the sources of the site stencil's
     /// tetrahedra around site j.
     pub fn site_ranges(&self, j: u32) -> Vec<(u32, u32)> {
@@ -215,12 +220,7 @@ impl LatticeDdef {
         self.far.get_or_init(|| {
             let mut src = Sources::default();
             src.fill(&self.xs, &self.qs);
-            let sites = self
-                .frame
-                .dims
-                .iter()
-                .map(|&r| r as usize)
-                .product::<usize>();
+            let sites = self.site_count();
             (0..sites as u32)
                 .into_par_iter()
                 .with_min_len(4)
@@ -310,11 +310,7 @@ impl LatticeDdef {
         eval: Evaluation,
     ) -> Vec<DVec3> {
         let near = self.near_ranges(tet);
-        let variant = match eval {
-            Evaluation::Ddef(v) => Some(v),
-            Evaluation::TextNearSet => Some(DdefVariant::Paper),
-            Evaluation::NearOnly => None,
-        };
+        let variant = eval.far_variant();
         let vf = variant.map(|v| self.vertex_far(tet, &near, v));
         let text = eval == Evaluation::TextNearSet;
         targets
@@ -344,7 +340,7 @@ impl LatticeDdef {
     }
 
     /// The occupied tetrahedra: (tet, first sorted position, end).
-    fn occupied(&self) -> Vec<(u32, u32, u32)> {
+    pub(super) fn occupied(&self) -> Vec<(u32, u32, u32)> {
         (0..self.start.len() - 1)
             .filter(|&t| self.start[t] < self.start[t + 1])
             .map(|t| (t as u32, self.start[t], self.start[t + 1]))
@@ -458,6 +454,17 @@ pub fn weights_jvp(frame: &Frame, dp: DVec3, kuhn: usize) -> [f64; 4] {
     let df = [0, 1, 2].map(|a| dp[a] * frame.inv_h[a]);
     let [a, b, c] = ORDERS[kuhn];
     [-df[a], df[a] - df[b], df[b] - df[c], df[c]]
+}
+
+/// The transpose of [`weights_jvp`]: the displacement cotangent of cotangents `g` of the
+/// four weights.
+pub fn weights_vjp(frame: &Frame, g: [f64; 4], kuhn: usize) -> DVec3 {
+    let [a, b, c] = ORDERS[kuhn];
+    let mut df = [0.0; 3];
+    df[a] = g[1] - g[0];
+    df[b] = g[2] - g[1];
+    df[c] = g[3] - g[2];
+    DVec3::from_array([0, 1, 2].map(|k| df[k] * frame.inv_h[k]))
 }
 
 fn check_len(what: &'static str, expected: usize, got: usize) -> Result<(), DdefError> {

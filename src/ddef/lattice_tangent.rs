@@ -11,7 +11,7 @@
 //!
 //! Every piece is linear in (dx, dq) through the per-pair derivative
 //! `physics::point_charge::field_jvp`, so its transpose is the same sums read the other
-//! way (an adjoint scatters per site and per near pair). The structure is piecewise
+//! way ([`super::lattice_adjoint`]). The structure is piecewise
 //! constant in the positions, so this is the DDEF map's derivative wherever no charge
 //! crosses a tetrahedron face and the box keeps its quanta: almost everywhere; at a
 //! crossing the force jumps.
@@ -46,12 +46,7 @@ impl LatticeDdef {
     /// dE_far(u_j) per site (k_c included): [`LatticeDdef::far_field`]'s sums
     /// differentiated (the sites do not move).
     fn far_field_jvp(&self, t: &Sorted) -> Vec<DVec3> {
-        let sites = self
-            .frame
-            .dims
-            .iter()
-            .map(|&r| r as usize)
-            .product::<usize>();
+        let sites = self.site_count();
         (0..sites as u32)
             .into_par_iter()
             .with_min_len(4)
@@ -105,11 +100,7 @@ impl LatticeDdef {
     /// particles' tangents `dx`, `dq` (see the module doc).
     pub fn fields_at_sources_jvp(&self, eval: Evaluation, dx: &[DVec3], dq: &[f64]) -> Vec<DVec3> {
         let t = self.sorted_tangents(dx, dq);
-        let variant = match eval {
-            Evaluation::Ddef(v) => Some(v),
-            Evaluation::TextNearSet => Some(DdefVariant::Paper),
-            Evaluation::NearOnly => None,
-        };
+        let variant = eval.far_variant();
         let text = eval == Evaluation::TextNearSet;
         let dfar = variant.map(|_| self.far_field_jvp(&t));
         let occupied: Vec<u32> = (0..self.start.len() - 1)
@@ -185,12 +176,16 @@ impl LatticeDdef {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::ddef::lattice_field::weights_in;
     use crate::ddef::{DdefConfig, DdefSamples, DdefSolver};
 
-    fn cloud(n: usize, seed: u64) -> (Vec<DVec3>, Vec<f64>, Vec<DVec3>, Vec<f64>) {
+    /// n random charges in a box with random tangents (x, q, dx, dq).
+    pub(in crate::ddef) fn cloud(
+        n: usize,
+        seed: u64,
+    ) -> (Vec<DVec3>, Vec<f64>, Vec<DVec3>, Vec<f64>) {
         let mut s = seed;
         let mut unit = move || {
             s = s

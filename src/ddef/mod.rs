@@ -37,6 +37,7 @@ pub mod field;
 pub mod grid;
 pub mod halton;
 pub mod lattice;
+pub mod lattice_adjoint;
 pub mod lattice_field;
 pub mod lattice_tangent;
 pub mod plan;

@@ -17,7 +17,7 @@ use super::reverse::{reverse_step, Adjoint, ReverseScratch};
 use super::sensitivity::{forward_config, GradOptions, GradStats};
 use super::step::{Forward, Record, TangentSolve};
 use super::GradError;
-use crate::config::{CoulombMethod, Integrator};
+use crate::config::Integrator;
 use crate::model::State;
 use std::collections::HashMap;
 
@@ -43,14 +43,7 @@ impl CheckpointStats {
 }
 
 /// Refuses what the adjoint does not differentiate, before any run.
-pub(crate) fn check_supported(set: &ParamSet, options: &GradOptions) -> Result<(), GradError> {
-    if matches!(set.base_config().coulomb.method, CoulombMethod::Ddef(_)) {
-        return Err(GradError::Unsupported {
-            what: "coulomb.method = \"ddef\"",
-            reason: "the adjoint of the DDEF far field is not implemented yet; fit with \
-                     \"all_pairs\"",
-        });
-    }
+pub(crate) fn check_supported(options: &GradOptions) -> Result<(), GradError> {
     if options.window.is_some() {
         return Err(GradError::Unsupported {
             what: "a truncation window",
@@ -78,7 +71,7 @@ pub(crate) fn evaluate(
     targets: &[Target],
     options: &GradOptions,
 ) -> Result<Evaluation, GradError> {
-    check_supported(set, options)?;
+    check_supported(options)?;
     let steps = check_targets(set, targets)?;
     super::sensitivity::check_frames(&steps)?;
     let (system, config) = set.instantiate(theta)?;
@@ -259,6 +252,8 @@ impl Tape for CpuTape<'_> {
                 });
                 record = self.fwd.step()?;
             }
+            // DDEF: the reversed step's evaluations, with the structure the step had.
+            self.fwd.ddef_for_step(&record.x0, Some(&after.x))?;
             let s = reverse_step(
                 &self.fwd,
                 &record,

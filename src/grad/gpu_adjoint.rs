@@ -55,7 +55,7 @@ pub(crate) fn evaluate(
     options: &GradOptions,
     allow_software: bool,
 ) -> Result<Evaluation, GradError> {
-    check_supported(set, options)?;
+    check_supported(options)?;
     if options.exact_forward {
         return Err(GradError::Param(
             "exact forward solves (CG to a tolerance) are not supported by the GPU, which runs \

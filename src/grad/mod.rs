@@ -23,7 +23,8 @@
 //! measure the same map). The clamp max(0, 1 - L/l) in the IMEX blocks is differentiated on
 //! the side it is evaluated on (its kink is a set of measure zero). DDEF (lattice grid) is
 //! differentiated with each evaluation's discrete structure frozen
-//! ([`crate::ddef::lattice_tangent`]): its force jumps where a charge crosses a
+//! ([`crate::ddef::lattice_tangent`]; its transpose for the CPU adjoint,
+//! [`crate::ddef::lattice_adjoint`]): its force jumps where a charge crosses a
 //! tetrahedron face, so this too is the derivative almost everywhere.
 //!
 //! # How (forward sensitivities, hand-derived tangents)

@@ -82,7 +82,8 @@ impl ReverseScratch {
 
 /// Reverses step `step` (from state `step` to `step + 1`), `record` -> (x1, v1): `adj`
 /// goes from the cotangent of (x1, v1) to that of (x_t, v_t), and `cot` gains the step's
-/// parameter cotangents. `record` must hold the local-global iterates (`Forward::step`'s trace).
+/// parameter cotangents. `record` must hold the local-global iterates (`Forward::step`'s trace);
+/// with DDEF, `fwd` holds the step's evaluations (`Forward::ddef_for_step`).
 /// Returns the worst solve residual and the iterations summed.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn reverse_step(
@@ -115,18 +116,18 @@ pub(crate) fn reverse_step(
             for i in 0..n {
                 adj.lv[i] += adj.lx[i] * h;
             }
-            kick_vjp(fwd, &record.x0, &record.v0, t0, h, adj, cot, ws);
+            kick_vjp(fwd, &record.x0, &record.v0, t0, h, 0, adj, cot, ws);
             SolveStats::default()
         }
         Integrator::Verlet => {
             let h = cfg.dt;
             // v' = v_h + h/2 M^-1 F(x', v_h, t1); x' = x + h v_h; v_h = v + h/2 M^-1 F(x, v, t0).
             let t1 = crate::measures::time_at(step + 1, h);
-            kick_vjp(fwd, x1, &record.v_half, t1, 0.5 * h, adj, cot, ws);
+            kick_vjp(fwd, x1, &record.v_half, t1, 0.5 * h, 1, adj, cot, ws);
             for i in 0..n {
                 adj.lv[i] += adj.lx[i] * h;
             }
-            kick_vjp(fwd, &record.x0, &record.v0, t0, 0.5 * h, adj, cot, ws);
+            kick_vjp(fwd, &record.x0, &record.v0, t0, 0.5 * h, 0, adj, cot, ws);
             SolveStats::default()
         }
     };
@@ -187,7 +188,7 @@ fn reverse_imex(
     };
     per_spring(&mut ws.per_spring, &mut ws.kbar, kernel);
     gather_spring_forces(&fwd.op().adjacency, &ws.per_spring, &mut ws.a);
-    field_forces_vjp(x0, sys.charges(), cfg, t0, mu, &mut ws.b);
+    field_forces_vjp(x0, sys.charges(), cfg, t0, mu, fwd.ddef_at(0), &mut ws.b);
     let m = sys.masses();
     for i in 0..n {
         adj.lx[i] += ws.a[i] + ws.b[i] * h;
@@ -202,7 +203,7 @@ fn reverse_imex(
     for i in 0..n {
         ws.lc[i] = mu[i] * h;
     }
-    field_param_vjp(x0, sys.charges(), cfg, t0, &ws.lc, cot);
+    field_param_vjp(x0, sys.charges(), cfg, t0, &ws.lc, fwd.ddef_at(0), cot);
     stats
 }
 
@@ -276,7 +277,7 @@ fn reverse_local_global(
     }
     // ws.rhs is now the cotangent of y = z^0 = x_t + h v_t; lc that of c.
     let lc = &ws.lc;
-    field_forces_vjp(x0, sys.charges(), cfg, t0, lc, &mut ws.b);
+    field_forces_vjp(x0, sys.charges(), cfg, t0, lc, fwd.ddef_at(0), &mut ws.b);
     for i in 0..n {
         let mut cl = DVec3::ZERO;
         for e in adjacency.row(i) {
@@ -294,14 +295,14 @@ fn reverse_local_global(
     for i in 0..n {
         ws.a[i] = lc[i] * h2;
     }
-    field_param_vjp(x0, sys.charges(), cfg, t0, &ws.a, cot);
+    field_param_vjp(x0, sys.charges(), cfg, t0, &ws.a, fwd.ddef_at(0), cot);
     total
 }
 
 /// One explicit kick v' = v + s M^-1 F(x, v, t) (F without gravity; pinned rows not
 /// kicked), reversed: with mu = s M^-1 lv' on free rows, lx += (dF/dx)^T mu,
 /// lv += (dF/dv)^T mu (lv' itself passes through), the parameters' cotangents, and
-/// m_bar = -mu . F / m.
+/// m_bar = -mu . F / m. `ddef` picks the step's DDEF evaluation at x (`Forward::ddef_at`).
 #[allow(clippy::too_many_arguments)]
 fn kick_vjp(
     fwd: &Forward,
@@ -309,6 +310,7 @@ fn kick_vjp(
     v: &[DVec3],
     t: f64,
     s: f64,
+    ddef: usize,
     adj: &mut Adjoint,
     cot: &mut Cotangent,
     ws: &mut ReverseScratch,
@@ -344,11 +346,11 @@ fn kick_vjp(
         adj.lv[i] += ws.b[i];
     }
     add_spring_cotangents(cot, &ws.kbar);
-    field_forces_vjp(x, sys.charges(), cfg, t, mu, &mut ws.a);
+    field_forces_vjp(x, sys.charges(), cfg, t, mu, fwd.ddef_at(ddef), &mut ws.a);
     for i in 0..n {
         adj.lx[i] += ws.a[i];
     }
-    field_param_vjp(x, sys.charges(), cfg, t, mu, cot);
+    field_param_vjp(x, sys.charges(), cfg, t, mu, fwd.ddef_at(ddef), cot);
     if cot.wants.masses {
         other_forces(sys, cfg, &fwd.op().adjacency, x, v, t, &mut ws.forces);
         let f = ws.forces.forces();

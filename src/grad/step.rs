@@ -66,13 +66,15 @@ impl Forward {
     pub fn step(&mut self) -> Result<Record, DdefError> {
         let (stats, trace) = self.sim.step_traced();
         self.last_solve = stats;
-        self.rebuild_ddef(&trace.x0)?;
+        self.ddef_for_step(&trace.x0, None)?;
         Ok(trace)
     }
 
-    /// DDEF (lattice grid): the last step's evaluations under the plan the step ran with.
-    /// The plan stays as the first evaluation made it: this driver never re-plans.
-    fn rebuild_ddef(&mut self, x0: &[DVec3]) -> Result<(), DdefError> {
+    /// DDEF (lattice grid): the evaluations of the step from `x0` to `x1` (default: the
+    /// current state) under the plan the run steps with, the structure the step had (the
+    /// adjoint rebuilds them for the step it reverses). The plan stays as the first
+    /// evaluation made it: this driver never re-plans.
+    pub fn ddef_for_step(&mut self, x0: &[DVec3], x1: Option<&[DVec3]>) -> Result<(), DdefError> {
         self.ddef.clear();
         let plan = self.sim.ddef().and_then(|d| d.plan()).copied();
         if let Some(plan) = plan {
@@ -80,14 +82,14 @@ impl Forward {
             let (q, eps) = (sim.system().charges(), sim.config().coulomb.softening);
             self.ddef.push(LatticeDdef::new(&plan, x0, q, eps)?);
             if sim.config().integrator == Integrator::Verlet {
-                self.ddef
-                    .push(LatticeDdef::new(&plan, &sim.current().x, q, eps)?);
+                let x1 = x1.unwrap_or(&sim.current().x);
+                self.ddef.push(LatticeDdef::new(&plan, x1, q, eps)?);
             }
         }
         Ok(())
     }
 
-    /// One step without a record (the adjoint's recomputation; DDEF is refused there).
+    /// One step without a record (the adjoint's recomputation): no DDEF evaluation kept.
     pub fn step_plain(&mut self) {
         self.ddef.clear();
         self.last_solve = self.sim.step_once();
@@ -101,7 +103,7 @@ impl Forward {
     }
 
     /// The DDEF evaluation `k` of the last step (0: at x_t; 1: Verlet's at x_{t+1}).
-    fn ddef_at(&self, k: usize) -> Option<&LatticeDdef> {
+    pub(crate) fn ddef_at(&self, k: usize) -> Option<&LatticeDdef> {
         self.ddef.get(k)
     }
 }

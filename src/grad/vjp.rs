@@ -15,6 +15,7 @@ use super::jvp::{field_forces_jvp_parts, spring_elastic_jvp};
 use super::params::Direction;
 use crate::config::{Config, CoulombMethod};
 use crate::cpu::forces::spring_axis;
+use crate::ddef::{Evaluation, LatticeDdef};
 use crate::model::{Spring, COULOMB_K};
 use crate::physics::point_charge::unit_field_and_jvp;
 use crate::physics::spring::transverse_factor_and_derivative;
@@ -93,12 +94,15 @@ pub fn w_block_vjp(xi: DVec3, xj: DVec3, s: &Spring, h: f64, a: DVec3, b: DVec3)
 /// (d f_field / dx)^T w at (x, t) into `out`: the internal Coulomb and point-charge
 /// terms are the Hessian of a potential, so their jvp with dx = w serves; the external
 /// field's gradient is not symmetric and is transposed per particle, q_i (grad E)^T w_i.
+/// With DDEF, `ddef` is the step's evaluation at x (its structure frozen), whose field is
+/// not a potential's gradient: its own transpose ([`LatticeDdef::forces_vjp`]).
 pub fn field_forces_vjp(
     x: &[DVec3],
     q: &[f64],
     config: &Config,
     t: f64,
     w: &[DVec3],
+    ddef: Option<&LatticeDdef>,
     out: &mut [DVec3],
 ) {
     let none = Direction::default();
@@ -110,12 +114,16 @@ pub fn field_forces_vjp(
             }
         }
     }
+    if let (Some(l), Some(d)) = (ddef, config.coulomb.method.ddef()) {
+        l.forces_vjp(Evaluation::Ddef(d.variant), w, out, None);
+    }
 }
 
 /// Adds the cotangents of the field forces' parameters for a cotangent `w` of the forces
 /// at (x, t) to `cot` (only the wanted ones):
-/// - q_p: w_p . E_p(x_p) + k_c sum_{i != p} q_i w_i . phi_ip (all-pairs, one pass),
-///   E_p the field at p of every other charge, external charge and the external field;
+/// - q_p: w_p . E_p(x_p) + k_c sum_{i != p} q_i w_i . phi_ip (all-pairs, one pass; with
+///   DDEF, `ddef`'s transpose), E_p the field at p of every other charge, external charge
+///   and the external field;
 /// - q_e: k_c sum_i q_i w_i . phi(x_i - x_e(t));
 /// - x_e(0): R(t)^T [-k_c q_e sum_i q_i G(x_i - x_e(t)) w_i] (G symmetric).
 pub fn field_param_vjp(
@@ -124,10 +132,20 @@ pub fn field_param_vjp(
     config: &Config,
     t: f64,
     w: &[DVec3],
+    ddef: Option<&LatticeDdef>,
     cot: &mut Cotangent,
 ) {
     let eps2 = config.coulomb.softening * config.coulomb.softening;
     if cot.wants.charges {
+        if let (Some(l), Some(d)) = (ddef, config.coulomb.method.ddef()) {
+            let mut xbar = vec![DVec3::ZERO; x.len()];
+            l.forces_vjp(
+                Evaluation::Ddef(d.variant),
+                w,
+                &mut xbar,
+                Some(&mut cot.charges),
+            );
+        }
         if config.coulomb.method == CoulombMethod::AllPairs {
             super::pair_cotangent::add_charge_cotangents(
                 x,

@@ -153,7 +153,7 @@ fn field_position_vjp_is_the_transpose_of_its_jvp() {
             None,
             &mut ju,
         );
-        field_forces_vjp(&x, &q, &config, 0.7, &w, &mut jtw);
+        field_forces_vjp(&x, &q, &config, 0.7, &w, None, &mut jtw);
         let lhs: f64 = w.iter().zip(&ju).map(|(a, b)| a.dot(*b)).sum();
         let rhs: f64 = jtw.iter().zip(&u).map(|(a, b)| a.dot(*b)).sum();
         let scale: f64 = w
@@ -188,7 +188,7 @@ fn field_parameter_vjp_is_the_transpose_of_its_jvp() {
         let mut ju = vec![DVec3::ZERO; n];
         field_forces_jvp(&x, &q, &config, 0.7, &zero, &dir, None, &mut ju);
         let mut cot = Cotangent::zeros(wants, n, 0, 2);
-        field_param_vjp(&x, &q, &config, 0.7, &w, &mut cot);
+        field_param_vjp(&x, &q, &config, 0.7, &w, None, &mut cot);
         let lhs: f64 = w.iter().zip(&ju).map(|(a, b)| a.dot(*b)).sum();
         let dq = dir.dq.as_ref().unwrap();
         let rhs: f64 = (0..n).map(|i| cot.charges[i] * dq[i]).sum::<f64>()

@@ -43,6 +43,14 @@ pub fn field_jvp(d: DVec3, qs: f64, eps2: f64, delta: DVec3, dqs: f64) -> DVec3 
     phi * dqs + gd * qs
 }
 
+/// The transpose of [`field_jvp`]: for a cotangent `c` of the field, the cotangents of
+/// the displacement and of the source charge, (qs G c, phi . c) (G is symmetric).
+#[inline]
+pub fn field_vjp(d: DVec3, qs: f64, eps2: f64, c: DVec3) -> (DVec3, f64) {
+    let (phi, gc) = unit_field_and_jvp(d, eps2, c);
+    (gc * qs, phi.dot(c))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,6 +73,14 @@ mod tests {
                 / (2.0 * h);
             let j = field_jvp(d, q, eps2, delta, dq);
             assert!((fd - j).length() < 1e-6 * j.length(), "{fd} vs {j}");
+        }
+        // The vjp is the jvp's transpose: <c, J (delta, dq)> = <J^T c, (delta, dq)>.
+        let (c, dq) = (DVec3::new(-0.4, 0.9, 0.2), 0.3);
+        for eps2 in [0.0, 1e-2] {
+            let (db, qb) = field_vjp(d, 1.7, eps2, c);
+            let lhs = c.dot(field_jvp(d, 1.7, eps2, delta, dq));
+            let rhs = db.dot(delta) + qb * dq;
+            assert!((lhs - rhs).abs() <= 1e-14 * lhs.abs(), "{lhs} vs {rhs}");
         }
         assert!(!field(DVec3::ZERO, 1e-6, 0.0).is_finite());
         assert!(field(DVec3::ZERO, 1e-6, 1e-4).is_finite());

@@ -91,6 +91,20 @@ impl Rng {
 }
 
 /// Runs the `msc` binary in `cwd`.
+/// Fitting targets from simulated states, each position mapped by `f`.
+pub fn targets_of(
+    states: Vec<msc::model::State>,
+    f: impl Fn(DVec3) -> DVec3,
+) -> Vec<msc::grad::Target> {
+    states
+        .into_iter()
+        .map(|s| msc::grad::Target {
+            step: s.step,
+            positions: s.x.into_iter().map(&f).collect(),
+        })
+        .collect()
+}
+
 pub fn msc(args: &[&str], cwd: &Path) -> Output {
     msc_with(args, cwd, &[])
 }

@@ -43,7 +43,10 @@ pub(in crate::gpu) struct AdjointProgram {
 pub(in crate::gpu) fn check(config: &Config, setup: &AdjointSetup) -> Result<(), GpuError> {
     if config.coulomb.method.ddef().is_some() {
         return Err(GpuError::Unsupported(
-            "the adjoint of coulomb.method = \"ddef\" is not implemented; use \"all_pairs\"".into(),
+            "the GPU adjoint of coulomb.method = \"ddef\" is not implemented (its transposed \
+             DDEF kernels are missing); use the CPU adjoint (--backend cpu) or forward \
+             gradients (--gradient forward)"
+                .into(),
         ));
     }
     if setup.frames == 0 {
