@@ -105,8 +105,15 @@ buffer_kinds! {
     AdjIterates,
     /// DDEF: the sorted sources beside one direction's tangents (2 vec4 per source).
     TanSorted,
-    /// DDEF: one direction's far-field tangent at the sites.
+    /// DDEF: one direction's far-field tangent at the sites (the adjoint: the sites'
+    /// cotangents).
     TanFar,
+    /// DDEF adjoint (`kernels::ddef_adjoint`): per tetrahedron its path vertices'
+    /// cotangents; per sorted source its far chunks' and target terms; per particle the
+    /// result (x_bar, qs_bar).
+    DdefTetBar,
+    DdefAdjPart,
+    DdefAdjOut,
     // DDEF on the lattice grid (`kernels::ddef`).
     /// Per world its `DdefWorld` record: plan (host) and frame (`ddef_frame`).
     DdefWorlds,
@@ -204,6 +211,8 @@ pub(in crate::gpu) struct DdefSizes {
     pub(in crate::gpu) cells: u64,
     pub(in crate::gpu) sites: u64,
     pub(in crate::gpu) chunks: u64,
+    /// The DDEF adjoint's site chunks (`ddef_far_adjoint`).
+    pub(in crate::gpu) site_chunks: u64,
     pub(in crate::gpu) scratch: u64,
     pub(in crate::gpu) tables: u64,
 }
@@ -315,6 +324,17 @@ impl Buf {
                 when(dd.worlds > 0, 16 * dd.sites),
                 Tangents,
             ),
+            DdefTetBar => (
+                "DDEF adjoint tetrahedron cotangents",
+                when(dd.worlds > 0, 64 * dd.tets),
+                Tangents,
+            ),
+            DdefAdjPart => (
+                "DDEF adjoint source terms",
+                when(dd.worlds > 0, 16 * s.nc * (dd.site_chunks + 1)),
+                Tangents,
+            ),
+            DdefAdjOut => ("DDEF adjoint result", when(dd.worlds > 0, vec4s), Tangents),
             Worlds => (
                 "world parameters",
                 s.worlds * std::mem::size_of::<World>() as u64,

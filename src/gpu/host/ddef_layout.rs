@@ -70,6 +70,8 @@ pub(in crate::gpu) struct DdefLayout {
     pub slots: u64,
     /// The most far-field chunks of a world.
     pub chunks: u64,
+    /// Site chunks of the adjoint's far transpose (`adjoint_site_chunks`).
+    pub site_chunks: u64,
     pub tet_scan: Vec<ScanLevel>,
     pub cell_scan: Vec<ScanLevel>,
     pub scratch: u64,
@@ -104,6 +106,22 @@ pub fn far_chunks(sites: u64, sources: u64, cpu: bool) -> u64 {
     }
 }
 
+/// The most sites one chunk of the adjoint's far transpose (`ddef_far_adjoint`) walks on
+/// a CPU adapter: about one loop iteration per site, plus at most 8 per site of the
+/// source's own 4^3 block, inside llvmpipe's 65,535 (see `CPU_CHUNK_SOURCES`).
+pub const CPU_CHUNK_SITES: u64 = 16_384;
+
+/// Site chunks of the adjoint's far transpose for worlds of at most `sites` reserved
+/// sites: one on a GPU (its sources fill the device), enough on a CPU adapter to keep a
+/// chunk under `CPU_CHUNK_SITES`.
+pub fn adjoint_site_chunks(sites: u64, cpu: bool) -> u64 {
+    if cpu {
+        sites.div_ceil(CPU_CHUNK_SITES).max(1)
+    } else {
+        1
+    }
+}
+
 impl DdefLayout {
     /// The layout for worlds of m = `samples[w]` and `charges[w]` charged particles
     /// whose sources are the slots `slots[w]` (a batch: whole tiles apart), on a CPU
@@ -112,6 +130,7 @@ impl DdefLayout {
     pub fn new(samples: &[u32], charges: &[u32], slots: &[(u32, u32)], cpu: bool) -> Self {
         let mut worlds = Vec::with_capacity(samples.len());
         let (mut tets, mut cells, mut sites, mut chunks) = (0u64, 0u64, 0u64, 1u64);
+        let mut site_chunks = 1u64;
         for ((&m, &nc), &(b, e)) in samples.iter().zip(charges).zip(slots) {
             let s = reserved_sites(m);
             let k = far_chunks(s, u64::from(nc), cpu);
@@ -124,6 +143,7 @@ impl DdefLayout {
             cells += s;
             sites += s;
             chunks = chunks.max(k);
+            site_chunks = site_chunks.max(adjoint_site_chunks(s, cpu));
         }
         let (tet_scan, used) = scan_levels(tets, 0, 0);
         let (cell_scan, more) = scan_levels(cells, tets + 1, used);
@@ -134,6 +154,7 @@ impl DdefLayout {
             sites,
             slots: slots.last().map_or(0, |s| u64::from(s.1)),
             chunks,
+            site_chunks,
             tet_scan,
             cell_scan,
             scratch: used + more,

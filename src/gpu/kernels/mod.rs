@@ -9,6 +9,7 @@ pub mod adjoint_kicks;
 pub mod adjoint_lg;
 pub mod coulomb;
 pub mod ddef;
+pub mod ddef_adjoint;
 pub mod ddef_tangent;
 pub mod field;
 pub mod reductions;
@@ -33,6 +34,7 @@ const FAMILIES: &[&[Kernel]] = &[
     adjoint_lg::KERNELS,
     ddef::KERNELS,
     ddef_tangent::KERNELS,
+    ddef_adjoint::KERNELS,
 ];
 
 /// Every kernel, family by family.

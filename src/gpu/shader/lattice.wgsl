@@ -73,6 +73,17 @@ fn ddef_weights_jvp(kuhn: u32, df: vec3<f32>) -> vec4<f32> {
     return vec4<f32>(-df[o.x], df[o.x] - df[o.y], df[o.y] - df[o.z], df[o.z]);
 }
 
+// The transpose of ddef_weights_jvp: the cotangent of f from the weights' cotangents g
+// (lattice_field::weights_vjp, before its 1 / h).
+fn ddef_weights_vjp(kuhn: u32, g: vec4<f32>) -> vec3<f32> {
+    let o = ddef_order(kuhn);
+    var df = vec3<f32>(0.0);
+    df[o.x] = g.y - g.x;
+    df[o.y] = g.z - g.y;
+    df[o.z] = g.w - g.z;
+    return df;
+}
+
 fn ddef_unit(axis: u32) -> vec3<i32> {
     return vec3<i32>(vec3<u32>(0u, 1u, 2u) == vec3<u32>(axis));
 }

@@ -179,6 +179,16 @@ fn point_field_jvp(d: vec3<f32>, delta: vec3<f32>, qs: f32, dqs: f32, eps2: f32)
     return (dqs * inv3) * d + (qs * inv3) * (delta - (3.0 * dot(d, delta) * inv * inv) * d);
 }
 
+// Mirrors physics::point_charge::field_vjp: the transpose of point_field_jvp for a
+// cotangent c of the field: xyz = qs G c (the cotangent of d; G is symmetric), w = phi . c
+// (the cotangent of qs); 0 at r2 = 0 as point_field_jvp.
+fn point_field_vjp(d: vec3<f32>, c: vec3<f32>, qs: f32, eps2: f32) -> vec4<f32> {
+    let inv = inv_dist_or_zero(dot(d, d) + eps2);
+    let inv3 = inv * inv * inv;
+    let dc = dot(d, c);
+    return vec4<f32>((qs * inv3) * (c - (3.0 * dc * inv * inv) * d), inv3 * dc);
+}
+
 // External point charges and field on a particle with scaled charge qs and charge q.
 // Mirrors the per-particle kernel of cpu::forces::external_forces_into.
 fn external_force(w: u32, x: vec3<f32>, qs: f32, q: f32, t: f32) -> vec3<f32> {

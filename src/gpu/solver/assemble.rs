@@ -17,6 +17,7 @@ use crate::gpu::host::limits::{check_cpu_loop_budget, check_limits, grid};
 use crate::gpu::host::params::{self, TimeStep};
 use crate::gpu::host::recorder::Recorder;
 use crate::gpu::host::recording::Op;
+use crate::gpu::kernels::field::ForceTime;
 use crate::model::System;
 
 /// The tangents a solver's step carries.
@@ -25,6 +26,9 @@ pub(in crate::gpu) struct Tangents {
     /// The relative residual of the last direction's tangent solve (empty for the
     /// explicit integrators, whose tangents solve nothing).
     pub(in crate::gpu) residual: Vec<Op>,
+    /// With DDEF: the field at the current state, then the DDEF forces' transpose for
+    /// the cotangent in direction 0's dx bank (`GpuSolver::ddef_forces_vjp`).
+    pub(in crate::gpu) ddef_vjp: Vec<Op>,
 }
 
 /// Everything a solver holds on its device but the device itself.
@@ -103,9 +107,15 @@ pub(in crate::gpu) fn assemble(
         let (program, tangents) = match hooks.as_mut() {
             Some(h) => {
                 let program = program::build(&mut recorder, config, h)?;
+                let mut ddef_vjp = Vec::new();
+                if ddef.is_some() {
+                    recorder.field(&mut ddef_vjp, ForceTime::T, false)?;
+                    recorder.ddef_adjoint(&mut ddef_vjp, 0)?;
+                }
                 let tangents = Tangents {
                     directions: h.directions(),
                     residual: h.residual(&mut recorder)?,
+                    ddef_vjp,
                 };
                 (program, Some(tangents))
             }

@@ -98,6 +98,7 @@ impl SolverDdef {
             cells: l.cells,
             sites: l.sites,
             chunks: l.chunks,
+            site_chunks: l.site_chunks,
             scratch: l.scratch.max(1),
             tables: tables as u64,
         }

@@ -79,6 +79,45 @@ impl GpuSolver {
         Ok((readback::vectors(&data), readback::w_components(&data)))
     }
 
+    /// Tests against `LatticeDdef::forces_vjp`: the DDEF forces' transpose (structure
+    /// frozen) at the current state for the force cotangent `w` (one per particle), as
+    /// (position cotangents, charge cotangents); 0 on uncharged particles. Needs a solver
+    /// with tangents and DDEF; it overwrites direction 0's tangent state.
+    #[doc(hidden)]
+    pub fn ddef_forces_vjp(&mut self, w: &[DVec3]) -> Result<(Vec<DVec3>, Vec<f64>), GpuError> {
+        let ops =
+            match &self.tangents {
+                Some(t) if !t.ddef_vjp.is_empty() => t.ddef_vjp.as_slice(),
+                _ => return Err(GpuError::Unsupported(
+                    "ddef_forces_vjp needs a solver with tangents and coulomb.method = \"ddef\""
+                        .into(),
+                )),
+            };
+        if w.len() != self.n as usize {
+            return Err(GpuError::Unsupported(format!(
+                "ddef_forces_vjp: {} cotangents for {} particles",
+                w.len(),
+                self.n
+            )));
+        }
+        let data: Vec<[f32; 4]> = w
+            .iter()
+            .map(|v| [v.x as f32, v.y as f32, v.z as f32, 0.0])
+            .collect();
+        let buffer = self.buffers.get(Buf::TanState)?;
+        self.host
+            .queue
+            .write_buffer(buffer, 0, bytemuck::cast_slice(&data));
+        let bytes = 16 * u64::from(self.n);
+        let data = self.run_and_read(ops, &[(Buf::DdefAdjOut, 0, bytes)])?;
+        let sqrt_k = crate::model::COULOMB_K.sqrt();
+        let q = readback::w_components(&data)
+            .iter()
+            .map(|q| q * sqrt_k)
+            .collect();
+        Ok((readback::vectors(&data), q))
+    }
+
     /// The DDEF structure of the last evaluation, for tests against the CPU reference:
     /// the frame's box, sites per axis and drift flag, and each charged particle's
     /// tetrahedron in increasing particle order (`None` unless `coulomb.method = "ddef"`;

@@ -229,6 +229,9 @@ impl TangentHooks {
             Buf::TanZ,
             Buf::TanSorted,
             Buf::TanFar,
+            Buf::DdefTetBar,
+            Buf::DdefAdjPart,
+            Buf::DdefAdjOut,
         ] {
             buffers.put(device, b, &[]);
         }
