@@ -11,6 +11,8 @@
 //!    transpose, w . E);
 //! 6. `ddef_source_adjoint`: per source the reversed near walk and corrections, the rows
 //!    of 4 and 5 added in order, (x_bar, qs_bar) written to its particle (`DdefAdjOut`).
+//! 7. `ddef_adjoint_apply` (the GPU adjoint's field transpose, [`Recorder::ddef_field_vjp`]):
+//!    x_bar added to `RhsDiagonal`, h qs_bar to the charge cotangents.
 //!
 //! One writer per element, no atomics: reruns give the same bits.
 
@@ -21,6 +23,14 @@ use crate::gpu::host::recording::Op;
 use crate::gpu::layout::{Dispatch, WORKGROUP_SIZE};
 use crate::gpu::shader::Access::{Read, ReadWrite};
 use crate::gpu::shader::{Kernel, Library};
+
+wgsl_enum! {
+    /// Bits of `ddef_adjoint_apply`'s mode.
+    pub enum DdefAdjointBit {
+        /// Add h qs_bar to the charge cotangents (`AdjParticle`).
+        Charges = "ADJ_DDEF_CHARGES" = 1,
+    }
+}
 
 macro_rules! adjoint_kernel {
     ($name:literal, [$($lib:ident),*], [$($acc:ident),*]) => {
@@ -66,6 +76,15 @@ pub const DDEF_SOURCE_ADJOINT: Kernel = adjoint_kernel!(
     [Read, Read, Read, Read, Read, Read, Read, ReadWrite]
 );
 
+pub const DDEF_ADJOINT_APPLY: Kernel = Kernel {
+    constants: DdefAdjointBit::WGSL,
+    ..adjoint_kernel!(
+        "ddef_adjoint_apply",
+        [Layout, World, Blocks],
+        [Read, Read, ReadWrite, ReadWrite]
+    )
+};
+
 pub const KERNELS: &[Kernel] = &[
     DDEF_ADJOINT_SOURCES,
     DDEF_TET_ADJOINT,
@@ -73,6 +92,7 @@ pub const KERNELS: &[Kernel] = &[
     DDEF_FAR_ADJOINT,
     DDEF_GATHER_ADJOINT,
     DDEF_SOURCE_ADJOINT,
+    DDEF_ADJOINT_APPLY,
 ];
 
 impl Recorder<'_> {
@@ -184,6 +204,44 @@ impl Recorder<'_> {
             ],
             rows,
             grid,
+        )?);
+        Ok(())
+    }
+
+    /// The GPU adjoint's DDEF field transpose for the cotangent mu in direction 0's dx
+    /// bank of `TanState`, at the current positions (the reversed step's x_t, or x' at
+    /// t + h): the forward's DDEF evaluation again, so the frozen structure is this
+    /// state's (the force it adds is undone: `Force` is kept in `DdefAdjOut` meanwhile),
+    /// then the transpose, then `ddef_adjoint_apply` (with `charges`, the charge
+    /// cotangents too). After `tangent_coulomb`'s transposed external part.
+    pub(in crate::gpu) fn ddef_field_vjp(
+        &mut self,
+        ops: &mut Vec<Op>,
+        charges: bool,
+    ) -> Result<(), GpuError> {
+        if self.ddef_layout.is_none() || self.nc == 0 {
+            return Ok(());
+        }
+        ops.push(self.copy_into(Buf::Force, Buf::DdefAdjOut, 0)?);
+        self.coulomb(ops, false)?;
+        ops.push(self.copy_into(Buf::DdefAdjOut, Buf::Force, 0)?);
+        self.ddef_adjoint(ops, 0)?;
+        let mode = self.mode(if charges {
+            DdefAdjointBit::Charges.bits()
+        } else {
+            0
+        });
+        let n = self.n;
+        ops.push(self.dispatch(
+            DDEF_ADJOINT_APPLY,
+            &[
+                Buf::Props,
+                Buf::DdefAdjOut,
+                Buf::RhsDiagonal,
+                Buf::AdjParticle,
+            ],
+            mode,
+            n,
         )?);
         Ok(())
     }

@@ -15,7 +15,9 @@
 //!   `adjoint_params`, `adjoint_charges`: the other parameter cotangents.
 
 pub use super::adjoint_setup::AdjointSetup;
-use super::adjoint_setup::{cotangent_bits, field_transpose, with_adjoint_solver};
+use super::adjoint_setup::{
+    all_pairs_charges, cotangent_bits, field_transpose, record_field_transpose, with_adjoint_solver,
+};
 use super::adjoint_steps;
 use super::tangent::{TangentDirection, TangentHooks};
 use crate::config::{Config, Integrator, SolverMethod};
@@ -147,7 +149,7 @@ fn imex(
     debug_assert_eq!(mu, Buf::TanState);
     let field = field_transpose(p, system, config);
     if let Some(active) = field {
-        p.tangent_field_mode(&mut reverse, 0, active, p.nc > 0, false, true)?;
+        record_field_transpose(p, &mut reverse, active, false, setup.charges)?;
     }
     let bits = cotangent_bits(setup, field.is_some());
     p.adjoint_springs(&mut reverse, mu, bits)?;
@@ -155,7 +157,7 @@ fn imex(
     if setup.masses || setup.charges || setup.externals {
         reverse.push(p.adjoint_params(mu, bits)?);
     }
-    if setup.charges {
+    if all_pairs_charges(p, setup) {
         p.adjoint_charges(&mut reverse, mu)?;
     }
     Ok(reverse)

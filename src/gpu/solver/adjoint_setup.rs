@@ -6,6 +6,7 @@
 use crate::config::{Config, SolverMethod};
 use crate::gpu::error::GpuError;
 use crate::gpu::host::recorder::{Recorder, SolveSpec};
+use crate::gpu::host::recording::Op;
 use crate::gpu::kernels::adjoint::AdjointBit;
 use crate::model::System;
 
@@ -32,6 +33,32 @@ pub(super) fn field_transpose(p: &Recorder, system: &System, config: &Config) ->
     let field = active > 0
         && (p.nc > 0 || !config.external_charges.is_empty() || config.external_field.is_some());
     field.then_some(active)
+}
+
+/// The field's transpose for mu (direction 0's dx in `TanState`) into `RhsDiagonal`, at
+/// t or (`later`) t + h, over its `active` particles: `tangent_coulomb` transposed (its
+/// all-pairs term unless the scene runs DDEF), then with DDEF the DDEF transpose at the
+/// current state (`Recorder::ddef_field_vjp`; with `charges`, its charge cotangents,
+/// which `adjoint_charges` then leaves alone: see [`all_pairs_charges`]).
+pub(super) fn record_field_transpose(
+    p: &mut Recorder,
+    ops: &mut Vec<Op>,
+    active: u32,
+    later: bool,
+    charges: bool,
+) -> Result<(), GpuError> {
+    let ddef = p.ddef_layout.is_some();
+    p.tangent_field_mode(ops, 0, active, p.nc > 0 && !ddef, later, true)?;
+    if ddef {
+        p.ddef_field_vjp(ops, charges)?;
+    }
+    Ok(())
+}
+
+/// Whether `adjoint_charges` (the all-pairs charge cotangents) runs: charges asked for
+/// and no DDEF (whose field transpose adds its own).
+pub(super) fn all_pairs_charges(p: &Recorder, setup: &AdjointSetup) -> bool {
+    setup.charges && p.ddef_layout.is_none()
 }
 
 /// The `AdjointBit`s of the cotangents `setup` asks for, and of the field's transpose.

@@ -22,7 +22,10 @@
 //! (the next right-hand side, lc += h mu); after the restart at x_t, the field's transpose
 //! and the parameter cotangents for lc, and `adjoint_lg_start`.
 
-use super::adjoint_setup::{cotangent_bits, field_transpose, with_adjoint_solver, AdjointSetup};
+use super::adjoint_setup::{
+    all_pairs_charges, cotangent_bits, field_transpose, record_field_transpose,
+    with_adjoint_solver, AdjointSetup,
+};
 use crate::config::Config;
 use crate::gpu::error::GpuError;
 use crate::gpu::host::buffers::Buf;
@@ -49,7 +52,7 @@ fn params(
     if setup.masses || setup.charges || setup.externals {
         ops.push(p.adjoint_params(Buf::TanState, bits)?);
     }
-    if setup.charges {
+    if all_pairs_charges(p, setup) {
         p.adjoint_charges(ops, Buf::TanState)?;
     }
     Ok(())
@@ -77,7 +80,7 @@ fn kick(
         | bit(fraction != 1.0, AdjointBit::HalfKick)
         | bit(later, AdjointBit::Later);
     if let Some(active) = active {
-        p.tangent_field_mode(ops, 0, active, p.nc > 0, later, true)?;
+        record_field_transpose(p, ops, active, later, setup.charges)?;
     }
     p.adjoint_kick_springs(ops, bits)?;
     ops.push(p.adjoint_kick_gather(bits)?);
@@ -155,7 +158,7 @@ pub(super) fn local_global(
         ..*setup
     };
     if let Some(active) = active {
-        p.tangent_field_mode(&mut restart, 0, active, p.nc > 0, false, true)?;
+        record_field_transpose(p, &mut restart, active, false, setup.charges)?;
     }
     params(
         p,
