@@ -64,8 +64,13 @@ fn config(samples: u32, variant: DdefVariant, softening: f64) -> Config {
 }
 
 fn solver(system: &System, config: &Config) -> Option<GpuSolver> {
+    solver_along(system, config, None)
+}
+
+/// A solver with one tangent direction, of charge tangents `dq` (None: 0).
+fn solver_along(system: &System, config: &Config, dq: Option<&[f64]>) -> Option<GpuSolver> {
     let zero = TangentDirection {
-        dq: None,
+        dq,
         dk: None,
         dqe: &[],
         dxe: &[],
@@ -192,4 +197,54 @@ fn gpu_ddef_vjp_matches_the_cpu_reference_on_a_sheet() {
         .collect();
     let q = charges(&mut Rng(12), n, 1e-6, 0.0);
     check("sheet", &x, &q, 600, 1e-3);
+}
+
+fn dot(a: &[DVec3], b: &[DVec3]) -> f64 {
+    a.iter().zip(b).map(|(u, v)| u.dot(*v)).sum()
+}
+
+fn norm(a: &[DVec3]) -> f64 {
+    dot(a, a).sqrt()
+}
+
+/// The dot-product test <w, J u> = <J^T w, u> between the device DDEF VJP and the device
+/// DDEF tangent kernels (`kernels::ddef_tangent`, read through `ddef_forces_jvp`) on the
+/// same evaluation, position and charge tangents apart, both variants. Tolerance 1e-7 of
+/// |w| |J u| (the Cauchy-Schwarz bound of both sides): the two sides sum the same f32
+/// pair products (unit roundoff 6e-8) in different orders over about 10^6 terms of mixed
+/// signs, whose roundoffs largely cancel: measured at most 4.7e-9 of the bound on
+/// lavapipe, so 1e-7 leaves 20x for other adapters. Planted bug: the weights' transpose
+/// dropped (`ddef_gather_adjoint`) gives 2.4e-6 (paper) and 1.0e-5 (corrected).
+#[test]
+fn gpu_ddef_vjp_is_the_transpose_of_the_gpu_ddef_tangent() {
+    let n = 1500;
+    let x = f32_round(&random_points(DVec3::ZERO, DVec3::ONE, n, 31));
+    let q = charges(&mut Rng(32), n, 1e-6, 0.0);
+    let mut rng = Rng(33);
+    let w: Vec<DVec3> = (0..n).map(|_| rng.vec(1.0).as_vec3().as_dvec3()).collect();
+    let dx: Vec<DVec3> = (0..n).map(|_| rng.vec(1e-3).as_vec3().as_dvec3()).collect();
+    let dq: Vec<f64> = (0..n)
+        .map(|_| (rng.range(-1e-8, 1e-8) as f32).into())
+        .collect();
+    let system = cloud(&x, &q);
+    for variant in [DdefVariant::Paper, DdefVariant::Corrected] {
+        let c = config(300, variant, 1e-3);
+        let zero = vec![DVec3::ZERO; n];
+        for (what, tdx, tdq) in [("positions", &dx, None), ("charges", &zero, Some(&dq[..]))] {
+            let Some(mut g) = solver_along(&system, &c, tdq) else {
+                return;
+            };
+            let ju = g.ddef_forces_jvp(tdx).expect("jvp");
+            let (xb, qb) = g.ddef_forces_vjp(&w).expect("vjp");
+            let lhs = dot(&w, &ju);
+            let mut rhs = dot(&xb, tdx);
+            if let Some(dq) = tdq {
+                rhs += qb.iter().zip(dq).map(|(a, b)| a * b).sum::<f64>();
+            }
+            let bound = norm(&w) * norm(&ju);
+            let rel = (lhs - rhs).abs() / bound;
+            eprintln!("{variant:?} {what}: <w, Ju> {lhs:.6e}, <J^T w, u> {rhs:.6e}, {rel:.2e} of the bound");
+            assert!(bound > 0.0 && rel <= 1e-7, "{variant:?} {what}: {rel:.2e}");
+        }
+    }
 }

@@ -50,7 +50,6 @@ pub enum OptimizerArg {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum GradientArg {
     /// The adjoint for per-element parameters or more than 8 components, else forward
-    /// (always forward on DDEF scenes with --backend gpu)
     #[default]
     Auto,
     /// Forward sensitivities: one tangent per component (gives J^T J for --optimizer lm)
@@ -326,7 +325,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     )
     .map_err(grad_error)?;
     let mode = match args.gradient {
-        GradientArg::Auto => GradMode::auto(&set, args.backend == BackendArg::Gpu),
+        GradientArg::Auto => GradMode::auto(&set),
         GradientArg::Forward => GradMode::Forward,
         GradientArg::Adjoint => GradMode::Adjoint,
     };

@@ -45,14 +45,9 @@ impl GradMode {
 
     /// The adjoint for per-element parameters or more than
     /// [`Self::AUTO_ADJOINT_ABOVE`] components, else forward tangents (which also give
-    /// J^T J for Levenberg-Marquardt). With `gpu`, DDEF scenes take forward tangents:
-    /// the GPU adjoint of the DDEF field is not implemented (it refuses them); the CPU
-    /// adjoint differentiates DDEF (`crate::ddef::lattice_adjoint`).
-    pub fn auto(set: &super::params::ParamSet, gpu: bool) -> Self {
+    /// J^T J for Levenberg-Marquardt), on either backend (both differentiate DDEF).
+    pub fn auto(set: &super::params::ParamSet) -> Self {
         use super::params::Param;
-        if gpu && set.base_config().coulomb.method.ddef().is_some() {
-            return Self::Forward;
-        }
         let per_element = set
             .params()
             .iter()

@@ -42,15 +42,7 @@ pub(in crate::gpu) struct AdjointProgram {
 }
 
 /// Refuses what the GPU adjoint does not reverse (before a device is opened).
-pub(in crate::gpu) fn check(config: &Config, setup: &AdjointSetup) -> Result<(), GpuError> {
-    if config.coulomb.method.ddef().is_some() {
-        return Err(GpuError::Unsupported(
-            "the GPU adjoint of coulomb.method = \"ddef\" is not implemented (its transposed \
-             DDEF kernels are missing); use the CPU adjoint (--backend cpu) or forward \
-             gradients (--gradient forward)"
-                .into(),
-        ));
-    }
+pub(in crate::gpu) fn check(_config: &Config, setup: &AdjointSetup) -> Result<(), GpuError> {
     if setup.frames == 0 {
         return Err(GpuError::Unsupported(
             "the adjoint needs a target frame".into(),

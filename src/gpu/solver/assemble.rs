@@ -27,8 +27,10 @@ pub(in crate::gpu) struct Tangents {
     /// explicit integrators, whose tangents solve nothing).
     pub(in crate::gpu) residual: Vec<Op>,
     /// With DDEF: the field at the current state, then the DDEF forces' transpose for
-    /// the cotangent in direction 0's dx bank (`GpuSolver::ddef_forces_vjp`).
+    /// the cotangent in direction 0's dx bank (`GpuSolver::ddef_forces_vjp`), and their
+    /// tangent along direction 0 into `RhsDiagonal` (`GpuSolver::ddef_forces_jvp`).
     pub(in crate::gpu) ddef_vjp: Vec<Op>,
+    pub(in crate::gpu) ddef_jvp: Vec<Op>,
 }
 
 /// Everything a solver holds on its device but the device itself.
@@ -107,15 +109,18 @@ pub(in crate::gpu) fn assemble(
         let (program, tangents) = match hooks.as_mut() {
             Some(h) => {
                 let program = program::build(&mut recorder, config, h)?;
-                let mut ddef_vjp = Vec::new();
+                let (mut ddef_vjp, mut ddef_jvp) = (Vec::new(), Vec::new());
                 if ddef.is_some() {
                     recorder.field(&mut ddef_vjp, ForceTime::T, false)?;
                     recorder.ddef_adjoint(&mut ddef_vjp, 0)?;
+                    recorder.field(&mut ddef_jvp, ForceTime::T, false)?;
+                    h.field_jvp(&mut recorder, &mut ddef_jvp, 0, false)?;
                 }
                 let tangents = Tangents {
                     directions: h.directions(),
                     residual: h.residual(&mut recorder)?,
                     ddef_vjp,
+                    ddef_jvp,
                 };
                 (program, Some(tangents))
             }

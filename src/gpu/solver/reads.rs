@@ -93,21 +93,7 @@ impl GpuSolver {
                         .into(),
                 )),
             };
-        if w.len() != self.n as usize {
-            return Err(GpuError::Unsupported(format!(
-                "ddef_forces_vjp: {} cotangents for {} particles",
-                w.len(),
-                self.n
-            )));
-        }
-        let data: Vec<[f32; 4]> = w
-            .iter()
-            .map(|v| [v.x as f32, v.y as f32, v.z as f32, 0.0])
-            .collect();
-        let buffer = self.buffers.get(Buf::TanState)?;
-        self.host
-            .queue
-            .write_buffer(buffer, 0, bytemuck::cast_slice(&data));
+        self.write_direction_dx(w)?;
         let bytes = 16 * u64::from(self.n);
         let data = self.run_and_read(ops, &[(Buf::DdefAdjOut, 0, bytes)])?;
         let sqrt_k = crate::model::COULOMB_K.sqrt();
@@ -116,6 +102,53 @@ impl GpuSolver {
             .map(|q| q * sqrt_k)
             .collect();
         Ok((readback::vectors(&data), q))
+    }
+
+    /// Tests of [`Self::ddef_forces_vjp`] against the DDEF tangent kernels: the tangent of
+    /// the field forces (DDEF and external) at the current state along direction 0, its
+    /// dx replaced by `dx` (its dq the direction's own), per particle; rows of particles
+    /// with neither charge nor dq are left as they were. Overwrites direction 0's
+    /// tangent state and the step's right-hand side.
+    #[doc(hidden)]
+    pub fn ddef_forces_jvp(&mut self, dx: &[DVec3]) -> Result<Vec<DVec3>, GpuError> {
+        let ops =
+            match &self.tangents {
+                Some(t) if !t.ddef_jvp.is_empty() => t.ddef_jvp.as_slice(),
+                _ => return Err(GpuError::Unsupported(
+                    "ddef_forces_jvp needs a solver with tangents and coulomb.method = \"ddef\""
+                        .into(),
+                )),
+            };
+        self.write_direction_dx(dx)?;
+        let size = self.buffers.get(Buf::RhsDiagonal)?.size();
+        let data = self.run_and_read(ops, &[(Buf::RhsDiagonal, 0, size)])?;
+        let rows = readback::vectors(&data);
+        let stride = rows.len() / self.n.max(1) as usize;
+        Ok(rows
+            .into_iter()
+            .step_by(stride)
+            .take(self.n as usize)
+            .collect())
+    }
+
+    /// Writes `dx` (one per particle) into direction 0's dx bank of `TanState`.
+    fn write_direction_dx(&self, dx: &[DVec3]) -> Result<(), GpuError> {
+        if dx.len() != self.n as usize {
+            return Err(GpuError::Unsupported(format!(
+                "{} vectors for {} particles",
+                dx.len(),
+                self.n
+            )));
+        }
+        let data: Vec<[f32; 4]> = dx
+            .iter()
+            .map(|v| [v.x as f32, v.y as f32, v.z as f32, 0.0])
+            .collect();
+        let buffer = self.buffers.get(Buf::TanState)?;
+        self.host
+            .queue
+            .write_buffer(buffer, 0, bytemuck::cast_slice(&data));
+        Ok(())
     }
 
     /// The DDEF structure of the last evaluation, for tests against the CPU reference:

@@ -269,7 +269,7 @@ impl TangentHooks {
 
     /// `tangent_coulomb` for direction `d` (nothing when it has no active particle), at
     /// the step clock's time or, with `later`, at t + h.
-    fn field_jvp(
+    pub(super) fn field_jvp(
         &self,
         p: &mut Recorder,
         ops: &mut Vec<Op>,
