@@ -18,7 +18,7 @@
 
 mod common;
 
-use common::{gpu, Rng};
+use common::{charges, cloud, f32_round, gpu, Rng};
 use glam::DVec3;
 use msc::config::{
     Config, CoulombConfig, CoulombMethod, DdefConfig, DdefGrid, DdefSamples, DdefVariant,
@@ -33,24 +33,6 @@ use msc::Simulator;
 
 /// f32 sums against f64 ones, relative to the largest force (see the module docs).
 const F32_SUMS: f64 = 1e-4;
-
-/// Charges of both signs, a fraction `uncharged` of them zero.
-fn charges(rng: &mut Rng, n: usize, q: f64, uncharged: f64) -> Vec<f64> {
-    (0..n)
-        .map(|_| {
-            if rng.next() < uncharged {
-                0.0
-            } else {
-                q * rng.range(0.5, 1.5) * if rng.next() < 0.5 { -1.0 } else { 1.0 }
-            }
-        })
-        .collect()
-}
-
-/// What the GPU holds: positions rounded to f32.
-fn f32_round(x: &[DVec3]) -> Vec<DVec3> {
-    x.iter().map(|p| p.as_vec3().as_dvec3()).collect()
-}
 
 /// Largest |a - b| over the largest |b|.
 fn rel_diff(a: &[DVec3], b: &[DVec3]) -> f64 {
@@ -72,21 +54,6 @@ fn exact_forces(x: &[DVec3], q: &[f64], softening: f64) -> Vec<DVec3> {
         .zip(q)
         .map(|(e, &qi)| e * qi)
         .collect()
-}
-
-/// Free particles with charges `q` at `x` (unit masses, no springs).
-fn cloud(x: &[DVec3], q: &[f64]) -> System {
-    let n = x.len();
-    System::new(SystemDesc {
-        positions: x.to_vec(),
-        velocities: vec![DVec3::ZERO; n],
-        masses: vec![1.0; n],
-        charges: q.to_vec(),
-        pinned: vec![false; n],
-        springs: Vec::new(),
-        faces: Vec::new(),
-    })
-    .expect("system")
 }
 
 fn ddef_config(samples: DdefSamples, variant: DdefVariant, softening: f64) -> Config {

@@ -16,35 +16,17 @@
 
 mod common;
 
-use common::{skip_no_adapter, Rng};
+use common::{charges, cloud, f32_round, skip_no_adapter, Rng};
 use glam::DVec3;
 use msc::config::Integrator;
 use msc::config::{Config, CoulombConfig, CoulombMethod, DdefConfig, DdefSamples, DdefVariant};
 use msc::ddef::error_study::random_points;
 use msc::ddef::{DdefSolver, Evaluation, LatticeDdef};
 use msc::gpu::{GpuError, GpuSolver, HeadlessOptions, TangentDirection};
-use msc::model::{System, SystemDesc};
+use msc::model::System;
 
 /// f32 sums against f64 ones, relative to the largest cotangent (see the module docs).
 const F32_SUMS: f64 = 1e-4;
-
-fn f32_round(x: &[DVec3]) -> Vec<DVec3> {
-    x.iter().map(|p| p.as_vec3().as_dvec3()).collect()
-}
-
-fn cloud(x: &[DVec3], q: &[f64]) -> System {
-    let n = x.len();
-    System::new(SystemDesc {
-        positions: x.to_vec(),
-        velocities: vec![DVec3::ZERO; n],
-        masses: vec![1.0; n],
-        charges: q.to_vec(),
-        pinned: vec![false; n],
-        springs: Vec::new(),
-        faces: Vec::new(),
-    })
-    .expect("system")
-}
 
 fn config(samples: u32, variant: DdefVariant, softening: f64) -> Config {
     Config {
@@ -164,18 +146,6 @@ fn check(name: &str, x: &[DVec3], q: &[f64], samples: u32, eps: f64) {
         dx < 0.1 && dq < 0.1,
         "{name}: corrected terms off by {dx:.2e}, {dq:.2e}"
     );
-}
-
-fn charges(rng: &mut Rng, n: usize, q: f64, uncharged: f64) -> Vec<f64> {
-    (0..n)
-        .map(|_| {
-            if rng.next() < uncharged {
-                0.0
-            } else {
-                q * rng.range(0.5, 1.5) * if rng.next() < 0.5 { -1.0 } else { 1.0 }
-            }
-        })
-        .collect()
 }
 
 #[test]

@@ -8,7 +8,7 @@
 use glam::DVec3;
 use msc::config::Config;
 use msc::gpu::{GpuError, GpuSolver, HeadlessOptions};
-use msc::model::System;
+use msc::model::{System, SystemDesc};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -200,4 +200,37 @@ pub fn leftover_temp_files(dir: &Path) -> Vec<PathBuf> {
         }
     }
     found
+}
+
+/// Charges of both signs, a fraction `uncharged` of them zero.
+pub fn charges(rng: &mut Rng, n: usize, q: f64, uncharged: f64) -> Vec<f64> {
+    (0..n)
+        .map(|_| {
+            if rng.next() < uncharged {
+                0.0
+            } else {
+                q * rng.range(0.5, 1.5) * if rng.next() < 0.5 { -1.0 } else { 1.0 }
+            }
+        })
+        .collect()
+}
+
+/// What the GPU holds: positions rounded to f32.
+pub fn f32_round(x: &[DVec3]) -> Vec<DVec3> {
+    x.iter().map(|p| p.as_vec3().as_dvec3()).collect()
+}
+
+/// Free particles with charges `q` at `x` (unit masses, no springs).
+pub fn cloud(x: &[DVec3], q: &[f64]) -> System {
+    let n = x.len();
+    System::new(SystemDesc {
+        positions: x.to_vec(),
+        velocities: vec![DVec3::ZERO; n],
+        masses: vec![1.0; n],
+        charges: q.to_vec(),
+        pinned: vec![false; n],
+        springs: Vec::new(),
+        faces: Vec::new(),
+    })
+    .expect("system")
 }
