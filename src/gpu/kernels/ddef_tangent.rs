@@ -53,6 +53,7 @@ pub const DDEF_GATHER_TANGENT: Kernel = Kernel {
         Library::Blocks,
         Library::Physics,
         Library::Lattice,
+        Library::DdefWork,
     ],
     storage: &[Read, Read, Read, Read, Read, Read, Read, ReadWrite],
     constants: &[],

@@ -39,6 +39,7 @@ pub enum Library {
     Operator,
     Physics,
     Lattice,
+    DdefWork,
 }
 
 /// Which worlds a module serves: one system, or a batch of worlds.
@@ -54,7 +55,7 @@ const WORLD_RECORD: &str = "{world}";
 const WORLD_STRUCT: &str = "{World}";
 
 impl Library {
-    pub const ALL: [Library; 8] = [
+    pub const ALL: [Library; 9] = [
         Library::Layout,
         Library::World,
         Library::Reduce,
@@ -63,6 +64,7 @@ impl Library {
         Library::Operator,
         Library::Physics,
         Library::Lattice,
+        Library::DdefWork,
     ];
 
     pub fn name(self) -> &'static str {
@@ -75,6 +77,7 @@ impl Library {
             Library::Operator => "operator",
             Library::Physics => "physics",
             Library::Lattice => "lattice",
+            Library::DdefWork => "ddef_work",
         }
     }
 
@@ -96,6 +99,7 @@ impl Library {
             Library::Operator => Cow::Borrowed(include_str!("operator.wgsl")),
             Library::Physics => Cow::Borrowed(include_str!("physics.wgsl")),
             Library::Lattice => Cow::Borrowed(include_str!("lattice.wgsl")),
+            Library::DdefWork => Cow::Borrowed(include_str!("ddef_work.wgsl")),
         }
     }
 }

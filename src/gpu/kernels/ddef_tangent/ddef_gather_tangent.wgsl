@@ -30,38 +30,13 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let g = group_index(wid, nwg);
-    let last = ddef_worlds[params.n_worlds - 1u];
-    let tets = last.base.x + last.cap.x;
-    let cells = last.base.y + last.cap.y;
-    // The cells' work list follows the tetrahedra's starts.
-    let cs = tets + 1u;
-    if (g >= starts[cs + cells]) {
+    let item = ddef_work_item(group_index(wid, nwg));
+    if (!item.valid) {
         return;
     }
-    // The cell whose work holds g (the last one starting at or before it).
-    var cell = 0u;
-    var top = cells;
-    while (top - cell > 1u) {
-        let mid = (cell + top) / 2u;
-        if (starts[cs + mid] <= g) {
-            cell = mid;
-        } else {
-            top = mid;
-        }
-    }
-    let chunk = g - starts[cs + cell];
-    var w = 0u;
-    top = params.n_worlds;
-    while (top - w > 1u) {
-        let mid = (w + top) / 2u;
-        if (ddef_worlds[mid].base.y <= cell) {
-            w = mid;
-        } else {
-            top = mid;
-        }
-    }
-    let world = ddef_worlds[w];
+    let cell = item.cell;
+    let chunk = item.chunk;
+    let world = ddef_worlds[item.world];
     let dims = world.dims.xyz;
     let cp = ddef_cell_point(dims, cell - world.base.y);
     let tb = starts[KUHN * cell] + chunk * WG;
