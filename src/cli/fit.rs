@@ -58,6 +58,27 @@ pub enum GradientArg {
     Adjoint,
 }
 
+/// How the CPU adjoint solves its linear systems ([`grad::AdjointSolve`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum AdjointSolveArg {
+    /// CG to 1e-12 (or --adjoint-tolerance): the exact-solve map's gradient, equal to
+    /// forward mode
+    #[default]
+    Exact,
+    /// The scene's solver and iteration count, warm-started (as the GPU adjoint): about a
+    /// forward step per reversed step, the exact gradient's approximation
+    Scene,
+}
+
+impl AdjointSolveArg {
+    pub(super) fn mode(self) -> grad::AdjointSolve {
+        match self {
+            Self::Exact => grad::AdjointSolve::Exact,
+            Self::Scene => grad::AdjointSolve::Scene,
+        }
+    }
+}
+
 #[derive(Clone, Debug, clap::Args)]
 pub struct FitArgs {
     #[command(flatten)]
@@ -116,6 +137,9 @@ pub struct FitArgs {
     /// solver and iteration count
     #[arg(long = "adjoint-cg", value_name = "N")]
     pub adjoint_cg: Option<u32>,
+    /// CPU adjoint: its linear solves (exact: CG to 1e-12; scene: the scene's solver)
+    #[arg(long = "adjoint-solve", value_enum, default_value_t = AdjointSolveArg::Exact)]
+    pub adjoint_solve: AdjointSolveArg,
     /// Memory the adjoint's kept states may take, in MiB
     #[arg(long = "checkpoint-memory", value_name = "MIB", default_value_t = grad::checkpoint::DEFAULT_MEMORY_BUDGET >> 20)]
     pub checkpoint_memory: u64,
@@ -364,6 +388,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
             backend: grad_backend,
             mode,
             adjoint_cg_iterations: args.adjoint_cg,
+            adjoint_solve: args.adjoint_solve.mode(),
             checkpoint: CheckpointOptions {
                 policy: args.checkpoint,
                 memory_budget: args.checkpoint_memory.saturating_mul(1 << 20),

@@ -97,7 +97,7 @@ pub use objective::evaluate;
 pub use optim::{fit, FitHistoryEntry, FitOptions, FitOutcome, Optimizer, StopReason};
 pub use params::{Direction, Param, ParamSet};
 pub use sensitivity::{GradBackend, GradMode, GradOptions, GradStats, Tangent};
-pub use step::TangentSolve;
+pub use step::{AdjointSolve, TangentSolve};
 pub use target::{TargetError, TargetFrame};
 pub use trajectory::{simulate, simulate_with_tangents, TangentFrame, TangentRun};
 

@@ -188,6 +188,7 @@ fn every_reverse_step_is_the_transpose_of_its_tangent_step() {
             &mut adj,
             &mut cot,
             &tight,
+            AdjointSolve::Exact,
             &mut ws,
         );
         let sum = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
