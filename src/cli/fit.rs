@@ -147,6 +147,17 @@ pub struct FitArgs {
     /// per-element parameters (graph Laplacian); 0 = none
     #[arg(long, value_name = "LAMBDA", default_value_t = 0.0)]
     pub smoothness: f64,
+    /// After the first fit, S more from each result with the smoothness weight lowered
+    /// tenfold each time (docs/guide.md, "Fitting: forward and adjoint")
+    #[arg(
+        long = "smoothness-continuation",
+        value_name = "S",
+        default_value_t = 0
+    )]
+    pub smoothness_continuation: u32,
+    /// With --smoothness-continuation: the last stage without the penalty
+    #[arg(long = "smoothness-release")]
+    pub smoothness_release: bool,
     /// Truncate each frame's gradient to its last N steps (long, chaotic horizons)
     #[arg(long, value_name = "N")]
     pub window: Option<u64>,
@@ -366,6 +377,12 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     if !(args.smoothness.is_finite() && args.smoothness >= 0.0) {
         return Err(option_error("--smoothness", "must be 0 or positive"));
     }
+    if (args.smoothness_continuation > 0 || args.smoothness_release) && args.smoothness == 0.0 {
+        return Err(option_error(
+            "--smoothness-continuation",
+            "lowers the --smoothness weight: give --smoothness LAMBDA > 0",
+        ));
+    }
     if !(args.learning_rate.is_finite() && args.learning_rate > 0.0) {
         return Err(option_error("--learning-rate", "must be positive"));
     }
@@ -395,6 +412,8 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
             },
         },
         smoothness: args.smoothness,
+        smoothness_continuation: args.smoothness_continuation,
+        smoothness_release: args.smoothness_release,
         ..FitOptions::default()
     };
     // theta -> the values shown (physical, in each parameter's display unit).

@@ -66,6 +66,7 @@
 
 mod adjoint;
 pub mod checkpoint;
+mod continuation;
 pub mod cost;
 pub mod cotangent;
 mod dense;
