@@ -356,6 +356,31 @@ fn msc_fit_chooses_and_reports_the_gradient_method() {
     assert!(json["penalty"].as_f64().unwrap() >= 0.0);
     let k = json["parameters"][0]["result"].as_array().unwrap();
     assert!(k.iter().all(|v| v.as_f64().unwrap() > 0.0));
+    // The scene-solver adjoint and a released smoothness continuation: no penalty left.
+    let (code, json) = fit_json(
+        "continued",
+        &[
+            "--param",
+            "stiffnesses",
+            "--init",
+            "2.0",
+            "--max-iters",
+            "3",
+            "--adjoint-solve",
+            "scene",
+            "--smoothness",
+            "1e-6",
+            "--smoothness-continuation",
+            "1",
+            "--smoothness-release",
+        ],
+    );
+    let json = json.unwrap();
+    assert!(code == 0 || code == 3, "exit {code}");
+    assert_eq!(json["penalty"].as_f64(), Some(0.0));
+    assert_eq!(json["smoothness_continuation"], 1);
+    assert_eq!(json["smoothness_release"], true);
+    assert!(json["loss"].as_f64().unwrap() < json["initial_loss"].as_f64().unwrap());
     // A scalar: forward and Levenberg-Marquardt as before.
     let (code, json) = fit_json("scalar", &["--param", "stiffness", "--init", "2.0"]);
     assert_eq!(code, 0);
@@ -381,6 +406,14 @@ fn msc_fit_chooses_and_reports_the_gradient_method() {
             "5",
         ][..],
         &["--param", "charge", "--checkpoint", "binomial"][..],
+        &["--param", "stiffnesses", "--smoothness-continuation", "2"][..],
+        &[
+            "--param",
+            "stiffnesses",
+            "--smoothness",
+            "1e-6",
+            "--smoothness-release",
+        ][..],
     ] {
         let (code, json) = fit_json("refused", extra);
         assert_eq!(code, 2, "{extra:?}");

@@ -61,7 +61,7 @@ pub enum GradientArg {
 /// How the CPU adjoint solves its linear systems ([`grad::AdjointSolve`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum AdjointSolveArg {
-    /// CG to 1e-12 (or --adjoint-tolerance): the exact-solve map's gradient, equal to
+    /// CG to 1e-12 (bench: --adjoint-tolerance): the exact-solve map's gradient, equal to
     /// forward mode
     #[default]
     Exact,
@@ -377,10 +377,16 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     if !(args.smoothness.is_finite() && args.smoothness >= 0.0) {
         return Err(option_error("--smoothness", "must be 0 or positive"));
     }
-    if (args.smoothness_continuation > 0 || args.smoothness_release) && args.smoothness == 0.0 {
+    if args.smoothness_continuation > 0 && args.smoothness == 0.0 {
         return Err(option_error(
             "--smoothness-continuation",
             "lowers the --smoothness weight: give --smoothness LAMBDA > 0",
+        ));
+    }
+    if args.smoothness_release && args.smoothness_continuation == 0 {
+        return Err(option_error(
+            "--smoothness-release",
+            "ends a continuation: give --smoothness-continuation S",
         ));
     }
     if !(args.learning_rate.is_finite() && args.learning_rate > 0.0) {

@@ -20,7 +20,9 @@
 //! computed trajectory is the exact-solve one up to O(tol), and so is the gradient;
 //! [`GradOptions::exact_forward`] runs the forward solves with CG to the tangent tolerance
 //! instead (the validation tests do this, so finite differences of the computed trajectory
-//! measure the same map). The clamp max(0, 1 - L/l) in the IMEX blocks is differentiated on
+//! measure the same map). The CPU adjoint under [`AdjointSolve::Scene`] runs the same
+//! adjoint equations with the scene's solver and iteration count instead of CG: an
+//! approximation of this gradient, exact as that solve converges. The clamp max(0, 1 - L/l) in the IMEX blocks is differentiated on
 //! the side it is evaluated on (its kink is a set of measure zero). DDEF (lattice grid) is
 //! differentiated with each evaluation's discrete structure frozen
 //! ([`crate::ddef::lattice_tangent`]): its force jumps where a charge crosses a
