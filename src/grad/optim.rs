@@ -65,6 +65,13 @@ pub struct FitOptions {
     /// Weight of the smoothness penalty over neighbouring elements of per-element
     /// parameters ([`super::smooth::Smoothness`], m^2); 0 = none.
     pub smoothness: f64,
+    /// With a penalty: this many stages with its weight lowered tenfold each time, then
+    /// one without it, each from the last result and up to `max_iterations`
+    /// ([`super::continuation`]); 0 = one stage with the weight as given.
+    pub smoothness_continuation: u32,
+    /// The continuation's last stage runs without the penalty (else with the weight
+    /// lowered once more).
+    pub smoothness_release: bool,
 }
 
 impl Default for FitOptions {
@@ -77,6 +84,8 @@ impl Default for FitOptions {
             xtol: 1e-9,
             loss_tol: 0.0,
             smoothness: 0.0,
+            smoothness_continuation: 0,
+            smoothness_release: false,
         }
     }
 }
@@ -173,6 +182,20 @@ fn recoverable(e: &GradError) -> bool {
 /// Minimizes the mean squared position error against `targets` from `theta0`;
 /// `progress` sees every iteration (iteration 0 is the start).
 pub fn fit(
+    set: &ParamSet,
+    theta0: &[f64],
+    targets: &[Target],
+    options: &FitOptions,
+    progress: impl FnMut(&FitHistoryEntry),
+) -> Result<FitOutcome, GradError> {
+    if options.smoothness_continuation > 0 && options.smoothness > 0.0 {
+        return super::continuation::fit_continued(set, theta0, targets, options, progress);
+    }
+    fit_once(set, theta0, targets, options, progress)
+}
+
+/// [`fit`] in one stage (`smoothness_continuation` ignored).
+pub(crate) fn fit_once(
     set: &ParamSet,
     theta0: &[f64],
     targets: &[Target],
