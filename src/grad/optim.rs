@@ -67,7 +67,7 @@ pub struct FitOptions {
     pub smoothness: f64,
     /// With a penalty: this many stages with its weight lowered tenfold each time, then
     /// one without it, each from the last result and up to `max_iterations`
-    /// ([`super::continuation`]); 0 = one stage with the weight as given.
+    /// (the `continuation` module); 0 = one stage with the weight as given.
     pub smoothness_continuation: u32,
     /// The continuation's last stage runs without the penalty (else with the weight
     /// lowered once more).
