@@ -1,5 +1,5 @@
-//! Smoothness continuation for per-element fits ([`FitOptions::smoothness_continuation`]):
-//! fits with the smoothness penalty's weight lowered tenfold stage by stage, then one
+//! The fit's entry point, [`fit`]: one stage, or the smoothness continuation for
+//! per-element fits ([`FitOptions::smoothness_continuation`]): fits with the smoothness penalty's weight lowered tenfold stage by stage, then one
 //! without it, each from the previous stage's result.
 //!
 //! From a uniform guess, an unpenalized L-BFGS fit of every spring stiffness can follow a
@@ -14,6 +14,21 @@ use super::loss::Target;
 use super::optim::{fit_once, FitHistoryEntry, FitOptions, FitOutcome, StopReason};
 use super::params::ParamSet;
 use super::GradError;
+
+/// Minimizes the mean squared position error against `targets` from `theta0`;
+/// `progress` sees every iteration (iteration 0 is the start).
+pub fn fit(
+    set: &ParamSet,
+    theta0: &[f64],
+    targets: &[Target],
+    options: &FitOptions,
+    progress: impl FnMut(&FitHistoryEntry),
+) -> Result<FitOutcome, GradError> {
+    if options.smoothness_continuation > 0 && options.smoothness > 0.0 {
+        return fit_continued(set, theta0, targets, options, progress);
+    }
+    fit_once(set, theta0, targets, options, progress)
+}
 
 /// The stages (see the module documentation): weights lambda, lambda / 10, ... (
 /// `options.smoothness_continuation` of them), then 0, each up to

@@ -94,11 +94,12 @@ pub mod trajectory;
 pub mod vjp;
 
 pub use checkpoint::{CheckpointOptions, CheckpointStats, Checkpointing};
+pub use continuation::fit;
 pub use cotangent::Cotangent;
 pub use gpu_tangent::GpuTangents;
 pub use loss::{Evaluation, FrameReport, Target};
 pub use objective::evaluate;
-pub use optim::{fit, FitHistoryEntry, FitOptions, FitOutcome, Optimizer, StopReason};
+pub use optim::{FitHistoryEntry, FitOptions, FitOutcome, Optimizer, StopReason};
 pub use params::{Direction, Param, ParamSet};
 pub use sensitivity::{GradBackend, GradMode, GradOptions, GradStats, Tangent};
 pub use step::{AdjointSolve, TangentSolve};

@@ -12,7 +12,7 @@ use super::sensitivity::{GradOptions, GradStats};
 use super::smooth::Smoothness;
 use super::GradError;
 
-/// Which optimizer [`fit`] runs.
+/// Which optimizer [`fit`](super::fit) runs.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Optimizer {
     /// Levenberg-Marquardt with Marquardt's diagonal scaling: solves
@@ -50,7 +50,7 @@ impl Optimizer {
     }
 }
 
-/// Settings of [`fit`].
+/// Settings of [`fit`](super::fit).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FitOptions {
     pub optimizer: Optimizer,
@@ -90,7 +90,7 @@ impl Default for FitOptions {
     }
 }
 
-/// Why [`fit`] stopped.
+/// Why [`fit`](super::fit) stopped.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
@@ -129,7 +129,7 @@ impl StopReason {
     }
 }
 
-/// One iteration of [`fit`].
+/// One iteration of [`fit`](super::fit).
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct FitHistoryEntry {
     pub iteration: u32,
@@ -144,7 +144,7 @@ pub struct FitHistoryEntry {
     pub evaluations: u32,
 }
 
-/// The result of [`fit`].
+/// The result of [`fit`](super::fit).
 #[derive(Clone, Debug)]
 pub struct FitOutcome {
     pub theta: Vec<f64>,
@@ -179,22 +179,7 @@ fn recoverable(e: &GradError) -> bool {
     )
 }
 
-/// Minimizes the mean squared position error against `targets` from `theta0`;
-/// `progress` sees every iteration (iteration 0 is the start).
-pub fn fit(
-    set: &ParamSet,
-    theta0: &[f64],
-    targets: &[Target],
-    options: &FitOptions,
-    progress: impl FnMut(&FitHistoryEntry),
-) -> Result<FitOutcome, GradError> {
-    if options.smoothness_continuation > 0 && options.smoothness > 0.0 {
-        return super::continuation::fit_continued(set, theta0, targets, options, progress);
-    }
-    fit_once(set, theta0, targets, options, progress)
-}
-
-/// [`fit`] in one stage (`smoothness_continuation` ignored).
+/// One stage of `grad::fit` (`smoothness_continuation` ignored).
 pub(crate) fn fit_once(
     set: &ParamSet,
     theta0: &[f64],
