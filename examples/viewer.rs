@@ -17,7 +17,6 @@
 use msc::gpu::GpuSolver;
 use msc::render::{Camera, ColorBy, RenderOptions, Renderer, SceneGeometry, Size};
 use msc::scene::LoadedScene;
-use msc::Simulator;
 use std::sync::Arc;
 use winit::application::ApplicationHandler;
 use winit::dpi::PhysicalPosition;

@@ -113,11 +113,11 @@ fn config() -> Config {
     }
 }
 
-#[test]
-fn a_stiff_band_in_a_soft_cloth_is_recovered_per_spring() {
-    let (truth, band) = banded_cloth(6);
+/// Log-stiffness parameters of `truth`, its frames at every step of 120 (the targets),
+/// and the adjoint's options.
+fn band_problem(truth: &System) -> (ParamSet, Vec<Target>, GradOptions) {
     let c = config();
-    let set = ParamSet::new(&truth, &c, &[Param::Stiffnesses])
+    let set = ParamSet::new(truth, &c, &[Param::Stiffnesses])
         .unwrap()
         .with_log(&[true])
         .unwrap();
@@ -134,6 +134,13 @@ fn a_stiff_band_in_a_soft_cloth_is_recovered_per_spring() {
             positions: s.x,
         })
         .collect();
+    (set, targets, grad)
+}
+
+#[test]
+fn a_stiff_band_in_a_soft_cloth_is_recovered_per_spring() {
+    let (truth, band) = banded_cloth(6);
+    let (set, targets, grad) = band_problem(&truth);
     // Start from a uniform guess between the two.
     let guess = vec![GUESS; truth.springs().len()];
     let theta0 = set.from_values(&guess).unwrap();
@@ -145,6 +152,8 @@ fn a_stiff_band_in_a_soft_cloth_is_recovered_per_spring() {
         xtol: 1e-12,
         loss_tol: 0.0,
         smoothness: 0.0,
+        smoothness_continuation: 0,
+        smoothness_release: false,
     };
     let t = std::time::Instant::now();
     let out = fit(&set, &theta0, &targets, &options, |h| {
@@ -158,13 +167,7 @@ fn a_stiff_band_in_a_soft_cloth_is_recovered_per_spring() {
     .unwrap();
     assert!(out.loss < 1e-4 * out.initial_loss, "{:?}", out.reason);
     let k = set.values(&out.theta);
-    let rms = (k
-        .iter()
-        .zip(truth.springs())
-        .map(|(a, s)| ((a - s.stiffness) / s.stiffness).powi(2))
-        .sum::<f64>()
-        / k.len() as f64)
-        .sqrt();
+    let rms = rms_error(&k, &truth);
     for (name, which) in [("band", true), ("soft", false)] {
         let errs: Vec<f64> = k
             .iter()
@@ -187,6 +190,61 @@ fn a_stiff_band_in_a_soft_cloth_is_recovered_per_spring() {
         t.elapsed().as_secs_f64(),
         out.loss
     );
+    assert!(rms <= 0.05, "relative RMS error {rms}");
+}
+
+/// RMS over all springs of the relative error of `k` against `truth`'s stiffnesses.
+fn rms_error(k: &[f64], truth: &System) -> f64 {
+    let sum = k
+        .iter()
+        .zip(truth.springs())
+        .map(|(a, s)| ((a - s.stiffness) / s.stiffness).powi(2))
+        .sum::<f64>();
+    (sum / k.len() as f64).sqrt()
+}
+
+/// `smoothness_continuation`: a penalized stage, then an unpenalized one from its result.
+/// The outcome carries no penalty and meets the band's 5% RMS; the history holds both
+/// stages in order, the second starting where the first ended (a second stage restarted
+/// from theta0, or one that kept the penalty, fails here).
+#[test]
+fn a_smoothness_continuation_ends_without_the_penalty_from_the_penalized_result() {
+    let (truth, _) = banded_cloth(6);
+    let (set, targets, grad) = band_problem(&truth);
+    let theta0 = set
+        .from_values(&vec![GUESS; truth.springs().len()])
+        .unwrap();
+    let options = FitOptions {
+        optimizer: Optimizer::Lbfgs { initial_step: 0.3 },
+        max_iterations: 100,
+        grad,
+        ftol: 0.0,
+        xtol: 1e-12,
+        smoothness: 3e-5,
+        smoothness_continuation: 1,
+        smoothness_release: true,
+        ..FitOptions::default()
+    };
+    let mut seen = Vec::new();
+    let out = fit(&set, &theta0, &targets, &options, |h| {
+        seen.push(h.iteration)
+    })
+    .unwrap();
+    assert_eq!(out.penalty, 0.0);
+    assert_eq!(
+        seen,
+        out.history.iter().map(|h| h.iteration).collect::<Vec<_>>()
+    );
+    // The stage boundary: the same theta twice, the second without the penalty.
+    let b = (1..out.history.len())
+        .find(|&i| out.history[i].iteration == out.history[i - 1].iteration)
+        .expect("two stages");
+    assert_eq!(out.history[b].theta, out.history[b - 1].theta);
+    assert!(out.history[b].loss < out.history[b - 1].loss);
+    assert!(out.history[b - 1].theta != theta0);
+    assert_eq!(out.initial_loss, out.history[0].loss);
+    assert_eq!(out.loss, out.history.last().unwrap().loss);
+    let rms = rms_error(&set.values(&out.theta), &truth);
     assert!(rms <= 0.05, "relative RMS error {rms}");
 }
 
@@ -298,6 +356,31 @@ fn msc_fit_chooses_and_reports_the_gradient_method() {
     assert!(json["penalty"].as_f64().unwrap() >= 0.0);
     let k = json["parameters"][0]["result"].as_array().unwrap();
     assert!(k.iter().all(|v| v.as_f64().unwrap() > 0.0));
+    // The scene-solver adjoint and a released smoothness continuation: no penalty left.
+    let (code, json) = fit_json(
+        "continued",
+        &[
+            "--param",
+            "stiffnesses",
+            "--init",
+            "2.0",
+            "--max-iters",
+            "3",
+            "--adjoint-solve",
+            "scene",
+            "--smoothness",
+            "1e-6",
+            "--smoothness-continuation",
+            "1",
+            "--smoothness-release",
+        ],
+    );
+    let json = json.unwrap();
+    assert!(code == 0 || code == 3, "exit {code}");
+    assert_eq!(json["penalty"].as_f64(), Some(0.0));
+    assert_eq!(json["smoothness_continuation"], 1);
+    assert_eq!(json["smoothness_release"], true);
+    assert!(json["loss"].as_f64().unwrap() < json["initial_loss"].as_f64().unwrap());
     // A scalar: forward and Levenberg-Marquardt as before.
     let (code, json) = fit_json("scalar", &["--param", "stiffness", "--init", "2.0"]);
     assert_eq!(code, 0);
@@ -323,6 +406,14 @@ fn msc_fit_chooses_and_reports_the_gradient_method() {
             "5",
         ][..],
         &["--param", "charge", "--checkpoint", "binomial"][..],
+        &["--param", "stiffnesses", "--smoothness-continuation", "2"][..],
+        &[
+            "--param",
+            "stiffnesses",
+            "--smoothness",
+            "1e-6",
+            "--smoothness-release",
+        ][..],
     ] {
         let (code, json) = fit_json("refused", extra);
         assert_eq!(code, 2, "{extra:?}");

@@ -47,6 +47,7 @@ const GPU: GradOptions = GradOptions {
     },
     mode: msc::grad::GradMode::Forward,
     adjoint_cg_iterations: None,
+    adjoint_solve: msc::grad::AdjointSolve::Exact,
     checkpoint: msc::grad::CheckpointOptions {
         policy: msc::grad::Checkpointing::Auto,
         memory_budget: msc::grad::checkpoint::DEFAULT_MEMORY_BUDGET,

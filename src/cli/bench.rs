@@ -138,6 +138,10 @@ pub struct BenchArgs {
     /// Adjoint workload, CPU: the relative residual the adjoint's CG solves stop at
     #[arg(long = "adjoint-tolerance", value_name = "TOL", default_value_t = 1e-12, value_parser = parse_positive)]
     pub adjoint_tolerance: f64,
+    /// Adjoint workload, CPU: exact (CG to --adjoint-tolerance) or scene (the scene's
+    /// solver and sweeps, as the GPU adjoint)
+    #[arg(long = "adjoint-solve", value_enum, default_value_t = super::fit::AdjointSolveArg::Exact)]
+    pub adjoint_solve: super::fit::AdjointSolveArg,
     /// Adjoint workload: its checkpointing (auto, all, two-level, two-level:C, binomial:S)
     #[arg(long, value_name = "POLICY", default_value = "auto")]
     pub checkpoint: crate::grad::Checkpointing,

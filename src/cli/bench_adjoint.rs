@@ -52,8 +52,10 @@ fn row(r: &CostRecord) -> String {
         r.params,
         r.components,
         r.policy,
-        r.adjoint_tolerance
-            .map_or_else(|| "-".into(), |t| format!("{t:.0e}")),
+        match (r.adjoint_solve, r.adjoint_tolerance) {
+            (Some("scene"), _) => "scene".into(),
+            (_, t) => t.map_or_else(|| "-".into(), |t| format!("{t:.0e}")),
+        },
         r.forward_seconds[0],
         r.gradient_seconds[0],
         r.ratio,
@@ -84,6 +86,7 @@ pub(super) fn execute(args: &BenchArgs) -> Result<(), CliError> {
             tolerance: args.adjoint_tolerance,
             ..TangentSolve::default()
         },
+        adjoint_solve: args.adjoint_solve.mode(),
     };
     let mut file = match &args.out {
         Some(p) => Some(AtomicFile::create(p)?),

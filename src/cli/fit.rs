@@ -58,6 +58,27 @@ pub enum GradientArg {
     Adjoint,
 }
 
+/// How the CPU adjoint solves its linear systems ([`grad::AdjointSolve`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum AdjointSolveArg {
+    /// CG to 1e-12 (bench: --adjoint-tolerance): the exact-solve map's gradient, equal to
+    /// forward mode
+    #[default]
+    Exact,
+    /// The scene's solver and iteration count, warm-started (as the GPU adjoint): about a
+    /// forward step per reversed step, the exact gradient's approximation
+    Scene,
+}
+
+impl AdjointSolveArg {
+    pub(super) fn mode(self) -> grad::AdjointSolve {
+        match self {
+            Self::Exact => grad::AdjointSolve::Exact,
+            Self::Scene => grad::AdjointSolve::Scene,
+        }
+    }
+}
+
 #[derive(Clone, Debug, clap::Args)]
 pub struct FitArgs {
     #[command(flatten)]
@@ -116,6 +137,9 @@ pub struct FitArgs {
     /// solver and iteration count
     #[arg(long = "adjoint-cg", value_name = "N")]
     pub adjoint_cg: Option<u32>,
+    /// CPU adjoint: its linear solves (exact: CG to 1e-12; scene: the scene's solver)
+    #[arg(long = "adjoint-solve", value_enum, default_value_t = AdjointSolveArg::Exact)]
+    pub adjoint_solve: AdjointSolveArg,
     /// Memory the adjoint's kept states may take, in MiB
     #[arg(long = "checkpoint-memory", value_name = "MIB", default_value_t = grad::checkpoint::DEFAULT_MEMORY_BUDGET >> 20)]
     pub checkpoint_memory: u64,
@@ -123,6 +147,17 @@ pub struct FitArgs {
     /// per-element parameters (graph Laplacian); 0 = none
     #[arg(long, value_name = "LAMBDA", default_value_t = 0.0)]
     pub smoothness: f64,
+    /// After the first fit, S more from each result with the smoothness weight lowered
+    /// tenfold each time (docs/guide.md, "Fitting: forward and adjoint")
+    #[arg(
+        long = "smoothness-continuation",
+        value_name = "S",
+        default_value_t = 0
+    )]
+    pub smoothness_continuation: u32,
+    /// With --smoothness-continuation: the last stage without the penalty
+    #[arg(long = "smoothness-release")]
+    pub smoothness_release: bool,
     /// Truncate each frame's gradient to its last N steps (long, chaotic horizons)
     #[arg(long, value_name = "N")]
     pub window: Option<u64>,
@@ -342,6 +377,18 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     if !(args.smoothness.is_finite() && args.smoothness >= 0.0) {
         return Err(option_error("--smoothness", "must be 0 or positive"));
     }
+    if args.smoothness_continuation > 0 && args.smoothness == 0.0 {
+        return Err(option_error(
+            "--smoothness-continuation",
+            "lowers the --smoothness weight: give --smoothness LAMBDA > 0",
+        ));
+    }
+    if args.smoothness_release && args.smoothness_continuation == 0 {
+        return Err(option_error(
+            "--smoothness-release",
+            "ends a continuation: give --smoothness-continuation S",
+        ));
+    }
     if !(args.learning_rate.is_finite() && args.learning_rate > 0.0) {
         return Err(option_error("--learning-rate", "must be positive"));
     }
@@ -364,12 +411,15 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
             backend: grad_backend,
             mode,
             adjoint_cg_iterations: args.adjoint_cg,
+            adjoint_solve: args.adjoint_solve.mode(),
             checkpoint: CheckpointOptions {
                 policy: args.checkpoint,
                 memory_budget: args.checkpoint_memory.saturating_mul(1 << 20),
             },
         },
         smoothness: args.smoothness,
+        smoothness_continuation: args.smoothness_continuation,
+        smoothness_release: args.smoothness_release,
         ..FitOptions::default()
     };
     // theta -> the values shown (physical, in each parameter's display unit).

@@ -15,7 +15,7 @@ use super::loss::{check_targets, frame_loss, Evaluation, FrameReport, Target};
 use super::params::ParamSet;
 use super::reverse::{reverse_step, Adjoint, ReverseScratch};
 use super::sensitivity::{forward_config, GradOptions, GradStats};
-use super::step::{Forward, Record, TangentSolve};
+use super::step::{AdjointSolve, Forward, Record, TangentSolve};
 use super::GradError;
 use crate::config::Integrator;
 use crate::model::State;
@@ -99,6 +99,7 @@ pub(crate) fn evaluate(
         cot,
         ws: ReverseScratch::default(),
         solve: options.tangent_solve,
+        mode: options.adjoint_solve,
         targets,
         frame_at: steps.iter().enumerate().map(|(k, &s)| (s, k)).collect(),
         scale,
@@ -161,6 +162,7 @@ struct CpuTape<'a> {
     cot: Cotangent,
     ws: ReverseScratch,
     solve: TangentSolve,
+    mode: AdjointSolve,
     targets: &'a [Target],
     frame_at: HashMap<u64, usize>,
     scale: f64,
@@ -263,6 +265,7 @@ impl Tape for CpuTape<'_> {
                 &mut self.adj,
                 &mut self.cot,
                 &self.solve,
+                self.mode,
                 &mut self.ws,
             );
             self.stats.tangent_iterations += u64::from(s.iterations);

@@ -41,6 +41,8 @@ pub struct CostRecord {
     pub policy: &'static str,
     /// The CPU adjoint's CG tolerance (the GPU's solves run the scene's solver).
     pub adjoint_tolerance: Option<f64>,
+    /// The CPU adjoint's solves: `exact` (CG to `adjoint_tolerance`) or `scene`.
+    pub adjoint_solve: Option<&'static str>,
     /// Forward run: median, smallest and largest wall time over the repeats (s).
     pub forward_seconds: [f64; 3],
     /// Gradient sweeps: median, smallest and largest (s), and the set-up's median.
@@ -68,8 +70,9 @@ pub struct CostOptions {
     pub repeats: u32,
     /// Target frames, evenly spread over the T steps.
     pub frames: u64,
-    /// The CPU adjoint's solves (CG to this tolerance).
+    /// The CPU adjoint's solves (CG to this tolerance, when `adjoint_solve` is exact).
     pub tangent_solve: super::step::TangentSolve,
+    pub adjoint_solve: super::step::AdjointSolve,
 }
 
 /// The process's peak resident set size (VmHWM), where the platform says it.
@@ -123,6 +126,7 @@ pub fn measure(
         backend: options.backend,
         checkpoint: options.checkpoint,
         tangent_solve: options.tangent_solve,
+        adjoint_solve: options.adjoint_solve,
         ..GradOptions::default()
     };
     let every = (steps / options.frames.max(1)).max(1);
@@ -172,6 +176,12 @@ pub fn measure(
             policy: ck.policy,
             adjoint_tolerance: (options.backend == GradBackend::Cpu)
                 .then_some(options.tangent_solve.tolerance),
+            adjoint_solve: (options.backend == GradBackend::Cpu).then_some(
+                match options.adjoint_solve {
+                    super::step::AdjointSolve::Exact => "exact",
+                    super::step::AdjointSolve::Scene => "scene",
+                },
+            ),
             forward_seconds: f,
             gradient_seconds: g,
             setup_seconds: median(&mut setup)[0],

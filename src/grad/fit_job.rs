@@ -184,6 +184,9 @@ pub struct FitRecord {
     pub frames: Vec<FrameReport>,
     /// The smoothness weight (`--smoothness`) and the penalty's share of `loss`.
     pub smoothness: f64,
+    /// Its continuation: stages after the first, and whether the last ran without it.
+    pub smoothness_continuation: u32,
+    pub smoothness_release: bool,
     pub penalty: f64,
     pub gradient: GradientRecord,
     pub wall_seconds: f64,
@@ -315,6 +318,8 @@ impl FitRecord {
                 .collect(),
             frames: outcome.frames.clone(),
             smoothness: inputs.options.smoothness,
+            smoothness_continuation: inputs.options.smoothness_continuation,
+            smoothness_release: inputs.options.smoothness_release,
             penalty: outcome.penalty,
             gradient: GradientRecord {
                 mode: grad.mode.name(),

@@ -20,7 +20,9 @@
 //! computed trajectory is the exact-solve one up to O(tol), and so is the gradient;
 //! [`GradOptions::exact_forward`] runs the forward solves with CG to the tangent tolerance
 //! instead (the validation tests do this, so finite differences of the computed trajectory
-//! measure the same map). The clamp max(0, 1 - L/l) in the IMEX blocks is differentiated on
+//! measure the same map). The CPU adjoint under [`AdjointSolve::Scene`] runs the same
+//! adjoint equations with the scene's solver and iteration count instead of CG: an
+//! approximation of this gradient, exact as that solve converges. The clamp max(0, 1 - L/l) in the IMEX blocks is differentiated on
 //! the side it is evaluated on (its kink is a set of measure zero). DDEF (lattice grid) is
 //! differentiated with each evaluation's discrete structure frozen
 //! ([`crate::ddef::lattice_tangent`]; its transpose for the CPU adjoint,
@@ -67,6 +69,7 @@
 
 mod adjoint;
 pub mod checkpoint;
+mod continuation;
 pub mod cost;
 pub mod cotangent;
 mod dense;
@@ -91,14 +94,15 @@ pub mod trajectory;
 pub mod vjp;
 
 pub use checkpoint::{CheckpointOptions, CheckpointStats, Checkpointing};
+pub use continuation::fit;
 pub use cotangent::Cotangent;
 pub use gpu_tangent::GpuTangents;
 pub use loss::{Evaluation, FrameReport, Target};
 pub use objective::evaluate;
-pub use optim::{fit, FitHistoryEntry, FitOptions, FitOutcome, Optimizer, StopReason};
+pub use optim::{FitHistoryEntry, FitOptions, FitOutcome, Optimizer, StopReason};
 pub use params::{Direction, Param, ParamSet};
 pub use sensitivity::{GradBackend, GradMode, GradOptions, GradStats, Tangent};
-pub use step::TangentSolve;
+pub use step::{AdjointSolve, TangentSolve};
 pub use target::{TargetError, TargetFrame};
 pub use trajectory::{simulate, simulate_with_tangents, TangentFrame, TangentRun};
 

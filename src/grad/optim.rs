@@ -12,7 +12,7 @@ use super::sensitivity::{GradOptions, GradStats};
 use super::smooth::Smoothness;
 use super::GradError;
 
-/// Which optimizer [`fit`] runs.
+/// Which optimizer [`fit`](super::fit) runs.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Optimizer {
     /// Levenberg-Marquardt with Marquardt's diagonal scaling: solves
@@ -50,7 +50,7 @@ impl Optimizer {
     }
 }
 
-/// Settings of [`fit`].
+/// Settings of [`fit`](super::fit).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FitOptions {
     pub optimizer: Optimizer,
@@ -65,6 +65,13 @@ pub struct FitOptions {
     /// Weight of the smoothness penalty over neighbouring elements of per-element
     /// parameters ([`super::smooth::Smoothness`], m^2); 0 = none.
     pub smoothness: f64,
+    /// With a penalty: this many stages with its weight lowered tenfold each time, then
+    /// one without it, each from the last result and up to `max_iterations`
+    /// (the `continuation` module); 0 = one stage with the weight as given.
+    pub smoothness_continuation: u32,
+    /// The continuation's last stage runs without the penalty (else with the weight
+    /// lowered once more).
+    pub smoothness_release: bool,
 }
 
 impl Default for FitOptions {
@@ -77,11 +84,13 @@ impl Default for FitOptions {
             xtol: 1e-9,
             loss_tol: 0.0,
             smoothness: 0.0,
+            smoothness_continuation: 0,
+            smoothness_release: false,
         }
     }
 }
 
-/// Why [`fit`] stopped.
+/// Why [`fit`](super::fit) stopped.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
@@ -120,7 +129,7 @@ impl StopReason {
     }
 }
 
-/// One iteration of [`fit`].
+/// One iteration of [`fit`](super::fit).
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct FitHistoryEntry {
     pub iteration: u32,
@@ -135,7 +144,7 @@ pub struct FitHistoryEntry {
     pub evaluations: u32,
 }
 
-/// The result of [`fit`].
+/// The result of [`fit`](super::fit).
 #[derive(Clone, Debug)]
 pub struct FitOutcome {
     pub theta: Vec<f64>,
@@ -170,9 +179,8 @@ fn recoverable(e: &GradError) -> bool {
     )
 }
 
-/// Minimizes the mean squared position error against `targets` from `theta0`;
-/// `progress` sees every iteration (iteration 0 is the start).
-pub fn fit(
+/// One stage of `grad::fit` (`smoothness_continuation` ignored).
+pub(crate) fn fit_once(
     set: &ParamSet,
     theta0: &[f64],
     targets: &[Target],

@@ -3,7 +3,8 @@
 //! cotangents added to a [`Cotangent`]. It transposes exactly the map that
 //! [`super::step::tangent_step`] differentiates (the exact-solve step; see the module
 //! documentation of [`crate::grad`]), so <(lx, lv), J (dx, dv)> = <J^T (lx, lv), (dx, dv)>
-//! to the solves' tolerance, which the tests check for every integrator.
+//! to the solves' tolerance, which the tests check for every integrator. With
+//! [`AdjointSolve::Scene`] the same equations are solved by the scene's own solver.
 //!
 //! IMEX, A(x_t, k, m) v' = b(x_t, v_t, theta), x' = x_t + h v' (A symmetric):
 //! g = lv' + h lx'; solve A mu = g (the forward's matrix on a new right-hand side); then
@@ -20,13 +21,13 @@
 use super::cotangent::Cotangent;
 use super::jvp::{local_projection_jvp, spring_elastic_jvp};
 use super::step::{other_forces, TangentScratch};
-use super::step::{Forward, Record, TangentSolve};
+use super::step::{AdjointSolve, Forward, Record, TangentSolve};
 use super::vjp::SpringBar;
 use super::vjp::{field_forces_vjp, field_param_vjp, spring_force_vjp, w_block_vjp};
 use crate::config::Integrator;
 use crate::cpu::forces::{gather_spring_forces, spring_axis};
 use crate::cpu::rows::{for_each_indexed, PAR_CHUNK};
-use crate::cpu::solvers::{cg, BlockLaplacian, SolverScratch};
+use crate::cpu::solvers::{cg, solve as scene_solve, BlockLaplacian, SolverScratch};
 use crate::measures::SolveStats;
 use glam::DVec3;
 use rayon::prelude::*;
@@ -95,6 +96,7 @@ pub(crate) fn reverse_step(
     adj: &mut Adjoint,
     cot: &mut Cotangent,
     solve: &TangentSolve,
+    mode: AdjointSolve,
     ws: &mut ReverseScratch,
 ) -> SolveStats {
     let sys = fwd.system();
@@ -108,8 +110,8 @@ pub(crate) fn reverse_step(
     };
     ws.size(n, ns, solves);
     let stats = match cfg.integrator {
-        Integrator::Imex => reverse_imex(fwd, record, v1, t0, adj, cot, solve, ws),
-        Integrator::LocalGlobal => reverse_local_global(fwd, record, t0, adj, cot, solve, ws),
+        Integrator::Imex => reverse_imex(fwd, record, v1, t0, adj, cot, solve, mode, ws),
+        Integrator::LocalGlobal => reverse_local_global(fwd, record, t0, adj, cot, solve, mode, ws),
         Integrator::SymplecticEuler => {
             let h = cfg.dt;
             // v' = v + h M^-1 F(x, v, t), x' = x + h v'.
@@ -151,6 +153,7 @@ fn reverse_imex(
     adj: &mut Adjoint,
     cot: &mut Cotangent,
     solve: &TangentSolve,
+    mode: AdjointSolve,
     ws: &mut ReverseScratch,
 ) -> SolveStats {
     let (sys, cfg) = (fwd.system(), fwd.config());
@@ -165,13 +168,13 @@ fn reverse_imex(
     for i in 0..n {
         ws.rhs[i] = adj.lv[i] + adj.lx[i] * h;
     }
-    let mu = &mut ws.warm[0];
-    let stats = cg(
+    let stats = adjoint_solve(
+        fwd,
         op,
         &ws.rhs,
-        mu,
-        solve.max_iterations,
-        solve.tolerance,
+        &mut ws.warm[0],
+        solve,
+        mode,
         &mut ws.solver,
     );
     let mu = &ws.warm[0];
@@ -217,6 +220,7 @@ fn reverse_local_global(
     adj: &mut Adjoint,
     cot: &mut Cotangent,
     solve: &TangentSolve,
+    mode: AdjointSolve,
     ws: &mut ReverseScratch,
 ) -> SolveStats {
     let (sys, cfg) = (fwd.system(), fwd.config());
@@ -242,14 +246,8 @@ fn reverse_local_global(
     let mut total = SolveStats::default();
     for a in (0..iterates.len() - 1).rev() {
         let (z, z1) = (&iterates[a], &iterates[a + 1]);
-        let s = cg(
-            fwd.op(),
-            &ws.rhs,
-            &mut ws.warm[a],
-            solve.max_iterations,
-            solve.tolerance,
-            &mut ws.solver,
-        );
+        let (rhs, warm) = (&ws.rhs, &mut ws.warm[a]);
+        let s = adjoint_solve(fwd, fwd.op(), rhs, warm, solve, mode, &mut ws.solver);
         total.iterations += s.iterations;
         total.residual = total.residual.max(s.residual);
         let mu = &ws.warm[a];
@@ -297,6 +295,26 @@ fn reverse_local_global(
     }
     field_param_vjp(x0, sys.charges(), cfg, t0, &ws.a, fwd.ddef_at(0), cot);
     total
+}
+
+/// Solves `op mu = rhs` from the warm start in `mu` as `mode` says: CG to `solve`'s
+/// tolerance, or the scene's solver as the forward runs it.
+fn adjoint_solve(
+    fwd: &Forward,
+    op: &BlockLaplacian,
+    rhs: &[DVec3],
+    mu: &mut [DVec3],
+    solve: &TangentSolve,
+    mode: AdjointSolve,
+    scratch: &mut SolverScratch,
+) -> SolveStats {
+    match mode {
+        AdjointSolve::Exact => cg(op, rhs, mu, solve.max_iterations, solve.tolerance, scratch),
+        AdjointSolve::Scene => {
+            let cfg = &fwd.config().solver;
+            scene_solve(op, rhs, mu, cfg, fwd.chebyshev_rho(), scratch)
+        }
+    }
 }
 
 /// One explicit kick v' = v + s M^-1 F(x, v, t) (F without gravity; pinned rows not

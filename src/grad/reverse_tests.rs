@@ -223,6 +223,7 @@ fn check_reverse_step(system: &System, cfg: Config) {
             &mut adj,
             &mut cot,
             &tight,
+            AdjointSolve::Exact,
             &mut ws,
         );
         let sum = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();

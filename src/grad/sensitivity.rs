@@ -4,7 +4,7 @@
 
 use super::checkpoint::CheckpointOptions;
 use super::params::{Direction, ParamSet};
-use super::step::{tangent_step, Forward, TangentScratch, TangentSolve};
+use super::step::{tangent_step, AdjointSolve, Forward, TangentScratch, TangentSolve};
 use super::GradError;
 use crate::config::{SolverConfig, SolverMethod};
 use crate::model::State;
@@ -79,6 +79,9 @@ pub struct GradOptions {
     pub adjoint_cg_iterations: Option<u32>,
     /// The tangents' linear solves (CG to a tight tolerance).
     pub tangent_solve: TangentSolve,
+    /// The CPU adjoint's linear solves: CG to `tangent_solve`'s tolerance (exact) or the
+    /// scene's solver (the GPU adjoint's way; see [`AdjointSolve`]).
+    pub adjoint_solve: AdjointSolve,
     /// Replace the configured forward linear solver by CG to `tangent_solve`'s tolerance,
     /// so that the trajectory is (to that tolerance) the one whose exact derivative the
     /// tangents are. Off: the forward runs as configured (as `msc run` would).

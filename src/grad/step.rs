@@ -102,6 +102,11 @@ impl Forward {
         self.sim.restore(state);
     }
 
+    /// The Chebyshev rho the forward's solves use (a constant of the run).
+    pub fn chebyshev_rho(&self) -> f64 {
+        self.sim.chebyshev_rho()
+    }
+
     /// The DDEF evaluation `k` of the last step (0: at x_t; 1: Verlet's at x_{t+1}).
     pub(crate) fn ddef_at(&self, k: usize) -> Option<&LatticeDdef> {
         self.ddef.get(k)
@@ -123,6 +128,24 @@ impl Default for TangentSolve {
             max_iterations: 20_000,
         }
     }
+}
+
+/// How the CPU adjoint solves its linear systems A mu = g (IMEX) and P mu = r
+/// (local-global); see the module documentation of [`crate::grad`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AdjointSolve {
+    /// CG to [`TangentSolve`]'s tolerance: the exact transpose of the map the forward
+    /// tangents differentiate (the exact-solve map), so the adjoint gradient equals
+    /// forward mode to that tolerance.
+    #[default]
+    Exact,
+    /// The scene's own solver (method, iteration count, tolerance), warm-started from the
+    /// previous reversed step's solution, as the GPU adjoint runs it: the same adjoint
+    /// equations of the exact-solve map with each solve truncated, so the gradient
+    /// approaches [`Self::Exact`]'s as the scene's solve converges, at about the cost of a
+    /// forward step per reversed step. It is not the transpose of the forward's
+    /// fixed-sweep iterations.
+    Scene,
 }
 
 /// Work buffers of one tangent.
