@@ -42,20 +42,15 @@ fn ddef_order(kuhn: u32) -> vec3<u32> {
 }
 
 // Frame::locate: cell by a floor (clamped; a NaN goes to cell 0), f clamped to [0, 1].
+// Per axis in vector form, without a loop: the adjoint calls it per source of a walk
+// (ddef_tet_adjoint), where each loop iteration would count against a CPU adapter's
+// loop budget (shader::CPU_LOOP_ITERATIONS).
 fn ddef_locate(w: DdefWorld, p: vec3<f32>) -> DdefLoc {
-    var cell = vec3<u32>(0u);
-    var f = vec3<f32>(0.0);
-    for (var a = 0u; a < 3u; a = a + 1u) {
-        let cells = w.dims[a] - 1u;
-        let u = (p[a] - w.lo[a]) * w.inv_h[a];
-        var c = 0u;
-        if (u > 0.0) {
-            c = u32(min(floor(u), f32(cells - 1u)));
-        }
-        cell[a] = c;
-        let r = u - f32(c);
-        f[a] = select(0.0, clamp(r, 0.0, 1.0), r == r);
-    }
+    let last = vec3<f32>(w.dims.xyz - vec3<u32>(2u));
+    let u = (p - w.lo.xyz) * w.inv_h.xyz;
+    let cell = select(vec3<u32>(0u), vec3<u32>(min(floor(u), last)), u > vec3<f32>(0.0));
+    let r = u - vec3<f32>(cell);
+    let f = select(vec3<f32>(0.0), clamp(r, vec3<f32>(0.0), vec3<f32>(1.0)), r == r);
     return DdefLoc(cell, ddef_kuhn(f), f);
 }
 

@@ -1,6 +1,8 @@
 // DDEF adjoint, step 2: per tetrahedron tau its path vertices' cotangents
 // cv_v(tau) = sum_{k in tau} w_v(x_k) c_k (the transpose of the interpolation's far
 // values; docs/physics.md §9), its sources in sorted order: one writer per tetrahedron.
+// Its walk is ddef_rank's (one loop iteration per charge of the tetrahedron; ddef_locate
+// has no loop), so on a CPU adapter the forward's flags.y covers it.
 
 @group(0) @binding(1) var<storage, read> ddef_worlds: array<DdefWorld>;
 @group(0) @binding(2) var<storage, read> starts: array<u32>;
