@@ -289,9 +289,11 @@ pub const UNSTAGED_ON_CPU: &[&str] = &["ddef_far", "ddef_gather"];
 pub const CPU_LOOP_ITERATIONS: u32 = 65_535;
 
 /// What a capped DDEF kernel keeps of [`CPU_LOOP_ITERATIONS`] for its long loop (the
-/// sources it walks: `ddef_gather`, `ddef_rank`); the rest covers its short loops (a
-/// gather invocation's searches, stencil, membership and interpolation loops: about
-/// 2,900 at most).
+/// sources it walks: `ddef_gather`, `ddef_rank`, and the adjoint's walks over the same
+/// ranges, `ddef_gather_adjoint`, `ddef_source_adjoint`, `ddef_tet_adjoint`); the rest
+/// covers its short loops (a gather invocation's searches, stencil, membership and
+/// interpolation loops: about 2,900 at most; `ddef_source_adjoint`'s about 3,100 plus
+/// one per site chunk of the far transpose).
 pub const CPU_WALK_BUDGET: u32 = CPU_LOOP_ITERATIONS - 4_096;
 
 /// The most sources around one cell (its neighbourhood: the near stencils' cell offsets)

@@ -337,7 +337,8 @@ impl GpuAdjoint {
         self.solver.read_state()
     }
 
-    /// Reads the accumulated cotangents and the frames' loss shares (one submission).
+    /// Reads the accumulated cotangents and the frames' loss shares (one submission; with
+    /// DDEF a loop-budget flag is a [`GpuError::LimitExceeded`]).
     pub fn read(&mut self) -> Result<AdjointRead, GpuError> {
         self.flush()?;
         let program = self.program();
@@ -355,7 +356,9 @@ impl GpuAdjoint {
             (Buf::AdjExternal, 0, 16 * n * ne.max(1)),
             (Buf::AdjLoss, 0, 16 * n_wg * frames),
         ];
-        let bytes = self.solver.run_and_read(&[], &copies)?;
+        // With DDEF the world records come back too: a loop-budget flag raised by any
+        // evaluation of the sweep (forward, recomputed or reversed) is an error.
+        let bytes = self.solver.run_and_read_checked(&[], &copies)?;
         let (kbar, rest) = bytes.split_at(4 * ns.max(1) as usize);
         let (part, rest) = rest.split_at(16 * n as usize);
         let (ext, loss) = rest.split_at((16 * n * ne.max(1)) as usize);

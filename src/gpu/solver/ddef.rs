@@ -186,11 +186,12 @@ impl SolverDdef {
     }
 }
 
-/// The error for a world whose last evaluation raised a loop-budget flag (a CPU adapter
+/// The error for a world where an evaluation raised a loop-budget flag (a CPU adapter
 /// only: the kernels skip such a walk rather than let llvmpipe cut it short, so the
-/// forces of that evaluation are wrong and the step must not be trusted).
+/// forces of that evaluation, and the tangents and adjoints over its structure, are
+/// wrong). The flags stay raised until a re-plan, which checks them first.
 pub(in crate::gpu) fn check_loop_budget(records: &[DdefWorld]) -> Result<(), GpuError> {
-    use crate::gpu::shader::{CPU_GATHER_SOURCES, CPU_WALK_BUDGET};
+    use crate::gpu::shader::{CPU_GATHER_SOURCES, CPU_LOOP_ITERATIONS, CPU_WALK_BUDGET};
     for (w, r) in records.iter().enumerate() {
         let (what, needed, limit) = if r.flags[1] != 0 {
             (
@@ -207,11 +208,14 @@ pub(in crate::gpu) fn check_loop_budget(records: &[DdefWorld]) -> Result<(), Gpu
         } else {
             continue;
         };
+        let cap = CPU_LOOP_ITERATIONS;
         return Err(GpuError::LimitExceeded {
             what: format!(
                 "DDEF on a CPU adapter, world {w} (llvmpipe ends a shader's loops after \
-                 65,535 iterations, so the walk would drop sources silently; raise \
-                 coulomb.samples, or use --backend cpu or a hardware GPU): {what}"
+                 {},{:03} iterations, so the walk would drop sources silently; raise \
+                 coulomb.samples, or use --backend cpu or a hardware GPU): {what}",
+                cap / 1000,
+                cap % 1000
             ),
             needed: needed.into(),
             limit: limit.into(),

@@ -60,23 +60,47 @@ impl GpuSolver {
     /// With DDEF the Coulomb part is the DDEF force (w is then 0: no potential).
     /// With DDEF the world records come back too: a loop-budget flag is an error.
     pub fn field_forces(&mut self) -> Result<(Vec<DVec3>, Vec<f64>), GpuError> {
-        let ops = self.program.field.as_slice();
         let bytes = 16 * u64::from(self.n);
+        let data = self.run_and_read_checked(&self.program.field, &[(Buf::Force, 0, bytes)])?;
+        Ok((readback::vectors(&data), readback::w_components(&data)))
+    }
+
+    /// `run_and_read`, and with DDEF the world records in the same submission: a
+    /// loop-budget flag there is an error (`ddef::check_loop_budget`). The flags are
+    /// sticky (only a re-plan clears them, after checking them), so one read after a
+    /// run of evaluations vouches for all of them: the forward's, and the tangents' and
+    /// adjoints' walks over the same structure (`kernels::ddef_adjoint`).
+    pub(in crate::gpu) fn run_and_read_checked(
+        &self,
+        ops: &[Op],
+        copies: &[(Buf, u64, u64)],
+    ) -> Result<Vec<u8>, GpuError> {
+        let (data, records) = self.run_and_read_records(ops, copies)?;
+        super::ddef::check_loop_budget(&records)?;
+        Ok(data)
+    }
+
+    /// `run_and_read`, and with DDEF every world's record after `copies` (none without).
+    fn run_and_read_records(
+        &self,
+        ops: &[Op],
+        copies: &[(Buf, u64, u64)],
+    ) -> Result<(Vec<u8>, Vec<DdefWorld>), GpuError> {
         let Some(ddef) = &self.ddef else {
-            let data = self.run_and_read(ops, &[(Buf::Force, 0, bytes)])?;
-            return Ok((readback::vectors(&data), readback::w_components(&data)));
+            return Ok((self.run_and_read(ops, copies)?, Vec::new()));
         };
+        let bytes: u64 = copies.iter().map(|c| c.2).sum();
         let size = std::mem::size_of::<DdefWorld>() as u64;
         let worlds = ddef.layout.worlds.len() as u64;
-        let copies = [(Buf::Force, 0, bytes), (Buf::DdefWorlds, 0, size * worlds)];
-        let mut data = self.run_and_read(ops, &copies)?;
-        let records: Vec<DdefWorld> = data[bytes as usize..]
+        let mut all = copies.to_vec();
+        all.push((Buf::DdefWorlds, 0, size * worlds));
+        let mut data = self.run_and_read(ops, &all)?;
+        let records = data[bytes as usize..]
             .chunks_exact(size as usize)
             .map(bytemuck::pod_read_unaligned)
             .collect();
-        super::ddef::check_loop_budget(&records)?;
         data.truncate(bytes as usize);
-        Ok((readback::vectors(&data), readback::w_components(&data)))
+        Ok((data, records))
     }
 
     /// Tests against `LatticeDdef::forces_vjp`: the DDEF forces' transpose (structure
@@ -95,7 +119,7 @@ impl GpuSolver {
             };
         self.write_direction_dx(w)?;
         let bytes = 16 * u64::from(self.n);
-        let data = self.run_and_read(ops, &[(Buf::DdefAdjOut, 0, bytes)])?;
+        let data = self.run_and_read_checked(ops, &[(Buf::DdefAdjOut, 0, bytes)])?;
         let sqrt_k = crate::model::COULOMB_K.sqrt();
         let q = readback::w_components(&data)
             .iter()
@@ -121,7 +145,7 @@ impl GpuSolver {
             };
         self.write_direction_dx(dx)?;
         let size = self.buffers.get(Buf::RhsDiagonal)?.size();
-        let data = self.run_and_read(ops, &[(Buf::RhsDiagonal, 0, size)])?;
+        let data = self.run_and_read_checked(ops, &[(Buf::RhsDiagonal, 0, size)])?;
         let rows = readback::vectors(&data);
         let stride = rows.len() / self.n.max(1) as usize;
         Ok(rows
@@ -179,10 +203,11 @@ impl GpuSolver {
         }))
     }
 
-    /// The state after the steps done (one submission).
+    /// The state after the steps done (one submission; with DDEF a loop-budget flag
+    /// raised since the last re-plan is an error, see `run_and_read_checked`).
     pub fn read_state(&self) -> Result<State, GpuError> {
         let bytes = 16 * u64::from(self.n);
-        let data = self.run_and_read(&[], &[(Buf::X, 0, bytes), (Buf::V, 0, bytes)])?;
+        let data = self.run_and_read_checked(&[], &[(Buf::X, 0, bytes), (Buf::V, 0, bytes)])?;
         let mut x = readback::vectors(&data);
         let v = x.split_off(self.n as usize);
         Ok(State {
@@ -218,22 +243,12 @@ impl GpuSolver {
         };
         let worlds = ddef.layout.worlds.len() as u64;
         let scalars = 16 * u64::from(SCALAR_SLOTS) * worlds;
-        let size = std::mem::size_of::<DdefWorld>() as u64;
-        let copies = [
-            (Buf::Scalars, 0, scalars),
-            (Buf::DdefWorlds, 0, size * worlds),
-        ];
-        let mut data = self.run_and_read(ops, &copies)?;
-        let records: Vec<DdefWorld> = data[scalars as usize..]
-            .chunks_exact(size as usize)
-            .map(bytemuck::pod_read_unaligned)
-            .collect();
+        let (data, records) = self.run_and_read_records(ops, &[(Buf::Scalars, 0, scalars)])?;
         ddef.replan(
             &self.host.queue,
             self.buffers.get(Buf::DdefWorlds)?,
             &records,
         )?;
-        data.truncate(scalars as usize);
         Ok(Some(data))
     }
 
@@ -274,12 +289,13 @@ impl GpuSolver {
         }
     }
 
-    /// The state and one tangent (dx, dv) per direction (one submission).
+    /// The state and one tangent (dx, dv) per direction (one submission; with DDEF a
+    /// loop-budget flag is an error, as for [`Self::read_state`]).
     pub fn read_tangents(&self) -> Result<(State, Vec<TangentVectors>), GpuError> {
         let nd = self.tangent_directions();
         let n = self.n as usize;
         let bytes = 16 * n as u64;
-        let data = self.run_and_read(
+        let data = self.run_and_read_checked(
             &[],
             &[
                 (Buf::X, 0, bytes),

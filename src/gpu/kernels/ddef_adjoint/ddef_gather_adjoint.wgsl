@@ -5,6 +5,7 @@
 // its own charge's cotangent w_k . E_k, and the position cotangent
 //   x_bar_k = sum_s qs_s G(x_k - x_s) c_k + the weights' transpose of (c_k . (far_v - corr_v))_v,
 // written to row disp.iter of adj_part (after the far chunks' rows) as (x_bar, qs_bar).
+// On a CPU adapter its walk is the forward gather's: ddef_cells' flags.z covers it.
 
 @group(0) @binding(1) var<storage, read> ddef_worlds: array<DdefWorld>;
 @group(0) @binding(2) var<storage, read> tables: array<u32>;

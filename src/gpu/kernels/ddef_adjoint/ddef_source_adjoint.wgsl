@@ -9,6 +9,10 @@
 // r = point_field_vjp(u_v - x_s, cv_v(tau)): x_bar_s += r.xyz, qs_bar_s -= r.w. The far
 // chunks' rows and the target side's row of adj_part are added in order, and
 // out[particle] = (x_bar, qs_bar): one writer per particle, 0 elsewhere untouched.
+// On a CPU adapter the walk is the forward gather's (the same work items and cells), so
+// ddef_cells' flags.z covers it; its short loops (63 offsets x (8 valid slots + 30
+// `corrected` + the tiles), the searches, the rows) stay under the 4,096 iterations
+// shader::CPU_WALK_BUDGET leaves.
 
 @group(0) @binding(1) var<storage, read> ddef_worlds: array<DdefWorld>;
 @group(0) @binding(2) var<storage, read> tables: array<u32>;
