@@ -1,0 +1,167 @@
+//! Gradients through DDEF on the GPU (lattice grid, structure frozen at each evaluation;
+//! docs/physics.md §9): the DDEF tangent kernels against the CPU reference tangents, and
+//! the GPU adjoint (`kernels::ddef_adjoint`) against the GPU tangents, on the charged
+//! ball of `ddef_ball`. Runs on whatever adapter wgpu finds, software ones (lavapipe)
+//! included; skips when there is none, and fails instead when `MSC_REQUIRE_GPU=1`.
+
+mod common;
+mod ddef_ball;
+
+use common::Rng;
+use ddef_ball::{ball, ball_with, cg, config, exact, norm, on_gpu, rel_err};
+use msc::config::{DdefVariant, Integrator};
+use msc::grad::{
+    evaluate, simulate, simulate_with_tangents, GradBackend, GradMode, GradOptions, Param,
+    ParamSet, TangentRun,
+};
+
+/// The GPU tangents (the DDEF tangent kernels) against the CPU reference tangents, every
+/// integrator family, both variants, the charge scale and per-particle charges.
+///
+/// Tolerance: relative 1e-4 in the tangent's norm over all particles, as for the
+/// all-pairs tangents (tests/gpu_gradients.rs). The GPU runs the DDEF evaluation and its
+/// tangent in f32 (unit roundoff 6e-8): sums of about 160 terms per site and per target,
+/// the `corrected` terms subtracted from the vertex far values, and (for the implicit
+/// integrators) fixed-count solves, through 10 steps. Measured on lavapipe: at most
+/// 6.2e-7 (local-global), 2.8e-7 for the per-particle charges, so 1e-4 leaves a wide
+/// margin for other adapters' rounding. Planted bugs in `ddef_gather_tangent`: the
+/// weights' derivative dropped gives 1.1e-3, the far field's tangent dropped 0.23.
+#[test]
+fn gpu_ddef_tangents_match_the_cpu_reference() {
+    let system = ball();
+    for (integrator, variant, solver) in [
+        (Integrator::Imex, DdefVariant::Corrected, cg(40, 0.0)),
+        (Integrator::Imex, DdefVariant::Paper, cg(40, 0.0)),
+        (
+            Integrator::SymplecticEuler,
+            DdefVariant::Corrected,
+            cg(1, 0.0),
+        ),
+        (Integrator::Verlet, DdefVariant::Paper, cg(1, 0.0)),
+        (Integrator::LocalGlobal, DdefVariant::Corrected, cg(40, 0.0)),
+    ] {
+        let c = config(integrator, variant, solver);
+        let what = format!("{integrator:?} {variant:?}");
+        let set = ParamSet::new(&system, &c, &[Param::ChargeScale]).unwrap();
+        let theta = set.initial();
+        let frames = [5, 10];
+        let gpu_opts = GradOptions {
+            backend: GradBackend::Gpu {
+                allow_software: true,
+            },
+            ..GradOptions::default()
+        };
+        let Some(gpu) = on_gpu(simulate_with_tangents(&set, &theta, &frames, &gpu_opts)) else {
+            return;
+        };
+        let cpu = simulate_with_tangents(&set, &theta, &frames, &GradOptions::default()).unwrap();
+        check_gpu(&gpu, &cpu, &what);
+        if integrator != Integrator::Imex || variant != DdefVariant::Corrected {
+            continue;
+        }
+        // Per-particle charges on the 42-particle ball (still 27 sites): 42 directions,
+        // each through the DDEF tangent kernels.
+        let small = ball_with(1, |_| true);
+        let set = ParamSet::new(&small, &c, &[Param::Charges]).unwrap();
+        let theta = set.initial();
+        let gpu = simulate_with_tangents(&set, &theta, &[10], &gpu_opts).unwrap();
+        let cpu = simulate_with_tangents(&set, &theta, &[10], &GradOptions::default()).unwrap();
+        check_gpu(&gpu, &cpu, &format!("{what} charges"));
+    }
+}
+
+fn check_gpu(gpu: &TangentRun, cpu: &TangentRun, what: &str) {
+    for (g, c) in gpu.frames.iter().zip(&cpu.frames) {
+        assert_eq!(g.step, c.step);
+        let mut worst: f64 = 0.0;
+        for (tg, tc) in g.tangents.iter().zip(&c.tangents) {
+            let norm: f64 = tc.dx.iter().map(|v| v.length_squared()).sum();
+            if norm == 0.0 {
+                continue;
+            }
+            worst = worst.max(rel_err(&tg.dx, &tc.dx));
+        }
+        eprintln!(
+            "{what} step {}: worst relative tangent error {worst:.2e}",
+            g.step
+        );
+        assert!(worst <= 1e-4, "{what} step {}: {worst:.2e}", g.step);
+    }
+}
+
+/// The GPU adjoint through DDEF (`kernels::ddef_adjoint`, the DDEF evaluation redone at
+/// each reversed step's state) against the GPU tangents (`kernels::ddef_tangent`) on the
+/// 42-particle ball (m = 27: most pairs through the far field), every integrator family,
+/// both variants, per-particle charges (and stiffnesses under IMEX). Both differentiate
+/// the same f32 frozen-structure map with the same fixed-count solves, so they agree to
+/// f32 roundoff through the sweep: 1e-3 relative per parameter group, the all-pairs GPU
+/// adjoint's bound (tests/gpu_adjoint.rs). Measured on lavapipe: at most 5.3e-5
+/// (local-global); losses within 2.1e-5.
+#[test]
+fn gpu_ddef_adjoint_matches_the_gpu_tangents() {
+    use DdefVariant::{Corrected, Paper};
+    use Integrator::{Imex, LocalGlobal, SymplecticEuler, Verlet};
+    let small = ball_with(1, |_| true);
+    let charges = vec![Param::Charges];
+    for (integrator, variant, solver, params) in [
+        (
+            Imex,
+            Corrected,
+            cg(40, 0.0),
+            vec![Param::Charges, Param::Stiffnesses],
+        ),
+        (SymplecticEuler, Corrected, cg(1, 0.0), charges.clone()),
+        (Verlet, Paper, cg(1, 0.0), charges.clone()),
+        (LocalGlobal, Corrected, cg(40, 0.0), charges),
+    ] {
+        let what = format!("{integrator:?} {variant:?}");
+        let c = config(integrator, variant, solver);
+        let set = ParamSet::new(&small, &c, &params).unwrap();
+        let theta = set.initial();
+        let mut rng = Rng(41);
+        let moved: Vec<f64> = theta.iter().map(|t| t * rng.range(0.97, 1.03)).collect();
+        let states = simulate(&set, &moved, &[5, 12], &exact(GradMode::Forward));
+        let targets = common::targets_of(states.unwrap(), |p| p);
+        let gpu = |mode| GradOptions {
+            backend: GradBackend::Gpu {
+                allow_software: true,
+            },
+            ..GradOptions {
+                mode,
+                ..GradOptions::default()
+            }
+        };
+        let Some(adj) = on_gpu(evaluate(
+            &set,
+            &theta,
+            &targets,
+            &gpu(GradMode::Adjoint),
+            true,
+            false,
+        )) else {
+            return;
+        };
+        let tan = on_gpu(evaluate(
+            &set,
+            &theta,
+            &targets,
+            &gpu(GradMode::Forward),
+            true,
+            false,
+        ))
+        .unwrap();
+        // The adjoint's loss is summed on the device in f32 from position differences of
+        // about 1e-4 (f32 spacing 6e-8 at 0.5 m), the tangents' on the host in f64.
+        let dl = (adj.loss - tan.loss).abs() / tan.loss;
+        assert!(dl <= 1e-4, "{what}: loss {} against {}", adj.loss, tan.loss);
+        for (a, p) in params.iter().enumerate() {
+            let r = set.range(a);
+            let (f, b) = (&tan.gradient[r.clone()], &adj.gradient[r]);
+            let diff: Vec<f64> = f.iter().zip(b).map(|(x, y)| x - y).collect();
+            assert!(norm(f) > 0.0, "{what} {p:?}: zero gradient");
+            let rel = norm(&diff) / norm(f);
+            eprintln!("{what} {p:?}: GPU adjoint against GPU tangents {rel:.2e}");
+            assert!(rel <= 1e-3, "{what} {p:?}: relative difference {rel:.2e}");
+        }
+    }
+}
