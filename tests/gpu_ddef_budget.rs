@@ -31,9 +31,7 @@ use msc::config::{
 use msc::ddef::plan::ORDERS;
 use msc::ddef::{DdefSolver, Evaluation, LatticeDdef};
 use msc::gpu::{GpuError, GpuSolver, HeadlessOptions, TangentDirection};
-use msc::grad::{
-    evaluate, GradBackend, GradError, GradMode, GradOptions, Param, ParamSet, Target,
-};
+use msc::grad::{evaluate, GradBackend, GradError, GradMode, GradOptions, Param, ParamSet, Target};
 use std::ops::Range;
 
 const F32_SUMS: f64 = 1e-4;
