@@ -107,9 +107,9 @@ fn reference(x: &[DVec3], q: &[f64], samples: u32, tets: &[u32]) -> LatticeDdef 
 }
 
 /// Largest |a_i - b_i| over `check`, relative to the largest |b_i| there.
-fn worst<T: Copy>(a: &[T], b: &[T], check: &Range<usize>, norm: impl Fn(T) -> f64) -> f64
+fn worst<T>(a: &[T], b: &[T], check: &Range<usize>, norm: impl Fn(T) -> f64) -> f64
 where
-    T: std::ops::Sub<Output = T>,
+    T: Copy + std::ops::Sub<Output = T>,
 {
     let scale = check.clone().map(|i| norm(b[i])).fold(0.0, f64::max);
     assert!(scale > 0.0, "reference all zero");
