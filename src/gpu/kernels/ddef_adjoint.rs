@@ -11,7 +11,7 @@
 //!    transpose, w . E);
 //! 6. `ddef_source_adjoint`: per source the reversed near walk and corrections, the rows
 //!    of 4 and 5 added in order, (x_bar, qs_bar) written to its particle (`DdefAdjOut`).
-//! 7. `ddef_adjoint_apply` (the GPU adjoint's field transpose, [`Recorder::ddef_field_vjp`]):
+//! 7. `ddef_adjoint_apply` (the GPU adjoint's field transpose, `Recorder::ddef_field_vjp`):
 //!    x_bar added to `RhsDiagonal`, h qs_bar to the charge cotangents.
 //!
 //! One writer per element, no atomics: reruns give the same bits.
