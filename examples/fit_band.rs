@@ -11,15 +11,15 @@
 //!
 //! SIDE (default 12) is the particles along each edge of the cloth. The fit grows its
 //! horizon: 100 L-BFGS iterations on the first 10 frames, then on the first 15, 20, 30,
-//! 40, 60, 80, then on all 120, each stage from the last one's result. On the whole horizon the loss
-//! of this violent motion is not convex in the stiffnesses: from 16 x 16 on, one fit on all
-//! frames (`--plain`, 300 iterations) stops in another basin (24 x 24: 596% RMS, and the
-//! loss rises on the straight line from there to the truth); the short horizons' losses
-//! are nearly convex and lead into the truth's basin (24 x 24: 0.5% RMS). With
-//! `--start-seed S` each spring starts at 50 exp(u/2) N/m, u uniform in [-1, 1] from seed S
-//! (30-82 N/m), instead of 50 N/m everywhere. `--smoothness LAMBDA` runs the older remedy,
-//! a smoothness continuation on all frames (one stage with the penalty, one without).
-//! docs/guide.md, "Fitting: forward and adjoint", has the measurements.
+//! 40, 60, 80, then on all 120, each stage from the last one's result. On the whole
+//! horizon the loss of this violent motion is not convex in the stiffnesses: from 16 x 16
+//! on, one fit on all frames (`--plain`, 300 iterations) stops in another basin (24 x 24:
+//! 596% RMS, and the loss rises on the straight line from there to the truth); the short
+//! horizons' losses are nearly convex and lead into the truth's basin (24 x 24: 0.02%
+//! RMS). With `--start-seed S` each spring starts at 50 exp(u/2) N/m, u uniform in [-1, 1]
+//! from seed S (30-82 N/m), instead of 50 N/m everywhere. `--smoothness LAMBDA` runs the
+//! older remedy, a smoothness continuation on all frames (one stage with the penalty, one
+//! without). docs/guide.md, "Fitting: forward and adjoint", has the measurements.
 
 use glam::DVec3;
 use msc::config::{Config, Integrator, SolverConfig, SolverMethod};
