@@ -15,7 +15,9 @@
 //! - `operator`: the matrix-free row product (A u)_i;
 //! - `physics`: the f32 formulas mirroring `crate::physics` and the CPU reference;
 //! - `lattice`: the lattice DDEF's geometry (location, Kuhn types, stencil entries),
-//!   mirroring `crate::ddef::plan` and `crate::ddef::stencil`.
+//!   mirroring `crate::ddef::plan` and `crate::ddef::stencil`;
+//! - `far_walk`: the DDEF far field's chunks and its walk over the excluded sources M_j
+//!   (reads its kernel's `ddef_worlds`, `tables`, `starts`).
 
 use std::borrow::Cow;
 
@@ -39,6 +41,7 @@ pub enum Library {
     Operator,
     Physics,
     Lattice,
+    FarWalk,
 }
 
 /// Which worlds a module serves: one system, or a batch of worlds.
@@ -54,7 +57,7 @@ const WORLD_RECORD: &str = "{world}";
 const WORLD_STRUCT: &str = "{World}";
 
 impl Library {
-    pub const ALL: [Library; 8] = [
+    pub const ALL: [Library; 9] = [
         Library::Layout,
         Library::World,
         Library::Reduce,
@@ -63,6 +66,7 @@ impl Library {
         Library::Operator,
         Library::Physics,
         Library::Lattice,
+        Library::FarWalk,
     ];
 
     pub fn name(self) -> &'static str {
@@ -75,6 +79,7 @@ impl Library {
             Library::Operator => "operator",
             Library::Physics => "physics",
             Library::Lattice => "lattice",
+            Library::FarWalk => "far_walk",
         }
     }
 
@@ -96,6 +101,7 @@ impl Library {
             Library::Operator => Cow::Borrowed(include_str!("operator.wgsl")),
             Library::Physics => Cow::Borrowed(include_str!("physics.wgsl")),
             Library::Lattice => Cow::Borrowed(include_str!("lattice.wgsl")),
+            Library::FarWalk => Cow::Borrowed(include_str!("far_walk.wgsl")),
         }
     }
 }

@@ -353,11 +353,16 @@ fn main(
             }
             workgroupBarrier();
             let count = min(TILE, r.y - base);
-            for (var i = 0u; i < count; i = i + 1u) {
-                let t2 = tile_kuhn[i];
-                let near = ((bits.x >> t2) & 1u) != 0u && base + i != k;
-                let co = ((bits.y >> t2) & 1u) != 0u;
-                add_source(&acc, &cacc, me.xyz, uc, tile[i], eps2, near, co);
+            // An invocation with no target, or none of whose sums this neighbour cell
+            // feeds, skips the tile: whole warps idle (a cell's last work item) add
+            // nothing, so they issue nothing.
+            if ((bits.x | bits.y) != 0u) {
+                for (var i = 0u; i < count; i = i + 1u) {
+                    let t2 = tile_kuhn[i];
+                    let near = ((bits.x >> t2) & 1u) != 0u && base + i != k;
+                    let co = ((bits.y >> t2) & 1u) != 0u;
+                    add_source(&acc, &cacc, me.xyz, uc, tile[i], eps2, near, co);
+                }
             }
             workgroupBarrier();
         }
