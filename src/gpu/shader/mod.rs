@@ -285,6 +285,13 @@ const _: () = assert!(
 /// more than the pairs between them (the DDEF far field and gather: BENCHMARKS.md).
 pub const UNSTAGED_ON_CPU: &[&str] = &["ddef_far", "ddef_gather"];
 
+/// Whether kernel `name` keeps its staged path on a CPU adapter: `ddef_gather` when
+/// `MSC_DDEF_GATHER_STAGED=1`, so that the path hardware GPUs run is tested on lavapipe
+/// too (the two add the same terms in the same order: the same bits).
+pub fn staged_on_cpu(name: &str) -> bool {
+    name == "ddef_gather" && std::env::var("MSC_DDEF_GATHER_STAGED").as_deref() == Ok("1")
+}
+
 /// Loop iterations llvmpipe lets one shader invocation run, all its loops together
 /// (`LP_MAX_TGSI_LOOP_ITERATIONS`), counted per SIMD batch of invocations; past them every
 /// loop of the invocation ends early, without an error.
@@ -336,7 +343,7 @@ fn pipeline_constants(
     if let (true, Some(t)) = (cpu, k.cpu_targets) {
         constants.push(("TARGETS", f64::from(t)));
     }
-    if cpu && UNSTAGED_ON_CPU.contains(&k.name) {
+    if cpu && UNSTAGED_ON_CPU.contains(&k.name) && !staged_on_cpu(k.name) {
         constants.push(("STAGED", 0.0));
     }
     if let Some(&(_, budget)) = LOOP_BUDGET_ON_CPU.iter().find(|(n, _)| cpu && *n == k.name) {
