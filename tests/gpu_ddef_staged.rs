@@ -70,7 +70,7 @@ fn the_staged_gather_gives_the_unstaged_ones_bits() {
             .collect()
     };
     // Spread charges (one tile per neighbour cell, cells of one work item), and crowded
-    // cells: 4,000 charges in 8 cells (several tiles per neighbour cell, a tile boundary
+    // cells: 4,000 charges at m = 8, a few cells of 500 or more (several tiles per neighbour cell, a tile boundary
     // inside a tetrahedron's range, several work items per cell).
     let spread = random_points(DVec3::ZERO, DVec3::ONE, 3000, 7);
     let crowded = random_points(DVec3::ZERO, DVec3::ONE, 4000, 9);
