@@ -10,11 +10,31 @@
 //! h = 0.01): forward, tangent and adjoint solves then all give the exact-solve map's
 //! derivatives up to rounding; symplectic Euler and Verlet at h = 0.005.
 //!
-//! Tolerances: against the GPU tangents (both f32, both the scene's solver) 1e-3 relative
-//! per parameter group (the target; measured here well below it); against the f64
-//! CPU adjoint 1e-3 as well (f32 unit roundoff 6e-8 amplified by 30 steps of mixed-sign
-//! Coulomb sums). Every checkpointing plan gives the same gradient bit for bit (no float
-//! atomics: a recomputed segment repeats the forward run exactly).
+//! Tolerances. Against the GPU tangents (both f32, both differentiating the same f32
+//! forward run with the scene's solver) 1e-3 relative per parameter group (the issue's
+//! target; measured on lavapipe: at most 2.2e-4, local-global's charge scale at 24
+//! sweeps, the rest below 1.3e-5). Against the f64 CPU adjoint the f32 forward's own error
+//! is taken out first, as it is not the derivative's. With L = s sum_k |x_k - xhat_k|^2
+//! (s = 1/(F n)) and J_k = dx_k/dtheta, the CPU's gradient is
+//! g = 2 s sum_k J_k^T (x_k - xhat_k); the GPU's forward ends at x_k + d_k, so its gradient
+//! (adjoint or tangents) is
+//!   g_gpu = g + 2 s sum_k J_k^T d_k + 2 s sum_k (J_gpu,k - J_k)^T (x_k + d_k - xhat_k).
+//! The middle term is the forward's f32 roundoff d over the residual x - xhat of a 3%
+//! parameter change, which is only 1e3..1e4 times larger: 2e-6..7e-4 relative on
+//! lavapipe, and it moves with the device's rounding (an H200, which contracts to FMA,
+//! put local-global's external-charge gradient 1.1e-3 from the CPU's where lavapipe puts
+//! it 5.3e-4), so no fixed tolerance bounds it honestly. Each comparison therefore
+//! measures d_k (the GPU forward at the target steps less the CPU's, [`reference`]) and
+//! computes the middle term with the CPU adjoint (its gradient for the targets x_k - d_k
+//! is 2 s sum_k J_k^T d_k); terms of second order in d are (|d| / |x - xhat|)^2 <= 1e-6
+//! relative here. What is left is the derivatives' own f32 error, asked to be within the
+//! same 1e-3 as against the tangents (measured on lavapipe: at most 1.9e-4, where the
+//! adjoint is 2.2e-4 from the tangents too, the rest below 7e-5; scaling the adjoint's
+//! external-charge cotangent by 1.01 puts it at 1.0e-2). The forward itself must stay
+//! within `tests/gpu_solver.rs`'s trajectory bound (1e-3 of the 1 m system; measured
+//! 1.3e-6 m), so a broken forward cannot hide in the correction. Every checkpointing plan
+//! gives the same gradient bit for bit (no float atomics: a recomputed segment repeats
+//! the forward run exactly).
 
 mod common;
 
@@ -147,8 +167,11 @@ fn targets(set: &ParamSet, steps: &[u64]) -> Vec<Target> {
 
 fn relative(a: &[f64], b: &[f64]) -> f64 {
     let d: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
-    let n: f64 = b.iter().map(|y| y * y).sum();
-    (d / n).sqrt()
+    d.sqrt() / norm(b)
+}
+
+fn norm(a: &[f64]) -> f64 {
+    a.iter().map(|x| x * x).sum::<f64>().sqrt()
 }
 
 fn per_element() -> Vec<Param> {
@@ -180,23 +203,18 @@ fn the_gpu_adjoint_matches_the_gpu_tangents_and_the_cpu_adjoint() {
         (SolverMethod::Jacobi, 121, scalars()),
     ] {
         let c = config(method, iterations);
-        if !agrees_with_tangents_and_cpu(&system, &c, &params, &format!("{method:?}"), 1e-4) {
+        if !agrees_with_tangents_and_cpu(&system, &c, &params, &format!("{method:?}")) {
             return;
         }
     }
 }
 
-/// The GPU adjoint's gradient of `params` under `c` against the GPU tangents and the
-/// CPU adjoint, each parameter group within 1e-3 relative (see the module documentation),
-/// the loss against the GPU tangents' within 1e-5 and against the CPU's within
-/// `loss_tolerance` (the f32 forward's own error). False when there is no adapter.
-fn agrees_with_tangents_and_cpu(
-    system: &System,
-    c: &Config,
-    params: &[Param],
-    what: &str,
-    loss_tolerance: f64,
-) -> bool {
+/// The GPU adjoint's gradient of `params` under `c` against the GPU tangents and against
+/// the CPU adjoint with the GPU forward's error propagated ([`reference`]), each parameter
+/// group within 1e-3 relative (see the module documentation); the loss against the GPU
+/// tangents' and the GPU forward's within 1e-5 (the same f32 run, summed in another
+/// order). False when there is no adapter.
+fn agrees_with_tangents_and_cpu(system: &System, c: &Config, params: &[Param], what: &str) -> bool {
     let set = ParamSet::new(system, c, params).unwrap();
     let targets = targets(&set, &[10, 20, 30]);
     let theta = set.initial();
@@ -219,37 +237,135 @@ fn agrees_with_tangents_and_cpu(
         false,
     ))
     .unwrap();
-    let cpu = evaluate(
-        &set,
-        &theta,
-        &targets,
-        &options(GradMode::Adjoint, GradBackend::Cpu),
-        true,
-        false,
-    )
-    .unwrap();
-    // The same f32 forward run: the losses agree to its summation order.
-    assert!(
-        (adj.loss - tan.loss).abs() <= 1e-5 * tan.loss,
-        "{what} loss {}, tangents {}",
-        adj.loss,
-        tan.loss
-    );
-    assert!(
-        (adj.loss - cpu.loss).abs() <= loss_tolerance * cpu.loss,
-        "{what} loss {}, CPU {}",
-        adj.loss,
-        cpu.loss
-    );
+    let reference = reference(&set, &theta, &targets, what).unwrap();
+    for (loss, of) in [(tan.loss, "tangents"), (reference.gpu_loss, "GPU forward")] {
+        assert!(
+            (adj.loss - loss).abs() <= 1e-5 * loss,
+            "{what} loss {}, {of} {loss}",
+            adj.loss
+        );
+    }
     for (a, p) in params.iter().enumerate() {
         let r = set.range(a);
         let vs_tangents = relative(&adj.gradient[r.clone()], &tan.gradient[r.clone()]);
-        let vs_cpu = relative(&adj.gradient[r.clone()], &cpu.gradient[r]);
-        println!("{what} {p:?}: vs GPU tangents {vs_tangents:.2e}, vs CPU {vs_cpu:.2e}");
+        let vs_reference = reference.relative_error(&adj.gradient, r);
+        println!("{what} {p:?}: vs GPU tangents {vs_tangents:.2e}, {vs_reference}");
         assert!(vs_tangents <= 1e-3, "{what} {p:?}: {vs_tangents:.2e}");
-        assert!(vs_cpu <= 1e-3, "{what} {p:?}: {vs_cpu:.2e}");
+        assert!(
+            vs_reference.corrected <= 1e-3,
+            "{what} {p:?}: {vs_reference}"
+        );
     }
     true
+}
+
+/// The f64 CPU adjoint's gradient and what the GPU forward's own error adds to it.
+struct Reference {
+    /// The CPU adjoint's gradient.
+    gradient: Vec<f64>,
+    /// 2 s sum_k J_k^T d_k: the first-order change of the gradient that the GPU forward's
+    /// position error d_k at the target steps makes (module documentation).
+    propagated: Vec<f64>,
+    /// The loss of the GPU forward's positions.
+    gpu_loss: f64,
+}
+
+/// A GPU gradient's distance to the CPU's, relative to the CPU's: as is, and with the
+/// GPU forward's error taken out (`corrected`, the one asserted).
+struct Distance {
+    raw: f64,
+    corrected: f64,
+    /// |propagated| / |CPU gradient|: the forward's share.
+    forward: f64,
+}
+
+impl std::fmt::Display for Distance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "vs CPU {:.2e} (the f32 forward's share {:.2e}; without it {:.2e})",
+            self.raw, self.forward, self.corrected
+        )
+    }
+}
+
+impl Reference {
+    /// `gpu[r]` against the CPU gradient's `r`, as is and corrected.
+    fn relative_error(&self, gpu: &[f64], r: std::ops::Range<usize>) -> Distance {
+        let cpu = &self.gradient[r.clone()];
+        let expected: Vec<f64> = cpu
+            .iter()
+            .zip(&self.propagated[r.clone()])
+            .map(|(g, d)| g + d)
+            .collect();
+        Distance {
+            raw: relative(&gpu[r.clone()], cpu),
+            corrected: relative(&gpu[r.clone()], &expected),
+            forward: norm(&self.propagated[r]) / norm(cpu),
+        }
+    }
+}
+
+/// The CPU adjoint at `theta` and the GPU forward's error propagated into it (module
+/// documentation): d_k is the GPU forward's positions at the target steps less the CPU's,
+/// and the CPU adjoint's gradient for the targets x_k - d_k is 2 s sum_k J_k^T d_k. The
+/// forward's error must be within `tests/gpu_solver.rs`'s trajectory bound, 1e-3 m.
+/// `None` when there is no adapter.
+fn reference(set: &ParamSet, theta: &[f64], targets: &[Target], what: &str) -> Option<Reference> {
+    let steps: Vec<u64> = targets.iter().map(|t| t.step).collect();
+    let gpu = match simulate(set, theta, &steps, &options(GradMode::Forward, GPU)) {
+        Ok(states) => states,
+        Err(GradError::Gpu(GpuError::NoAdapter(why))) => {
+            common::skip_no_adapter(&why);
+            return None;
+        }
+        Err(e) => panic!("GPU forward failed: {e}"),
+    };
+    let cpu_options = options(GradMode::Adjoint, GradBackend::Cpu);
+    let cpu = simulate(
+        set,
+        theta,
+        &steps,
+        &options(GradMode::Forward, GradBackend::Cpu),
+    )
+    .unwrap();
+    let adjoint = |targets: &[Target]| {
+        evaluate(set, theta, targets, &cpu_options, true, false)
+            .unwrap()
+            .gradient
+    };
+    let (mut d_max, mut d2, mut r2, mut gpu_loss) = (0.0f64, 0.0, 0.0, 0.0);
+    let scale = 1.0 / (targets.len() * set.base_system().len()) as f64;
+    let mut shifted = Vec::new();
+    for ((g, c), t) in gpu.iter().zip(&cpu).zip(targets) {
+        assert_eq!((g.step, c.step), (t.step, t.step));
+        let mut positions = Vec::with_capacity(c.x.len());
+        for ((xg, xc), xt) in g.x.iter().zip(&c.x).zip(&t.positions) {
+            let d = *xg - *xc;
+            d_max = d_max.max(d.length());
+            d2 += d.length_squared();
+            r2 += (*xc - *xt).length_squared();
+            gpu_loss += scale * (*xg - *xt).length_squared();
+            positions.push(*xc - d);
+        }
+        shifted.push(Target {
+            step: t.step,
+            positions,
+        });
+    }
+    println!(
+        "{what}: GPU forward error at the targets: max {d_max:.2e} m, |d| / |x - xhat| {:.2e}",
+        (d2 / r2).sqrt()
+    );
+    assert!(
+        d_max <= 1e-3,
+        "{what}: the GPU forward is off by {d_max:.2e} m"
+    );
+    Some(Reference {
+        gradient: adjoint(targets),
+        propagated: adjoint(&shifted),
+        gpu_loss,
+    })
 }
 
 /// The explicit integrators (no solve: the tangents and the adjoint are the same map's
@@ -264,7 +380,7 @@ fn the_gpu_adjoint_of_the_explicit_integrators_matches_the_gpu_tangents() {
         (Integrator::Verlet, per_element()),
     ] {
         let c = config_for(integrator, SolverMethod::Jacobi, 1);
-        if !agrees_with_tangents_and_cpu(&system, &c, &params, integrator.name(), 1e-4) {
+        if !agrees_with_tangents_and_cpu(&system, &c, &params, integrator.name()) {
             return;
         }
     }
@@ -282,18 +398,16 @@ fn the_gpu_adjoint_of_local_global_matches_the_gpu_tangents() {
         (SolverMethod::Jacobi, 24, scalars()),
     ] {
         let c = config_for(Integrator::LocalGlobal, method, iterations);
-        // The loss is |x - xhat|^2 of a 3% parameter change: f32 roundoff in x over 6
-        // alternations of 24-31 sweeps a step moves it 2.3e-4 from the CPU's (measured on
-        // lavapipe), the forward's error, not the adjoint's.
         let what = format!("lg {method:?}");
-        if !agrees_with_tangents_and_cpu(&system, &c, &params, &what, 1e-3) {
+        if !agrees_with_tangents_and_cpu(&system, &c, &params, &what) {
             return;
         }
     }
 }
 
-/// Masses under the explicit integrators and local-global, against the CPU adjoint
-/// (1e-3: the kicks' mass cotangent is read off velocity differences in f32).
+/// Masses under the explicit integrators and local-global, against the CPU adjoint with
+/// the GPU forward's error propagated (1e-3, module documentation: the kicks' mass
+/// cotangent is read off velocity differences in f32).
 #[test]
 fn gpu_mass_gradients_of_every_integrator() {
     let system = ball();
@@ -314,21 +428,12 @@ fn gpu_mass_gradients_of_every_integrator() {
         let Some(gpu) = on_gpu(evaluate(&set, &theta, &targets, &o, true, false)) else {
             return;
         };
-        let cpu = evaluate(
-            &set,
-            &theta,
-            &targets,
-            &options(GradMode::Adjoint, GradBackend::Cpu),
-            true,
-            false,
-        )
-        .unwrap();
-        let r = relative(&gpu.gradient, &cpu.gradient);
-        println!(
-            "{}: masses and stiffness scale vs CPU {r:.2e}",
-            integrator.name()
-        );
-        assert!(r <= 1e-3, "{}: {r:.2e}", integrator.name());
+        let what = integrator.name();
+        let d = reference(&set, &theta, &targets, what)
+            .unwrap()
+            .relative_error(&gpu.gradient, 0..set.len());
+        println!("{what}: masses and stiffness scale {d}");
+        assert!(d.corrected <= 1e-3, "{what}: {d}");
     }
 }
 
@@ -348,17 +453,11 @@ fn gpu_mass_gradients_and_the_cg_adjoint_solve() {
     let Some(gpu) = on_gpu(evaluate(&set, &theta, &targets, &cg, true, false)) else {
         return;
     };
-    let cpu = evaluate(
-        &set,
-        &theta,
-        &targets,
-        &options(GradMode::Adjoint, GradBackend::Cpu),
-        true,
-        false,
-    )
-    .unwrap();
-    let r = relative(&gpu.gradient, &cpu.gradient);
-    assert!(r <= 1e-3, "masses and stiffness scale: {r:.2e}");
+    let d = reference(&set, &theta, &targets, "imex")
+        .unwrap()
+        .relative_error(&gpu.gradient, 0..set.len());
+    println!("imex, CG adjoint solve: masses and stiffness scale {d}");
+    assert!(d.corrected <= 1e-3, "masses and stiffness scale: {d}");
 }
 
 /// Under every integrator: Verlet's recomputed segments start from a restored state whose

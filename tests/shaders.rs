@@ -119,8 +119,9 @@ fn every_kernel_declares_exactly_the_libraries_it_uses() {
 
 /// The libraries declare no name twice: all of them together form one valid module, for
 /// one world and for a batch, given the bindings a library reads from its kernel
-/// (`adjacency`'s `adj`, `operator`'s `sf` and `u`, `ddef_work`'s `ddef_worlds` and
-/// `starts`, which each kernel binds at its own slots).
+/// (`adjacency`'s `adj`, `operator`'s `sf` and `u`, `far_walk`'s `ddef_worlds`, `tables`
+/// and `starts`, and `ddef_work`'s `ddef_worlds` and `starts`, which each kernel binds at
+/// its own slots).
 #[test]
 fn the_libraries_compose_without_clashes() {
     for worlds in [Worlds::One, Worlds::Batch] {
@@ -134,7 +135,8 @@ fn the_libraries_compose_without_clashes() {
              @group(3) @binding(1) var<storage, read> sf: array<vec4<f32>>;\n\
              @group(3) @binding(2) var<storage, read> u: array<vec4<f32>>;\n\
              @group(3) @binding(3) var<storage, read> ddef_worlds: array<DdefWorld>;\n\
-             @group(3) @binding(4) var<storage, read> starts: array<u32>;\n",
+             @group(3) @binding(4) var<storage, read> tables: array<u32>;\n\
+             @group(3) @binding(5) var<storage, read> starts: array<u32>;\n",
         );
         assert!(validates(&all), "{worlds:?}");
     }

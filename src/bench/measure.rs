@@ -3,11 +3,12 @@
 
 use super::clock;
 use super::record::{Record, Status};
+use super::shared_device::SharedDevice;
 use super::timing;
 use super::DDEF_ERROR_TARGETS;
 use super::{bytes, workload, Backend, BenchError, BenchOptions, Event, StageFn, Stop, Workload};
 use crate::cpu::CpuSimulation;
-use crate::gpu::{GpuError, GpuSolver, HeadlessOptions};
+use crate::gpu::{GpuError, GpuSolver};
 use crate::output::OutputError;
 use crate::simulator::Simulator;
 use std::time::Instant;
@@ -17,6 +18,7 @@ pub(super) fn measure(
     rec: &mut Record,
     opts: &BenchOptions,
     on: &mut dyn FnMut(Event<'_>) -> Result<(), OutputError>,
+    gpu: &mut SharedDevice,
 ) -> Result<(), BenchError> {
     let (workload, n) = (rec.workload, rec.n_requested);
     let mut stage = |s: &'static str| {
@@ -27,7 +29,7 @@ pub(super) fn measure(
         })
     };
     if workload == Workload::Worlds {
-        let result = super::worlds::measure(rec, opts, &mut stage);
+        let result = super::worlds::measure(rec, opts, &mut stage, gpu);
         return finish(rec, result);
     }
     stage("building")?;
@@ -67,7 +69,7 @@ pub(super) fn measure(
         rec.jacobi_sweep_bytes_issued = Some(b.issued);
     }
     let result = match opts.backend {
-        Backend::Gpu => measure_gpu(rec, &built, opts, &mut stage),
+        Backend::Gpu => measure_gpu(rec, &built, opts, &mut stage, gpu),
         Backend::Cpu => measure_cpu(rec, &built, opts, &mut stage),
     };
     // The GPU path measures its error on the solver's own device (in `measure_gpu`).
@@ -101,16 +103,12 @@ fn measure_gpu(
     built: &workload::Built,
     opts: &BenchOptions,
     stage: &mut StageFn<'_>,
+    gpu: &mut SharedDevice,
 ) -> Result<(), Stop> {
     stage("setup")?;
+    let hd = gpu.get()?;
     let t = Instant::now();
-    let mut solver = GpuSolver::headless(
-        &built.system,
-        &built.config,
-        &HeadlessOptions {
-            allow_software: true,
-        },
-    )?;
+    let mut solver = GpuSolver::new(&hd.device, &hd.queue, &built.system, &built.config)?;
     rec.setup_seconds = Some(t.elapsed().as_secs_f64());
     rec.adapter = solver.adapter().cloned();
     rec.dispatches_per_step = Some(solver.dispatches_per_step());

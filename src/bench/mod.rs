@@ -3,7 +3,8 @@
 //! Workloads ([`workload`]): a cloth grid (structural + shear springs, IMEX, a fixed count
 //! of Jacobi sweeps, optionally a fraction of charged particles) and a pure all-pairs
 //! Coulomb cloud (random charges in a cube, no springs, symplectic Euler: a step is the
-//! Coulomb evaluation plus two O(n) kernels). Per size, [`run`] builds the workload,
+//! Coulomb evaluation plus two O(n) kernels). Per size, [`run`] builds the workload (on
+//! the GPU, its solvers on the one device all rows share, `shared_device`),
 //! warms up for a minimum wall time (`timing`), times `repeats` blocks of `steps` steps
 //! (wall time of `step(k)` plus a wait for the GPU to finish, divided by k; the host's
 //! recording and submission apart from the wait), reads the SM clock around them where
@@ -30,6 +31,7 @@ mod derive;
 pub mod device;
 mod measure;
 mod record;
+mod shared_device;
 mod timing;
 pub mod workload;
 mod worlds;
@@ -40,6 +42,7 @@ use crate::simulator::SimError;
 use derive::derive;
 use measure::measure;
 pub use record::{KernelRecord, Record, Status};
+use shared_device::SharedDevice;
 use std::time::Instant;
 pub use workload::{Workload, WorldScene};
 
@@ -201,9 +204,19 @@ fn sim_gpu_error(e: SimError) -> GpuError {
 }
 
 /// Runs every workload at every size; each record goes to `on` as soon as it is made.
+/// The GPU rows all run on one device, opened at the first of them ([`SharedDevice`]).
 pub fn run(
     opts: &BenchOptions,
     on: &mut dyn FnMut(Event<'_>) -> Result<(), OutputError>,
+) -> Result<Vec<Record>, BenchError> {
+    run_on(opts, on, &mut SharedDevice::default())
+}
+
+/// [`run`] with the GPU rows on `gpu`.
+fn run_on(
+    opts: &BenchOptions,
+    on: &mut dyn FnMut(Event<'_>) -> Result<(), OutputError>,
+    gpu: &mut SharedDevice,
 ) -> Result<Vec<Record>, BenchError> {
     let mut sizes = opts.sizes.clone();
     sizes.sort_unstable();
@@ -251,7 +264,9 @@ pub fn run(
                 rec.adapter = adapter.clone();
             } else {
                 let start = Instant::now();
-                measure(&mut rec, opts, on)?;
+                let measured = measure(&mut rec, opts, on, gpu);
+                gpu.release();
+                measured?;
                 rec.total_seconds = start.elapsed().as_secs_f64();
                 if rec.adapter.is_some() {
                     adapter = rec.adapter.clone();
@@ -282,4 +297,49 @@ pub fn run(
         }
     }
     Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every GPU row of a benchmark (solver rows, DDEF rows with their error solver,
+    /// worlds rows) runs on one device: a device per row exhausted a driver's resources.
+    #[test]
+    fn a_benchmark_opens_one_gpu_device_for_all_its_rows() {
+        let opts = BenchOptions {
+            workloads: vec![
+                Workload::Cloth,
+                Workload::Coulomb,
+                Workload::Ddef,
+                Workload::Worlds,
+            ],
+            sizes: vec![16, 64],
+            steps: 1,
+            repeats: 1,
+            warmup_ms: 0.0,
+            profile_steps: 1,
+            ddef_samples: vec![8],
+            worlds: vec![1, 2],
+            ..BenchOptions::default()
+        };
+        let mut gpu = SharedDevice::default();
+        let records = match run_on(&opts, &mut |_| Ok(()), &mut gpu) {
+            Ok(r) => r,
+            Err(BenchError::Gpu(GpuError::NoAdapter(why))) => {
+                assert!(
+                    std::env::var("MSC_REQUIRE_GPU").as_deref() != Ok("1"),
+                    "MSC_REQUIRE_GPU=1 but no adapter{why}"
+                );
+                eprintln!("skipping: no GPU adapter{why}");
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(records.len(), 2 + 2 + 2 + 4);
+        for r in &records {
+            assert_eq!(r.status, Status::Ok, "{r:?}");
+        }
+        assert_eq!(gpu.opened(), 1);
+    }
 }

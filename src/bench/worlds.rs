@@ -6,10 +6,11 @@
 //! GPU.
 
 use super::record::{Record, Status};
+use super::shared_device::SharedDevice;
 use super::timing::{self, Sample, Spread};
 use super::{clock, workload, Backend, BenchOptions, StageFn, Stop};
 use crate::config::Config;
-use crate::gpu::{open_headless_device, GpuError, GpuSolver, GpuWorlds, HeadlessOptions};
+use crate::gpu::{GpuError, GpuSolver, GpuWorlds};
 use crate::model::System;
 use std::time::Instant;
 
@@ -56,6 +57,7 @@ pub(super) fn measure(
     rec: &mut Record,
     opts: &BenchOptions,
     stage: &mut StageFn<'_>,
+    gpu: &mut SharedDevice,
 ) -> Result<(), Stop> {
     let (Some(count), Some(scene)) = (rec.worlds, rec.world_scene) else {
         return Ok(());
@@ -91,9 +93,7 @@ pub(super) fn measure(
     let pairs: Vec<(&System, &Config)> = built.iter().map(|b| (&b.system, &b.config)).collect();
 
     stage("setup")?;
-    let hd = open_headless_device(&HeadlessOptions {
-        allow_software: true,
-    })?;
+    let hd = gpu.get()?;
     let device = &hd.device;
     rec.adapter = Some(hd.adapter.clone());
     let t = Instant::now();

@@ -48,6 +48,23 @@ impl AdapterSummary {
     }
 }
 
+/// The adapter this process last opened a device on: when a later enumeration finds
+/// none, the driver has stopped offering it, and `WGPU_BACKEND` is not why.
+static OPENED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Why an enumeration found no adapter, given the adapter this process opened a device on
+/// before (if any).
+fn none_enumerated(opened_before: Option<&str>) -> GpuError {
+    GpuError::NoAdapter(match opened_before {
+        None => " (wgpu enumerated none; WGPU_BACKEND may exclude them)".into(),
+        Some(name) => format!(
+            " (wgpu enumerated none, though this process opened a device on {name} before: \
+             the driver no longer offers it, after a lost device or with its resources \
+             exhausted)"
+        ),
+    })
+}
+
 pub(in crate::gpu) fn instance() -> wgpu::Instance {
     wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
 }
@@ -124,6 +141,9 @@ pub fn open_headless_device_on(
     }))
     .map_err(|e| GpuError::NoAdapter(format!(": requesting a device failed: {e}")))?;
     let adapter = AdapterSummary::new(&adapter.get_info(), &device.limits(), device.features());
+    if let Ok(mut opened) = OPENED.lock() {
+        *opened = Some(adapter.name.clone());
+    }
     Ok(HeadlessDevice {
         device,
         queue,
@@ -256,9 +276,8 @@ fn choose_adapter(
     };
     let mut candidates: Vec<usize> = (0..infos.len()).collect();
     if candidates.is_empty() {
-        return Err(GpuError::NoAdapter(
-            " (wgpu enumerated none; WGPU_BACKEND may exclude them)".into(),
-        ));
+        let opened = OPENED.lock().ok().and_then(|o| o.clone());
+        return Err(none_enumerated(opened.as_deref()));
     }
     if let Some(wanted) = wanted {
         let all = names(&candidates);
@@ -338,6 +357,18 @@ mod tests {
             choose_adapter(&[], None, true),
             Err(GpuError::NoAdapter(_))
         ));
+    }
+
+    #[test]
+    fn no_adapter_after_one_was_opened_does_not_blame_wgpu_backend() {
+        let first = none_enumerated(None).to_string();
+        assert!(first.contains("WGPU_BACKEND may exclude them"), "{first}");
+        let later = none_enumerated(Some("NVIDIA H200")).to_string();
+        assert!(!later.contains("WGPU_BACKEND"), "{later}");
+        assert!(
+            later.contains("NVIDIA H200") && later.contains("lost"),
+            "{later}"
+        );
     }
 
     #[test]

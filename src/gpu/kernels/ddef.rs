@@ -75,7 +75,7 @@ pub const DDEF_CELLS: Kernel = ddef_kernel!(
 );
 pub const DDEF_FAR: Kernel = ddef_kernel!(
     "ddef_far",
-    [Layout, World, Physics, Lattice],
+    [Layout, World, Physics, Lattice, FarWalk],
     [Read, Read, Read, Read, ReadWrite]
 );
 pub const DDEF_FAR_SUM: Kernel = ddef_kernel!("ddef_far_sum", [Layout], [Read, Read, ReadWrite]);

@@ -38,6 +38,7 @@ pub const DDEF_FAR_TANGENT: Kernel = Kernel {
         Library::World,
         Library::Physics,
         Library::Lattice,
+        Library::FarWalk,
     ],
     storage: &[Read, Read, Read, Read, ReadWrite],
     constants: &[],

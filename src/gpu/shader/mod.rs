@@ -15,7 +15,9 @@
 //! - `operator`: the matrix-free row product (A u)_i;
 //! - `physics`: the f32 formulas mirroring `crate::physics` and the CPU reference;
 //! - `lattice`: the lattice DDEF's geometry (location, Kuhn types, stencil entries),
-//!   mirroring `crate::ddef::plan` and `crate::ddef::stencil`.
+//!   mirroring `crate::ddef::plan` and `crate::ddef::stencil`;
+//! - `far_walk`: the DDEF far field's chunks and its walk over the excluded sources M_j
+//!   (reads its kernel's `ddef_worlds`, `tables`, `starts`).
 
 use std::borrow::Cow;
 
@@ -40,6 +42,7 @@ pub enum Library {
     Physics,
     Lattice,
     DdefWork,
+    FarWalk,
 }
 
 /// Which worlds a module serves: one system, or a batch of worlds.
@@ -55,7 +58,7 @@ const WORLD_RECORD: &str = "{world}";
 const WORLD_STRUCT: &str = "{World}";
 
 impl Library {
-    pub const ALL: [Library; 9] = [
+    pub const ALL: [Library; 10] = [
         Library::Layout,
         Library::World,
         Library::Reduce,
@@ -65,6 +68,7 @@ impl Library {
         Library::Physics,
         Library::Lattice,
         Library::DdefWork,
+        Library::FarWalk,
     ];
 
     pub fn name(self) -> &'static str {
@@ -78,6 +82,7 @@ impl Library {
             Library::Physics => "physics",
             Library::Lattice => "lattice",
             Library::DdefWork => "ddef_work",
+            Library::FarWalk => "far_walk",
         }
     }
 
@@ -100,6 +105,7 @@ impl Library {
             Library::Physics => Cow::Borrowed(include_str!("physics.wgsl")),
             Library::Lattice => Cow::Borrowed(include_str!("lattice.wgsl")),
             Library::DdefWork => Cow::Borrowed(include_str!("ddef_work.wgsl")),
+            Library::FarWalk => Cow::Borrowed(include_str!("far_walk.wgsl")),
         }
     }
 }
@@ -283,6 +289,13 @@ const _: () = assert!(
 /// more than the pairs between them (the DDEF far field and gather: BENCHMARKS.md).
 pub const UNSTAGED_ON_CPU: &[&str] = &["ddef_far", "ddef_gather"];
 
+/// Whether kernel `name` keeps its staged path on a CPU adapter: `ddef_gather` when
+/// `MSC_DDEF_GATHER_STAGED=1`, so that the path hardware GPUs run is tested on lavapipe
+/// too (the two add the same terms in the same order: the same bits).
+pub fn staged_on_cpu(name: &str) -> bool {
+    name == "ddef_gather" && std::env::var("MSC_DDEF_GATHER_STAGED").as_deref() == Ok("1")
+}
+
 /// Loop iterations llvmpipe lets one shader invocation run, all its loops together
 /// (`LP_MAX_TGSI_LOOP_ITERATIONS`), counted per SIMD batch of invocations; past them every
 /// loop of the invocation ends early, without an error.
@@ -336,7 +349,7 @@ fn pipeline_constants(
     if let (true, Some(t)) = (cpu, k.cpu_targets) {
         constants.push(("TARGETS", f64::from(t)));
     }
-    if cpu && UNSTAGED_ON_CPU.contains(&k.name) {
+    if cpu && UNSTAGED_ON_CPU.contains(&k.name) && !staged_on_cpu(k.name) {
         constants.push(("STAGED", 0.0));
     }
     if let Some(&(_, budget)) = LOOP_BUDGET_ON_CPU.iter().find(|(n, _)| cpu && *n == k.name) {

@@ -1,12 +1,12 @@
 // DDEF step 8 (paper eq. 17; LatticeDdef::far_field): the far field at every site from
 // the sources not in M_j, split over source chunks: workgroup (b, c) takes WG sites of
 // block b and chunk c of their world's sorted sources, staged TILE at a time in workgroup
-// memory; ddef_far_sum adds the chunks in a fixed order. M_j is the sources of the site
-// stencil's tetrahedra, contiguous sorted ranges met in increasing order: each site walks
-// them with a cursor as the sources stream by and skips every source inside one (exact
-// exclusion: never add-then-subtract). Charges are scaled by sqrt(k_c): E / sqrt(k_c).
-// STAGED (false on a CPU adapter): as in ddef_gather, lavapipe reads the sources
-// directly, in the same order, instead of paying two barriers per tile.
+// memory; ddef_far_sum adds the chunks in a fixed order. Each site walks M_j's ranges
+// with a cursor as the sources stream by and skips every source inside one (exact
+// exclusion: never add-then-subtract); a tile no range meets takes a loop without the
+// test, adding the same terms in the same order. Charges are scaled by sqrt(k_c):
+// E / sqrt(k_c). STAGED (false on a CPU adapter): as in ddef_gather, lavapipe reads the
+// sources directly, in the same order, instead of paying two barriers per tile.
 
 override STAGED: bool = true;
 
@@ -18,24 +18,12 @@ override STAGED: bool = true;
 
 var<workgroup> tile: array<vec4<f32>, TILE>;
 
-// The next non-empty range of M_j from site stencil entry `first` on: (begin, end, the
-// entry after it); (NO_RANK, NO_RANK, SITE_ENTRIES) when none is left.
-fn next_range(world: DdefWorld, p: vec3<u32>, first: u32) -> vec3<u32> {
-    let dims = world.dims.xyz;
-    for (var i = first; i < SITE_ENTRIES; i = i + 1u) {
-        let e = tables[SITE_STENCIL + i];
-        let c = ddef_offset_cell(dims, p, ddef_entry_offset(e));
-        if (c.x < 0) {
-            continue;
-        }
-        let t = world.base.x + KUHN * ddef_cell_index(dims, vec3<u32>(c)) + (e >> 12u);
-        let b = starts[t];
-        let en = starts[t + 1u];
-        if (b < en) {
-            return vec3<u32>(b, en, i + 1u);
-        }
+// Source k of the tile from sorted source `base` on.
+fn far_src(base: u32, k: u32) -> vec4<f32> {
+    if (STAGED) {
+        return tile[k];
     }
-    return vec3<u32>(NO_RANK, NO_RANK, SITE_ENTRIES);
+    return sorted_src[base + k];
 }
 
 // `acc` plus the pull of source `sj` at site `u`.
@@ -53,76 +41,55 @@ fn main(
 ) {
     let j = wid.x * WG + lid;
     let chunk = wid.y;
-    // The world of this block: sites are reserved in whole blocks per world.
-    var w = 0u;
-    var top = params.n_worlds;
-    while (top - w > 1u) {
-        let mid = (w + top) / 2u;
-        if (ddef_worlds[mid].base.z <= wid.x * WG) {
-            w = mid;
-        } else {
-            top = mid;
-        }
-    }
-    let world = ddef_worlds[w];
-    let chunks = u32(world.planned.w);
-    if (chunk >= chunks) {
+    let world = ddef_worlds[far_world(wid.x)];
+    let dims = world.dims.xyz;
+    // A block past the world's sites (about half of them are reserved for re-plans), or a
+    // chunk past its chunks: nothing to do (uniform per workgroup).
+    if (chunk >= u32(world.planned.w) || wid.x * WG - world.base.z >= dims.x * dims.y * dims.z) {
         return;
     }
-    let dims = world.dims.xyz;
     let local = j - world.base.z;
     let valid = local < dims.x * dims.y * dims.z;
-    // This chunk of the world's sorted sources.
-    let rb = starts[world.base.x];
-    let re = starts[world.base.x + world.cap.x];
-    let per = ((re - rb + chunks - 1u) / chunks + TILE - 1u) / TILE * TILE;
-    let cb = min(rb + chunk * per, re);
-    let ce = min(cb + per, re);
+    let span = far_chunk(world, chunk);
     var u = vec3<f32>(0.0);
     var p = vec3<u32>(0u);
-    var r = vec3<u32>(NO_RANK, NO_RANK, SITE_ENTRIES);
+    var r = vec3<u32>(0u);
     if (valid) {
         p = ddef_site_point(dims, local);
         u = ddef_site(world, p);
-        r = next_range(world, p, 0u);
-        while (r.y <= cb) {
-            r = next_range(world, p, r.z);
-        }
     }
     let eps2 = world.eps2.x;
     var acc = vec3<f32>(0.0);
-    if (!STAGED) {
-        if (valid) {
-            for (var idx = cb; idx < ce; idx = idx + 1u) {
-                while (idx >= r.y) {
-                    r = next_range(world, p, r.z);
-                }
-                if (idx < r.x) {
-                    acc = far_pull(acc, u, sorted_src[idx], eps2);
-                }
-            }
-        }
-    }
     // Every invocation loads and syncs, valid or not (uniform control flow).
-    for (var base = cb; base < ce && STAGED; base = base + TILE) {
-        let s = base + lid;
-        var src = vec4<f32>(0.0);
-        if (s < ce) {
-            src = sorted_src[s];
-        }
-        tile[lid] = src;
-        workgroupBarrier();
-        let count = min(TILE, ce - base);
-        for (var k = 0u; k < count; k = k + 1u) {
-            let idx = base + k;
-            while (idx >= r.y) {
-                r = next_range(world, p, r.z);
+    for (var base = span.x; base < span.y; base = base + TILE) {
+        if (STAGED) {
+            let s = base + lid;
+            var src = vec4<f32>(0.0);
+            if (s < span.y) {
+                src = sorted_src[s];
             }
-            if (idx < r.x) {
-                acc = far_pull(acc, u, tile[k], eps2);
+            tile[lid] = src;
+            workgroupBarrier();
+        }
+        let count = min(TILE, span.y - base);
+        if (valid) {
+            r = far_cursor(world, p, r, base);
+            if (r.x >= base + count) {
+                for (var k = 0u; k < count; k = k + 1u) {
+                    acc = far_pull(acc, u, far_src(base, k), eps2);
+                }
+            } else {
+                for (var k = 0u; k < count; k = k + 1u) {
+                    r = far_cursor(world, p, r, base + k);
+                    if (base + k < r.x) {
+                        acc = far_pull(acc, u, far_src(base, k), eps2);
+                    }
+                }
             }
         }
-        workgroupBarrier();
+        if (STAGED) {
+            workgroupBarrier();
+        }
     }
     if (valid) {
         let last = ddef_worlds[params.n_worlds - 1u];

@@ -31,7 +31,6 @@ override STAGED: bool = true;
 @group(0) @binding(7) var<storage, read_write> force: array<vec4<f32>>;
 
 var<workgroup> tile: array<vec4<f32>, TILE>;
-var<workgroup> tile_kuhn: array<u32, TILE>;
 var<workgroup> corr: array<vec4<f32>, 24>;
 
 // One source's terms: the exact near pull on the target `me` when `near`, and the one
@@ -56,17 +55,6 @@ fn add_source(
         let inv = inv_dist_or_zero(dot(dd, dd) + eps2);
         *cacc = *cacc + (sj.w * inv * inv * inv) * dd;
     }
-}
-
-// The sorted sources of the neighbour cell at stencil entry `entry` of cell `cp`: a
-// range (empty outside the lattice).
-fn neighbour_sources(world: DdefWorld, dims: vec3<u32>, cp: vec3<u32>, entry: u32) -> vec2<u32> {
-    let nc = ddef_offset_cell(dims, cp, ddef_entry_offset(entry));
-    if (nc.x < 0) {
-        return vec2<u32>(0u, 0u);
-    }
-    let t0 = world.base.x + KUHN * ddef_cell_index(dims, vec3<u32>(nc));
-    return vec2<u32>(starts[t0], starts[t0 + KUHN]);
 }
 
 // The membership rows `row` (the target's) and `row_c` (the correction's) as bit masks
@@ -318,21 +306,37 @@ fn main(
     var acc = vec3<f32>(0.0);
     var cacc = vec3<f32>(0.0);
     for (var d = 0u; d < nd && STAGED; d = d + 1u) {
-        let r = neighbour_sources(world, dims, cp, tables[doff + d]);
+        let t0 = neighbour_tets(world, dims, cp, tables[doff + d]);
+        if (t0 == NO_RANK) {
+            continue;
+        }
+        let end = starts[t0 + KUHN];
         let bits = member_bits(moff + (kuhn * nd + d) * KUHN, moff + (kc * nd + d) * KUHN, valid, valid_c, v, has, corr_on);
-        for (var base = r.x; base < r.y; base = base + TILE) {
+        let any = bits.x | bits.y;
+        for (var base = starts[t0]; base < end; base = base + TILE) {
             let s = base + lid;
-            if (s < r.y) {
+            if (s < end) {
                 tile[lid] = sorted_src[s];
-                tile_kuhn[lid] = sorted_key[s].y % KUHN;
             }
             workgroupBarrier();
-            let count = min(TILE, r.y - base);
-            for (var i = 0u; i < count; i = i + 1u) {
-                let t2 = tile_kuhn[i];
-                let near = ((bits.x >> t2) & 1u) != 0u && base + i != k;
-                let co = ((bits.y >> t2) & 1u) != 0u;
-                add_source(&acc, &cacc, me.xyz, uc, tile[i], eps2, near, co);
+            let top = min(base + TILE, end);
+            // Only the tetrahedra this invocation's sums take, each a sorted range of the
+            // tile: the sources in the same order as one pass over the tile that tests
+            // each source's type, without the pairs of the others (a warp whose targets
+            // share a type or two walks 191-256 of a neighbourhood's 288-366
+            // tetrahedra). An invocation with no target, or none of whose sums this
+            // neighbour cell feeds, skips the tile: whole warps idle (a cell's last work
+            // item) issue nothing.
+            for (var t = 0u; t < KUHN; t = t + 1u) {
+                if (((any >> t) & 1u) == 0u) {
+                    continue;
+                }
+                let near = ((bits.x >> t) & 1u) != 0u;
+                let co = ((bits.y >> t) & 1u) != 0u;
+                let e = min(starts[t0 + t + 1u], top);
+                for (var j = max(starts[t0 + t], base); j < e; j = j + 1u) {
+                    add_source(&acc, &cacc, me.xyz, uc, tile[j - base], eps2, near && j != k, co);
+                }
             }
             workgroupBarrier();
         }

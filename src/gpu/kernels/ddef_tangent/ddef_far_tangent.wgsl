@@ -1,8 +1,9 @@
 // DDEF tangents, step 2: the derivative of ddef_far (paper eq. 17) with the structure
 // frozen (LatticeDdef::far_field_jvp): at every site u_j (fixed),
 // dE_far(u_j) = sum_{s not in M_j} [dqs_s phi(u_j - x_s) - qs_s G(u_j - x_s) dx_s],
-// over the same source chunks, the same M_j cursor and the same exclusion as ddef_far,
-// from the sources and tangents of ddef_tangent_sources; ddef_far_sum adds the chunks.
+// over the same source chunks, M_j walk (far_walk.wgsl), exclusion and tile fast path
+// as ddef_far, from the sources and tangents of ddef_tangent_sources; ddef_far_sum adds
+// the chunks.
 
 @group(0) @binding(1) var<storage, read> ddef_worlds: array<DdefWorld>;
 @group(0) @binding(2) var<storage, read> tables: array<u32>;
@@ -13,24 +14,11 @@
 var<workgroup> tile: array<vec4<f32>, TILE>;
 var<workgroup> tile_t: array<vec4<f32>, TILE>;
 
-// The next non-empty range of M_j from site stencil entry `first` on: (begin, end, the
-// entry after it); (NO_RANK, NO_RANK, SITE_ENTRIES) when none is left.
-fn next_range(world: DdefWorld, p: vec3<u32>, first: u32) -> vec3<u32> {
-    let dims = world.dims.xyz;
-    for (var i = first; i < SITE_ENTRIES; i = i + 1u) {
-        let e = tables[SITE_STENCIL + i];
-        let c = ddef_offset_cell(dims, p, ddef_entry_offset(e));
-        if (c.x < 0) {
-            continue;
-        }
-        let t = world.base.x + KUHN * ddef_cell_index(dims, vec3<u32>(c)) + (e >> 12u);
-        let b = starts[t];
-        let en = starts[t + 1u];
-        if (b < en) {
-            return vec3<u32>(b, en, i + 1u);
-        }
-    }
-    return vec3<u32>(NO_RANK, NO_RANK, SITE_ENTRIES);
+// The tangent of tile source k's field at site u.
+fn far_jvp(u: vec3<f32>, k: u32, eps2: f32) -> vec3<f32> {
+    let sj = tile[k];
+    let tj = tile_t[k];
+    return point_field_jvp(u - sj.xyz, -tj.xyz, sj.w, tj.w, eps2);
 }
 
 @compute @workgroup_size(WG)
@@ -41,66 +29,50 @@ fn main(
 ) {
     let j = wid.x * WG + lid;
     let chunk = wid.y;
-    // The world of this block: sites are reserved in whole blocks per world.
-    var w = 0u;
-    var top = params.n_worlds;
-    while (top - w > 1u) {
-        let mid = (w + top) / 2u;
-        if (ddef_worlds[mid].base.z <= wid.x * WG) {
-            w = mid;
-        } else {
-            top = mid;
-        }
-    }
-    let world = ddef_worlds[w];
-    let chunks = u32(world.planned.w);
-    if (chunk >= chunks) {
+    let world = ddef_worlds[far_world(wid.x)];
+    let dims = world.dims.xyz;
+    // A block past the world's sites, or a chunk past its chunks: nothing to do.
+    if (chunk >= u32(world.planned.w) || wid.x * WG - world.base.z >= dims.x * dims.y * dims.z) {
         return;
     }
-    let dims = world.dims.xyz;
     let local = j - world.base.z;
     let valid = local < dims.x * dims.y * dims.z;
-    // This chunk of the world's sorted sources.
-    let rb = starts[world.base.x];
-    let re = starts[world.base.x + world.cap.x];
-    let per = ((re - rb + chunks - 1u) / chunks + TILE - 1u) / TILE * TILE;
-    let cb = min(rb + chunk * per, re);
-    let ce = min(cb + per, re);
+    let span = far_chunk(world, chunk);
     var u = vec3<f32>(0.0);
     var p = vec3<u32>(0u);
-    var r = vec3<u32>(NO_RANK, NO_RANK, SITE_ENTRIES);
+    var r = vec3<u32>(0u);
     if (valid) {
         p = ddef_site_point(dims, local);
         u = ddef_site(world, p);
-        r = next_range(world, p, 0u);
-        while (r.y <= cb) {
-            r = next_range(world, p, r.z);
-        }
     }
     let eps2 = world.eps2.x;
     var acc = vec3<f32>(0.0);
     // Every invocation loads and syncs, valid or not (uniform control flow).
-    for (var base = cb; base < ce; base = base + TILE) {
+    for (var base = span.x; base < span.y; base = base + TILE) {
         let s = base + lid;
         var src = vec4<f32>(0.0);
         var tan = vec4<f32>(0.0);
-        if (s < ce) {
+        if (s < span.y) {
             src = tan_sorted[2u * s];
             tan = tan_sorted[2u * s + 1u];
         }
         tile[lid] = src;
         tile_t[lid] = tan;
         workgroupBarrier();
-        let count = min(TILE, ce - base);
-        for (var k = 0u; k < count; k = k + 1u) {
-            let idx = base + k;
-            while (idx >= r.y) {
-                r = next_range(world, p, r.z);
-            }
-            if (idx < r.x) {
-                let sj = tile[k];
-                let tj = tile_t[k];
-                acc = acc + point_field_jvp(u - sj.xyz, -tj.xyz, sj.w, tj.w, eps2);
+        let count = min(TILE, span.y - base);
+        if (valid) {
+            r = far_cursor(world, p, r, base);
+            if (r.x >= base + count) {
+                for (var k = 0u; k < count; k = k + 1u) {
+                    acc = acc + far_jvp(u, k, eps2);
+                }
+            } else {
+                for (var k = 0u; k < count; k = k + 1u) {
+                    r = far_cursor(world, p, r, base + k);
+                    if (base + k < r.x) {
+                        acc = acc + far_jvp(u, k, eps2);
+                    }
+                }
             }
         }
         workgroupBarrier();
