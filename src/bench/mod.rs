@@ -204,7 +204,7 @@ fn sim_gpu_error(e: SimError) -> GpuError {
 }
 
 /// Runs every workload at every size; each record goes to `on` as soon as it is made.
-/// The GPU rows all run on one device, opened at the first of them ([`SharedDevice`]).
+/// The GPU rows all run on one device, opened at the first of them (`SharedDevice`).
 pub fn run(
     opts: &BenchOptions,
     on: &mut dyn FnMut(Event<'_>) -> Result<(), OutputError>,
