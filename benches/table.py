@@ -139,6 +139,8 @@ def main():
                 pct = f"{100 * gbs / bw:.1f}% BW"
         elif wl == "ddef":
             label = f"{label} m={r.get('ddef_samples')}"
+            if r.get("ddef_samples_auto"):
+                label = f"{label} (auto)"
             host = r.get("ddef_host_ms_per_eval")
             struct = r.get("ddef_structure_bytes")
             kernel = (f"host {fmt(host)} ms/eval, structures "
@@ -240,7 +242,11 @@ def main():
 
     # DDEF: a step of the cloud is one force evaluation plus the integration, so
     # ms_per_step bounds the evaluation from above.
+    # The targets hold for the scenes' default m (`--samples auto` rows) when measured;
+    # otherwise every row must meet them.
     ddef = [r for r in ok if r["workload"] == "ddef"]
+    if any(r.get("ddef_samples_auto") for r in ddef):
+        ddef = [r for r in ddef if r.get("ddef_samples_auto")]
     for n_target, ms_target in ((MIB, 12.0), (K256, 2.0)):
         name = f"DDEF at {size(n_target)} charges: <= {ms_target:g} ms per evaluation"
         rs = [r for r in ddef if r["n"] == n_target]

@@ -406,6 +406,57 @@ fn cpu_backend_runs_the_reference_and_stops_growing_past_max_seconds() {
     assert!((ips - expect).abs() <= 1e-9 * expect);
 }
 
+/// `--samples auto` resolves the scenes' rule m = round(5.7 sqrt(n)) at each size (the
+/// charges are the whole cloud), runs before the counts, and says so in its row.
+#[test]
+fn ddef_auto_samples_resolve_at_each_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = msc(
+        &[
+            "bench",
+            "--backend",
+            "cpu",
+            "--workload",
+            "ddef",
+            "--sizes",
+            "500,2000",
+            "--samples",
+            "100,auto",
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+            "--warmup-ms",
+            "0",
+            "--repeats",
+            "1",
+        ],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let recs = lines(&o);
+    let got: Vec<(u64, u64, bool)> = recs
+        .iter()
+        .map(|r| {
+            (
+                u(r, "n"),
+                u(r, "ddef_samples"),
+                r["ddef_samples_auto"] == true,
+            )
+        })
+        .collect();
+    // 5.7 sqrt(500) = 127.5, 5.7 sqrt(2000) = 254.9.
+    assert_eq!(
+        got,
+        [
+            (500, 127, true),
+            (500, 100, false),
+            (2000, 255, true),
+            (2000, 100, false)
+        ]
+    );
+}
+
 #[test]
 fn ddef_rows_report_time_error_and_rebuilds_per_size_and_sample_count() {
     let dir = tempfile::tempdir().unwrap();

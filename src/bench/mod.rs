@@ -36,6 +36,7 @@ mod timing;
 pub mod workload;
 mod worlds;
 
+use crate::config::DdefSamples;
 use crate::gpu::{AdapterSummary, GpuError};
 use crate::output::OutputError;
 use crate::simulator::SimError;
@@ -58,7 +59,7 @@ pub const DEFAULT_WARMUP_MS: f64 = 500.0;
 pub const DEFAULT_REPEATS: u32 = 5;
 pub const DEFAULT_PROFILE_STEPS: u32 = 5;
 /// The default DDEF sample counts m.
-pub const DDEF_SAMPLES: [usize; 2] = [1000, 10_000];
+pub const DDEF_SAMPLES: [DdefSamples; 2] = [DdefSamples::Count(1000), DdefSamples::Count(10_000)];
 /// The default world counts W of the worlds workload.
 pub const DEFAULT_WORLDS: [usize; 5] = [1, 16, 64, 256, 1024];
 /// Charges at which a DDEF row's force error is measured (evenly strided): the exact
@@ -104,8 +105,9 @@ pub struct BenchOptions {
     /// A size that takes longer than this (seconds, setup included) ends its workload's
     /// growth: the larger sizes are recorded as skipped.
     pub max_seconds: f64,
-    /// DDEF workload: the sample counts m measured at every size.
-    pub ddef_samples: Vec<usize>,
+    /// DDEF workload: the sample counts m measured at every size; `Auto` is the scenes'
+    /// default rule, resolved at each size.
+    pub ddef_samples: Vec<DdefSamples>,
     /// DDEF workload: evaluations between tetrahedralizations (1: every step).
     pub ddef_rebuild_every: u32,
     /// Worlds workload: the world counts W, run in increasing order.
@@ -165,9 +167,9 @@ pub enum BenchError {
 }
 
 /// One row to measure: the size (W for the worlds workload), DDEF's m, the world scene.
-type Case = (usize, Option<usize>, Option<WorldScene>);
+type Case = (usize, Option<DdefSamples>, Option<WorldScene>);
 /// What grows alone within a workload: DDEF's m, or the world scene.
-type Growth = (Option<usize>, Option<WorldScene>);
+type Growth = (Option<DdefSamples>, Option<WorldScene>);
 
 /// Why a measurement stopped.
 enum Stop {
@@ -223,8 +225,9 @@ fn run_on(
     sizes.dedup();
     let mut records = Vec::new();
     let mut adapter: Option<AdapterSummary> = None;
+    // `auto` first, then the counts in increasing order.
     let mut samples = opts.ddef_samples.clone();
-    samples.sort_unstable();
+    samples.sort_unstable_by_key(|s| s.count());
     samples.dedup();
     let mut counts = opts.worlds.clone();
     counts.sort_unstable();
@@ -233,6 +236,7 @@ fn run_on(
         // Rows in size order; DDEF has one per m at each size, and each m grows alone;
         // the worlds workload has one per W for each world scene, each growing alone.
         let cases: Vec<Case> = match workload {
+            // An `auto` row resolves m at each size, and grows as one row.
             Workload::Ddef => sizes
                 .iter()
                 .flat_map(|&n| samples.iter().map(move |&m| (n, Some(m), None)))
@@ -253,7 +257,8 @@ fn run_on(
                 .iter()
                 .find(|(k, _)| *k == (m, scene))
                 .map(|(_, why)| why);
-            let mut rec = Record::new(workload, n, m, opts);
+            let mut rec = Record::new(workload, n, m.map(|s| s.resolve(n) as usize), opts);
+            rec.ddef_samples_auto = m.map(|s| s == DdefSamples::Auto);
             if let Some(s) = scene {
                 rec.worlds = Some(n);
                 rec.world_scene = Some(s);
@@ -319,7 +324,7 @@ mod tests {
             repeats: 1,
             warmup_ms: 0.0,
             profile_steps: 1,
-            ddef_samples: vec![8],
+            ddef_samples: vec![DdefSamples::Count(8)],
             worlds: vec![1, 2],
             ..BenchOptions::default()
         };

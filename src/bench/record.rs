@@ -125,6 +125,8 @@ pub struct Record {
     /// DDEF: the sample count m, the grid's rebuild interval and the rebuilds made over
     /// the warm-up and timed steps.
     pub ddef_samples: Option<usize>,
+    /// DDEF: whether m came from the `auto` rule (`--samples auto`) at this size.
+    pub ddef_samples_auto: Option<bool>,
     pub ddef_rebuild_every: Option<u32>,
     pub ddef_rebuilds: Option<u64>,
     /// DDEF on the GPU: host seconds per evaluation over the timed steps, in ms (0:
@@ -244,6 +246,7 @@ impl Record {
             submissions_per_step: None,
             compute_passes_per_step: None,
             ddef_samples: samples,
+            ddef_samples_auto: None,
             ddef_rebuild_every: samples.map(|_| opts.ddef_rebuild_every),
             ddef_rebuilds: None,
             ddef_host_ms_per_eval: None,

@@ -3,6 +3,7 @@
 
 use super::CliError;
 use crate::bench::{self, Backend, BenchError, BenchOptions, Event, Record, Status, Workload};
+use crate::config::DdefSamples;
 use crate::model::System;
 use crate::output::{AtomicFile, OutputError};
 use crate::run::RunError;
@@ -103,9 +104,10 @@ pub struct BenchArgs {
     /// seconds (setup included); the larger sizes are recorded as skipped
     #[arg(long, value_name = "S", default_value_t = 60.0, value_parser = parse_positive, allow_negative_numbers = true)]
     pub max_seconds: f64,
-    /// DDEF workload: the sample counts m, comma-separated
+    /// DDEF workload: the sample counts m, comma-separated; `auto` is the scenes' default
+    /// rule (m = 5.7 sqrt(n)), resolved at each size
     #[arg(long, value_name = "M,M,...", value_delimiter = ',', value_parser = parse_samples, default_value = "1000,10000")]
-    pub samples: Vec<usize>,
+    pub samples: Vec<DdefSamples>,
     /// DDEF workload: evaluations between tetrahedralizations (1: every step, as in the
     /// paper's Algorithm 1)
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = parse_count)]
@@ -189,13 +191,16 @@ fn parse_worlds(s: &str) -> Result<usize, String> {
     }
 }
 
-/// A DDEF sample count: 1 to the configuration's limit.
-fn parse_samples(s: &str) -> Result<usize, String> {
-    let limit = crate::config::DdefConfig::MAX_SAMPLES as usize;
-    match s.trim().parse::<usize>() {
-        Ok(m) if (1..=limit).contains(&m) => Ok(m),
+/// A DDEF sample count (1 to the configuration's limit) or `auto`.
+fn parse_samples(s: &str) -> Result<DdefSamples, String> {
+    let limit = crate::config::DdefConfig::MAX_SAMPLES;
+    if s.trim() == "auto" {
+        return Ok(DdefSamples::Auto);
+    }
+    match s.trim().parse::<u32>() {
+        Ok(m) if (1..=limit).contains(&m) => Ok(DdefSamples::Count(m)),
         _ => Err(format!(
-            "expected a sample count from 1 to {limit}, got '{s}'"
+            "expected a sample count from 1 to {limit} or auto, got '{s}'"
         )),
     }
 }
@@ -552,6 +557,11 @@ mod tests {
         assert!(parse_count("0").is_err());
         assert!(parse_steps("0").is_err());
         assert_eq!(parse_worlds("64"), Ok(64));
+        assert_eq!(parse_samples("auto"), Ok(DdefSamples::Auto));
+        assert_eq!(parse_samples("2000"), Ok(DdefSamples::Count(2000)));
+        for bad in ["0", "-1", "Auto", "10000001"] {
+            assert!(parse_samples(bad).is_err(), "{bad}");
+        }
         for bad in ["0", "-1", "x", "65537"] {
             assert!(parse_worlds(bad).is_err(), "{bad}");
         }
