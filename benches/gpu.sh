@@ -6,8 +6,10 @@
 # the ratios and the targets. Runs end to end on a software adapter too (use --quick),
 # skipping what needs CUDA or JAX with the reason.
 #
-# usage: benches/gpu.sh [--quick] [--msc PATH] [--out DIR] [--no-peers]
+# usage: benches/gpu.sh [--quick] [--only PARTS] [--msc PATH] [--out DIR] [--no-peers]
 #                       [--peak-tflops X] [--bandwidth-gbs Y] [PATH_TO_MSC]
+# --only takes a comma-separated subset of cloth,coulomb,ddef,worlds,adjoint,peers (all by
+# default): `--only coulomb,ddef` is the DDEF targets and their all-pairs crossover.
 # Results go to $OUT if set, else to bench-results/<UTC date and time>; the table is printed
 # and written to table.md there. $PYTHON picks the Python that has JAX (default python3);
 # nvcc is taken from PATH, else $CUDA_HOME/bin or /usr/local/cuda/bin.
@@ -17,6 +19,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 quick=0
 peers=1
+only=cloth,coulomb,ddef,worlds,adjoint,peers
 msc=""
 out="${OUT:-}"
 peak=()
@@ -27,12 +30,23 @@ while [ $# -gt 0 ]; do
         --msc) msc="$2"; shift ;;
         --out) out="$2"; shift ;;
         --peak-tflops|--bandwidth-gbs) peak+=("$1" "$2"); shift ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        --only) only="$2"; shift ;;
+        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
         -*) echo "gpu.sh: unknown option $1" >&2; exit 2 ;;
         *) msc="$1" ;;
     esac
     shift
 done
+
+for part in ${only//,/ }; do
+    case "$part" in
+        cloth|coulomb|ddef|worlds|adjoint|peers) ;;
+        *) echo "gpu.sh: --only takes cloth,coulomb,ddef,worlds,adjoint,peers, not '$part'" >&2
+           exit 2 ;;
+    esac
+done
+want() { [[ ",$only," == *",$1,"* ]]; }
+want peers || peers=0
 
 # --- msc --------------------------------------------------------------------------------
 if [ -z "$msc" ]; then
@@ -136,17 +150,25 @@ bench() {
     fi
 }
 status=0
-bench msc-cloth --workload cloth --sizes "$cloth_sizes" --sweeps 20 "${common[@]}" || status=1
-bench msc-coulomb --workload coulomb --sizes "$coulomb_sizes" "${coulomb_common[@]}" || status=1
-if [ -n "$k20" ]; then
-    bench msc-coulomb-20k --workload coulomb --sizes "$k20" "${common[@]}" || status=1
+if want cloth; then
+    bench msc-cloth --workload cloth --sizes "$cloth_sizes" --sweeps 20 "${common[@]}" || status=1
+fi
+if want coulomb; then
+    bench msc-coulomb --workload coulomb --sizes "$coulomb_sizes" "${coulomb_common[@]}" || status=1
+    if [ -n "$k20" ]; then
+        bench msc-coulomb-20k --workload coulomb --sizes "$k20" "${common[@]}" || status=1
+    fi
 fi
 # DDEF (every stage on the device) at the Coulomb cloud's sizes: the crossover with the
 # all-pairs rows above, and the 256K and 1M targets.
-bench msc-ddef --workload ddef --sizes "$ddef_sizes" --samples "$ddef_samples" "${coulomb_common[@]}" \
-    || status=1
+if want ddef; then
+    bench msc-ddef --workload ddef --sizes "$ddef_sizes" --samples "$ddef_samples" \
+        "${coulomb_common[@]}" || status=1
+fi
 # Batched worlds (torus and small cloth): batched against one solver per world in turn.
-bench msc-worlds --workload worlds --worlds "$worlds" "${common[@]}" || status=1
+if want worlds; then
+    bench msc-worlds --workload worlds --worlds "$worlds" "${common[@]}" || status=1
+fi
 # Adjoint gradients: the cloth's stiffness scale, 1000 block scales and every spring's
 # stiffness over T steps (two-level checkpointing), each against a forward run, interleaved.
 if [ "$quick" = 1 ]; then
@@ -154,7 +176,9 @@ if [ "$quick" = 1 ]; then
 else
     adjoint=(--sizes 64K --horizon 200 --repeats 3)
 fi
-bench msc-adjoint --workload adjoint --checkpoint two-level "${adjoint[@]}" || status=1
+if want adjoint; then
+    bench msc-adjoint --workload adjoint --checkpoint two-level "${adjoint[@]}" || status=1
+fi
 
 # --- peers ------------------------------------------------------------------------------
 peer_sizes="$coulomb_sizes${k20:+,$k20}"
