@@ -30,7 +30,7 @@ use msc::config::{
 };
 use msc::ddef::plan::ORDERS;
 use msc::ddef::{DdefSolver, Evaluation, LatticeDdef};
-use msc::gpu::{GpuError, GpuSolver, HeadlessOptions, TangentDirection};
+use msc::gpu::{GpuError, GpuSolver, GpuWorlds, HeadlessOptions, TangentDirection};
 use msc::grad::{evaluate, GradBackend, GradError, GradMode, GradOptions, Param, ParamSet, Target};
 use std::ops::Range;
 
@@ -335,6 +335,62 @@ fn gpu_gradients_past_a_cpu_adapters_loop_budget_are_a_typed_error() {
             Err(e) => panic!("{what}: {e}"),
             Ok(_) if cpu => panic!("{what}: no loop-budget error on a CPU adapter"),
             Ok(r) => assert!(r.loss.is_finite(), "{what}: loss {}", r.loss),
+        }
+    }
+}
+
+/// A batch of four DDEF worlds, worlds 1 and 3 each with 66,000 charges in one tetrahedron
+/// (0 and 2: the cube's corners alone): after a step, reading the states and the
+/// energies is the typed error, and it names both crowded worlds, each with its walk and
+/// count, and neither of the others; its needed and limit are world 1's. On a hardware
+/// GPU the batch runs.
+#[test]
+fn a_batch_names_every_world_past_a_cpu_adapters_loop_budget() {
+    let Some(adapter) = common::adapter() else {
+        return;
+    };
+    let cpu = adapter.get_info().device_type == wgpu::DeviceType::Cpu;
+    let plain = f32_round(&corners());
+    let crowded = f32_round(&tet_scene().0);
+    let systems = [
+        cloud(&plain, &[1e-9; 8]),
+        cloud(&crowded, &vec![1e-9; crowded.len()]),
+        cloud(&plain, &[1e-9; 8]),
+        cloud(&crowded, &vec![1e-9; crowded.len()]),
+    ];
+    let config = config(SAMPLES);
+    let worlds: Vec<_> = systems.iter().map(|s| (s, &config)).collect();
+    let options = HeadlessOptions {
+        allow_software: true,
+    };
+    let mut batch = match GpuWorlds::headless(&worlds, &options) {
+        Err(GpuError::NoAdapter(why)) => return common::skip_no_adapter(&why),
+        r => r.expect("batch"),
+    };
+    batch.advance(1).expect("step");
+    for (read, result) in [
+        ("states", batch.read_states().map(|_| ())),
+        ("energies", batch.read_energies().map(|_| ())),
+    ] {
+        match result {
+            Err(e) if cpu => {
+                let (needed, limit, what) = budget(e);
+                eprintln!("{read}: {what}");
+                assert!(what.contains("2 world(s)"), "{read}: {what}");
+                for w in [1, 3] {
+                    let named = format!("world {w}: charged particles in one tetrahedron, 66000 >");
+                    assert!(what.contains(&named), "{read}: {named:?} missing: {what}");
+                }
+                assert!(
+                    !what.contains("world 0") && !what.contains("world 2"),
+                    "{what}"
+                );
+                assert_eq!(needed, 66_000, "{read}");
+                assert!(limit < 65_535, "{read}: {limit}");
+            }
+            Err(e) => panic!("{read}: {e}"),
+            Ok(()) if cpu => panic!("{read}: no loop-budget error on a CPU adapter"),
+            Ok(()) => {}
         }
     }
 }

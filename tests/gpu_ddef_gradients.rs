@@ -165,3 +165,103 @@ fn gpu_ddef_adjoint_matches_the_gpu_tangents() {
         }
     }
 }
+
+/// 200 heavy charges in the unit cube with velocities stretching z 3.4x over 40 steps of
+/// 1 ms (as tests/gpu_ddef.rs's re-plan test): the charges' box drifts from the plan the
+/// run starts with.
+fn stretched() -> (msc::model::System, msc::config::Config) {
+    use glam::DVec3;
+    let n = 200;
+    let x = msc::ddef::error_study::random_points(DVec3::ZERO, DVec3::ONE, n, 31);
+    let system = msc::model::System::new(msc::model::SystemDesc {
+        velocities: x
+            .iter()
+            .map(|p| DVec3::new(0.0, 0.0, 60.0 * (p.z - 0.5)))
+            .collect(),
+        positions: x,
+        masses: vec![1e3; n],
+        charges: common::charges(&mut Rng(2), n, 1e-6, 0.0),
+        pinned: vec![false; n],
+        springs: Vec::new(),
+        faces: Vec::new(),
+    })
+    .unwrap();
+    let mut c = config(
+        Integrator::SymplecticEuler,
+        DdefVariant::Corrected,
+        cg(1, 0.0),
+    );
+    c.coulomb.method = msc::config::CoulombMethod::Ddef(msc::config::DdefConfig {
+        samples: msc::config::DdefSamples::Auto,
+        ..Default::default()
+    });
+    c.coulomb.softening = 1e-3;
+    c.dt = 1e-3;
+    c.gravity = DVec3::ZERO;
+    (system, c)
+}
+
+/// The GPU adjoint keeps the DDEF plan it was set up with for the whole run, as the CPU
+/// gradient driver does (its reversed steps must see the forward's structure), even when
+/// the charges' box drifts from it and the energies are read between steps, where a plain
+/// solver re-plans: on the stretched cloud a plain solver makes at least 2 plans, the
+/// adjoint's solver 1 with its drift flag raised, and its cotangents are bit-identical to
+/// a run that read nothing between steps. (A re-plan in the adjoint's energy read makes
+/// its plan count 2 and the reversed steps' structure differ.)
+#[test]
+fn the_gpu_adjoint_keeps_its_ddef_plan_when_the_box_drifts() {
+    use msc::gpu::{AdjointSetup, GpuAdjoint, GpuError, GpuSolver, HeadlessOptions};
+    let (system, config) = stretched();
+    let options = HeadlessOptions {
+        allow_software: true,
+    };
+    let mut plain = match GpuSolver::headless(&system, &config, &options) {
+        Err(GpuError::NoAdapter(why)) => return common::skip_no_adapter(&why),
+        r => r.expect("solver"),
+    };
+    for _ in 0..4 {
+        plain.advance(10).unwrap();
+        plain.read_energies().unwrap();
+    }
+    let plans = plain.ddef_rebuilds().unwrap();
+    assert!(
+        plans >= 2,
+        "the stretched cloud re-plans a plain run ({plans} plans)"
+    );
+    let setup = AdjointSetup {
+        stiffnesses: false,
+        masses: true,
+        charges: true,
+        externals: false,
+        frames: 1,
+        scale: 1.0 / system.len() as f64,
+        cg_iterations: None,
+    };
+    let run = |read_energies: bool| {
+        let mut adj = GpuAdjoint::headless(&system, &config, &setup, &options).unwrap();
+        for _ in 0..4 {
+            adj.advance(10, true).unwrap();
+            if read_energies {
+                adj.state().unwrap(); // submits the steps
+                adj.solver().read_energies().unwrap();
+            }
+        }
+        let s = adj.solver();
+        let plans = s.ddef_rebuilds().unwrap();
+        let drifted = read_energies && s.read_ddef_structure().unwrap().unwrap().drifted;
+        adj.seed(0, system.positions()).unwrap();
+        while adj.latest_kept().is_some() {
+            adj.reverse().unwrap();
+        }
+        (plans, drifted, adj.read().unwrap())
+    };
+    let (plans, drifted, read) = run(true);
+    assert_eq!(plans, 1, "the adjoint's solver re-planned");
+    assert!(
+        drifted,
+        "the box drifted from the plan, and no re-plan cleared the flag"
+    );
+    assert!(read.charges.iter().any(|g| *g != 0.0), "charge cotangents");
+    let (_, _, quiet) = run(false);
+    assert_eq!(read, quiet, "cotangents with and without the energy reads");
+}

@@ -120,8 +120,9 @@ fn every_kernel_declares_exactly_the_libraries_it_uses() {
 /// The libraries declare no name twice: all of them together form one valid module, for
 /// one world and for a batch, given the bindings a library reads from its kernel
 /// (`adjacency`'s `adj`, `operator`'s `sf` and `u`, `far_walk`'s `ddef_worlds`, `tables`
-/// and `starts`, and `ddef_work`'s `ddef_worlds` and `starts`, which each kernel binds at
-/// its own slots).
+/// and `starts`, `ddef_work`'s `ddef_worlds` and `starts`, `adjoint_gather`'s `rows`, and
+/// `adjoint_end`'s `props`, `bd`, `lx` and `lv`, which each kernel binds at its own
+/// slots).
 #[test]
 fn the_libraries_compose_without_clashes() {
     for worlds in [Worlds::One, Worlds::Batch] {
@@ -136,7 +137,12 @@ fn the_libraries_compose_without_clashes() {
              @group(3) @binding(2) var<storage, read> u: array<vec4<f32>>;\n\
              @group(3) @binding(3) var<storage, read> ddef_worlds: array<DdefWorld>;\n\
              @group(3) @binding(4) var<storage, read> tables: array<u32>;\n\
-             @group(3) @binding(5) var<storage, read> starts: array<u32>;\n",
+             @group(3) @binding(5) var<storage, read> starts: array<u32>;\n\
+             @group(3) @binding(6) var<storage, read> rows: array<vec4<f32>>;\n\
+             @group(3) @binding(7) var<storage, read> props: array<vec4<f32>>;\n\
+             @group(3) @binding(8) var<storage, read> bd: array<vec4<f32>>;\n\
+             @group(3) @binding(9) var<storage, read_write> lx: array<vec4<f32>>;\n\
+             @group(3) @binding(10) var<storage, read_write> lv: array<vec4<f32>>;\n",
         );
         assert!(validates(&all), "{worlds:?}");
     }
@@ -265,7 +271,8 @@ fn constant(module: &naga::Module, what: &str, name: &str) -> u32 {
 
 /// The shared constants (sizes, slots, the field kinds) and every kernel's mode
 /// constants have the host's values: a mode is a Rust enum on the host and a named
-/// constant in the kernel, never a bare integer on either side.
+/// constant in the kernel (its own file's, or one library's that a family of kernels
+/// shares: the adjoint's bits), never a bare integer on either side.
 #[test]
 fn wgsl_constants_match_the_host() {
     let module = naga::front::wgsl::parse_str(&layout()).expect("layout parses");
@@ -277,9 +284,14 @@ fn wgsl_constants_match_the_host() {
         let module = parse(k);
         for &(name, value) in k.constants {
             assert_eq!(constant(&module, k.name, name), value, "{}: {name}", k.name);
-            assert!(
-                k.body.contains(&format!("const {name}: u32 = {value}u;")),
-                "{}: {name} is the kernel's own constant",
+            let declaration = format!("const {name}: u32 = {value}u;");
+            let declared_in = std::iter::once(k.body.to_string())
+                .chain(k.libs.iter().map(|l| l.text(Worlds::One).into_owned()))
+                .filter(|text| text.contains(&declaration))
+                .count();
+            assert_eq!(
+                declared_in, 1,
+                "{}: {name} is declared once, by the kernel or one of its libraries",
                 k.name
             );
             modes += 1;

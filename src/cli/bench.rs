@@ -29,7 +29,8 @@ pub enum WorkloadArg {
     Mesh,
     /// Reverse-mode gradients on the cloth: one gradient's time over one forward run's,
     /// the states kept and their memory, for 1, 1000 and every spring stiffness
-    /// (`--horizon` steps; see `grad::cost`)
+    /// (`--horizon` steps; see `grad::cost`); a charged cloth (--charged-fraction) adds
+    /// the charge scale under all-pairs Coulomb and under DDEF at each --samples m
     Adjoint,
     /// Cloth, then Coulomb (DDEF, worlds, mesh and adjoint only when asked for)
     All,
@@ -104,8 +105,9 @@ pub struct BenchArgs {
     /// seconds (setup included); the larger sizes are recorded as skipped
     #[arg(long, value_name = "S", default_value_t = 60.0, value_parser = parse_positive, allow_negative_numbers = true)]
     pub max_seconds: f64,
-    /// DDEF workload: the sample counts m, comma-separated; `auto` is the scenes' default
-    /// rule (m = 5.7 sqrt(n)), resolved at each size
+    /// DDEF workload (and the adjoint workload's DDEF rows): the sample counts m,
+    /// comma-separated; `auto` is the scenes' default rule (m = 5.7 sqrt(n)), resolved at
+    /// each size
     #[arg(long, value_name = "M,M,...", value_delimiter = ',', value_parser = parse_samples, default_value = "1000,10000")]
     pub samples: Vec<DdefSamples>,
     /// DDEF workload: evaluations between tetrahedralizations (1: every step, as in the

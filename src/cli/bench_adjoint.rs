@@ -1,11 +1,13 @@
 //! `msc bench --workload adjoint`: the cloth workload's scene at each `--sizes` particle
 //! count, differentiated over `--horizon` steps with respect to 1, 1000 and every
-//! spring stiffness (`grad::cost`): one JSON line per row on stdout (and `--out`), a
-//! table on stderr.
+//! spring stiffness (`grad::cost`); with charges (`--charged-fraction`), also to the
+//! charge scale, under all-pairs Coulomb and then under DDEF at each `--samples` m: one
+//! JSON line per row on stdout (and `--out`), a table on stderr.
 
 use super::bench::{BenchArgs, BenchBackendArg};
 use super::CliError;
 use crate::bench::workload;
+use crate::config::{Config, CoulombMethod, DdefConfig};
 use crate::grad::checkpoint::{CheckpointOptions, DEFAULT_MEMORY_BUDGET};
 use crate::grad::cost::{measure, CostOptions, CostRecord};
 use crate::grad::{GradBackend, GradError, Param, TangentSolve};
@@ -23,11 +25,12 @@ fn grad_error(e: GradError) -> CliError {
 
 fn header() -> String {
     format!(
-        "{:<8} {:>7} {:>7} {:>5} {:<24} {:>7} {:<10} {:>7} {:>10} {:>10} {:>6} {:>6} {:>6} {:>10} {:>9}",
+        "{:<8} {:>7} {:>7} {:>5} {:<12} {:<24} {:>7} {:<10} {:>7} {:>10} {:>10} {:>6} {:>6} {:>6} {:>10} {:>9}",
         "backend",
         "n",
         "springs",
         "T",
+        "coulomb",
         "params",
         "P",
         "policy",
@@ -44,11 +47,12 @@ fn header() -> String {
 
 fn row(r: &CostRecord) -> String {
     format!(
-        "{:<8} {:>7} {:>7} {:>5} {:<24} {:>7} {:<10} {:>7} {:>10.4} {:>10.4} {:>6.2} {:>6} {:>6.1} {:>10.2} {:>9}",
+        "{:<8} {:>7} {:>7} {:>5} {:<12} {:<24} {:>7} {:<10} {:>7} {:>10.4} {:>10.4} {:>6.2} {:>6} {:>6.1} {:>10.2} {:>9}",
         r.backend,
         r.particles,
         r.springs,
         r.steps,
+        r.coulomb,
         r.params,
         r.components,
         r.policy,
@@ -95,6 +99,10 @@ pub(super) fn execute(args: &BenchArgs) -> Result<(), CliError> {
     if !args.quiet {
         eprintln!("{}", header());
     }
+    // `auto` (the scene's rule at its charge count) first, then the counts.
+    let mut samples = args.samples.clone();
+    samples.sort_unstable_by_key(|s| s.count());
+    samples.dedup();
     let sizes = if args.sizes.is_empty() {
         vec![DEFAULT_SIZE]
     } else {
@@ -113,6 +121,10 @@ pub(super) fn execute(args: &BenchArgs) -> Result<(), CliError> {
             sets.push(vec![Param::StiffnessBlocks { count: 1000 }]);
         }
         sets.push(vec![Param::Stiffnesses]);
+        let charged = built.system.charged_count() > 0;
+        if charged {
+            sets.push(vec![Param::ChargeScale]);
+        }
         let mut write = |r: &CostRecord| -> Result<(), OutputError> {
             let line = serde_json::to_string(r).map_err(|source| OutputError::Json {
                 path: PathBuf::from("<stdout>"),
@@ -128,22 +140,26 @@ pub(super) fn execute(args: &BenchArgs) -> Result<(), CliError> {
             }
             Ok(())
         };
-        let mut failed = None;
-        measure(
-            &built.system,
-            &built.config,
-            args.horizon,
-            &sets,
-            &options,
-            |r| {
+        let mut run = |config: &Config, sets: &[Vec<Param>]| -> Result<(), CliError> {
+            let mut failed = None;
+            measure(&built.system, config, args.horizon, sets, &options, |r| {
                 if let Err(e) = write(r) {
                     failed.get_or_insert(e);
                 }
-            },
-        )
-        .map_err(grad_error)?;
-        if let Some(e) = failed {
-            return Err(e.into());
+            })
+            .map_err(grad_error)?;
+            failed.map_or(Ok(()), |e| Err(e.into()))
+        };
+        run(&built.config, &sets)?;
+        // The same charged cloth under DDEF, one row per m: the adjoint through the far
+        // field and its transpose.
+        for &m in samples.iter().filter(|_| charged) {
+            let mut config = built.config.clone();
+            config.coulomb.method = CoulombMethod::Ddef(DdefConfig {
+                samples: m,
+                ..Default::default()
+            });
+            run(&config, &[vec![Param::ChargeScale]])?;
         }
     }
     if let Some(f) = file {

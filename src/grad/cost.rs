@@ -17,7 +17,7 @@ use super::params::{Param, ParamSet};
 use super::sensitivity::{GradBackend, GradMode, GradOptions};
 use super::trajectory::simulate;
 use super::GradError;
-use crate::config::Config;
+use crate::config::{Config, CoulombMethod};
 use crate::cpu::CpuSimulation;
 use crate::gpu::{AdapterSummary, GpuSolver, HeadlessOptions};
 use crate::model::System;
@@ -36,6 +36,9 @@ pub struct CostRecord {
     pub steps: u64,
     /// The parameters (`stiffness_scale`, `stiffness_blocks[1000]`, `stiffnesses`, ...).
     pub params: String,
+    /// The Coulomb sum the scene runs: `none` (no charged particle), `all_pairs`, or
+    /// `ddef m=M`.
+    pub coulomb: String,
     /// Components of theta.
     pub components: usize,
     pub policy: &'static str,
@@ -81,6 +84,17 @@ fn peak_rss() -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+/// [`CostRecord::coulomb`] of `config` on `system`.
+fn coulomb_name(system: &System, config: &Config) -> String {
+    let charged = system.charged_count();
+    match config.coulomb.method {
+        _ if charged == 0 => "none".into(),
+        CoulombMethod::None => "none".into(),
+        CoulombMethod::AllPairs => "all_pairs".into(),
+        CoulombMethod::Ddef(d) => format!("ddef m={}", d.samples.resolve(charged)),
+    }
 }
 
 fn median(v: &mut [f64]) -> [f64; 3] {
@@ -172,6 +186,7 @@ pub fn measure(
             springs: system.springs().len(),
             steps,
             params: params.iter().map(Param::name).collect::<Vec<_>>().join(","),
+            coulomb: coulomb_name(system, config),
             components: set.len(),
             policy: ck.policy,
             adjoint_tolerance: (options.backend == GradBackend::Cpu)

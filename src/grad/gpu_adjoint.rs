@@ -95,19 +95,8 @@ pub(crate) fn evaluate(
         frame_at: steps.iter().enumerate().map(|(k, &s)| (s, k)).collect(),
     };
     plan.execute(&mut tape)?;
-    // DDEF: recomputed segments and reversed steps evaluate under the device's current
-    // plan, so a re-plan during the run (a frame drifted from its plan) would have them
-    // differ from the forward run: refused rather than a wrong gradient.
-    if let Some(plans) = tape.gpu.solver().ddef_rebuilds() {
-        if plans > 1 {
-            return Err(GradError::Param(format!(
-                "the DDEF plan was remade {} time(s) during the run (the charges' box drifted \
-                 from it); the GPU adjoint keeps one plan per run: use --backend cpu or \
-                 --gradient forward",
-                plans - 1
-            )));
-        }
-    }
+    // An adjoint's solver keeps its set-up DDEF plan, drift or not (reads::ddef_records_with).
+    debug_assert_eq!(tape.gpu.solver().ddef_rebuilds().unwrap_or(1), 1);
     let read = tape.gpu.read()?;
     let sweep_seconds = start.elapsed().as_secs_f64() - setup_seconds;
     let mut cot = Cotangent::zeros(

@@ -297,13 +297,14 @@ impl GpuWorlds {
         self.solver.dispatches_per_step()
     }
 
-    /// Every world's state (one readback).
+    /// Every world's state (one readback; with DDEF a loop-budget flag raised since the
+    /// last re-plan is an error, as for one solver's state).
     pub fn read_states(&self) -> Result<Vec<State>, GpuError> {
         let n = self.spans.last().map_or(0, |s| s.particles.end);
         let bytes = 16 * u64::from(n);
         let data = self
             .solver
-            .run_and_read(&[], &[(Buf::X, 0, bytes), (Buf::V, 0, bytes)])?;
+            .run_and_read_checked(&[], &[(Buf::X, 0, bytes), (Buf::V, 0, bytes)])?;
         let mut x = readback::vectors(&data);
         let v = x.split_off(n as usize);
         let step = self.steps_done();

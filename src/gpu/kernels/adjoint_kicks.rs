@@ -10,7 +10,7 @@ use crate::gpu::error::GpuError;
 use crate::gpu::host::buffers::Buf;
 use crate::gpu::host::recorder::Recorder;
 use crate::gpu::host::recording::Op;
-use crate::gpu::kernels::adjoint::AdjointBit;
+use crate::gpu::kernels::adjoint::{bits_alone, with_adjoint_bits, SPRING_LIBS};
 use crate::gpu::layout::Dispatch;
 use crate::gpu::shader::Access::{Read, ReadWrite};
 use crate::gpu::shader::{Kernel, Library};
@@ -34,28 +34,26 @@ pub const ADJOINT_KICK: Kernel = Kernel {
     cpu_targets: None,
 };
 
-pub const ADJOINT_KICK_SPRINGS: Kernel = Kernel {
-    name: "adjoint_kick_springs",
-    body: include_str!("adjoint_kicks/adjoint_kick_springs.wgsl"),
-    libs: &[Library::Layout, Library::World, Library::Physics],
-    storage: &[Read, Read, Read, Read, Read, ReadWrite, ReadWrite],
-    constants: AdjointBit::WGSL,
-    cpu_targets: None,
-};
+pub const ADJOINT_KICK_SPRINGS: Kernel = with_adjoint_bits(
+    "adjoint_kick_springs",
+    include_str!("adjoint_kicks/adjoint_kick_springs.wgsl"),
+    SPRING_LIBS,
+    &[Read, Read, Read, Read, Read, ReadWrite, ReadWrite],
+);
 
-pub const ADJOINT_KICK_GATHER: Kernel = Kernel {
-    name: "adjoint_kick_gather",
-    body: include_str!("adjoint_kicks/adjoint_kick_gather.wgsl"),
-    libs: &[
+pub const ADJOINT_KICK_GATHER: Kernel = with_adjoint_bits(
+    "adjoint_kick_gather",
+    include_str!("adjoint_kicks/adjoint_kick_gather.wgsl"),
+    &[
         Library::Layout,
         Library::World,
         Library::Adjacency,
         Library::Blocks,
+        Library::Adjoint,
+        Library::AdjointEnd,
     ],
-    storage: &[Read, Read, Read, Read, Read, ReadWrite, ReadWrite],
-    constants: AdjointBit::WGSL,
-    cpu_targets: None,
-};
+    &[Read, Read, Read, Read, Read, ReadWrite, ReadWrite],
+);
 
 pub const KERNELS: &[Kernel] = &[ADJOINT_KICK, ADJOINT_KICK_SPRINGS, ADJOINT_KICK_GATHER];
 
@@ -66,18 +64,13 @@ impl Recorder<'_> {
         mode: KickAdjoint,
         fraction: f32,
     ) -> Result<Op, GpuError> {
-        let record = self.record(Dispatch {
+        let d = Dispatch {
             mode: mode.bits(),
             weight: fraction,
             ..Default::default()
-        });
-        let n = self.n;
-        self.dispatch(
-            ADJOINT_KICK,
-            &[Buf::Props, Buf::AdjLx, Buf::AdjLv, Buf::TanState],
-            record,
-            n,
-        )
+        };
+        let bufs = [Buf::Props, Buf::AdjLx, Buf::AdjLv, Buf::TanState];
+        self.per_particle(ADJOINT_KICK, &bufs, d)
     }
 
     /// `adjoint_kick_springs` at the current (x, v), with the `AdjointBit`s `bits`.
@@ -87,43 +80,29 @@ impl Recorder<'_> {
         ops: &mut Vec<Op>,
         bits: u32,
     ) -> Result<(), GpuError> {
-        if self.ns == 0 {
-            return Ok(());
-        }
-        let (record, ns) = (self.mode(bits), self.ns);
-        ops.push(self.dispatch(
-            ADJOINT_KICK_SPRINGS,
-            &[
-                Buf::Springs,
-                Buf::SpringParams,
-                Buf::X,
-                Buf::V,
-                Buf::TanState,
-                Buf::AdjRows,
-                Buf::AdjKbar,
-            ],
-            record,
-            ns,
-        )?);
-        Ok(())
+        let bufs = [
+            Buf::Springs,
+            Buf::SpringParams,
+            Buf::X,
+            Buf::V,
+            Buf::TanState,
+            Buf::AdjRows,
+            Buf::AdjKbar,
+        ];
+        self.per_spring(ops, ADJOINT_KICK_SPRINGS, &bufs, bits_alone(bits))
     }
 
     /// `adjoint_kick_gather`: lx and lv of the kick's start.
     pub(in crate::gpu) fn adjoint_kick_gather(&mut self, bits: u32) -> Result<Op, GpuError> {
-        let (record, n) = (self.mode(bits), self.n);
-        self.dispatch(
-            ADJOINT_KICK_GATHER,
-            &[
-                Buf::Props,
-                Buf::Adj,
-                Buf::X,
-                Buf::AdjRows,
-                Buf::RhsDiagonal,
-                Buf::AdjLx,
-                Buf::AdjLv,
-            ],
-            record,
-            n,
-        )
+        let bufs = [
+            Buf::Props,
+            Buf::Adj,
+            Buf::X,
+            Buf::AdjRows,
+            Buf::RhsDiagonal,
+            Buf::AdjLx,
+            Buf::AdjLv,
+        ];
+        self.per_particle(ADJOINT_KICK_GATHER, &bufs, bits_alone(bits))
     }
 }

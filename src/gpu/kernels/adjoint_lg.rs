@@ -9,7 +9,7 @@ use crate::gpu::error::GpuError;
 use crate::gpu::host::buffers::Buf;
 use crate::gpu::host::recorder::Recorder;
 use crate::gpu::host::recording::Op;
-use crate::gpu::kernels::adjoint::AdjointBit;
+use crate::gpu::kernels::adjoint::{bits_alone, with_adjoint_bits, SPRING_LIBS};
 use crate::gpu::layout::Dispatch;
 use crate::gpu::shader::Access::{Read, ReadWrite};
 use crate::gpu::shader::{Kernel, Library};
@@ -23,44 +23,42 @@ pub const ADJOINT_LG_END: Kernel = Kernel {
     cpu_targets: None,
 };
 
-pub const ADJOINT_LG_SPRINGS: Kernel = Kernel {
-    name: "adjoint_lg_springs",
-    body: include_str!("adjoint_lg/adjoint_lg_springs.wgsl"),
-    libs: &[Library::Layout, Library::World, Library::Physics],
-    storage: &[Read, Read, Read, Read, ReadWrite, ReadWrite],
-    constants: AdjointBit::WGSL,
-    cpu_targets: None,
-};
+pub const ADJOINT_LG_SPRINGS: Kernel = with_adjoint_bits(
+    "adjoint_lg_springs",
+    include_str!("adjoint_lg/adjoint_lg_springs.wgsl"),
+    SPRING_LIBS,
+    &[Read, Read, Read, Read, ReadWrite, ReadWrite],
+);
 
-pub const ADJOINT_LG_GATHER: Kernel = Kernel {
-    name: "adjoint_lg_gather",
-    body: include_str!("adjoint_lg/adjoint_lg_gather.wgsl"),
-    libs: &[
+pub const ADJOINT_LG_GATHER: Kernel = with_adjoint_bits(
+    "adjoint_lg_gather",
+    include_str!("adjoint_lg/adjoint_lg_gather.wgsl"),
+    &[
         Library::Layout,
         Library::World,
         Library::Adjacency,
         Library::Blocks,
+        Library::Adjoint,
+        Library::AdjointGather,
     ],
-    storage: &[
+    &[
         Read, Read, Read, Read, Read, ReadWrite, ReadWrite, ReadWrite,
     ],
-    constants: AdjointBit::WGSL,
-    cpu_targets: None,
-};
+);
 
-pub const ADJOINT_LG_START: Kernel = Kernel {
-    name: "adjoint_lg_start",
-    body: include_str!("adjoint_lg/adjoint_lg_start.wgsl"),
-    libs: &[
+pub const ADJOINT_LG_START: Kernel = with_adjoint_bits(
+    "adjoint_lg_start",
+    include_str!("adjoint_lg/adjoint_lg_start.wgsl"),
+    &[
         Library::Layout,
         Library::World,
         Library::Adjacency,
         Library::Blocks,
+        Library::Adjoint,
+        Library::AdjointEnd,
     ],
-    storage: &[Read, Read, Read, Read, Read, Read, ReadWrite, ReadWrite],
-    constants: AdjointBit::WGSL,
-    cpu_targets: None,
-};
+    &[Read, Read, Read, Read, Read, Read, ReadWrite, ReadWrite],
+);
 
 pub const KERNELS: &[Kernel] = &[
     ADJOINT_LG_END,
@@ -72,19 +70,14 @@ pub const KERNELS: &[Kernel] = &[
 impl Recorder<'_> {
     /// `adjoint_lg_end`: the last iterate's cotangent into `RhsDiagonal`, lc = 0.
     pub(in crate::gpu) fn adjoint_lg_end(&mut self) -> Result<Op, GpuError> {
-        let (m0, n) = (self.mode(0), self.n);
-        self.dispatch(
-            ADJOINT_LG_END,
-            &[
-                Buf::Props,
-                Buf::AdjLx,
-                Buf::AdjLv,
-                Buf::TanState,
-                Buf::RhsDiagonal,
-            ],
-            m0,
-            n,
-        )
+        let bufs = [
+            Buf::Props,
+            Buf::AdjLx,
+            Buf::AdjLv,
+            Buf::TanState,
+            Buf::RhsDiagonal,
+        ];
+        self.per_particle(ADJOINT_LG_END, &bufs, Dispatch::default())
     }
 
     /// `adjoint_lg_springs` of alternation `alternation` for the adjoint solution `mu`.
@@ -96,29 +89,16 @@ impl Recorder<'_> {
         mu: Buf,
         bits: u32,
     ) -> Result<(), GpuError> {
-        if self.ns == 0 {
-            return Ok(());
-        }
-        let record = self.record(Dispatch {
-            iter: alternation,
-            mode: bits,
-            ..Default::default()
-        });
-        let ns = self.ns;
-        ops.push(self.dispatch(
-            ADJOINT_LG_SPRINGS,
-            &[
-                Buf::Springs,
-                Buf::SpringParams,
-                Buf::AdjIterates,
-                mu,
-                Buf::AdjRows,
-                Buf::AdjKbar,
-            ],
-            record,
-            ns,
-        )?);
-        Ok(())
+        let bufs = [
+            Buf::Springs,
+            Buf::SpringParams,
+            Buf::AdjIterates,
+            mu,
+            Buf::AdjRows,
+            Buf::AdjKbar,
+        ];
+        let d = alternation_record(alternation, bits);
+        self.per_spring(ops, ADJOINT_LG_SPRINGS, &bufs, d)
     }
 
     /// `adjoint_lg_gather` of alternation `alternation` for the adjoint solution `mu`.
@@ -128,46 +108,41 @@ impl Recorder<'_> {
         mu: Buf,
         bits: u32,
     ) -> Result<Op, GpuError> {
-        let record = self.record(Dispatch {
-            iter: alternation,
-            mode: bits,
-            ..Default::default()
-        });
-        let n = self.n;
-        self.dispatch(
-            ADJOINT_LG_GATHER,
-            &[
-                Buf::Props,
-                Buf::Adj,
-                Buf::AdjRows,
-                mu,
-                Buf::AdjIterates,
-                Buf::TanState,
-                Buf::RhsDiagonal,
-                Buf::AdjParticle,
-            ],
-            record,
-            n,
-        )
+        let bufs = [
+            Buf::Props,
+            Buf::Adj,
+            Buf::AdjRows,
+            mu,
+            Buf::AdjIterates,
+            Buf::TanState,
+            Buf::RhsDiagonal,
+            Buf::AdjParticle,
+        ];
+        let d = alternation_record(alternation, bits);
+        self.per_particle(ADJOINT_LG_GATHER, &bufs, d)
     }
 
     /// `adjoint_lg_start`: lx and lv of the step's start.
     pub(in crate::gpu) fn adjoint_lg_start(&mut self, bits: u32) -> Result<Op, GpuError> {
-        let (record, n) = (self.mode(bits), self.n);
-        self.dispatch(
-            ADJOINT_LG_START,
-            &[
-                Buf::Props,
-                Buf::Adj,
-                Buf::SpringParams,
-                Buf::AdjRows,
-                Buf::RhsDiagonal,
-                Buf::TanState,
-                Buf::AdjLx,
-                Buf::AdjLv,
-            ],
-            record,
-            n,
-        )
+        let bufs = [
+            Buf::Props,
+            Buf::Adj,
+            Buf::SpringParams,
+            Buf::AdjRows,
+            Buf::RhsDiagonal,
+            Buf::TanState,
+            Buf::AdjLx,
+            Buf::AdjLv,
+        ];
+        self.per_particle(ADJOINT_LG_START, &bufs, bits_alone(bits))
+    }
+}
+
+/// The record of alternation `alternation` with the `AdjointBit`s `bits`.
+fn alternation_record(alternation: u32, bits: u32) -> Dispatch {
+    Dispatch {
+        iter: alternation,
+        mode: bits,
+        ..Default::default()
     }
 }

@@ -17,7 +17,11 @@
 //! - `lattice`: the lattice DDEF's geometry (location, Kuhn types, stencil entries),
 //!   mirroring `crate::ddef::plan` and `crate::ddef::stencil`;
 //! - `far_walk`: the DDEF far field's chunks and its walk over the excluded sources M_j
-//!   (reads its kernel's `ddef_worlds`, `tables`, `starts`).
+//!   (reads its kernel's `ddef_worlds`, `tables`, `starts`);
+//! - `adjoint`, `adjoint_spring`, `adjoint_gather`, `adjoint_end`: what the adjoint
+//!   kernels share: their mode bits; the per-spring header (it declares its kernels'
+//!   first three bindings); the gather of their spring rows; a particle row's Dirichlet
+//!   and field-transpose end (these two read their kernel's bindings).
 
 use std::borrow::Cow;
 
@@ -43,6 +47,10 @@ pub enum Library {
     Lattice,
     DdefWork,
     FarWalk,
+    Adjoint,
+    AdjointSpring,
+    AdjointGather,
+    AdjointEnd,
 }
 
 /// Which worlds a module serves: one system, or a batch of worlds.
@@ -58,7 +66,7 @@ const WORLD_RECORD: &str = "{world}";
 const WORLD_STRUCT: &str = "{World}";
 
 impl Library {
-    pub const ALL: [Library; 10] = [
+    pub const ALL: [Library; 14] = [
         Library::Layout,
         Library::World,
         Library::Reduce,
@@ -69,6 +77,10 @@ impl Library {
         Library::Lattice,
         Library::DdefWork,
         Library::FarWalk,
+        Library::Adjoint,
+        Library::AdjointSpring,
+        Library::AdjointGather,
+        Library::AdjointEnd,
     ];
 
     pub fn name(self) -> &'static str {
@@ -83,6 +95,10 @@ impl Library {
             Library::Lattice => "lattice",
             Library::DdefWork => "ddef_work",
             Library::FarWalk => "far_walk",
+            Library::Adjoint => "adjoint",
+            Library::AdjointSpring => "adjoint_spring",
+            Library::AdjointGather => "adjoint_gather",
+            Library::AdjointEnd => "adjoint_end",
         }
     }
 
@@ -106,6 +122,10 @@ impl Library {
             Library::Lattice => Cow::Borrowed(include_str!("lattice.wgsl")),
             Library::DdefWork => Cow::Borrowed(include_str!("ddef_work.wgsl")),
             Library::FarWalk => Cow::Borrowed(include_str!("far_walk.wgsl")),
+            Library::Adjoint => Cow::Borrowed(include_str!("adjoint.wgsl")),
+            Library::AdjointSpring => Cow::Borrowed(include_str!("adjoint_spring.wgsl")),
+            Library::AdjointGather => Cow::Borrowed(include_str!("adjoint_gather.wgsl")),
+            Library::AdjointEnd => Cow::Borrowed(include_str!("adjoint_end.wgsl")),
         }
     }
 }

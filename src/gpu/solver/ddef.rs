@@ -186,42 +186,59 @@ impl SolverDdef {
     }
 }
 
-/// The error for a world where an evaluation raised a loop-budget flag (a CPU adapter
+/// Loop-budget excesses an error names one by one; the rest are counted.
+const EXCESSES_NAMED: usize = 8;
+
+/// The error for the worlds where an evaluation raised a loop-budget flag (a CPU adapter
 /// only: the kernels skip such a walk rather than let llvmpipe cut it short, so the
 /// forces of that evaluation, and the tangents and adjoints over its structure, are
-/// wrong). The flags stay raised until a re-plan, which checks them first.
+/// wrong). The flags stay raised until a re-plan, which checks them first. The error
+/// names every flagged world (the first [`EXCESSES_NAMED`] excesses, each with its walk
+/// and needed > limit, then how many more); its `needed` and `limit` are the first's.
 pub(in crate::gpu) fn check_loop_budget(records: &[DdefWorld]) -> Result<(), GpuError> {
     use crate::gpu::shader::{CPU_GATHER_SOURCES, CPU_LOOP_ITERATIONS, CPU_WALK_BUDGET};
-    for (w, r) in records.iter().enumerate() {
-        let (what, needed, limit) = if r.flags[1] != 0 {
-            (
-                "charged particles in one tetrahedron",
-                r.flags[1],
-                CPU_WALK_BUDGET,
-            )
-        } else if r.flags[2] != 0 {
-            (
-                "sources around one lattice cell",
-                r.flags[2],
-                CPU_GATHER_SOURCES,
-            )
-        } else {
-            continue;
-        };
-        let cap = CPU_LOOP_ITERATIONS;
-        return Err(GpuError::LimitExceeded {
-            what: format!(
-                "DDEF on a CPU adapter, world {w} (llvmpipe ends a shader's loops after \
-                 {},{:03} iterations, so the walk would drop sources silently; raise \
-                 coulomb.samples, or use --backend cpu or a hardware GPU): {what}",
-                cap / 1000,
-                cap % 1000
-            ),
-            needed: needed.into(),
-            limit: limit.into(),
-        });
+    let walks = [
+        (1, "charged particles in one tetrahedron", CPU_WALK_BUDGET),
+        (2, "sources around one lattice cell", CPU_GATHER_SOURCES),
+    ];
+    let excesses: Vec<(usize, &str, u32, u32)> = records
+        .iter()
+        .enumerate()
+        .flat_map(|(w, r)| {
+            walks
+                .iter()
+                .filter(|(flag, ..)| r.flags[*flag] != 0)
+                .map(move |&(flag, what, limit)| (w, what, r.flags[flag], limit))
+        })
+        .collect();
+    let Some(&(w, what, needed, limit)) = excesses.first() else {
+        return Ok(());
+    };
+    let mut worlds: Vec<usize> = excesses.iter().map(|e| e.0).collect();
+    worlds.dedup();
+    let mut list: Vec<String> = excesses
+        .iter()
+        .take(EXCESSES_NAMED)
+        .map(|(w, what, needed, limit)| format!("world {w}: {what}, {needed} > {limit}"))
+        .collect();
+    if excesses.len() > EXCESSES_NAMED {
+        list.push(format!("{} more", excesses.len() - EXCESSES_NAMED));
     }
-    Ok(())
+    let cap = CPU_LOOP_ITERATIONS;
+    Err(GpuError::LimitExceeded {
+        what: format!(
+            "DDEF on a CPU adapter, {} world(s) past the loop budget ({}) (llvmpipe ends a \
+             shader's loops after {},{:03} iterations, so the walk would drop sources \
+             silently; raise coulomb.samples, or use --backend cpu or a hardware GPU); the \
+             first, world {w}: {what}",
+            worlds.len(),
+            list.join("; "),
+            cap / 1000,
+            cap % 1000
+        ),
+        needed: needed.into(),
+        limit: limit.into(),
+    })
 }
 
 /// The buffers of `Part::Ddef`.
@@ -240,3 +257,67 @@ pub(in crate::gpu) const DDEF_BUFFERS: &[Buf] = &[
     Buf::FarPart,
     Buf::Far,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records of `n` worlds, world w flagged as `flags(w)` ([tetrahedron, cell] counts).
+    fn records(n: usize, flags: impl Fn(usize) -> [u32; 2]) -> Vec<DdefWorld> {
+        (0..n)
+            .map(|w| {
+                let [tet, cell] = flags(w);
+                DdefWorld {
+                    flags: [0, tet, cell, 0],
+                    ..Default::default()
+                }
+            })
+            .collect()
+    }
+
+    fn what(e: GpuError) -> (String, u64) {
+        match e {
+            GpuError::LimitExceeded { what, needed, .. } => (what, needed),
+            e => panic!("unexpected error: {e}"),
+        }
+    }
+
+    #[test]
+    fn every_flagged_world_is_named_with_its_walk_and_count() {
+        assert!(check_loop_budget(&records(3, |_| [0, 0])).is_ok());
+        let r = records(4, |w| match w {
+            1 => [70_001, 70_002],
+            3 => [0, 80_003],
+            _ => [0, 0],
+        });
+        let (what, needed) = what(check_loop_budget(&r).unwrap_err());
+        assert_eq!(needed, 70_001, "{what}");
+        for part in [
+            "2 world(s)",
+            "world 1: charged particles in one tetrahedron, 70001 >",
+            "world 1: sources around one lattice cell, 70002 >",
+            "world 3: sources around one lattice cell, 80003 >",
+            "the first, world 1",
+        ] {
+            assert!(what.contains(part), "{part:?} missing from: {what}");
+        }
+        assert!(
+            !what.contains("world 0") && !what.contains("world 2"),
+            "{what}"
+        );
+    }
+
+    #[test]
+    fn past_eight_excesses_the_rest_are_counted() {
+        let r = records(11, |w| [70_000 + w as u32, 0]);
+        let (what, _) = what(check_loop_budget(&r).unwrap_err());
+        assert!(
+            what.contains("11 world(s)") && what.contains("3 more"),
+            "{what}"
+        );
+        assert!(
+            what.contains("world 7:") && !what.contains("world 8:"),
+            "{what}"
+        );
+    }
+}

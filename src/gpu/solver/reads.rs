@@ -4,6 +4,7 @@
 
 use glam::{DMat3, DVec3};
 
+use super::ddef::check_loop_budget;
 use super::gpu_solver::GpuSolver;
 use super::tangent::TangentVectors;
 use crate::config::Integrator;
@@ -233,7 +234,10 @@ impl GpuSolver {
 
     /// With DDEF: runs `ops` and reads every world's scalar slots back with the DDEF
     /// world records in one submission, then re-plans the worlds whose frame drifted;
-    /// returns the scalars (`None` without DDEF).
+    /// returns the scalars (`None` without DDEF). An adjoint's solver never re-plans: its
+    /// recomputed and reversed steps must evaluate on the forward's structure, so it
+    /// keeps its set-up plan for the run, as the CPU gradient driver does (`grad::step`),
+    /// and only checks the loop budget.
     pub(in crate::gpu) fn ddef_records_with(
         &self,
         ops: &[Op],
@@ -244,11 +248,15 @@ impl GpuSolver {
         let worlds = ddef.layout.worlds.len() as u64;
         let scalars = 16 * u64::from(SCALAR_SLOTS) * worlds;
         let (data, records) = self.run_and_read_records(ops, &[(Buf::Scalars, 0, scalars)])?;
-        ddef.replan(
-            &self.host.queue,
-            self.buffers.get(Buf::DdefWorlds)?,
-            &records,
-        )?;
+        if self.adjoint.is_some() {
+            check_loop_budget(&records)?;
+        } else {
+            ddef.replan(
+                &self.host.queue,
+                self.buffers.get(Buf::DdefWorlds)?,
+                &records,
+            )?;
+        }
         Ok(Some(data))
     }
 

@@ -5,15 +5,6 @@
 // the field term from tangent_coulomb's transposed mode in bd[bd_b(i)] (charged rows, with
 // ADJ_FIELD). Pinned rows are Dirichlet: their cotangents are dropped.
 
-// disp.mode bits (gpu::kernels::adjoint::AdjointBit).
-const ADJ_STIFFNESS: u32 = 1u;
-const ADJ_MASSES: u32 = 2u;
-const ADJ_CHARGES: u32 = 4u;
-const ADJ_EXTERNALS: u32 = 8u;
-const ADJ_FIELD: u32 = 16u;
-const ADJ_HALF_KICK: u32 = 32u;
-const ADJ_LATER: u32 = 64u;
-
 @group(0) @binding(1) var<storage, read> props: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> adj: array<u32>;
 @group(0) @binding(3) var<storage, read> rows: array<vec4<f32>>;
@@ -29,23 +20,13 @@ fn main(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let i = flat_index(wid, nwg, lid);
-    if (!is_row(i)) {
+    if (!free_row(i)) {
         return;
     }
     let pr = props[i];
-    if (is_pinned(pr)) {
-        lx[i] = vec4<f32>(0.0);
-        lv[i] = vec4<f32>(0.0);
-        return;
-    }
-    var acc = vec3<f32>(0.0);
-    let row = adj_row(i);
-    for (var at = row.at; at < row.end; at = at + row.step) {
-        let k = adj_spring(at);
-        acc = acc + entry_sign(adj_word(row, at)) * rows[k].xyz;
-    }
-    if ((disp.mode & ADJ_FIELD) != 0u && pr.y != 0.0) {
-        acc = acc + world_dt(world_of(i)) * bd[bd_b(i)].xyz;
+    var acc = gather_rows(i);
+    if (has_field_transpose(pr)) {
+        acc = acc + field_transpose(i);
     }
     let m = mu[i].xyz;
     lx[i] = vec4<f32>(lx[i].xyz + acc, 0.0);

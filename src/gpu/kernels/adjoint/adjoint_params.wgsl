@@ -14,15 +14,6 @@
 // qs = q sqrt(k_c) as in props; the host applies the missing sqrt(k_c) factors. One
 // writer per particle.
 
-// disp.mode bits (gpu::kernels::adjoint::AdjointBit).
-const ADJ_STIFFNESS: u32 = 1u;
-const ADJ_MASSES: u32 = 2u;
-const ADJ_CHARGES: u32 = 4u;
-const ADJ_EXTERNALS: u32 = 8u;
-const ADJ_FIELD: u32 = 16u;
-const ADJ_HALF_KICK: u32 = 32u;
-const ADJ_LATER: u32 = 64u;
-
 @group(0) @binding(1) var<storage, read> props: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;

@@ -7,19 +7,7 @@
 //   kbar_k += h a . n (l - L) - d(a^T W_k b)/dk,
 // one writer per spring (no atomics).
 
-// disp.mode bits (gpu::kernels::adjoint::AdjointBit).
-const ADJ_STIFFNESS: u32 = 1u;
-const ADJ_MASSES: u32 = 2u;
-const ADJ_CHARGES: u32 = 4u;
-const ADJ_EXTERNALS: u32 = 8u;
-const ADJ_FIELD: u32 = 16u;
-const ADJ_HALF_KICK: u32 = 32u;
-const ADJ_LATER: u32 = 64u;
-
-@group(0) @binding(1) var<storage, read> springs: array<vec2<u32>>;
-// (k, L, c, 0)
-@group(0) @binding(2) var<storage, read> sparams: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
+// bindings 1-3: adjoint_spring's springs, sparams and positions (x)
 // mu in the first n entries (the tangent bank's dx slot)
 @group(0) @binding(4) var<storage, read> mu: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read> v1: array<vec4<f32>>;
@@ -36,24 +24,17 @@ fn main(
     if (k >= params.n_springs) {
         return;
     }
-    let ij = springs[k];
-    let w = world_of(ij.x);
-    let sp = sparams[k];
+    let s = adjoint_spring(k, 0u);
+    let w = world_of(s.ij.x);
     let h = world_dt(w);
-    let d = x[ij.y].xyz - x[ij.x].xyz;
-    let l = length(d);
-    let mi = mu[ij.x].xyz;
-    let mj = mu[ij.y].xyz;
+    let mi = mu[s.ij.x].xyz;
+    let mj = mu[s.ij.y].xyz;
     let a = mi - mj;
-    let b = v1[ij.x].xyz - v1[ij.y].xyz;
-    var n = vec3<f32>(0.0);
-    if (l > 0.0) {
-        n = d / l;
-    }
-    let elastic = spring_elastic_jvp(n, l, sp.x, sp.y, mj - mi, 0.0);
-    let wv = w_block_vjp(n, l, sp.x, sp.y, sp.z, h, world_dt2(w), a, b);
+    let b = v1[s.ij.x].xyz - v1[s.ij.y].xyz;
+    let elastic = spring_elastic_jvp(s.n, s.l, s.sp.x, s.sp.y, mj - mi, 0.0);
+    let wv = w_block_vjp(s.n, s.l, s.sp.x, s.sp.y, s.sp.z, h, world_dt2(w), a, b);
     out[k] = vec4<f32>(h * elastic + wv.xyz, 0.0);
     if ((disp.mode & ADJ_STIFFNESS) != 0u) {
-        kbar[k] = kbar[k] + h * dot(a, n) * (l - sp.y) - wv.w;
+        kbar[k] = kbar[k] + h * dot(a, s.n) * (s.l - s.sp.y) - wv.w;
     }
 }

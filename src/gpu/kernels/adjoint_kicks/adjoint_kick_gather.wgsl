@@ -8,15 +8,6 @@
 // kick adds to v_in) is already in lv. Pinned rows are Dirichlet: their cotangents are
 // dropped.
 
-// disp.mode bits (gpu::kernels::adjoint::AdjointBit).
-const ADJ_STIFFNESS: u32 = 1u;
-const ADJ_MASSES: u32 = 2u;
-const ADJ_CHARGES: u32 = 4u;
-const ADJ_EXTERNALS: u32 = 8u;
-const ADJ_FIELD: u32 = 16u;
-const ADJ_HALF_KICK: u32 = 32u;
-const ADJ_LATER: u32 = 64u;
-
 @group(0) @binding(1) var<storage, read> props: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> adj: array<u32>;
 @group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
@@ -32,13 +23,7 @@ fn main(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let i = flat_index(wid, nwg, lid);
-    if (!is_row(i)) {
-        return;
-    }
-    let pr = props[i];
-    if (is_pinned(pr)) {
-        lx[i] = vec4<f32>(0.0);
-        lv[i] = vec4<f32>(0.0);
+    if (!free_row(i)) {
         return;
     }
     let xi = x[i].xyz;
@@ -56,8 +41,8 @@ fn main(
             av = av - (r.w / l) * d;
         }
     }
-    if ((disp.mode & ADJ_FIELD) != 0u && pr.y != 0.0) {
-        ax = ax + world_dt(world_of(i)) * bd[bd_b(i)].xyz;
+    if (has_field_transpose(props[i])) {
+        ax = ax + field_transpose(i);
     }
     lx[i] = vec4<f32>(lx[i].xyz + ax, 0.0);
     lv[i] = vec4<f32>(lv[i].xyz + av, 0.0);

@@ -5,19 +5,7 @@
 // adjoint_kick_gather (no atomics); with ADJ_STIFFNESS kbar_k += its k cotangent, one
 // writer per spring.
 
-// disp.mode bits (gpu::kernels::adjoint::AdjointBit).
-const ADJ_STIFFNESS: u32 = 1u;
-const ADJ_MASSES: u32 = 2u;
-const ADJ_CHARGES: u32 = 4u;
-const ADJ_EXTERNALS: u32 = 8u;
-const ADJ_FIELD: u32 = 16u;
-const ADJ_HALF_KICK: u32 = 32u;
-const ADJ_LATER: u32 = 64u;
-
-@group(0) @binding(1) var<storage, read> springs: array<vec2<u32>>;
-// (k, L, c, 0)
-@group(0) @binding(2) var<storage, read> sparams: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
+// bindings 1-3: adjoint_spring's springs, sparams and positions (x)
 @group(0) @binding(4) var<storage, read> v: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read> mu: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read_write> rows: array<vec4<f32>>;
@@ -33,17 +21,10 @@ fn main(
     if (k >= params.n_springs) {
         return;
     }
-    let ij = springs[k];
-    let sp = sparams[k];
-    let d = x[ij.y].xyz - x[ij.x].xyz;
-    let l = length(d);
-    var n = vec3<f32>(0.0);
-    if (l > 0.0) {
-        n = d / l;
-    }
-    let u = v[ij.y].xyz - v[ij.x].xyz;
-    let w = world_dt(world_of(ij.x)) * (mu[ij.x].xyz - mu[ij.y].xyz);
-    let bar = spring_force_vjp(n, l, sp.x, sp.y, sp.z, u, w);
+    let s = adjoint_spring(k, 0u);
+    let u = v[s.ij.y].xyz - v[s.ij.x].xyz;
+    let w = world_dt(world_of(s.ij.x)) * (mu[s.ij.x].xyz - mu[s.ij.y].xyz);
+    let bar = spring_force_vjp(s.n, s.l, s.sp.x, s.sp.y, s.sp.z, u, w);
     rows[k] = vec4<f32>(bar.dd, bar.du);
     if ((disp.mode & ADJ_STIFFNESS) != 0u) {
         kbar[k] = kbar[k] + bar.k;

@@ -7,15 +7,6 @@
 // of h f); with ADJ_MASSES, mbar_i -= mu_i . z^{a+1}_i (P's M z'), and after the first
 // alternation (a = 0, lc complete) mbar_i += (lc_i / h) . (y_i + h^2 g) (c's M y + h^2 M g).
 
-// disp.mode bits (gpu::kernels::adjoint::AdjointBit).
-const ADJ_STIFFNESS: u32 = 1u;
-const ADJ_MASSES: u32 = 2u;
-const ADJ_CHARGES: u32 = 4u;
-const ADJ_EXTERNALS: u32 = 8u;
-const ADJ_FIELD: u32 = 16u;
-const ADJ_HALF_KICK: u32 = 32u;
-const ADJ_LATER: u32 = 64u;
-
 @group(0) @binding(1) var<storage, read> props: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> adj: array<u32>;
 @group(0) @binding(3) var<storage, read> rows: array<vec4<f32>>;
@@ -35,12 +26,7 @@ fn main(
     if (!is_row(i)) {
         return;
     }
-    var acc = vec3<f32>(0.0);
-    let row = adj_row(i);
-    for (var at = row.at; at < row.end; at = at + row.step) {
-        acc = acc + entry_sign(adj_word(row, at)) * rows[adj_spring(at)].xyz;
-    }
-    bd[bd_b(i)] = vec4<f32>(acc, 0.0);
+    bd[bd_b(i)] = vec4<f32>(gather_rows(i), 0.0);
     let w = world_of(i);
     let h = world_dt(w);
     let m = mu[i].xyz;

@@ -5,21 +5,10 @@
 //   p_k = h^2 k L (I - n n^T) w / l   (physics.wgsl's local_projection_jvp, symmetric),
 // into rows[k] (adjoint_lg_gather: i +p_k, j -p_k), and with ADJ_STIFFNESS
 //   kbar_k += h^2 [w . d_k - w . (z'_i - z'_j)]   (k in J(k) d and in P's h^2 L(k) z'),
-// one writer per spring. z^a and z^{a+1} are the recomputed iterates in z (n each).
+// one writer per spring. z^a and z^{a+1} are the recomputed iterates in `positions`
+// (n each).
 
-// disp.mode bits (gpu::kernels::adjoint::AdjointBit).
-const ADJ_STIFFNESS: u32 = 1u;
-const ADJ_MASSES: u32 = 2u;
-const ADJ_CHARGES: u32 = 4u;
-const ADJ_EXTERNALS: u32 = 8u;
-const ADJ_FIELD: u32 = 16u;
-const ADJ_HALF_KICK: u32 = 32u;
-const ADJ_LATER: u32 = 64u;
-
-@group(0) @binding(1) var<storage, read> springs: array<vec2<u32>>;
-// (k, L, c, 0)
-@group(0) @binding(2) var<storage, read> sparams: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> z: array<vec4<f32>>;
+// bindings 1-3: adjoint_spring's springs, sparams and positions (the iterates z)
 @group(0) @binding(4) var<storage, read> mu: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read_write> rows: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read_write> kbar: array<f32>;
@@ -34,21 +23,14 @@ fn main(
     if (k >= params.n_springs) {
         return;
     }
-    let ij = springs[k];
-    let sp = sparams[k];
-    let h2 = world_dt2(world_of(ij.x));
     let za = disp.iter * params.n;
     let zb = za + params.n;
-    let d = z[za + ij.y].xyz - z[za + ij.x].xyz;
-    let l = length(d);
-    var n = vec3<f32>(0.0);
-    if (l > 0.0) {
-        n = d / l;
-    }
-    let w = mu[ij.x].xyz - mu[ij.y].xyz;
-    rows[k] = vec4<f32>((h2 * sp.x) * local_projection_jvp(n, l, sp.y, w), 0.0);
+    let s = adjoint_spring(k, za);
+    let h2 = world_dt2(world_of(s.ij.x));
+    let w = mu[s.ij.x].xyz - mu[s.ij.y].xyz;
+    rows[k] = vec4<f32>((h2 * s.sp.x) * local_projection_jvp(s.n, s.l, s.sp.y, w), 0.0);
     if ((disp.mode & ADJ_STIFFNESS) != 0u) {
-        let z1 = z[zb + ij.x].xyz - z[zb + ij.y].xyz;
-        kbar[k] = kbar[k] + h2 * (-sp.y * dot(w, n) - dot(w, z1));
+        let z1 = positions[zb + s.ij.x].xyz - positions[zb + s.ij.y].xyz;
+        kbar[k] = kbar[k] + h2 * (-s.sp.y * dot(w, s.n) - dot(w, z1));
     }
 }

@@ -9,15 +9,6 @@
 // tangent_coulomb's transposed mode in bd[bd_b(i)] on charged rows (with ADJ_FIELD).
 // Pinned rows are Dirichlet: their cotangents are dropped.
 
-// disp.mode bits (gpu::kernels::adjoint::AdjointBit).
-const ADJ_STIFFNESS: u32 = 1u;
-const ADJ_MASSES: u32 = 2u;
-const ADJ_CHARGES: u32 = 4u;
-const ADJ_EXTERNALS: u32 = 8u;
-const ADJ_FIELD: u32 = 16u;
-const ADJ_HALF_KICK: u32 = 32u;
-const ADJ_LATER: u32 = 64u;
-
 @group(0) @binding(1) var<storage, read> props: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> adj: array<u32>;
 // (k, L, c, 0)
@@ -35,15 +26,10 @@ fn main(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let i = flat_index(wid, nwg, lid);
-    if (!is_row(i)) {
+    if (!free_row(i)) {
         return;
     }
     let pr = props[i];
-    if (is_pinned(pr)) {
-        lx[i] = vec4<f32>(0.0);
-        lv[i] = vec4<f32>(0.0);
-        return;
-    }
     let h = world_dt(world_of(i));
     let c = lc[i].xyz;
     var acc = vec3<f32>(0.0);
@@ -57,8 +43,8 @@ fn main(
     }
     let ly = acc + (pr.x / h) * c;
     var f = vec3<f32>(0.0);
-    if ((disp.mode & ADJ_FIELD) != 0u && pr.y != 0.0) {
-        f = h * bd[bd_b(i)].xyz;
+    if (has_field_transpose(pr)) {
+        f = field_transpose(i);
     }
     lx[i] = vec4<f32>(lx[i].xyz + ly + cl + f, 0.0);
     lv[i] = vec4<f32>(lv[i].xyz + h * ly, 0.0);
