@@ -158,8 +158,9 @@ fn far_take(acc: vec3<f32>, u: vec3<f32>, sj: vec4<f32>, eps2: f32, m: u32, k: u
 }
 
 // The !STAGED far field: TARGETS (<= FAR_SITES) consecutive sites per invocation, each
-// source read once for all of them, in blocks of 32 whose M_j membership is a bit mask
-// per site. Per site the same terms in the same order as `main`'s walk. Written out per
+// source read once for all of them (a read costs lavapipe more than a pair), in blocks
+// of 32 whose M_j membership is a bit mask per site. Per site the same terms in the same
+// order as `main`'s walk (eq. 17, exact exclusion: docs/physics.md §8). Written out per
 // site: a loop over the sites would cost llvmpipe a loop iteration (of its budget) per
 // source and site.
 fn unstaged(wid: vec3<u32>, lid: u32) {
