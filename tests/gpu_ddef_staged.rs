@@ -1,9 +1,11 @@
-//! The DDEF gather's staged path (sources through workgroup memory, what hardware GPUs
-//! run) against its unstaged one (what a CPU adapter runs by default) on the same device:
-//! both add the same terms in the same order, so the forces must agree bit for bit. On a
-//! CPU adapter `MSC_DDEF_GATHER_STAGED=1` keeps the staged path; this file is its own test
-//! binary with one test, so setting the variable races no other test. Skips when wgpu
-//! finds no adapter, and fails instead when `MSC_REQUIRE_GPU=1`.
+//! The DDEF far field's and gather's staged paths (sources through workgroup memory, one
+//! site or target per invocation: what hardware GPUs run) against their unstaged ones
+//! (what a CPU adapter runs by default: several sites or targets per invocation) on the
+//! same device: both add the same terms in the same order, so the forces must agree bit
+//! for bit. On a CPU adapter `MSC_DDEF_GATHER_STAGED=1` and `MSC_DDEF_FAR_STAGED=1` keep
+//! the staged paths; this file is its own test binary with one test, so setting the
+//! variables races no other test. Skips when wgpu finds no adapter, and fails instead
+//! when `MSC_REQUIRE_GPU=1`.
 
 mod common;
 
@@ -15,7 +17,8 @@ use msc::config::{
 use msc::ddef::error_study::random_points;
 use msc::model::{System, SystemDesc};
 
-const STAGED: &str = "MSC_DDEF_GATHER_STAGED";
+const GATHER_STAGED: &str = "MSC_DDEF_GATHER_STAGED";
+const FAR_STAGED: &str = "MSC_DDEF_FAR_STAGED";
 
 fn cloud(x: &[DVec3], q: &[f64]) -> System {
     let n = x.len();
@@ -48,31 +51,43 @@ fn config(samples: u32, variant: DdefVariant, softening: f64) -> Config {
     }
 }
 
-/// The GPU's DDEF forces, staged or not; None without an adapter.
-fn forces(system: &System, config: &Config, staged: bool) -> Option<Vec<DVec3>> {
-    if staged {
-        std::env::set_var(STAGED, "1");
-        assert!(msc::gpu::shader::staged_on_cpu("ddef_gather"));
-    } else {
-        std::env::remove_var(STAGED);
+/// The GPU's DDEF forces with kernel `staged` on its staged path (None: both unstaged);
+/// None without an adapter.
+fn forces(system: &System, config: &Config, staged: Option<&str>) -> Option<Vec<DVec3>> {
+    let clear = || {
+        for var in [GATHER_STAGED, FAR_STAGED] {
+            std::env::remove_var(var);
+        }
+    };
+    clear();
+    if let Some(kernel) = staged {
+        let var = if kernel == "ddef_far" {
+            FAR_STAGED
+        } else {
+            GATHER_STAGED
+        };
+        std::env::set_var(var, "1");
+        assert!(msc::gpu::shader::staged_on_cpu(kernel));
     }
-    let mut g = gpu(system, config)?;
-    std::env::remove_var(STAGED);
-    Some(g.field_forces().expect("field forces").0)
+    let mut g = gpu(system, config);
+    clear();
+    Some(g.as_mut()?.field_forces().expect("field forces").0)
 }
 
 #[test]
-fn the_staged_gather_gives_the_unstaged_ones_bits() {
+fn the_staged_paths_give_the_unstaged_ones_bits() {
     let mut rng = Rng(5);
     let mut q = |n: usize| -> Vec<f64> {
         (0..n)
             .map(|_| 1e-6 * rng.range(0.5, 1.5) * if rng.next() < 0.5 { -1.0 } else { 1.0 })
             .collect()
     };
-    // Spread charges (one tile per neighbour cell, cells of one work item), and crowded
-    // cells: 4,000 charges at m = 8, a few cells of 500 or more (several tiles per neighbour cell, a tile boundary
-    // inside a tetrahedron's range, several work items per cell).
-    let spread = random_points(DVec3::ZERO, DVec3::ONE, 3000, 7);
+    // Spread charges (one tile per neighbour cell, cells of one work item; 4 far chunks,
+    // the last one ending inside a block of 32 sources), and crowded cells: 4,000 charges
+    // at m = 8, a few cells of 500 or more (several tiles per neighbour cell, a tile
+    // boundary inside a tetrahedron's range, several work items per cell). Neither
+    // lattice's site count is a multiple of the far field's sites per invocation.
+    let spread = random_points(DVec3::ZERO, DVec3::ONE, 3001, 7);
     let crowded = random_points(DVec3::ZERO, DVec3::ONE, 4000, 9);
     let cases = [
         ("spread", cloud(&spread, &q(spread.len())), 400, 1e-3),
@@ -81,13 +96,18 @@ fn the_staged_gather_gives_the_unstaged_ones_bits() {
     for (name, system, m, eps) in &cases {
         for variant in [DdefVariant::Paper, DdefVariant::Corrected] {
             let c = config(*m, variant, *eps);
-            let Some(plain) = forces(system, &c, false) else {
+            let Some(plain) = forces(system, &c, None) else {
                 return;
             };
-            let staged = forces(system, &c, true).expect("adapter");
             assert!(plain.iter().any(|f| *f != DVec3::ZERO), "{name}: no forces");
-            let differ = plain.iter().zip(&staged).filter(|(a, b)| a != b).count();
-            assert_eq!(differ, 0, "{name} {variant:?}: {differ} forces differ");
+            for kernel in ["ddef_gather", "ddef_far"] {
+                let staged = forces(system, &c, Some(kernel)).expect("adapter");
+                let differ = plain.iter().zip(&staged).filter(|(a, b)| a != b).count();
+                assert_eq!(
+                    differ, 0,
+                    "{name} {variant:?} {kernel}: {differ} forces differ"
+                );
+            }
         }
     }
 }

@@ -300,10 +300,10 @@ fn wgsl_constants_match_the_host() {
     assert!(modes >= 16, "{modes} mode constants checked");
 }
 
-/// `coulomb_tiled` and `tangent_coulomb` size their workgroups by the `TARGETS` override:
-/// with each value the host sets (`Kernel::cpu_targets`), the specialized module must
-/// validate with one workgroup per 256 targets (256 / TARGETS invocations, within the
-/// default limit).
+/// `coulomb_tiled`, `tangent_coulomb` and `ddef_far` size their workgroups by the
+/// `TARGETS` override: with each value the host sets (`Kernel::cpu_targets`), the
+/// specialized module must validate with one workgroup per 256 targets (or far-field
+/// sites: 256 / TARGETS invocations, within the default limit).
 #[test]
 fn coulomb_targets_override_gives_one_tile_per_workgroup() {
     let mut checked = 0;
@@ -335,5 +335,5 @@ fn coulomb_targets_override_gives_one_tile_per_workgroup() {
             );
         }
     }
-    assert_eq!(checked, 2, "coulomb_tiled and tangent_coulomb");
+    assert_eq!(checked, 3, "coulomb_tiled, tangent_coulomb and ddef_far");
 }

@@ -87,8 +87,10 @@ pub fn reserved_sites(samples: u32) -> u64 {
 
 /// The most sources one far-field chunk takes on a CPU adapter. llvmpipe ends every loop
 /// of an invocation after 65,535 iterations in all (one budget shared by all its loops,
-/// without an error), and `ddef_far`'s direct walk spends about 3 per source, so a longer
-/// chunk silently drops its tail (from about 44K charges in two chunks).
+/// without an error); `ddef_far`'s direct walk spent about 3 per source, so a longer
+/// chunk silently dropped its tail (from about 44K charges in two chunks). Its masked walk
+/// spends about 2 (the source, plus two per site and block of 32), but the chunks' sums,
+/// so the golden digests, stay as they were.
 pub const CPU_CHUNK_SOURCES: u64 = 16_384;
 
 /// Source chunks of a world's far field with `sites` sites: enough workgroups to fill the

@@ -26,7 +26,7 @@ use crate::gpu::host::recorder::Recorder;
 use crate::gpu::host::recording::Op;
 use crate::gpu::layout::{Dispatch, WORKGROUP_SIZE};
 use crate::gpu::shader::Access::{Read, ReadWrite};
-use crate::gpu::shader::{Kernel, Library};
+use crate::gpu::shader::{Kernel, Library, DDEF_FAR_SITES_CPU};
 
 wgsl_enum! {
     /// `ddef_scan`'s pass: scan each block and write its total a level up, or add the
@@ -73,11 +73,14 @@ pub const DDEF_CELLS: Kernel = ddef_kernel!(
     [Layout, Lattice],
     [Read, ReadWrite, ReadWrite, Read]
 );
-pub const DDEF_FAR: Kernel = ddef_kernel!(
-    "ddef_far",
-    [Layout, World, Physics, Lattice, FarWalk],
-    [Read, Read, Read, Read, ReadWrite]
-);
+pub const DDEF_FAR: Kernel = Kernel {
+    cpu_targets: Some(DDEF_FAR_SITES_CPU),
+    ..ddef_kernel!(
+        "ddef_far",
+        [Layout, World, Physics, Lattice, FarWalk],
+        [Read, Read, Read, Read, ReadWrite]
+    )
+};
 pub const DDEF_FAR_SUM: Kernel = ddef_kernel!("ddef_far_sum", [Layout], [Read, Read, ReadWrite]);
 pub const DDEF_GATHER: Kernel = ddef_kernel!(
     "ddef_gather",

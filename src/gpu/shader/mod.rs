@@ -304,16 +304,29 @@ const _: () = assert!(
     WORKGROUP_SIZE.is_multiple_of(TANGENT_COULOMB_TARGETS_CPU) && TANGENT_COULOMB_TARGETS_CPU <= 8
 );
 
+/// `ddef_far`'s sites per invocation on a CPU adapter (its `TARGETS`, with `STAGED` off):
+/// one source read serves them all, as in the all-pairs kernel (BENCHMARKS.md). At most
+/// the 16 its unstaged path writes out, and a divisor of the WG sites of a workgroup.
+pub const DDEF_FAR_SITES_CPU: u32 = 16;
+const _: () =
+    assert!(WORKGROUP_SIZE.is_multiple_of(DDEF_FAR_SITES_CPU) && DDEF_FAR_SITES_CPU <= 16);
+
 /// Kernels whose `STAGED` override is off on a CPU (software) adapter: they read their
 /// sources directly instead of through workgroup memory, whose barriers cost lavapipe
 /// more than the pairs between them (the DDEF far field and gather: BENCHMARKS.md).
 pub const UNSTAGED_ON_CPU: &[&str] = &["ddef_far", "ddef_gather"];
 
-/// Whether kernel `name` keeps its staged path on a CPU adapter: `ddef_gather` when
-/// `MSC_DDEF_GATHER_STAGED=1`, so that the path hardware GPUs run is tested on lavapipe
-/// too (the two add the same terms in the same order: the same bits).
+/// Whether kernel `name` keeps its staged path on a CPU adapter (and one target per
+/// invocation): `ddef_gather` when `MSC_DDEF_GATHER_STAGED=1`, `ddef_far` when
+/// `MSC_DDEF_FAR_STAGED=1`, so that the path hardware GPUs run is tested on lavapipe too
+/// (the two add the same terms in the same order: the same bits).
 pub fn staged_on_cpu(name: &str) -> bool {
-    name == "ddef_gather" && std::env::var("MSC_DDEF_GATHER_STAGED").as_deref() == Ok("1")
+    let var = match name {
+        "ddef_gather" => "MSC_DDEF_GATHER_STAGED",
+        "ddef_far" => "MSC_DDEF_FAR_STAGED",
+        _ => return false,
+    };
+    std::env::var(var).as_deref() == Ok("1")
 }
 
 /// Loop iterations llvmpipe lets one shader invocation run, all its loops together
@@ -366,10 +379,11 @@ fn pipeline_constants(
         constants.push(("BLOCK_DIAG", f64::from(u8::from(spec.block_diag))));
     }
     let cpu = device.adapter_info().device_type == wgpu::DeviceType::Cpu;
-    if let (true, Some(t)) = (cpu, k.cpu_targets) {
+    let staged = staged_on_cpu(k.name);
+    if let (true, Some(t), false) = (cpu, k.cpu_targets, staged) {
         constants.push(("TARGETS", f64::from(t)));
     }
-    if cpu && UNSTAGED_ON_CPU.contains(&k.name) && !staged_on_cpu(k.name) {
+    if cpu && UNSTAGED_ON_CPU.contains(&k.name) && !staged {
         constants.push(("STAGED", 0.0));
     }
     if let Some(&(_, budget)) = LOOP_BUDGET_ON_CPU.iter().find(|(n, _)| cpu && *n == k.name) {
