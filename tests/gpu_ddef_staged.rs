@@ -1,21 +1,21 @@
-//! The DDEF gather's staged path (sources through workgroup memory, what hardware GPUs
-//! run) against its unstaged one (what a CPU adapter runs by default) on the same device:
-//! both add the same terms in the same order, so the forces must agree bit for bit. On a
-//! CPU adapter `MSC_DDEF_GATHER_STAGED=1` keeps the staged path; this file is its own test
-//! binary with one test, so setting the variable races no other test. Skips when wgpu
-//! finds no adapter, and fails instead when `MSC_REQUIRE_GPU=1`.
+//! The DDEF near gathers' staged path (sources through workgroup memory, what hardware
+//! GPUs run) against their unstaged one (what a CPU adapter runs by default) on the same
+//! device: both add the same terms in the same order, so the forces (`ddef_gather`), the
+//! tangents (`ddef_gather_tangent`) and the cotangents (`ddef_gather_adjoint`,
+//! `ddef_source_adjoint`) must agree bit for bit. `GpuSolver::headless_staged_on_cpu`
+//! keeps the staged path on a CPU adapter (on a hardware GPU both solvers run it). Skips
+//! when wgpu finds no adapter, and fails instead when `MSC_REQUIRE_GPU=1`.
 
 mod common;
 
-use common::{gpu, Rng};
+use common::{skip_no_adapter, Rng};
 use glam::DVec3;
 use msc::config::{
     Config, CoulombConfig, CoulombMethod, DdefConfig, DdefSamples, DdefVariant, Integrator,
 };
 use msc::ddef::error_study::random_points;
+use msc::gpu::{GpuError, GpuSolver, HeadlessOptions, TangentDirection};
 use msc::model::{System, SystemDesc};
-
-const STAGED: &str = "MSC_DDEF_GATHER_STAGED";
 
 fn cloud(x: &[DVec3], q: &[f64]) -> System {
     let n = x.len();
@@ -48,17 +48,37 @@ fn config(samples: u32, variant: DdefVariant, softening: f64) -> Config {
     }
 }
 
-/// The GPU's DDEF forces, staged or not; None without an adapter.
-fn forces(system: &System, config: &Config, staged: bool) -> Option<Vec<DVec3>> {
-    if staged {
-        std::env::set_var(STAGED, "1");
-        assert!(msc::gpu::shader::staged_on_cpu("ddef_gather"));
+/// The GPU's DDEF forces, the field's tangent along `dx` (with the charges' tangents
+/// `dq`) and the forces' VJP for cotangent `dx` (position and charge cotangents), staged
+/// or not; None without an adapter.
+type Results = (Vec<DVec3>, Vec<DVec3>, Vec<DVec3>, Vec<f64>);
+fn results(system: &System, config: &Config, dx: &[DVec3], dq: &[f64], staged: bool) -> Option<Results> {
+    let along = TangentDirection {
+        dq: Some(dq),
+        dk: None,
+        dqe: &[],
+        dxe: &[],
+    };
+    let options = HeadlessOptions {
+        allow_software: true,
+    };
+    let build = if staged {
+        GpuSolver::headless_staged_on_cpu
     } else {
-        std::env::remove_var(STAGED);
-    }
-    let mut g = gpu(system, config)?;
-    std::env::remove_var(STAGED);
-    Some(g.field_forces().expect("field forces").0)
+        GpuSolver::headless_with_tangents
+    };
+    let mut g = match build(system, config, &[along], &options) {
+        Ok(g) => g,
+        Err(GpuError::NoAdapter(why)) => {
+            skip_no_adapter(&why);
+            return None;
+        }
+        Err(e) => panic!("building the GPU solver failed: {e}"),
+    };
+    let forces = g.field_forces().expect("field forces").0;
+    let jvp = g.ddef_forces_jvp(dx).expect("jvp");
+    let (xb, qb) = g.ddef_forces_vjp(dx).expect("vjp");
+    Some((forces, jvp, xb, qb))
 }
 
 #[test]
@@ -79,15 +99,26 @@ fn the_staged_gather_gives_the_unstaged_ones_bits() {
         ("crowded", cloud(&crowded, &q(crowded.len())), 8, 1e-2),
     ];
     for (name, system, m, eps) in &cases {
+        let n = system.len();
+        let mut r = Rng(11);
+        let dx: Vec<DVec3> = (0..n).map(|_| r.vec(1.0)).collect();
+        let dq = q(n);
         for variant in [DdefVariant::Paper, DdefVariant::Corrected] {
             let c = config(*m, variant, *eps);
-            let Some(plain) = forces(system, &c, false) else {
+            let Some(plain) = results(system, &c, &dx, &dq, false) else {
                 return;
             };
-            let staged = forces(system, &c, true).expect("adapter");
-            assert!(plain.iter().any(|f| *f != DVec3::ZERO), "{name}: no forces");
-            let differ = plain.iter().zip(&staged).filter(|(a, b)| a != b).count();
-            assert_eq!(differ, 0, "{name} {variant:?}: {differ} forces differ");
+            let staged = results(system, &c, &dx, &dq, true).expect("adapter");
+            assert!(plain.0.iter().any(|f| *f != DVec3::ZERO), "{name}: no forces");
+            assert!(plain.1.iter().any(|f| *f != DVec3::ZERO), "{name}: no tangents");
+            assert!(plain.3.iter().any(|f| *f != 0.0), "{name}: no cotangents");
+            let what = ["forces", "tangents", "position cotangents"];
+            for (w, (a, b)) in what.iter().zip([(&plain.0, &staged.0), (&plain.1, &staged.1), (&plain.2, &staged.2)]) {
+                let differ = a.iter().zip(b).filter(|(a, b)| a != b).count();
+                assert_eq!(differ, 0, "{name} {variant:?}: {differ} {w} differ");
+            }
+            let differ = plain.3.iter().zip(&staged.3).filter(|(a, b)| a != b).count();
+            assert_eq!(differ, 0, "{name} {variant:?}: {differ} charge cotangents differ");
         }
     }
 }

@@ -120,8 +120,8 @@ fn every_kernel_declares_exactly_the_libraries_it_uses() {
 /// The libraries declare no name twice: all of them together form one valid module, for
 /// one world and for a batch, given the bindings a library reads from its kernel
 /// (`adjacency`'s `adj`, `operator`'s `sf` and `u`, `far_walk`'s `ddef_worlds`, `tables`
-/// and `starts`, and `ddef_work`'s `ddef_worlds` and `starts`, which each kernel binds at
-/// its own slots).
+/// and `starts`, `ddef_work`'s `ddef_worlds` and `starts`, and `near_walk`'s those,
+/// `sorted_key` and the `STAGED` override, which each kernel binds at its own slots).
 #[test]
 fn the_libraries_compose_without_clashes() {
     for worlds in [Worlds::One, Worlds::Batch] {
@@ -136,7 +136,9 @@ fn the_libraries_compose_without_clashes() {
              @group(3) @binding(2) var<storage, read> u: array<vec4<f32>>;\n\
              @group(3) @binding(3) var<storage, read> ddef_worlds: array<DdefWorld>;\n\
              @group(3) @binding(4) var<storage, read> tables: array<u32>;\n\
-             @group(3) @binding(5) var<storage, read> starts: array<u32>;\n",
+             @group(3) @binding(5) var<storage, read> starts: array<u32>;\n\
+             @group(3) @binding(6) var<storage, read> sorted_key: array<vec2<u32>>;\n\
+             override STAGED: bool = true;\n",
         );
         assert!(validates(&all), "{worlds:?}");
     }

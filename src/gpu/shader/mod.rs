@@ -17,7 +17,10 @@
 //! - `lattice`: the lattice DDEF's geometry (location, Kuhn types, stencil entries),
 //!   mirroring `crate::ddef::plan` and `crate::ddef::stencil`;
 //! - `far_walk`: the DDEF far field's chunks and its walk over the excluded sources M_j
-//!   (reads its kernel's `ddef_worlds`, `tables`, `starts`).
+//!   (reads its kernel's `ddef_worlds`, `tables`, `starts`);
+//! - `near_walk`: the DDEF near gathers' walk over a work item's neighbour cells, their
+//!   membership bits and tetrahedron ranges (reads `ddef_worlds`, `tables`, `starts`,
+//!   `sorted_key`).
 
 use std::borrow::Cow;
 
@@ -43,6 +46,7 @@ pub enum Library {
     Lattice,
     DdefWork,
     FarWalk,
+    NearWalk,
 }
 
 /// Which worlds a module serves: one system, or a batch of worlds.
@@ -58,7 +62,7 @@ const WORLD_RECORD: &str = "{world}";
 const WORLD_STRUCT: &str = "{World}";
 
 impl Library {
-    pub const ALL: [Library; 10] = [
+    pub const ALL: [Library; 11] = [
         Library::Layout,
         Library::World,
         Library::Reduce,
@@ -69,6 +73,7 @@ impl Library {
         Library::Lattice,
         Library::DdefWork,
         Library::FarWalk,
+        Library::NearWalk,
     ];
 
     pub fn name(self) -> &'static str {
@@ -83,6 +88,7 @@ impl Library {
             Library::Lattice => "lattice",
             Library::DdefWork => "ddef_work",
             Library::FarWalk => "far_walk",
+            Library::NearWalk => "near_walk",
         }
     }
 
@@ -106,6 +112,7 @@ impl Library {
             Library::Lattice => Cow::Borrowed(include_str!("lattice.wgsl")),
             Library::DdefWork => Cow::Borrowed(include_str!("ddef_work.wgsl")),
             Library::FarWalk => Cow::Borrowed(include_str!("far_walk.wgsl")),
+            Library::NearWalk => Cow::Borrowed(include_str!("near_walk.wgsl")),
         }
     }
 }
@@ -286,15 +293,23 @@ const _: () = assert!(
 
 /// Kernels whose `STAGED` override is off on a CPU (software) adapter: they read their
 /// sources directly instead of through workgroup memory, whose barriers cost lavapipe
-/// more than the pairs between them (the DDEF far field and gather: BENCHMARKS.md).
-pub const UNSTAGED_ON_CPU: &[&str] = &["ddef_far", "ddef_gather"];
+/// more than the pairs between them (the DDEF far field and near gathers: BENCHMARKS.md).
+pub const UNSTAGED_ON_CPU: &[&str] = &[
+    "ddef_far",
+    "ddef_gather",
+    "ddef_gather_tangent",
+    "ddef_gather_adjoint",
+    "ddef_source_adjoint",
+];
 
-/// Whether kernel `name` keeps its staged path on a CPU adapter: `ddef_gather` when
-/// `MSC_DDEF_GATHER_STAGED=1`, so that the path hardware GPUs run is tested on lavapipe
-/// too (the two add the same terms in the same order: the same bits).
-pub fn staged_on_cpu(name: &str) -> bool {
-    name == "ddef_gather" && std::env::var("MSC_DDEF_GATHER_STAGED").as_deref() == Ok("1")
-}
+/// The DDEF near gathers (`near_walk`'s kernels), whose staged path
+/// [`Specialization::staged_on_cpu`] keeps on a CPU adapter.
+pub const NEAR_GATHERS: &[&str] = &[
+    "ddef_gather",
+    "ddef_gather_tangent",
+    "ddef_gather_adjoint",
+    "ddef_source_adjoint",
+];
 
 /// Loop iterations llvmpipe lets one shader invocation run, all its loops together
 /// (`LP_MAX_TGSI_LOOP_ITERATIONS`), counted per SIMD batch of invocations; past them every
@@ -333,6 +348,11 @@ pub struct Specialization {
     /// `BLOCK_DIAG` of `blocks.wgsl`: `bd` holds the 3x3 diagonal blocks' off-diagonal
     /// entries (3 rows per particle, else 2).
     pub block_diag: bool,
+    /// On a CPU adapter, keep the DDEF near gathers' staged path ([`NEAR_GATHERS`]:
+    /// sources through workgroup memory, what hardware GPUs run) instead of their direct
+    /// reads, so that path is tested on lavapipe too: both add the same terms in the same
+    /// order (the same bits). Off by default; no effect on a hardware GPU.
+    pub staged_on_cpu: bool,
 }
 
 /// The pipeline-overridable constants of kernel `k` on `device` (WGSL `override`).
@@ -349,7 +369,8 @@ fn pipeline_constants(
     if let (true, Some(t)) = (cpu, k.cpu_targets) {
         constants.push(("TARGETS", f64::from(t)));
     }
-    if cpu && UNSTAGED_ON_CPU.contains(&k.name) && !staged_on_cpu(k.name) {
+    let staged = spec.staged_on_cpu && NEAR_GATHERS.contains(&k.name);
+    if cpu && UNSTAGED_ON_CPU.contains(&k.name) && !staged {
         constants.push(("STAGED", 0.0));
     }
     if let Some(&(_, budget)) = LOOP_BUDGET_ON_CPU.iter().find(|(n, _)| cpu && *n == k.name) {
