@@ -10,7 +10,9 @@
 // Reads its kernel's `ddef_worlds`, `tables`, `starts`, `sorted_key` and its `STAGED`
 // override (false on a CPU adapter: no tiles, each neighbour cell's range in one pass).
 
-// A work item's cell `cell` (point `cp`) and its targets, sorted positions [tb, te).
+// A work item's cell `cell` (point `cp`) and its targets, sorted positions [tb, te);
+// the neighbourhood's entries (nd of them, the tables' near stencil at `doff`) and the
+// membership table (at `moff`).
 struct NearItem {
     valid: bool,
     world: DdefWorld,
@@ -19,20 +21,23 @@ struct NearItem {
     cp: vec3<u32>,
     tb: u32,
     te: u32,
+    nd: u32,
+    doff: u32,
+    moff: u32,
 }
 
 // Work item `g` of the list; `valid` false past it.
 fn near_item(g: u32) -> NearItem {
     let item = ddef_work_item(g);
     if (!item.valid) {
-        return NearItem(false, DdefWorld(), vec3<u32>(0u), 0u, vec3<u32>(0u), 0u, 0u);
+        return NearItem(false, DdefWorld(), vec3<u32>(0u), 0u, vec3<u32>(0u), 0u, 0u, 0u, 0u, 0u);
     }
     let world = ddef_worlds[item.world];
     let dims = world.dims.xyz;
     let cp = ddef_cell_point(dims, item.cell - world.base.y);
     let tb = starts[KUHN * item.cell] + item.chunk * WG;
     let te = min(tb + WG, starts[KUHN * item.cell + KUHN]);
-    return NearItem(true, world, dims, item.cell, cp, tb, te);
+    return NearItem(true, world, dims, item.cell, cp, tb, te, tables[0u], tables[1u], tables[2u]);
 }
 
 // Invocation `lid`'s target, sorted position k = tb + lid: `has` when it is one of the
@@ -108,24 +113,30 @@ fn member_bits(row: u32, row_c: u32, valid: u32, valid_c: u32, v: u32, has: bool
     return vec2<u32>(near_bits, corr_bits);
 }
 
-// member_bits of target `tg` and correction `c` at neighbourhood entry d (of nd; the
-// membership table at moff).
-fn near_bits(moff: u32, nd: u32, d: u32, tg: NearTarget, c: NearCorrection) -> vec2<u32> {
-    return member_bits(moff + (tg.kuhn * nd + d) * KUHN, moff + (c.kuhn * nd + d) * KUHN, tg.valid, c.valid, c.v, tg.has, c.on);
+// The first tetrahedron of the neighbour cell at the item's neighbourhood entry d;
+// NO_RANK outside the lattice.
+fn near_tets(it: NearItem, d: u32) -> u32 {
+    return neighbour_tets(it.world, it.dims, it.cp, tables[it.doff + d]);
 }
 
-// Whether bit t of `bits` is set.
-fn near_takes(bits: u32, t: u32) -> bool {
-    return ((bits >> t) & 1u) != 0u;
+// member_bits of target `tg` and correction `c` at the item's neighbourhood entry d.
+fn near_bits(it: NearItem, d: u32, tg: NearTarget, c: NearCorrection) -> vec2<u32> {
+    let row = it.moff + (tg.kuhn * it.nd + d) * KUHN;
+    let row_c = it.moff + (c.kuhn * it.nd + d) * KUHN;
+    return member_bits(row, row_c, tg.valid, c.valid, c.v, tg.has, c.on);
 }
 
-// The sorted positions [x, y) of tetrahedron t0 + t's sources inside the staged tile
-// [base, top); empty, without a read, when no bit of `bits` takes type t.
-fn tile_range(bits: vec2<u32>, t0: u32, t: u32, base: u32, top: u32) -> vec2<u32> {
-    if (!near_takes(bits.x | bits.y, t)) {
-        return vec2<u32>(0u, 0u);
+// Type t's part of the staged tile [base, top) of the neighbour cell whose first
+// tetrahedron is t0: (x, y) the sorted positions of tetrahedron t0 + t's sources inside
+// the tile, z whether the near sum (bits.x) takes them, w whether the correction
+// (bits.y) does; empty, without a read, when neither does.
+fn tile_tet(bits: vec2<u32>, t0: u32, t: u32, base: u32, top: u32) -> vec4<u32> {
+    let near = (bits.x >> t) & 1u;
+    let co = (bits.y >> t) & 1u;
+    if ((near | co) == 0u) {
+        return vec4<u32>(0u);
     }
-    return vec2<u32>(max(starts[t0 + t], base), min(starts[t0 + t + 1u], top));
+    return vec4<u32>(max(starts[t0 + t], base), min(starts[t0 + t + 1u], top), near, co);
 }
 
 // The tile after the one at `base` of a neighbour cell's sources [.., end), `step` a tile;

@@ -225,6 +225,15 @@ fn corner_sums(world: DdefWorld, dims: vec3<u32>, cp: vec3<u32>, corner: u32, ep
     return array<vec3<f32>, KUHN>(c0, c1, c2, c3, c4, c5);
 }
 
+// Sources [base, min(base + TILE, end)) into the tile, for the whole workgroup.
+fn stage_tile(base: u32, end: u32, lid: u32) {
+    let s = base + lid;
+    if (s < end) {
+        tile[lid] = sorted_src[s];
+    }
+    workgroupBarrier();
+}
+
 @compute @workgroup_size(WG)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -251,24 +260,17 @@ fn main(
     }
     let c = near_correction(it, lid);
 
-    let nd = tables[0u];
-    let doff = tables[1u];
-    let moff = tables[2u];
     var acc = vec3<f32>(0.0);
     var cacc = vec3<f32>(0.0);
-    for (var d = 0u; d < nd && STAGED; d = d + 1u) {
-        let t0 = neighbour_tets(it.world, it.dims, it.cp, tables[doff + d]);
+    for (var d = 0u; d < it.nd && STAGED; d = d + 1u) {
+        let t0 = near_tets(it, d);
         if (t0 == NO_RANK) {
             continue;
         }
         let end = starts[t0 + KUHN];
-        let bits = near_bits(moff, nd, d, tg, c);
+        let bits = near_bits(it, d, tg, c);
         for (var base = starts[t0]; base < end; base = tile_next(base, end, TILE)) {
-            let s = base + lid;
-            if (s < end) {
-                tile[lid] = sorted_src[s];
-            }
-            workgroupBarrier();
+            stage_tile(base, end, lid);
             let top = tile_top(base, end, TILE);
             // Only the tetrahedra this invocation's sums take, each a sorted range of the
             // tile: the sources in the same order as one pass over the tile that tests
@@ -278,11 +280,9 @@ fn main(
             // neighbour cell feeds, skips the tile: whole warps idle (a cell's last work
             // item) issue nothing.
             for (var t = 0u; t < KUHN; t = t + 1u) {
-                let r = tile_range(bits, t0, t, base, top);
-                let near = near_takes(bits.x, t);
-                let co = near_takes(bits.y, t);
+                let r = tile_tet(bits, t0, t, base, top);
                 for (var j = r.x; j < r.y; j = j + 1u) {
-                    add_source(&acc, &cacc, me.xyz, c.site, tile[j - base], eps2, near && j != tg.k, co);
+                    add_source(&acc, &cacc, me.xyz, c.site, tile[j - base], eps2, r.z != 0u && j != tg.k, r.w != 0u);
                 }
             }
             workgroupBarrier();

@@ -34,6 +34,18 @@ fn source(j: u32, base: u32) -> vec4<f32> {
     return adj_sorted[2u * j];
 }
 
+// STAGED: sources [base, min(base + HALF, end)) into the tile's first half, for the
+// whole workgroup.
+fn stage_tile(base: u32, end: u32, lid: u32) {
+    if (STAGED) {
+        let s = base + lid;
+        if (s < end && lid < HALF) {
+            tile[lid] = adj_sorted[2u * s];
+        }
+        workgroupBarrier();
+    }
+}
+
 @compute @workgroup_size(WG)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -61,41 +73,30 @@ fn main(
     }
     let c = near_correction(it, lid);
 
-    let nd = tables[0u];
-    let doff = tables[1u];
-    let moff = tables[2u];
     var acc = vec3<f32>(0.0);
     var xb = vec3<f32>(0.0);
     var cacc = vec3<f32>(0.0);
-    for (var d = 0u; d < nd; d = d + 1u) {
-        let t0 = neighbour_tets(it.world, it.dims, it.cp, tables[doff + d]);
+    for (var d = 0u; d < it.nd; d = d + 1u) {
+        let t0 = near_tets(it, d);
         if (t0 == NO_RANK) {
             continue;
         }
         let re = starts[t0 + KUHN];
-        let bits = near_bits(moff, nd, d, tg, c);
+        let bits = near_bits(it, d, tg, c);
         for (var base = starts[t0]; base < re; base = tile_next(base, re, HALF)) {
-            if (STAGED) {
-                let s = base + lid;
-                if (s < re && lid < HALF) {
-                    tile[lid] = adj_sorted[2u * s];
-                }
-                workgroupBarrier();
-            }
+            stage_tile(base, re, lid);
             let top = tile_top(base, re, HALF);
             for (var t = 0u; t < KUHN; t = t + 1u) {
-                let r = tile_range(bits, t0, t, base, top);
-                let near = near_takes(bits.x, t);
-                let co = near_takes(bits.y, t);
+                let r = tile_tet(bits, t0, t, base, top);
                 for (var j = r.x; j < r.y; j = j + 1u) {
                     let sj = source(j, base);
-                    if (near && j != tg.k) {
+                    if (r.z != 0u && j != tg.k) {
                         let dd = me.xyz - sj.xyz;
                         let inv = inv_dist(dot(dd, dd) + eps2);
                         acc = acc + (sj.w * inv * inv * inv) * dd;
                         xb = xb + point_field_vjp(dd, ck, sj.w, eps2).xyz;
                     }
-                    if (co) {
+                    if (r.w != 0u) {
                         let dd = c.site - sj.xyz;
                         let inv = inv_dist_or_zero(dot(dd, dd) + eps2);
                         cacc = cacc + (sj.w * inv * inv * inv) * dd;

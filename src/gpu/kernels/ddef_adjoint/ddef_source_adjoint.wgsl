@@ -46,6 +46,18 @@ fn target_of(j: u32, base: u32, half: u32) -> vec4<f32> {
     return adj_sorted[2u * j + half];
 }
 
+// STAGED: targets [base, min(base + HALF, end)) and their cotangents into the tile, for
+// the whole workgroup.
+fn stage_tile(base: u32, end: u32, lid: u32) {
+    if (STAGED) {
+        let s = base + lid % HALF;
+        if (s < end) {
+            tile[lid] = adj_sorted[2u * s + lid / HALF];
+        }
+        workgroupBarrier();
+    }
+}
+
 @compute @workgroup_size(WG)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -71,13 +83,12 @@ fn main(
     if (has) {
         me = adj_sorted[2u * k];
     }
-    let nd = tables[0u];
-    let doff = tables[1u];
-    let moff = tables[2u];
+    let nd = it.nd;
+    let moff = it.moff;
     var xb = vec3<f32>(0.0);
     var qb = 0.0;
     for (var d = 0u; d < nd; d = d + 1u) {
-        let nc = ddef_offset_cell(dims, it.cp, -ddef_entry_offset(tables[doff + d]));
+        let nc = ddef_offset_cell(dims, it.cp, -ddef_entry_offset(tables[it.doff + d]));
         if (nc.x < 0) {
             continue;
         }
@@ -110,16 +121,10 @@ fn main(
         }
         let re = starts[t0 + KUHN];
         for (var base = starts[t0]; base < re; base = tile_next(base, re, HALF)) {
-            if (STAGED) {
-                let s = base + lid % HALF;
-                if (s < re) {
-                    tile[lid] = adj_sorted[2u * s + lid / HALF];
-                }
-                workgroupBarrier();
-            }
+            stage_tile(base, re, lid);
             let top = tile_top(base, re, HALF);
             for (var tt = 0u; tt < KUHN; tt = tt + 1u) {
-                let r = tile_range(vec2<u32>(bits, 0u), t0, tt, base, top);
+                let r = tile_tet(vec2<u32>(bits, 0u), t0, tt, base, top);
                 for (var j = r.x; j < r.y; j = j + 1u) {
                     if (j != k) {
                         let p = point_field_vjp(target_of(j, base, 0u).xyz - me.xyz, target_of(j, base, 1u).xyz, me.w, eps2);

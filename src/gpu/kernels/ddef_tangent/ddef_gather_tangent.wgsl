@@ -39,6 +39,18 @@ fn source(j: u32, base: u32, tan: u32) -> vec4<f32> {
     return tan_sorted[2u * j + tan];
 }
 
+// STAGED: sources [base, min(base + HALF, end)) and their tangents into the tile, for
+// the whole workgroup.
+fn stage_tile(base: u32, end: u32, lid: u32) {
+    if (STAGED) {
+        let s = base + lid % HALF;
+        if (s < end) {
+            tile[lid] = tan_sorted[2u * s + lid / HALF];
+        }
+        workgroupBarrier();
+    }
+}
+
 @compute @workgroup_size(WG)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -63,43 +75,32 @@ fn main(
     }
     let c = near_correction(it, lid);
 
-    let nd = tables[0u];
-    let doff = tables[1u];
-    let moff = tables[2u];
     var acc = vec3<f32>(0.0);
     var dacc = vec3<f32>(0.0);
     var cacc = vec3<f32>(0.0);
     var dcacc = vec3<f32>(0.0);
-    for (var d = 0u; d < nd; d = d + 1u) {
-        let t0 = neighbour_tets(it.world, it.dims, it.cp, tables[doff + d]);
+    for (var d = 0u; d < it.nd; d = d + 1u) {
+        let t0 = near_tets(it, d);
         if (t0 == NO_RANK) {
             continue;
         }
         let re = starts[t0 + KUHN];
-        let bits = near_bits(moff, nd, d, tg, c);
+        let bits = near_bits(it, d, tg, c);
         for (var base = starts[t0]; base < re; base = tile_next(base, re, HALF)) {
-            if (STAGED) {
-                let s = base + lid % HALF;
-                if (s < re) {
-                    tile[lid] = tan_sorted[2u * s + lid / HALF];
-                }
-                workgroupBarrier();
-            }
+            stage_tile(base, re, lid);
             let top = tile_top(base, re, HALF);
             for (var t = 0u; t < KUHN; t = t + 1u) {
-                let r = tile_range(bits, t0, t, base, top);
-                let near = near_takes(bits.x, t);
-                let co = near_takes(bits.y, t);
+                let r = tile_tet(bits, t0, t, base, top);
                 for (var j = r.x; j < r.y; j = j + 1u) {
                     let sj = source(j, base, 0u);
                     let tj = source(j, base, 1u);
-                    if (near && j != tg.k) {
+                    if (r.z != 0u && j != tg.k) {
                         let dd = me.xyz - sj.xyz;
                         let inv = inv_dist(dot(dd, dd) + eps2);
                         acc = acc + (sj.w * inv * inv * inv) * dd;
                         dacc = dacc + point_field_jvp(dd, dme.xyz - tj.xyz, sj.w, tj.w, eps2);
                     }
-                    if (co) {
+                    if (r.w != 0u) {
                         let dd = c.site - sj.xyz;
                         let inv = inv_dist_or_zero(dot(dd, dd) + eps2);
                         cacc = cacc + (sj.w * inv * inv * inv) * dd;
