@@ -52,7 +52,13 @@ fn config(samples: u32, variant: DdefVariant, softening: f64) -> Config {
 /// `dq`) and the forces' VJP for cotangent `dx` (position and charge cotangents), staged
 /// or not; None without an adapter.
 type Results = (Vec<DVec3>, Vec<DVec3>, Vec<DVec3>, Vec<f64>);
-fn results(system: &System, config: &Config, dx: &[DVec3], dq: &[f64], staged: bool) -> Option<Results> {
+fn results(
+    system: &System,
+    config: &Config,
+    dx: &[DVec3],
+    dq: &[f64],
+    staged: bool,
+) -> Option<Results> {
     let along = TangentDirection {
         dq: Some(dq),
         dk: None,
@@ -109,18 +115,32 @@ fn the_staged_gather_gives_the_unstaged_ones_bits() {
                 return;
             };
             let staged = results(system, &c, &dx, &dq, true).expect("adapter");
-            assert!(plain.0.iter().any(|f| *f != DVec3::ZERO), "{name}: no forces");
-            assert!(plain.1.iter().any(|f| *f != DVec3::ZERO), "{name}: no tangents");
+            assert!(
+                plain.0.iter().any(|f| *f != DVec3::ZERO),
+                "{name}: no forces"
+            );
+            assert!(
+                plain.1.iter().any(|f| *f != DVec3::ZERO),
+                "{name}: no tangents"
+            );
             assert!(plain.3.iter().any(|f| *f != 0.0), "{name}: no cotangents");
             // Every kind compared before failing, so a failure names each kernel's.
             let count = |a: &[DVec3], b: &[DVec3]| a.iter().zip(b).filter(|(a, b)| a != b).count();
             let differ = [
                 ("forces (ddef_gather)", count(&plain.0, &staged.0)),
                 ("tangents (ddef_gather_tangent)", count(&plain.1, &staged.1)),
-                ("position cotangents (ddef_*_adjoint)", count(&plain.2, &staged.2)),
+                (
+                    "position cotangents (ddef_*_adjoint)",
+                    count(&plain.2, &staged.2),
+                ),
                 (
                     "charge cotangents (ddef_*_adjoint)",
-                    plain.3.iter().zip(&staged.3).filter(|(a, b)| a != b).count(),
+                    plain
+                        .3
+                        .iter()
+                        .zip(&staged.3)
+                        .filter(|(a, b)| a != b)
+                        .count(),
                 ),
             ];
             let bad: Vec<_> = differ.iter().filter(|(_, n)| *n > 0).collect();

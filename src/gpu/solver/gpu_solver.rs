@@ -246,7 +246,15 @@ impl GpuSolver {
         // Input checks first, so a bad input fails before an adapter is opened.
         Self::check(system, config, directions)?;
         let (host, adapter) = headless_host(options)?;
-        Self::build(host, adapter, system, config, directions, None, staged_on_cpu)
+        Self::build(
+            host,
+            adapter,
+            system,
+            config,
+            directions,
+            None,
+            staged_on_cpu,
+        )
     }
 
     /// Builds the solver of `system` under `config`, both checked.
