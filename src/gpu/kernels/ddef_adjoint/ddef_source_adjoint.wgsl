@@ -11,8 +11,8 @@
 // out[particle] = (x_bar, qs_bar): one writer per particle, 0 elsewhere untouched.
 // On a CPU adapter the walk is the forward gather's (the same work items and cells), so
 // ddef_cells' flags.z covers it; its short loops (63 offsets x (8 valid slots + 30
-// `corrected` + the tiles), the searches, the rows) stay under the 4,096 iterations
-// shader::CPU_WALK_BUDGET leaves.
+// membership and `corrected` + 6 tetrahedra + one pass), the searches, the rows) stay
+// under the 4,096 iterations shader::CPU_WALK_BUDGET leaves.
 //
 // The walk is near_walk's, reversed: per neighbour cell, the ranges of the target
 // tetrahedra whose near set holds this source's type. STAGED (false on a CPU adapter)
