@@ -1,24 +1,23 @@
-//! The DDEF far field's and gather's staged paths (sources through workgroup memory, one
-//! site or target per invocation: what hardware GPUs run) against their unstaged ones
+//! The DDEF far field's and near gathers' staged paths (sources through workgroup memory,
+//! one site or target per invocation: what hardware GPUs run) against their direct ones
 //! (what a CPU adapter runs by default: several sites or targets per invocation) on the
-//! same device: both add the same terms in the same order, so the forces must agree bit
-//! for bit. On a CPU adapter `MSC_DDEF_GATHER_STAGED=1` and `MSC_DDEF_FAR_STAGED=1` keep
-//! the staged paths; this file is its own test binary with one test, so setting the
-//! variables races no other test. Skips when wgpu finds no adapter, and fails instead
-//! when `MSC_REQUIRE_GPU=1`.
+//! same device: both add the same terms in the same order, so the forces (`ddef_far`,
+//! `ddef_gather`), the
+//! tangents (`ddef_gather_tangent`) and the cotangents (`ddef_gather_adjoint`,
+//! `ddef_source_adjoint`) must agree bit for bit. `GpuSolver::headless_staged_on_cpu`
+//! keeps the staged path on a CPU adapter (on a hardware GPU both solvers run it). Skips
+//! when wgpu finds no adapter, and fails instead when `MSC_REQUIRE_GPU=1`.
 
 mod common;
 
-use common::{gpu, Rng};
+use common::{skip_no_adapter, Rng};
 use glam::DVec3;
 use msc::config::{
     Config, CoulombConfig, CoulombMethod, DdefConfig, DdefSamples, DdefVariant, Integrator,
 };
 use msc::ddef::error_study::random_points;
+use msc::gpu::{GpuError, GpuSolver, HeadlessOptions, TangentDirection};
 use msc::model::{System, SystemDesc};
-
-const GATHER_STAGED: &str = "MSC_DDEF_GATHER_STAGED";
-const FAR_STAGED: &str = "MSC_DDEF_FAR_STAGED";
 
 fn cloud(x: &[DVec3], q: &[f64]) -> System {
     let n = x.len();
@@ -51,31 +50,47 @@ fn config(samples: u32, variant: DdefVariant, softening: f64) -> Config {
     }
 }
 
-/// The GPU's DDEF forces with kernel `staged` on its staged path (None: both unstaged);
-/// None without an adapter.
-fn forces(system: &System, config: &Config, staged: Option<&str>) -> Option<Vec<DVec3>> {
-    let clear = || {
-        for var in [GATHER_STAGED, FAR_STAGED] {
-            std::env::remove_var(var);
-        }
+/// The GPU's DDEF forces, the field's tangent along `dx` (with the charges' tangents
+/// `dq`) and the forces' VJP for cotangent `dx` (position and charge cotangents), staged
+/// or not; None without an adapter.
+type Results = (Vec<DVec3>, Vec<DVec3>, Vec<DVec3>, Vec<f64>);
+fn results(
+    system: &System,
+    config: &Config,
+    dx: &[DVec3],
+    dq: &[f64],
+    staged: bool,
+) -> Option<Results> {
+    let along = TangentDirection {
+        dq: Some(dq),
+        dk: None,
+        dqe: &[],
+        dxe: &[],
     };
-    clear();
-    if let Some(kernel) = staged {
-        let var = if kernel == "ddef_far" {
-            FAR_STAGED
-        } else {
-            GATHER_STAGED
-        };
-        std::env::set_var(var, "1");
-        assert!(msc::gpu::shader::staged_on_cpu(kernel));
-    }
-    let mut g = gpu(system, config);
-    clear();
-    Some(g.as_mut()?.field_forces().expect("field forces").0)
+    let options = HeadlessOptions {
+        allow_software: true,
+    };
+    let build = if staged {
+        GpuSolver::headless_staged_on_cpu
+    } else {
+        GpuSolver::headless_with_tangents
+    };
+    let mut g = match build(system, config, &[along], &options) {
+        Ok(g) => g,
+        Err(GpuError::NoAdapter(why)) => {
+            skip_no_adapter(&why);
+            return None;
+        }
+        Err(e) => panic!("building the GPU solver failed: {e}"),
+    };
+    let forces = g.field_forces().expect("field forces").0;
+    let jvp = g.ddef_forces_jvp(dx).expect("jvp");
+    let (xb, qb) = g.ddef_forces_vjp(dx).expect("vjp");
+    Some((forces, jvp, xb, qb))
 }
 
 #[test]
-fn the_staged_paths_give_the_unstaged_ones_bits() {
+fn the_staged_gather_gives_the_unstaged_ones_bits() {
     let mut rng = Rng(5);
     let mut q = |n: usize| -> Vec<f64> {
         (0..n)
@@ -94,20 +109,46 @@ fn the_staged_paths_give_the_unstaged_ones_bits() {
         ("crowded", cloud(&crowded, &q(crowded.len())), 8, 1e-2),
     ];
     for (name, system, m, eps) in &cases {
+        let n = system.len();
+        let mut r = Rng(11);
+        let dx: Vec<DVec3> = (0..n).map(|_| r.vec(1.0)).collect();
+        let dq = q(n);
         for variant in [DdefVariant::Paper, DdefVariant::Corrected] {
             let c = config(*m, variant, *eps);
-            let Some(plain) = forces(system, &c, None) else {
+            let Some(plain) = results(system, &c, &dx, &dq, false) else {
                 return;
             };
-            assert!(plain.iter().any(|f| *f != DVec3::ZERO), "{name}: no forces");
-            for kernel in ["ddef_gather", "ddef_far"] {
-                let staged = forces(system, &c, Some(kernel)).expect("adapter");
-                let differ = plain.iter().zip(&staged).filter(|(a, b)| a != b).count();
-                assert_eq!(
-                    differ, 0,
-                    "{name} {variant:?} {kernel}: {differ} forces differ"
-                );
-            }
+            let staged = results(system, &c, &dx, &dq, true).expect("adapter");
+            assert!(
+                plain.0.iter().any(|f| *f != DVec3::ZERO),
+                "{name}: no forces"
+            );
+            assert!(
+                plain.1.iter().any(|f| *f != DVec3::ZERO),
+                "{name}: no tangents"
+            );
+            assert!(plain.3.iter().any(|f| *f != 0.0), "{name}: no cotangents");
+            // Every kind compared before failing, so a failure names each kernel's.
+            let count = |a: &[DVec3], b: &[DVec3]| a.iter().zip(b).filter(|(a, b)| a != b).count();
+            let differ = [
+                ("forces (ddef_far, ddef_gather)", count(&plain.0, &staged.0)),
+                ("tangents (ddef_gather_tangent)", count(&plain.1, &staged.1)),
+                (
+                    "position cotangents (ddef_*_adjoint)",
+                    count(&plain.2, &staged.2),
+                ),
+                (
+                    "charge cotangents (ddef_*_adjoint)",
+                    plain
+                        .3
+                        .iter()
+                        .zip(&staged.3)
+                        .filter(|(a, b)| a != b)
+                        .count(),
+                ),
+            ];
+            let bad: Vec<_> = differ.iter().filter(|(_, n)| *n > 0).collect();
+            assert!(bad.is_empty(), "{name} {variant:?}: differ {bad:?}");
         }
     }
 }

@@ -120,9 +120,9 @@ fn every_kernel_declares_exactly_the_libraries_it_uses() {
 /// The libraries declare no name twice: all of them together form one valid module, for
 /// one world and for a batch, given the bindings a library reads from its kernel
 /// (`adjacency`'s `adj`, `operator`'s `sf` and `u`, `far_walk`'s `ddef_worlds`, `tables`
-/// and `starts`, `ddef_work`'s `ddef_worlds` and `starts`, `adjoint_gather`'s `rows`, and
-/// `adjoint_end`'s `props`, `bd`, `lx` and `lv`, which each kernel binds at its own
-/// slots).
+/// and `starts`, `ddef_work`'s `ddef_worlds` and `starts`, `near_walk`'s those,
+/// `sorted_key` and the `STAGED` override, `adjoint_gather`'s `rows`, and `adjoint_end`'s
+/// `props`, `bd`, `lx` and `lv`, which each kernel binds at its own slots).
 #[test]
 fn the_libraries_compose_without_clashes() {
     for worlds in [Worlds::One, Worlds::Batch] {
@@ -142,7 +142,9 @@ fn the_libraries_compose_without_clashes() {
              @group(3) @binding(7) var<storage, read> props: array<vec4<f32>>;\n\
              @group(3) @binding(8) var<storage, read> bd: array<vec4<f32>>;\n\
              @group(3) @binding(9) var<storage, read_write> lx: array<vec4<f32>>;\n\
-             @group(3) @binding(10) var<storage, read_write> lv: array<vec4<f32>>;\n",
+             @group(3) @binding(10) var<storage, read_write> lv: array<vec4<f32>>;\n\
+             @group(3) @binding(11) var<storage, read> sorted_key: array<vec2<u32>>;\n\
+             override STAGED: bool = true;\n",
         );
         assert!(validates(&all), "{worlds:?}");
     }

@@ -84,7 +84,7 @@ pub const DDEF_FAR: Kernel = Kernel {
 pub const DDEF_FAR_SUM: Kernel = ddef_kernel!("ddef_far_sum", [Layout], [Read, Read, ReadWrite]);
 pub const DDEF_GATHER: Kernel = ddef_kernel!(
     "ddef_gather",
-    [Layout, World, Physics, Lattice, DdefWork],
+    [Layout, World, Physics, Lattice, DdefWork, NearWalk],
     [Read, Read, Read, Read, Read, Read, ReadWrite]
 );
 

@@ -67,12 +67,12 @@ pub const DDEF_FAR_ADJOINT: Kernel = adjoint_kernel!(
 );
 pub const DDEF_GATHER_ADJOINT: Kernel = adjoint_kernel!(
     "ddef_gather_adjoint",
-    [Layout, World, Physics, Lattice, DdefWork],
+    [Layout, World, Physics, Lattice, DdefWork, NearWalk],
     [Read, Read, Read, Read, Read, Read, Read, ReadWrite]
 );
 pub const DDEF_SOURCE_ADJOINT: Kernel = adjoint_kernel!(
     "ddef_source_adjoint",
-    [Layout, World, Physics, Lattice, DdefWork],
+    [Layout, World, Physics, Lattice, DdefWork, NearWalk],
     [Read, Read, Read, Read, Read, Read, Read, ReadWrite]
 );
 

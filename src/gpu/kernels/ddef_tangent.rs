@@ -55,6 +55,7 @@ pub const DDEF_GATHER_TANGENT: Kernel = Kernel {
         Library::Physics,
         Library::Lattice,
         Library::DdefWork,
+        Library::NearWalk,
     ],
     storage: &[Read, Read, Read, Read, Read, Read, Read, ReadWrite],
     constants: &[],

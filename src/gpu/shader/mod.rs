@@ -22,6 +22,9 @@
 //!   kernels share: their mode bits; the per-spring header (it declares its kernels'
 //!   first three bindings); the gather of their spring rows; a particle row's Dirichlet
 //!   and field-transpose end (these two read their kernel's bindings).
+//! - `near_walk`: the DDEF near gathers' walk over a work item's neighbour cells, their
+//!   membership bits and tetrahedron ranges (reads `ddef_worlds`, `tables`, `starts`,
+//!   `sorted_key`).
 
 use std::borrow::Cow;
 
@@ -51,6 +54,7 @@ pub enum Library {
     AdjointSpring,
     AdjointGather,
     AdjointEnd,
+    NearWalk,
 }
 
 /// Which worlds a module serves: one system, or a batch of worlds.
@@ -66,7 +70,7 @@ const WORLD_RECORD: &str = "{world}";
 const WORLD_STRUCT: &str = "{World}";
 
 impl Library {
-    pub const ALL: [Library; 14] = [
+    pub const ALL: [Library; 15] = [
         Library::Layout,
         Library::World,
         Library::Reduce,
@@ -81,6 +85,7 @@ impl Library {
         Library::AdjointSpring,
         Library::AdjointGather,
         Library::AdjointEnd,
+        Library::NearWalk,
     ];
 
     pub fn name(self) -> &'static str {
@@ -99,6 +104,7 @@ impl Library {
             Library::AdjointSpring => "adjoint_spring",
             Library::AdjointGather => "adjoint_gather",
             Library::AdjointEnd => "adjoint_end",
+            Library::NearWalk => "near_walk",
         }
     }
 
@@ -126,6 +132,7 @@ impl Library {
             Library::AdjointSpring => Cow::Borrowed(include_str!("adjoint_spring.wgsl")),
             Library::AdjointGather => Cow::Borrowed(include_str!("adjoint_gather.wgsl")),
             Library::AdjointEnd => Cow::Borrowed(include_str!("adjoint_end.wgsl")),
+            Library::NearWalk => Cow::Borrowed(include_str!("near_walk.wgsl")),
         }
     }
 }
@@ -313,21 +320,14 @@ const _: () =
 
 /// Kernels whose `STAGED` override is off on a CPU (software) adapter: they read their
 /// sources directly instead of through workgroup memory, whose barriers cost lavapipe
-/// more than the pairs between them (the DDEF far field and gather: BENCHMARKS.md).
-pub const UNSTAGED_ON_CPU: &[&str] = &["ddef_far", "ddef_gather"];
-
-/// Whether kernel `name` keeps its staged path on a CPU adapter (and one target per
-/// invocation): `ddef_gather` when `MSC_DDEF_GATHER_STAGED=1`, `ddef_far` when
-/// `MSC_DDEF_FAR_STAGED=1`, so that the path hardware GPUs run is tested on lavapipe too
-/// (the two add the same terms in the same order: the same bits).
-pub fn staged_on_cpu(name: &str) -> bool {
-    let var = match name {
-        "ddef_gather" => "MSC_DDEF_GATHER_STAGED",
-        "ddef_far" => "MSC_DDEF_FAR_STAGED",
-        _ => return false,
-    };
-    std::env::var(var).as_deref() == Ok("1")
-}
+/// more than the pairs between them (the DDEF far field and near gathers: BENCHMARKS.md).
+pub const UNSTAGED_ON_CPU: &[&str] = &[
+    "ddef_far",
+    "ddef_gather",
+    "ddef_gather_tangent",
+    "ddef_gather_adjoint",
+    "ddef_source_adjoint",
+];
 
 /// Loop iterations llvmpipe lets one shader invocation run, all its loops together
 /// (`LP_MAX_TGSI_LOOP_ITERATIONS`), counted per SIMD batch of invocations; past them every
@@ -366,6 +366,12 @@ pub struct Specialization {
     /// `BLOCK_DIAG` of `blocks.wgsl`: `bd` holds the 3x3 diagonal blocks' off-diagonal
     /// entries (3 rows per particle, else 2).
     pub block_diag: bool,
+    /// On a CPU adapter, keep the DDEF far field's and near gathers' staged path
+    /// ([`UNSTAGED_ON_CPU`]: sources through workgroup memory and one target per
+    /// invocation, what hardware GPUs run) instead of their direct
+    /// reads, so that path is tested on lavapipe too: both add the same terms in the same
+    /// order (the same bits). Off by default; no effect on a hardware GPU.
+    pub staged_on_cpu: bool,
 }
 
 /// The pipeline-overridable constants of kernel `k` on `device` (WGSL `override`).
@@ -379,7 +385,7 @@ fn pipeline_constants(
         constants.push(("BLOCK_DIAG", f64::from(u8::from(spec.block_diag))));
     }
     let cpu = device.adapter_info().device_type == wgpu::DeviceType::Cpu;
-    let staged = staged_on_cpu(k.name);
+    let staged = spec.staged_on_cpu && UNSTAGED_ON_CPU.contains(&k.name);
     if let (true, Some(t), false) = (cpu, k.cpu_targets, staged) {
         constants.push(("TARGETS", f64::from(t)));
     }

@@ -18,6 +18,7 @@ use crate::gpu::host::params::{self, TimeStep};
 use crate::gpu::host::recorder::Recorder;
 use crate::gpu::host::recording::Op;
 use crate::gpu::kernels::field::ForceTime;
+use crate::gpu::shader::Specialization;
 use crate::model::System;
 
 /// The tangents a solver's step carries.
@@ -52,13 +53,15 @@ pub(in crate::gpu) fn is_cpu(device: &wgpu::Device) -> bool {
 
 /// Builds the parts of a solver for `system` under `config` (both checked by the caller:
 /// `GpuSolver::check`) on `host`'s device, with one tangent per direction when
-/// `directions` is given, or with the adjoint's buffers and reversed step for `adjoint`.
+/// `directions` is given, or with the adjoint's buffers and reversed step for `adjoint`;
+/// `staged_on_cpu`: see [`Specialization::staged_on_cpu`].
 pub(in crate::gpu) fn assemble(
     host: &Submitter,
     system: &System,
     config: &Config,
     directions: Option<&[TangentDirection]>,
     adjoint: Option<&AdjointSetup>,
+    staged_on_cpu: bool,
 ) -> Result<Parts, GpuError> {
     let device = &host.device;
     let limits = device.limits();
@@ -103,7 +106,11 @@ pub(in crate::gpu) fn assemble(
         if let Some(d) = &ddef {
             d.create_buffers(device, &mut buffers, &tables);
         }
-        let mut engine = Engine::new(device, params::specialization(config));
+        let spec = Specialization {
+            staged_on_cpu,
+            ..params::specialization(config)
+        };
+        let mut engine = Engine::new(device, spec);
         let mut recorder = Recorder::new(device, &mut engine, &buffers, system, config, dt);
         recorder.ddef_layout = ddef.as_ref().map(|d| d.layout.clone());
         let (program, tangents) = match hooks.as_mut() {

@@ -184,7 +184,7 @@ impl GpuSolver {
         let summary =
             AdapterSummary::new(&device.adapter_info(), &device.limits(), device.features());
         let host = Submitter::new(device.clone(), queue.clone(), Arc::new(Mutex::new(None)));
-        Self::build(host, summary, system, config, None, Some(setup))
+        Self::build(host, summary, system, config, None, Some(setup), false)
     }
 
     /// As [`Self::with_adjoint`] on an adapter of its own.
@@ -196,7 +196,7 @@ impl GpuSolver {
     ) -> Result<Self, GpuError> {
         Self::check(system, config, None)?;
         let (host, adapter) = headless_host(options)?;
-        Self::build(host, adapter, system, config, None, Some(setup))
+        Self::build(host, adapter, system, config, None, Some(setup), false)
     }
 
     fn embedded(
@@ -209,7 +209,7 @@ impl GpuSolver {
         let summary =
             AdapterSummary::new(&device.adapter_info(), &device.limits(), device.features());
         let host = Submitter::new(device.clone(), queue.clone(), Arc::new(Mutex::new(None)));
-        Self::build(host, summary, system, config, directions, None)
+        Self::build(host, summary, system, config, directions, None, false)
     }
 
     fn opened(
@@ -218,10 +218,43 @@ impl GpuSolver {
         directions: Option<&[TangentDirection]>,
         options: &HeadlessOptions,
     ) -> Result<Self, GpuError> {
+        Self::opened_staged(system, config, directions, options, false)
+    }
+
+    /// As [`Self::headless_with_tangents`] (no directions: [`Self::headless`]), with the
+    /// DDEF near gathers on their staged path even on a CPU adapter
+    /// ([`Specialization::staged_on_cpu`](crate::gpu::shader::Specialization)), for tests
+    /// of that path on lavapipe.
+    #[doc(hidden)]
+    pub fn headless_staged_on_cpu(
+        system: &System,
+        config: &Config,
+        directions: &[TangentDirection],
+        options: &HeadlessOptions,
+    ) -> Result<Self, GpuError> {
+        let directions = Some(directions).filter(|d| !d.is_empty());
+        Self::opened_staged(system, config, directions, options, true)
+    }
+
+    fn opened_staged(
+        system: &System,
+        config: &Config,
+        directions: Option<&[TangentDirection]>,
+        options: &HeadlessOptions,
+        staged_on_cpu: bool,
+    ) -> Result<Self, GpuError> {
         // Input checks first, so a bad input fails before an adapter is opened.
         Self::check(system, config, directions)?;
         let (host, adapter) = headless_host(options)?;
-        Self::build(host, adapter, system, config, directions, None)
+        Self::build(
+            host,
+            adapter,
+            system,
+            config,
+            directions,
+            None,
+            staged_on_cpu,
+        )
     }
 
     /// Builds the solver of `system` under `config`, both checked.
@@ -232,8 +265,9 @@ impl GpuSolver {
         config: &Config,
         directions: Option<&[TangentDirection]>,
         adjoint: Option<&AdjointSetup>,
+        staged_on_cpu: bool,
     ) -> Result<Self, GpuError> {
-        let parts = assemble(&host, system, config, directions, adjoint)?;
+        let parts = assemble(&host, system, config, directions, adjoint, staged_on_cpu)?;
         let (n, ns) = (system.len() as u32, system.springs().len() as u32);
         let mut solver = Self::from_parts(host, summary, parts, config, n, ns);
         solver.fixed = Some(Fixed::new(system, config));

@@ -57,24 +57,6 @@ fn add_source(
     }
 }
 
-// The membership rows `row` (the target's) and `row_c` (the correction's) as bit masks
-// over the source's Kuhn type, read once per neighbour cell rather than once per source:
-// (near, correction), each 0 when `has` / `corr_on` is off.
-fn member_bits(row: u32, row_c: u32, valid: u32, valid_c: u32, v: u32, has: bool, corr_on: bool) -> vec2<u32> {
-    var near_bits = 0u;
-    var corr_bits = 0u;
-    for (var t = 0u; t < KUHN; t = t + 1u) {
-        if (has && (tables[row + t] & valid) != 0u) {
-            near_bits = near_bits | (1u << t);
-        }
-        let mc = tables[row_c + t];
-        if (corr_on && (mc & valid_c) != 0u && ((mc >> v) & 1u) == 0u) {
-            corr_bits = corr_bits | (1u << t);
-        }
-    }
-    return vec2<u32>(near_bits, corr_bits);
-}
-
 // Targets per invocation of `unstaged` (its near loop is written out for each).
 // Targets per invocation on a CPU adapter (`near_sums` writes the sums out for each).
 const BLOCK: u32 = 4u;
@@ -243,14 +225,13 @@ fn corner_sums(world: DdefWorld, dims: vec3<u32>, cp: vec3<u32>, corner: u32, ep
     return array<vec3<f32>, KUHN>(c0, c1, c2, c3, c4, c5);
 }
 
-// The first tetrahedron of the neighbour cell at stencil entry `entry` of cell `cp`;
-// NO_RANK outside the lattice.
-fn neighbour_tets(world: DdefWorld, dims: vec3<u32>, cp: vec3<u32>, entry: u32) -> u32 {
-    let nc = ddef_offset_cell(dims, cp, ddef_entry_offset(entry));
-    if (nc.x < 0) {
-        return NO_RANK;
+// Sources [base, min(base + TILE, end)) into the tile, for the whole workgroup.
+fn stage_tile(base: u32, end: u32, lid: u32) {
+    let s = base + lid;
+    if (s < end) {
+        tile[lid] = sorted_src[s];
     }
-    return world.base.x + KUHN * ddef_cell_index(dims, vec3<u32>(nc));
+    workgroupBarrier();
 }
 
 @compute @workgroup_size(WG)
@@ -259,67 +240,38 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let item = ddef_work_item(group_index(wid, nwg));
-    if (!item.valid) {
+    let it = near_item(group_index(wid, nwg));
+    if (!it.valid) {
         return;
     }
-    let cell = item.cell;
-    let chunk = item.chunk;
-    let world = ddef_worlds[item.world];
-    let dims = world.dims.xyz;
-    let cp = ddef_cell_point(dims, cell - world.base.y);
-    let tb = starts[KUHN * cell] + chunk * WG;
-    let te = min(tb + WG, starts[KUHN * cell + KUHN]);
-    let eps2 = world.eps2.x;
-    let corrected = world.quanta.w != 0;
+    let eps2 = it.world.eps2.x;
     if (!STAGED) {
-        unstaged(world, dims, cp, cell, tb, te, lid, eps2, corrected);
+        unstaged(it.world, it.dims, it.cp, it.cell, it.tb, it.te, lid, eps2, it.world.quanta.w != 0);
         return;
     }
 
-    // This invocation's target.
-    let k = tb + lid;
-    let has = k < te;
+    // This invocation's target and its correction.
+    let tg = near_target(it, lid);
     var me = vec4<f32>(0.0);
-    var kuhn = 0u;
-    var valid = 0u;
     var wts = vec4<f32>(0.0);
-    var particle = 0u;
-    if (has) {
-        me = sorted_src[k];
-        let key = sorted_key[k];
-        particle = key.x;
-        kuhn = key.y % KUHN;
-        wts = ddef_weights(kuhn, ddef_locate(world, me.xyz).f);
-        valid = ddef_valid_slots(dims, cp, kuhn);
+    if (tg.has) {
+        me = sorted_src[tg.k];
+        wts = ddef_weights(tg.kuhn, ddef_locate(it.world, me.xyz).f);
     }
-    // Its correction: Kuhn type kc, path vertex v.
-    let corr_on = corrected && lid < 24u;
-    let kc = min(lid / 4u, KUHN - 1u);
-    let v = lid % 4u;
-    let valid_c = ddef_valid_slots(dims, cp, kc);
-    let uc = ddef_site(world, ddef_vertex(cp, kc, v));
+    let c = near_correction(it, lid);
 
-    let nd = tables[0u];
-    let doff = tables[1u];
-    let moff = tables[2u];
     var acc = vec3<f32>(0.0);
     var cacc = vec3<f32>(0.0);
-    for (var d = 0u; d < nd && STAGED; d = d + 1u) {
-        let t0 = neighbour_tets(world, dims, cp, tables[doff + d]);
+    for (var d = 0u; d < it.nd && STAGED; d = d + 1u) {
+        let t0 = near_tets(it, d);
         if (t0 == NO_RANK) {
             continue;
         }
         let end = starts[t0 + KUHN];
-        let bits = member_bits(moff + (kuhn * nd + d) * KUHN, moff + (kc * nd + d) * KUHN, valid, valid_c, v, has, corr_on);
-        let any = bits.x | bits.y;
-        for (var base = starts[t0]; base < end; base = base + TILE) {
-            let s = base + lid;
-            if (s < end) {
-                tile[lid] = sorted_src[s];
-            }
-            workgroupBarrier();
-            let top = min(base + TILE, end);
+        let bits = near_bits(it, d, tg, c);
+        for (var base = starts[t0]; base < end; base = tile_next(base, end, TILE)) {
+            stage_tile(base, end, lid);
+            let top = tile_top(base, end, TILE);
             // Only the tetrahedra this invocation's sums take, each a sorted range of the
             // tile: the sources in the same order as one pass over the tile that tests
             // each source's type, without the pairs of the others (a warp whose targets
@@ -328,14 +280,9 @@ fn main(
             // neighbour cell feeds, skips the tile: whole warps idle (a cell's last work
             // item) issue nothing.
             for (var t = 0u; t < KUHN; t = t + 1u) {
-                if (((any >> t) & 1u) == 0u) {
-                    continue;
-                }
-                let near = ((bits.x >> t) & 1u) != 0u;
-                let co = ((bits.y >> t) & 1u) != 0u;
-                let e = min(starts[t0 + t + 1u], top);
-                for (var j = max(starts[t0 + t], base); j < e; j = j + 1u) {
-                    add_source(&acc, &cacc, me.xyz, uc, tile[j - base], eps2, near && j != k, co);
+                let r = tile_tet(bits, t0, t, base, top);
+                for (var j = r.x; j < r.y; j = j + 1u) {
+                    add_source(&acc, &cacc, me.xyz, c.site, tile[j - base], eps2, r.z != 0u && j != tg.k, r.w != 0u);
                 }
             }
             workgroupBarrier();
@@ -345,14 +292,14 @@ fn main(
         corr[lid] = vec4<f32>(cacc, 0.0);
     }
     workgroupBarrier();
-    if (!has) {
+    if (!tg.has) {
         return;
     }
     var field = acc;
     for (var x = 0u; x < 4u; x = x + 1u) {
-        let site = world.base.z + ddef_site_index(dims, ddef_vertex(cp, kuhn, x));
-        field = field + wts[x] * (far[site].xyz - corr[kuhn * 4u + x].xyz);
+        let site = it.world.base.z + ddef_site_index(it.dims, ddef_vertex(it.cp, tg.kuhn, x));
+        field = field + wts[x] * (far[site].xyz - corr[tg.kuhn * 4u + x].xyz);
     }
-    let f = force[particle];
-    force[particle] = vec4<f32>(f.xyz + me.w * field, f.w);
+    let f = force[tg.particle];
+    force[tg.particle] = vec4<f32>(f.xyz + me.w * field, f.w);
 }

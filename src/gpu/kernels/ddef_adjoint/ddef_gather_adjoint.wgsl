@@ -6,6 +6,11 @@
 //   x_bar_k = sum_s qs_s G(x_k - x_s) c_k + the weights' transpose of (c_k . (far_v - corr_v))_v,
 // written to row disp.iter of adj_part (after the far chunks' rows) as (x_bar, qs_bar).
 // On a CPU adapter its walk is the forward gather's: ddef_cells' flags.z covers it.
+//
+// The walk is near_walk's (see ddef_gather_tangent): STAGED (false on a CPU adapter)
+// through workgroup memory HALF sources at a time, !STAGED read directly; the same bits.
+
+override STAGED: bool = true;
 
 @group(0) @binding(1) var<storage, read> ddef_worlds: array<DdefWorld>;
 @group(0) @binding(2) var<storage, read> tables: array<u32>;
@@ -16,11 +21,30 @@
 @group(0) @binding(7) var<storage, read> cot: array<vec4<f32>>;
 @group(0) @binding(8) var<storage, read_write> adj_part: array<vec4<f32>>;
 
-// Sources HALF at a time: (x, qs) in the tile's first half, (c, 0) in its second.
+// Sources HALF at a time: (x, qs) in the tile's first half.
 const HALF: u32 = TILE / 2u;
 var<workgroup> tile: array<vec4<f32>, TILE>;
-var<workgroup> tile_kuhn: array<u32, HALF>;
 var<workgroup> corr: array<vec4<f32>, 24>;
+
+// Sorted source j's (x, qs): from the tile that starts at `base`, or directly !STAGED.
+fn source(j: u32, base: u32) -> vec4<f32> {
+    if (STAGED) {
+        return tile[j - base];
+    }
+    return adj_sorted[2u * j];
+}
+
+// STAGED: sources [base, min(base + HALF, end)) into the tile's first half, for the
+// whole workgroup.
+fn stage_tile(base: u32, end: u32, lid: u32) {
+    if (STAGED) {
+        let s = base + lid;
+        if (s < end && lid < HALF) {
+            tile[lid] = adj_sorted[2u * s];
+        }
+        workgroupBarrier();
+    }
+}
 
 @compute @workgroup_size(WG)
 fn main(
@@ -28,104 +52,77 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let item = ddef_work_item(group_index(wid, nwg));
-    if (!item.valid) {
+    let it = near_item(group_index(wid, nwg));
+    if (!it.valid) {
         return;
     }
-    let cell = item.cell;
-    let chunk = item.chunk;
-    let world = ddef_worlds[item.world];
     let last = ddef_worlds[params.n_worlds - 1u];
-    let dims = world.dims.xyz;
-    let cp = ddef_cell_point(dims, cell - world.base.y);
-    let tb = starts[KUHN * cell] + chunk * WG;
-    let te = min(tb + WG, starts[KUHN * cell + KUHN]);
-    let eps2 = world.eps2.x;
-    let corrected = world.quanta.w != 0;
+    let eps2 = it.world.eps2.x;
 
-    // This invocation's target.
-    let k = tb + lid;
-    let has = k < te;
+    // This invocation's target and its correction.
+    let tg = near_target(it, lid);
     var me = vec4<f32>(0.0);
     var ck = vec3<f32>(0.0);
     var wk = vec3<f32>(0.0);
-    var kuhn = 0u;
-    var valid = 0u;
     var wts = vec4<f32>(0.0);
-    if (has) {
-        me = adj_sorted[2u * k];
-        ck = adj_sorted[2u * k + 1u].xyz;
-        let key = sorted_key[k];
-        wk = cot[disp.slot * 2u * params.n + key.x].xyz;
-        kuhn = key.y % KUHN;
-        wts = ddef_weights(kuhn, ddef_locate(world, me.xyz).f);
-        valid = ddef_valid_slots(dims, cp, kuhn);
+    if (tg.has) {
+        me = adj_sorted[2u * tg.k];
+        ck = adj_sorted[2u * tg.k + 1u].xyz;
+        wk = cot[disp.slot * 2u * params.n + tg.particle].xyz;
+        wts = ddef_weights(tg.kuhn, ddef_locate(it.world, me.xyz).f);
     }
-    // Its correction: Kuhn type kc, path vertex v.
-    let corr_on = corrected && lid < 24u;
-    let kc = min(lid / 4u, KUHN - 1u);
-    let v = lid % 4u;
-    let valid_c = ddef_valid_slots(dims, cp, kc);
-    let uc = ddef_site(world, ddef_vertex(cp, kc, v));
+    let c = near_correction(it, lid);
 
-    let nd = tables[0u];
-    let doff = tables[1u];
-    let moff = tables[2u];
     var acc = vec3<f32>(0.0);
     var xb = vec3<f32>(0.0);
     var cacc = vec3<f32>(0.0);
-    for (var d = 0u; d < nd; d = d + 1u) {
-        let nc = ddef_offset_cell(dims, cp, ddef_entry_offset(tables[doff + d]));
-        if (nc.x < 0) {
+    for (var d = 0u; d < it.nd; d = d + 1u) {
+        let t0 = near_tets(it, d);
+        if (t0 == NO_RANK) {
             continue;
         }
-        let t0 = world.base.x + KUHN * ddef_cell_index(dims, vec3<u32>(nc));
-        let rb = starts[t0];
         let re = starts[t0 + KUHN];
-        let row = moff + (kuhn * nd + d) * KUHN;
-        let row_c = moff + (kc * nd + d) * KUHN;
-        for (var base = rb; base < re; base = base + HALF) {
-            let s = base + lid % HALF;
-            if (s < re && lid < HALF) {
-                tile[lid] = adj_sorted[2u * s];
-                tile_kuhn[lid] = sorted_key[s].y % KUHN;
-            }
-            workgroupBarrier();
-            let count = min(HALF, re - base);
-            for (var i = 0u; i < count; i = i + 1u) {
-                let t2 = tile_kuhn[i];
-                let sj = tile[i];
-                if (has && (tables[row + t2] & valid) != 0u && base + i != k) {
-                    let dd = me.xyz - sj.xyz;
-                    let inv = inv_dist(dot(dd, dd) + eps2);
-                    acc = acc + (sj.w * inv * inv * inv) * dd;
-                    xb = xb + point_field_vjp(dd, ck, sj.w, eps2).xyz;
-                }
-                let mc = tables[row_c + t2];
-                if (corr_on && (mc & valid_c) != 0u && ((mc >> v) & 1u) == 0u) {
-                    let dd = uc - sj.xyz;
-                    let inv = inv_dist_or_zero(dot(dd, dd) + eps2);
-                    cacc = cacc + (sj.w * inv * inv * inv) * dd;
+        let bits = near_bits(it, d, tg, c);
+        for (var base = starts[t0]; base < re; base = tile_next(base, re, HALF)) {
+            stage_tile(base, re, lid);
+            let top = tile_top(base, re, HALF);
+            for (var t = 0u; t < KUHN; t = t + 1u) {
+                let r = tile_tet(bits, t0, t, base, top);
+                for (var j = r.x; j < r.y; j = j + 1u) {
+                    let sj = source(j, base);
+                    if (r.z != 0u && j != tg.k) {
+                        let dd = me.xyz - sj.xyz;
+                        let inv = inv_dist(dot(dd, dd) + eps2);
+                        acc = acc + (sj.w * inv * inv * inv) * dd;
+                        xb = xb + point_field_vjp(dd, ck, sj.w, eps2).xyz;
+                    }
+                    if (r.w != 0u) {
+                        let dd = c.site - sj.xyz;
+                        let inv = inv_dist_or_zero(dot(dd, dd) + eps2);
+                        cacc = cacc + (sj.w * inv * inv * inv) * dd;
+                    }
                 }
             }
-            workgroupBarrier();
+            if (STAGED) {
+                workgroupBarrier();
+            }
         }
     }
     if (lid < 24u) {
         corr[lid] = vec4<f32>(cacc, 0.0);
     }
     workgroupBarrier();
-    if (!has) {
+    if (!tg.has) {
         return;
     }
     var field = acc;
     var gw = vec4<f32>(0.0);
     for (var x = 0u; x < 4u; x = x + 1u) {
-        let site = world.base.z + ddef_site_index(dims, ddef_vertex(cp, kuhn, x));
-        let fv = far[site].xyz - corr[kuhn * 4u + x].xyz;
+        let site = it.world.base.z + ddef_site_index(it.dims, ddef_vertex(it.cp, tg.kuhn, x));
+        let fv = far[site].xyz - corr[tg.kuhn * 4u + x].xyz;
         field = field + wts[x] * fv;
         gw[x] = dot(ck, fv);
     }
-    xb = xb + ddef_weights_vjp(kuhn, gw) * world.inv_h.xyz;
-    adj_part[disp.iter * last.cap.w + k] = vec4<f32>(xb, dot(wk, field));
+    xb = xb + ddef_weights_vjp(tg.kuhn, gw) * it.world.inv_h.xyz;
+    adj_part[disp.iter * last.cap.w + tg.k] = vec4<f32>(xb, dot(wk, field));
 }

@@ -7,6 +7,13 @@
 // of the `corrected` terms; then d(q_i E_i) = dqs_i E + qs_i dE is added to
 // bd[bd_b(particle)], where tangent_coulomb left the external part. Sources and tangents
 // come from ddef_tangent_sources, the far field and its tangent from ddef_far_sum.
+//
+// The walk is near_walk's: per neighbour cell, the ranges of the tetrahedra a sum takes.
+// STAGED (false on a CPU adapter, as ddef_gather's): the sources come through workgroup
+// memory, HALF at a time; !STAGED reads them directly, one pass per neighbour cell
+// without barriers. Both add the same terms in the same order: the same bits.
+
+override STAGED: bool = true;
 
 @group(0) @binding(1) var<storage, read> ddef_worlds: array<DdefWorld>;
 @group(0) @binding(2) var<storage, read> tables: array<u32>;
@@ -20,9 +27,29 @@
 // Sources HALF at a time: (x, qs) in the tile's first half, (dx, dqs) in its second.
 const HALF: u32 = TILE / 2u;
 var<workgroup> tile: array<vec4<f32>, TILE>;
-var<workgroup> tile_kuhn: array<u32, HALF>;
 var<workgroup> corr: array<vec4<f32>, 24>;
 var<workgroup> dcorr: array<vec4<f32>, 24>;
+
+// Sorted source j, (x, qs) when `tan` is 0 and (dx, dqs) when 1: from the tile that
+// starts at `base`, or directly !STAGED.
+fn source(j: u32, base: u32, tan: u32) -> vec4<f32> {
+    if (STAGED) {
+        return tile[tan * HALF + j - base];
+    }
+    return tan_sorted[2u * j + tan];
+}
+
+// STAGED: sources [base, min(base + HALF, end)) and their tangents into the tile, for
+// the whole workgroup.
+fn stage_tile(base: u32, end: u32, lid: u32) {
+    if (STAGED) {
+        let s = base + lid % HALF;
+        if (s < end) {
+            tile[lid] = tan_sorted[2u * s + lid / HALF];
+        }
+        workgroupBarrier();
+    }
+}
 
 @compute @workgroup_size(WG)
 fn main(
@@ -30,91 +57,60 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let item = ddef_work_item(group_index(wid, nwg));
-    if (!item.valid) {
+    let it = near_item(group_index(wid, nwg));
+    if (!it.valid) {
         return;
     }
-    let cell = item.cell;
-    let chunk = item.chunk;
-    let world = ddef_worlds[item.world];
-    let dims = world.dims.xyz;
-    let cp = ddef_cell_point(dims, cell - world.base.y);
-    let tb = starts[KUHN * cell] + chunk * WG;
-    let te = min(tb + WG, starts[KUHN * cell + KUHN]);
-    let eps2 = world.eps2.x;
-    let corrected = world.quanta.w != 0;
+    let eps2 = it.world.eps2.x;
 
-    // This invocation's target.
-    let k = tb + lid;
-    let has = k < te;
+    // This invocation's target and its correction.
+    let tg = near_target(it, lid);
     var me = vec4<f32>(0.0);
     var dme = vec4<f32>(0.0);
-    var kuhn = 0u;
-    var valid = 0u;
     var wts = vec4<f32>(0.0);
-    var particle = 0u;
-    if (has) {
-        me = tan_sorted[2u * k];
-        dme = tan_sorted[2u * k + 1u];
-        let key = sorted_key[k];
-        particle = key.x;
-        kuhn = key.y % KUHN;
-        wts = ddef_weights(kuhn, ddef_locate(world, me.xyz).f);
-        valid = ddef_valid_slots(dims, cp, kuhn);
+    if (tg.has) {
+        me = tan_sorted[2u * tg.k];
+        dme = tan_sorted[2u * tg.k + 1u];
+        wts = ddef_weights(tg.kuhn, ddef_locate(it.world, me.xyz).f);
     }
-    // Its correction: Kuhn type kc, path vertex v.
-    let corr_on = corrected && lid < 24u;
-    let kc = min(lid / 4u, KUHN - 1u);
-    let v = lid % 4u;
-    let valid_c = ddef_valid_slots(dims, cp, kc);
-    let uc = ddef_site(world, ddef_vertex(cp, kc, v));
+    let c = near_correction(it, lid);
 
-    let nd = tables[0u];
-    let doff = tables[1u];
-    let moff = tables[2u];
     var acc = vec3<f32>(0.0);
     var dacc = vec3<f32>(0.0);
     var cacc = vec3<f32>(0.0);
     var dcacc = vec3<f32>(0.0);
-    for (var d = 0u; d < nd; d = d + 1u) {
-        let nc = ddef_offset_cell(dims, cp, ddef_entry_offset(tables[doff + d]));
-        if (nc.x < 0) {
+    for (var d = 0u; d < it.nd; d = d + 1u) {
+        let t0 = near_tets(it, d);
+        if (t0 == NO_RANK) {
             continue;
         }
-        let t0 = world.base.x + KUHN * ddef_cell_index(dims, vec3<u32>(nc));
-        let rb = starts[t0];
         let re = starts[t0 + KUHN];
-        let row = moff + (kuhn * nd + d) * KUHN;
-        let row_c = moff + (kc * nd + d) * KUHN;
-        for (var base = rb; base < re; base = base + HALF) {
-            let s = base + lid % HALF;
-            if (s < re) {
-                tile[lid] = tan_sorted[2u * s + lid / HALF];
-                if (lid < HALF) {
-                    tile_kuhn[lid] = sorted_key[s].y % KUHN;
+        let bits = near_bits(it, d, tg, c);
+        for (var base = starts[t0]; base < re; base = tile_next(base, re, HALF)) {
+            stage_tile(base, re, lid);
+            let top = tile_top(base, re, HALF);
+            for (var t = 0u; t < KUHN; t = t + 1u) {
+                let r = tile_tet(bits, t0, t, base, top);
+                for (var j = r.x; j < r.y; j = j + 1u) {
+                    let sj = source(j, base, 0u);
+                    let tj = source(j, base, 1u);
+                    if (r.z != 0u && j != tg.k) {
+                        let dd = me.xyz - sj.xyz;
+                        let inv = inv_dist(dot(dd, dd) + eps2);
+                        acc = acc + (sj.w * inv * inv * inv) * dd;
+                        dacc = dacc + point_field_jvp(dd, dme.xyz - tj.xyz, sj.w, tj.w, eps2);
+                    }
+                    if (r.w != 0u) {
+                        let dd = c.site - sj.xyz;
+                        let inv = inv_dist_or_zero(dot(dd, dd) + eps2);
+                        cacc = cacc + (sj.w * inv * inv * inv) * dd;
+                        dcacc = dcacc + point_field_jvp(dd, -tj.xyz, sj.w, tj.w, eps2);
+                    }
                 }
             }
-            workgroupBarrier();
-            let count = min(HALF, re - base);
-            for (var i = 0u; i < count; i = i + 1u) {
-                let t2 = tile_kuhn[i];
-                let sj = tile[i];
-                let tj = tile[HALF + i];
-                if (has && (tables[row + t2] & valid) != 0u && base + i != k) {
-                    let dd = me.xyz - sj.xyz;
-                    let inv = inv_dist(dot(dd, dd) + eps2);
-                    acc = acc + (sj.w * inv * inv * inv) * dd;
-                    dacc = dacc + point_field_jvp(dd, dme.xyz - tj.xyz, sj.w, tj.w, eps2);
-                }
-                let mc = tables[row_c + t2];
-                if (corr_on && (mc & valid_c) != 0u && ((mc >> v) & 1u) == 0u) {
-                    let dd = uc - sj.xyz;
-                    let inv = inv_dist_or_zero(dot(dd, dd) + eps2);
-                    cacc = cacc + (sj.w * inv * inv * inv) * dd;
-                    dcacc = dcacc + point_field_jvp(dd, -tj.xyz, sj.w, tj.w, eps2);
-                }
+            if (STAGED) {
+                workgroupBarrier();
             }
-            workgroupBarrier();
         }
     }
     if (lid < 24u) {
@@ -122,18 +118,18 @@ fn main(
         dcorr[lid] = vec4<f32>(dcacc, 0.0);
     }
     workgroupBarrier();
-    if (!has) {
+    if (!tg.has) {
         return;
     }
-    let dw = ddef_weights_jvp(kuhn, dme.xyz * world.inv_h.xyz);
+    let dw = ddef_weights_jvp(tg.kuhn, dme.xyz * it.world.inv_h.xyz);
     var field = acc;
     var dfield = dacc;
     for (var x = 0u; x < 4u; x = x + 1u) {
-        let site = world.base.z + ddef_site_index(dims, ddef_vertex(cp, kuhn, x));
-        let fv = far[site].xyz - corr[kuhn * 4u + x].xyz;
+        let site = it.world.base.z + ddef_site_index(it.dims, ddef_vertex(it.cp, tg.kuhn, x));
+        let fv = far[site].xyz - corr[tg.kuhn * 4u + x].xyz;
         field = field + wts[x] * fv;
-        dfield = dfield + dw[x] * fv + wts[x] * (tan_far[site].xyz - dcorr[kuhn * 4u + x].xyz);
+        dfield = dfield + dw[x] * fv + wts[x] * (tan_far[site].xyz - dcorr[tg.kuhn * 4u + x].xyz);
     }
-    let b = bd_b(particle);
+    let b = bd_b(tg.particle);
     bd[b] = vec4<f32>(bd[b].xyz + dme.w * field + me.w * dfield, 0.0);
 }
