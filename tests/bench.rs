@@ -411,31 +411,11 @@ fn cpu_backend_runs_the_reference_and_stops_growing_past_max_seconds() {
 #[test]
 fn ddef_auto_samples_resolve_at_each_size() {
     let dir = tempfile::tempdir().unwrap();
-    let o = msc(
-        &[
-            "bench",
-            "--backend",
-            "cpu",
-            "--workload",
-            "ddef",
-            "--sizes",
-            "500,2000",
-            "--samples",
-            "100,auto",
-            "--steps",
-            "1",
-            "--warmup",
-            "0",
-            "--warmup-ms",
-            "0",
-            "--repeats",
-            "1",
-        ],
-        dir.path(),
-    );
+    let args = "bench --backend cpu --workload ddef --sizes 500,2000 --samples 100,auto \
+                --steps 1 --warmup 0 --warmup-ms 0 --repeats 1";
+    let o = msc(&args.split_whitespace().collect::<Vec<_>>(), dir.path());
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let recs = lines(&o);
-    let got: Vec<(u64, u64, bool)> = recs
+    let got: Vec<(u64, u64, bool)> = lines(&o)
         .iter()
         .map(|r| {
             (
@@ -446,15 +426,13 @@ fn ddef_auto_samples_resolve_at_each_size() {
         })
         .collect();
     // 5.7 sqrt(500) = 127.5, 5.7 sqrt(2000) = 254.9.
-    assert_eq!(
-        got,
-        [
-            (500, 127, true),
-            (500, 100, false),
-            (2000, 255, true),
-            (2000, 100, false)
-        ]
-    );
+    let want = [
+        (500, 127, true),
+        (500, 100, false),
+        (2000, 255, true),
+        (2000, 100, false),
+    ];
+    assert_eq!(got, want);
 }
 
 #[test]
