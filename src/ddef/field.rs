@@ -5,6 +5,7 @@
 use super::delaunay::NONE;
 use super::grid::locate_all;
 pub use super::grid::{Csr, Grid};
+use super::once::once_parallel;
 use super::{DdefError, DdefGrid, DdefVariant};
 use crate::coulomb::Sources;
 use crate::model::COULOMB_K;
@@ -258,7 +259,7 @@ impl Ddef {
     }
     /// E_far(u_j) per site (k_c included).
     pub fn far_field(&self) -> &[DVec3] {
-        self.far.get_or_init(|| {
+        once_parallel::<Vec<DVec3>>(&self.far, || {
             far_field(
                 self.grid.sites(),
                 &self.site_sources,

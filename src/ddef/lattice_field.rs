@@ -14,6 +14,7 @@
 //!    (its own source skipped) plus the far values interpolated with its weights.
 
 use super::field::Evaluation;
+use super::once::once_parallel;
 use super::plan::{bounds, Frame, LatticePlan, Located, ORDERS};
 use super::stencil::{offset_cell, valid_slots, Stencils};
 use super::{DdefError, DdefVariant};
@@ -217,7 +218,7 @@ impl LatticeDdef {
 
     /// E_far(u_j) per site (k_c included), paper eq. 17, computed on first use.
     pub fn far_field(&self) -> &[DVec3] {
-        self.far.get_or_init(|| {
+        once_parallel::<Vec<DVec3>>(&self.far, || {
             let mut src = Sources::default();
             src.fill(&self.xs, &self.qs);
             let sites = self.site_count();

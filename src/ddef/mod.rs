@@ -40,6 +40,7 @@ pub mod lattice;
 pub mod lattice_adjoint;
 pub mod lattice_field;
 pub mod lattice_tangent;
+mod once;
 pub mod plan;
 pub mod solver;
 pub mod stencil;
