@@ -16,10 +16,9 @@
 
 mod common;
 
-use common::{charges, cloud, f32_round, skip_no_adapter, Rng};
+use common::{charges, cloud, ddef_cloud_config as config, f32_round, skip_no_adapter, Rng};
 use glam::DVec3;
-use msc::config::Integrator;
-use msc::config::{Config, CoulombConfig, CoulombMethod, DdefConfig, DdefSamples, DdefVariant};
+use msc::config::{Config, DdefVariant};
 use msc::ddef::error_study::random_points;
 use msc::ddef::{DdefSolver, Evaluation, LatticeDdef};
 use msc::gpu::{GpuError, GpuSolver, HeadlessOptions, TangentDirection};
@@ -27,23 +26,6 @@ use msc::model::System;
 
 /// f32 sums against f64 ones, relative to the largest cotangent (see the module docs).
 const F32_SUMS: f64 = 1e-4;
-
-fn config(samples: u32, variant: DdefVariant, softening: f64) -> Config {
-    Config {
-        integrator: Integrator::SymplecticEuler,
-        dt: 1e-3,
-        gravity: DVec3::ZERO,
-        coulomb: CoulombConfig {
-            method: CoulombMethod::Ddef(DdefConfig {
-                samples: DdefSamples::Count(samples),
-                variant,
-                ..Default::default()
-            }),
-            softening,
-        },
-        ..Default::default()
-    }
-}
 
 fn solver(system: &System, config: &Config) -> Option<GpuSolver> {
     solver_along(system, config, None)
