@@ -4,62 +4,31 @@
 //! same device: both add the same terms in the same order, so the forces (`ddef_far`,
 //! `ddef_gather`), the
 //! tangents (`ddef_gather_tangent`) and the cotangents (`ddef_gather_adjoint`,
-//! `ddef_source_adjoint`) must agree bit for bit. `GpuSolver::headless_staged_on_cpu`
-//! keeps the staged path on a CPU adapter (on a hardware GPU both solvers run it). Skips
-//! when wgpu finds no adapter, and fails instead when `MSC_REQUIRE_GPU=1`.
+//! `ddef_source_adjoint`) must agree bit for bit, and so must the forces of every shape of
+//! `ddef_gather` (`DdefGather`: lanes per workgroup, tiles per neighbour cell or packed).
+//! `GpuSolver::headless_tuned` keeps the staged path on a CPU adapter (on a hardware GPU
+//! both solvers run it). Skips when wgpu finds no adapter, and fails instead when
+//! `MSC_REQUIRE_GPU=1`.
 
 mod common;
 
-use common::{skip_no_adapter, Rng};
+use common::{cloud, ddef_cloud_config as config, skip_no_adapter, Rng};
 use glam::DVec3;
-use msc::config::{
-    Config, CoulombConfig, CoulombMethod, DdefConfig, DdefSamples, DdefVariant, Integrator,
-};
+use msc::config::{Config, DdefVariant};
 use msc::ddef::error_study::random_points;
-use msc::gpu::{GpuError, GpuSolver, HeadlessOptions, TangentDirection};
-use msc::model::{System, SystemDesc};
-
-fn cloud(x: &[DVec3], q: &[f64]) -> System {
-    let n = x.len();
-    System::new(SystemDesc {
-        positions: x.to_vec(),
-        velocities: vec![DVec3::ZERO; n],
-        masses: vec![1.0; n],
-        charges: q.to_vec(),
-        pinned: vec![false; n],
-        springs: Vec::new(),
-        faces: Vec::new(),
-    })
-    .expect("system")
-}
-
-fn config(samples: u32, variant: DdefVariant, softening: f64) -> Config {
-    Config {
-        integrator: Integrator::SymplecticEuler,
-        dt: 1e-3,
-        gravity: DVec3::ZERO,
-        coulomb: CoulombConfig {
-            method: CoulombMethod::Ddef(DdefConfig {
-                samples: DdefSamples::Count(samples),
-                variant,
-                ..Default::default()
-            }),
-            softening,
-        },
-        ..Default::default()
-    }
-}
+use msc::gpu::{DdefGather, GpuError, GpuSolver, HeadlessOptions, TangentDirection, Tuning};
+use msc::model::System;
 
 /// The GPU's DDEF forces, the field's tangent along `dx` (with the charges' tangents
 /// `dq`) and the forces' VJP for cotangent `dx` (position and charge cotangents), staged
-/// or not; None without an adapter.
+/// in gather shape `shape` or (None) not; None without an adapter.
 type Results = (Vec<DVec3>, Vec<DVec3>, Vec<DVec3>, Vec<f64>);
 fn results(
     system: &System,
     config: &Config,
     dx: &[DVec3],
     dq: &[f64],
-    staged: bool,
+    shape: Option<DdefGather>,
 ) -> Option<Results> {
     let along = TangentDirection {
         dq: Some(dq),
@@ -70,12 +39,11 @@ fn results(
     let options = HeadlessOptions {
         allow_software: true,
     };
-    let build = if staged {
-        GpuSolver::headless_staged_on_cpu
-    } else {
-        GpuSolver::headless_with_tangents
+    let tuning = Tuning {
+        ddef_gather: shape.unwrap_or_default(),
+        staged_on_cpu: shape.is_some(),
     };
-    let mut g = match build(system, config, &[along], &options) {
+    let mut g = match GpuSolver::headless_tuned(system, config, Some(&[along]), &options, tuning) {
         Ok(g) => g,
         Err(GpuError::NoAdapter(why)) => {
             skip_no_adapter(&why);
@@ -115,10 +83,11 @@ fn the_staged_gather_gives_the_unstaged_ones_bits() {
         let dq = q(n);
         for variant in [DdefVariant::Paper, DdefVariant::Corrected] {
             let c = config(*m, variant, *eps);
-            let Some(plain) = results(system, &c, &dx, &dq, false) else {
+            let Some(plain) = results(system, &c, &dx, &dq, None) else {
                 return;
             };
-            let staged = results(system, &c, &dx, &dq, true).expect("adapter");
+            let staged =
+                results(system, &c, &dx, &dq, Some(DdefGather::default())).expect("adapter");
             assert!(
                 plain.0.iter().any(|f| *f != DVec3::ZERO),
                 "{name}: no forces"
@@ -149,6 +118,19 @@ fn the_staged_gather_gives_the_unstaged_ones_bits() {
             ];
             let bad: Vec<_> = differ.iter().filter(|(_, n)| *n > 0).collect();
             assert!(bad.is_empty(), "{name} {variant:?}: differ {bad:?}");
+            // Every other shape of ddef_gather (the tuning only it reads): its forces.
+            let shapes = DdefGather::all().filter(|s| *s != DdefGather::default());
+            let differ: Vec<(String, usize)> = shapes
+                .map(|s| {
+                    let f = results(system, &c, &dx, &dq, Some(s)).expect("adapter").0;
+                    (s.to_string(), count(&plain.0, &f))
+                })
+                .filter(|(_, n)| *n > 0)
+                .collect();
+            assert!(
+                differ.is_empty(),
+                "{name} {variant:?}: forces differ {differ:?}"
+            );
         }
     }
 }

@@ -210,6 +210,11 @@ impl Engine {
         Ok(g)
     }
 
+    /// The pipeline constants its kernels are built with.
+    pub(in crate::gpu) fn spec(&self) -> Specialization {
+        self.spec
+    }
+
     /// Byte offset of a dispatch record (deduplicated).
     pub(in crate::gpu) fn record(&mut self, d: Dispatch) -> u32 {
         let key: [u32; 8] = bytemuck::cast(d);

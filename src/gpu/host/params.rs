@@ -206,7 +206,7 @@ pub(in crate::gpu) fn block_diag(config: &Config) -> bool {
 pub(in crate::gpu) fn specialization(config: &Config) -> Specialization {
     Specialization {
         block_diag: block_diag(config),
-        staged_on_cpu: false,
+        tuning: Default::default(),
     }
 }
 

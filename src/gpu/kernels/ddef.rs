@@ -12,7 +12,8 @@
 //! 6. `ddef_far`, `ddef_far_sum`: eq. 17 at the sites over source chunks, then the chunks
 //!    added in order;
 //! 7. `ddef_gather`: per work item the exact near sum and the interpolated (`corrected`)
-//!    far field, q E added to the force.
+//!    far field, q E added to the force; on a GPU in the shape the caller's
+//!    `Tuning::ddef_gather` picks (lanes per workgroup, tiles per cell or packed).
 //!
 //! No float atomics (integer counts only, their order undone by the sort) and fixed
 //! summation orders: reruns and a world alone or in a batch give the same bits. The
@@ -82,11 +83,17 @@ pub const DDEF_FAR: Kernel = Kernel {
     )
 };
 pub const DDEF_FAR_SUM: Kernel = ddef_kernel!("ddef_far_sum", [Layout], [Read, Read, ReadWrite]);
-pub const DDEF_GATHER: Kernel = ddef_kernel!(
-    "ddef_gather",
-    [Layout, World, Physics, Lattice, DdefWork, NearWalk],
-    [Read, Read, Read, Read, Read, Read, ReadWrite]
-);
+/// Entries of the near neighbourhood a `ddef_gather` workgroup holds when its tiles are
+/// packed (`GatherStaging::Packed`): the tables' union of near stencils has 63.
+pub const NEAR_CELLS: u32 = 64;
+pub const DDEF_GATHER: Kernel = Kernel {
+    constants: &[("NEAR_CELLS", NEAR_CELLS)],
+    ..ddef_kernel!(
+        "ddef_gather",
+        [Layout, World, Physics, Lattice, DdefWork, NearWalk],
+        [Read, Read, Read, Read, Read, Read, ReadWrite]
+    )
+};
 
 pub const KERNELS: &[Kernel] = &[
     DDEF_BOUNDS,
@@ -101,7 +108,7 @@ pub const KERNELS: &[Kernel] = &[
     DDEF_GATHER,
 ];
 
-use crate::gpu::host::ddef_layout::{ScanLevel, SCAN_BLOCK};
+use crate::gpu::host::ddef_layout::{DdefLayout, ScanLevel, SCAN_BLOCK};
 
 impl Recorder<'_> {
     /// One DDEF evaluation over the compacted sources (after `coulomb_sources`), adding
@@ -196,9 +203,9 @@ impl Recorder<'_> {
             m0,
             sites,
         )?);
-        // At most one work item per occupied cell and one per WG targets beyond.
-        let items = layout.cells as u32 + nc.div_ceil(WORKGROUP_SIZE) + worlds;
-        let grid = self.grid(items * WORKGROUP_SIZE);
+        // WG / LANES workgroups of LANES per work item (its shape, `Tuning`).
+        let per = WORKGROUP_SIZE / self.engine.spec().ddef_gather(self.device).lanes.count();
+        let grid = self.grid(self.gather_items(&layout) * per * WORKGROUP_SIZE);
         ops.push(self.grid_dispatch(
             DDEF_GATHER,
             &[
@@ -214,6 +221,12 @@ impl Recorder<'_> {
             grid,
         )?);
         Ok(())
+    }
+
+    /// The length the near gathers' work list can reach: one item per occupied cell and
+    /// one per WG targets beyond, in every world.
+    pub(in crate::gpu) fn gather_items(&self, layout: &DdefLayout) -> u32 {
+        layout.cells as u32 + self.nc.div_ceil(WORKGROUP_SIZE) + layout.worlds.len() as u32
     }
 
     /// A `ddef_scan` of `input` into the starts: its levels up, then down; `first` is the
@@ -246,5 +259,25 @@ impl Recorder<'_> {
             mode: mode.bits(),
             ..Default::default()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ddef::stencil::Stencils;
+    use crate::gpu::layout::TILE;
+    use crate::gpu::shader::GatherLanes;
+
+    #[test]
+    fn a_packed_gather_workgroup_holds_the_whole_near_neighbourhood() {
+        // ddef_gather (PACKED) keeps one entry per neighbour cell in workgroup memory and
+        // scans them with its first NEAR_CELLS invocations, so every shape has that many.
+        let nd = Stencils::get().dcells.len() as u32;
+        assert!(nd <= NEAR_CELLS, "{nd} entries");
+        for lanes in GatherLanes::ALL.map(GatherLanes::count) {
+            assert!(lanes >= NEAR_CELLS, "{lanes} lanes");
+            assert!(WORKGROUP_SIZE.is_multiple_of(lanes) && TILE.is_multiple_of(lanes));
+        }
     }
 }

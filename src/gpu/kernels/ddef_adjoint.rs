@@ -172,9 +172,7 @@ impl Recorder<'_> {
             ],
         )?);
         // The forward gather's work items.
-        let worlds = layout.worlds.len() as u32;
-        let items = layout.cells as u32 + nc.div_ceil(WORKGROUP_SIZE) + worlds;
-        let grid = self.grid(items * WORKGROUP_SIZE);
+        let grid = self.grid(self.gather_items(&layout) * WORKGROUP_SIZE);
         ops.push(self.grid_dispatch(
             DDEF_GATHER_ADJOINT,
             &[

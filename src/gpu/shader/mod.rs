@@ -25,10 +25,15 @@
 //! - `near_walk`: the DDEF near gathers' walk over a work item's neighbour cells, their
 //!   membership bits and tetrahedron ranges (reads `ddef_worlds`, `tables`, `starts`,
 //!   `sorted_key`).
+//!
+//! `tuning`: the kernel shapes a caller may choose (they change no result).
+
+pub mod tuning;
 
 use std::borrow::Cow;
 
 use crate::gpu::layout::{world_wgsl, Params, World, TILE, WORKGROUP_SIZE};
+pub use tuning::{DdefGather, GatherLanes, GatherStaging, Tuning};
 
 /// How a kernel accesses a storage binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -366,12 +371,27 @@ pub struct Specialization {
     /// `BLOCK_DIAG` of `blocks.wgsl`: `bd` holds the 3x3 diagonal blocks' off-diagonal
     /// entries (3 rows per particle, else 2).
     pub block_diag: bool,
-    /// On a CPU adapter, keep the DDEF far field's and near gathers' staged path
-    /// ([`UNSTAGED_ON_CPU`]: sources through workgroup memory and one target per
-    /// invocation, what hardware GPUs run) instead of their direct
-    /// reads, so that path is tested on lavapipe too: both add the same terms in the same
-    /// order (the same bits). Off by default; no effect on a hardware GPU.
-    pub staged_on_cpu: bool,
+    /// The caller's kernel shapes.
+    pub tuning: Tuning,
+}
+
+impl Specialization {
+    /// The shape `ddef_gather` runs on `device`: the tuning's on its staged path; on a
+    /// CPU adapter's direct path (one invocation per WG targets' group) the default.
+    pub fn ddef_gather(&self, device: &wgpu::Device) -> DdefGather {
+        let direct = is_cpu(device) && !self.tuning.staged_on_cpu;
+        if direct {
+            DdefGather::default()
+        } else {
+            self.tuning.ddef_gather
+        }
+    }
+}
+
+/// Whether `device` is a CPU (software) adapter: the DDEF kernels' direct paths and far
+/// field chunking, the all-pairs loop budget (`limits::check_cpu_loop_budget`).
+pub(crate) fn is_cpu(device: &wgpu::Device) -> bool {
+    device.adapter_info().device_type == wgpu::DeviceType::Cpu
 }
 
 /// The pipeline-overridable constants of kernel `k` on `device` (WGSL `override`).
@@ -384,13 +404,19 @@ fn pipeline_constants(
     if k.libs.contains(&Library::Blocks) {
         constants.push(("BLOCK_DIAG", f64::from(u8::from(spec.block_diag))));
     }
-    let cpu = device.adapter_info().device_type == wgpu::DeviceType::Cpu;
-    let staged = spec.staged_on_cpu && UNSTAGED_ON_CPU.contains(&k.name);
+    let cpu = is_cpu(device);
+    let staged = spec.tuning.staged_on_cpu && UNSTAGED_ON_CPU.contains(&k.name);
     if let (true, Some(t), false) = (cpu, k.cpu_targets, staged) {
         constants.push(("TARGETS", f64::from(t)));
     }
     if cpu && UNSTAGED_ON_CPU.contains(&k.name) && !staged {
         constants.push(("STAGED", 0.0));
+    }
+    if k.name == "ddef_gather" {
+        let g = spec.ddef_gather(device);
+        constants.push(("LANES", f64::from(g.lanes.count())));
+        let packed = g.staging == GatherStaging::Packed;
+        constants.push(("PACKED", f64::from(u8::from(packed))));
     }
     if let Some(&(_, budget)) = LOOP_BUDGET_ON_CPU.iter().find(|(n, _)| cpu && *n == k.name) {
         constants.push(("LOOP_BUDGET", f64::from(budget)));

@@ -18,7 +18,8 @@ use crate::gpu::host::params::{self, TimeStep};
 use crate::gpu::host::recorder::Recorder;
 use crate::gpu::host::recording::Op;
 use crate::gpu::kernels::field::ForceTime;
-use crate::gpu::shader::Specialization;
+pub(in crate::gpu) use crate::gpu::shader::is_cpu;
+use crate::gpu::shader::{Specialization, Tuning};
 use crate::model::System;
 
 /// The tangents a solver's step carries.
@@ -45,23 +46,17 @@ pub(in crate::gpu) struct Parts {
     pub(in crate::gpu) adjoint: Option<AdjointProgram>,
 }
 
-/// Whether `device` is a CPU (software) adapter: the DDEF far field's chunking and the
-/// all-pairs loop budget (`limits::check_cpu_loop_budget`).
-pub(in crate::gpu) fn is_cpu(device: &wgpu::Device) -> bool {
-    device.adapter_info().device_type == wgpu::DeviceType::Cpu
-}
-
 /// Builds the parts of a solver for `system` under `config` (both checked by the caller:
 /// `GpuSolver::check`) on `host`'s device, with one tangent per direction when
 /// `directions` is given, or with the adjoint's buffers and reversed step for `adjoint`;
-/// `staged_on_cpu`: see [`Specialization::staged_on_cpu`].
+/// `tuning`: the caller's kernel shapes ([`Tuning`]).
 pub(in crate::gpu) fn assemble(
     host: &Submitter,
     system: &System,
     config: &Config,
     directions: Option<&[TangentDirection]>,
     adjoint: Option<&AdjointSetup>,
-    staged_on_cpu: bool,
+    tuning: Tuning,
 ) -> Result<Parts, GpuError> {
     let device = &host.device;
     let limits = device.limits();
@@ -107,7 +102,7 @@ pub(in crate::gpu) fn assemble(
             d.create_buffers(device, &mut buffers, &tables);
         }
         let spec = Specialization {
-            staged_on_cpu,
+            tuning,
             ..params::specialization(config)
         };
         let mut engine = Engine::new(device, spec);

@@ -29,6 +29,7 @@ use crate::gpu::host::profile::{profile, KernelTime};
 use crate::gpu::host::range;
 use crate::gpu::host::recording::{dispatch_count, Op};
 use crate::gpu::host::replay::Replay;
+use crate::gpu::shader::Tuning;
 use crate::measures::SolveStats;
 use crate::model::{System, Topology};
 
@@ -110,8 +111,20 @@ impl GpuSolver {
         system: &System,
         config: &Config,
     ) -> Result<Self, GpuError> {
+        Self::new_tuned(device, queue, system, config, Tuning::default())
+    }
+
+    /// As [`Self::new`], with the kernel shapes of `tuning` (the same results; for
+    /// measuring them, `msc bench --ddef-gather`).
+    pub fn new_tuned(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        system: &System,
+        config: &Config,
+        tuning: Tuning,
+    ) -> Result<Self, GpuError> {
         Self::check(system, config, None)?;
-        Self::embedded(device, queue, system, config, None)
+        Self::embedded(device, queue, system, config, None, tuning)
     }
 
     /// Picks an adapter itself (honouring WGPU_BACKEND and WGPU_ADAPTER_NAME) and opens a
@@ -158,7 +171,14 @@ impl GpuSolver {
         directions: &[TangentDirection],
     ) -> Result<Self, GpuError> {
         Self::check(system, config, Some(directions))?;
-        Self::embedded(device, queue, system, config, Some(directions))
+        Self::embedded(
+            device,
+            queue,
+            system,
+            config,
+            Some(directions),
+            Tuning::default(),
+        )
     }
 
     /// As [`Self::headless`], with tangents as [`Self::with_tangents`].
@@ -184,7 +204,15 @@ impl GpuSolver {
         let summary =
             AdapterSummary::new(&device.adapter_info(), &device.limits(), device.features());
         let host = Submitter::new(device.clone(), queue.clone(), Arc::new(Mutex::new(None)));
-        Self::build(host, summary, system, config, None, Some(setup), false)
+        Self::build(
+            host,
+            summary,
+            system,
+            config,
+            None,
+            Some(setup),
+            Tuning::default(),
+        )
     }
 
     /// As [`Self::with_adjoint`] on an adapter of its own.
@@ -196,7 +224,15 @@ impl GpuSolver {
     ) -> Result<Self, GpuError> {
         Self::check(system, config, None)?;
         let (host, adapter) = headless_host(options)?;
-        Self::build(host, adapter, system, config, None, Some(setup), false)
+        Self::build(
+            host,
+            adapter,
+            system,
+            config,
+            None,
+            Some(setup),
+            Tuning::default(),
+        )
     }
 
     fn embedded(
@@ -205,11 +241,12 @@ impl GpuSolver {
         system: &System,
         config: &Config,
         directions: Option<&[TangentDirection]>,
+        tuning: Tuning,
     ) -> Result<Self, GpuError> {
         let summary =
             AdapterSummary::new(&device.adapter_info(), &device.limits(), device.features());
         let host = Submitter::new(device.clone(), queue.clone(), Arc::new(Mutex::new(None)));
-        Self::build(host, summary, system, config, directions, None, false)
+        Self::build(host, summary, system, config, directions, None, tuning)
     }
 
     fn opened(
@@ -218,43 +255,35 @@ impl GpuSolver {
         directions: Option<&[TangentDirection]>,
         options: &HeadlessOptions,
     ) -> Result<Self, GpuError> {
-        Self::opened_staged(system, config, directions, options, false)
+        Self::opened_tuned(system, config, directions, options, Tuning::default())
     }
 
     /// As [`Self::headless_with_tangents`] (no directions: [`Self::headless`]), with the
-    /// DDEF near gathers on their staged path even on a CPU adapter
-    /// ([`Specialization::staged_on_cpu`](crate::gpu::shader::Specialization)), for tests
-    /// of that path on lavapipe.
+    /// kernel shapes of `tuning`; its hidden `staged_on_cpu` keeps the DDEF kernels'
+    /// staged paths on a CPU adapter, for tests of those paths on lavapipe.
     #[doc(hidden)]
-    pub fn headless_staged_on_cpu(
-        system: &System,
-        config: &Config,
-        directions: &[TangentDirection],
-        options: &HeadlessOptions,
-    ) -> Result<Self, GpuError> {
-        let directions = Some(directions).filter(|d| !d.is_empty());
-        Self::opened_staged(system, config, directions, options, true)
-    }
-
-    fn opened_staged(
+    pub fn headless_tuned(
         system: &System,
         config: &Config,
         directions: Option<&[TangentDirection]>,
         options: &HeadlessOptions,
-        staged_on_cpu: bool,
+        tuning: Tuning,
+    ) -> Result<Self, GpuError> {
+        let directions = directions.filter(|d| !d.is_empty());
+        Self::opened_tuned(system, config, directions, options, tuning)
+    }
+
+    fn opened_tuned(
+        system: &System,
+        config: &Config,
+        directions: Option<&[TangentDirection]>,
+        options: &HeadlessOptions,
+        tuning: Tuning,
     ) -> Result<Self, GpuError> {
         // Input checks first, so a bad input fails before an adapter is opened.
         Self::check(system, config, directions)?;
         let (host, adapter) = headless_host(options)?;
-        Self::build(
-            host,
-            adapter,
-            system,
-            config,
-            directions,
-            None,
-            staged_on_cpu,
-        )
+        Self::build(host, adapter, system, config, directions, None, tuning)
     }
 
     /// Builds the solver of `system` under `config`, both checked.
@@ -265,9 +294,9 @@ impl GpuSolver {
         config: &Config,
         directions: Option<&[TangentDirection]>,
         adjoint: Option<&AdjointSetup>,
-        staged_on_cpu: bool,
+        tuning: Tuning,
     ) -> Result<Self, GpuError> {
-        let parts = assemble(&host, system, config, directions, adjoint, staged_on_cpu)?;
+        let parts = assemble(&host, system, config, directions, adjoint, tuning)?;
         let (n, ns) = (system.len() as u32, system.springs().len() as u32);
         let mut solver = Self::from_parts(host, summary, parts, config, n, ns);
         solver.fixed = Some(Fixed::new(system, config));

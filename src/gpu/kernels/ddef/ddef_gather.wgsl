@@ -19,8 +19,22 @@
 // targets of one tetrahedron per invocation, and the corrections of one cell corner per
 // invocation. Every sum adds the same terms in the same order as the staged walk (its
 // sources by (tetrahedron, particle) within each neighbour cell): the same bits.
+//
+// The staged path's shape (`DdefGather`, fixed at pipeline creation; every shape adds the
+// same terms in the same order, so gives the same bits): LANES invocations per workgroup,
+// a divisor of WG of at least 64, a work item's WG targets split over WG / LANES
+// workgroups (a workgroup past its item's targets returns at once); PACKED stages the
+// neighbourhood's sources as one list, the neighbour cells' sorted ranges one after
+// another in entry order, so a tile holds several small cells (per neighbour cell, a tile
+// holds one cell's: at 88 sources a cell, a third of it, and two barriers per cell).
 
 override STAGED: bool = true;
+override LANES: u32 = WG;
+override PACKED: bool = false;
+
+// Entries of the near neighbourhood a PACKED workgroup holds (the tables' 63, checked on
+// the host).
+const NEAR_CELLS: u32 = 64u;
 
 @group(0) @binding(1) var<storage, read> ddef_worlds: array<DdefWorld>;
 @group(0) @binding(2) var<storage, read> tables: array<u32>;
@@ -32,6 +46,15 @@ override STAGED: bool = true;
 
 var<workgroup> tile: array<vec4<f32>, TILE>;
 var<workgroup> corr: array<vec4<f32>, 24>;
+// PACKED: per neighbourhood entry d, the sorted starts of its tetrahedra (seg_st[8 d + t],
+// t = 0..KUHN; all 0 outside the lattice), the end of its part of the list (inclusive
+// prefix of the source counts), and per Kuhn type k the tetrahedra a target of type k
+// takes there (`near_mask`, byte i % 4 of word i / 4, i = NEAR_CELLS k + d): read once
+// per workgroup, not once per invocation and entry; the list's length.
+var<workgroup> seg_st: array<u32, 8u * NEAR_CELLS>;
+var<workgroup> seg_end: array<u32, NEAR_CELLS>;
+var<workgroup> near_mask: array<u32, KUHN * NEAR_CELLS / 4u>;
+var<workgroup> seg_total: u32;
 
 // One source's terms: the exact near pull on the target `me` when `near`, and the one
 // on the correction's site `uc` when `co`.
@@ -242,20 +265,166 @@ fn corner_sums(world: DdefWorld, dims: vec3<u32>, cp: vec3<u32>, corner: u32, ep
 
 // Sources [base, min(base + TILE, end)) into the tile, for the whole workgroup.
 fn stage_tile(base: u32, end: u32, lid: u32) {
-    let s = base + lid;
-    if (s < end) {
-        tile[lid] = sorted_src[s];
+    for (var r = 0u; r < TILE / LANES; r = r + 1u) {
+        let i = lid + r * LANES;
+        let s = base + i;
+        if (s < end) {
+            tile[i] = sorted_src[s];
+        }
     }
     workgroupBarrier();
 }
 
-@compute @workgroup_size(WG)
+// PACKED: the start of entry d's part of the neighbourhood's list.
+fn seg_begin(d: u32) -> u32 {
+    return select(0u, seg_end[max(d, 1u) - 1u], d > 0u);
+}
+
+// PACKED: the entry whose part of the list holds position v (the first whose end is past
+// it).
+fn segment_of(v: u32) -> u32 {
+    var lo = 0u;
+    var hi = NEAR_CELLS - 1u;
+    while (lo < hi) {
+        let mid = (lo + hi) / 2u;
+        if (seg_end[mid] > v) {
+            hi = mid;
+        } else {
+            lo = mid + 1u;
+        }
+    }
+    return lo;
+}
+
+// PACKED: the work item's entries into workgroup memory (seg_st, near_mask, seg_end; see
+// their declaration), for the whole workgroup; returns the list's length.
+fn packed_entries(it: NearItem, lid: u32) -> u32 {
+    for (var i = lid; i < 8u * NEAR_CELLS; i = i + LANES) {
+        let d = i / 8u;
+        var start = 0u;
+        if (d < it.nd && i % 8u <= KUHN) {
+            let t0 = near_tets(it, d);
+            if (t0 != NO_RANK) {
+                start = starts[t0 + i % 8u];
+            }
+        }
+        seg_st[i] = start;
+    }
+    for (var w = lid; w < KUHN * NEAR_CELLS / 4u; w = w + LANES) {
+        let k = 4u * w / NEAR_CELLS;
+        let valid = ddef_valid_slots(it.dims, it.cp, k);
+        var word = 0u;
+        for (var b = 0u; b < 4u; b = b + 1u) {
+            let d = (4u * w + b) % NEAR_CELLS;
+            if (d < it.nd) {
+                word = word | (taken_tets(it.moff + (k * it.nd + d) * KUHN, valid) << (8u * b));
+            }
+        }
+        near_mask[w] = word;
+    }
+    workgroupBarrier();
+    if (lid < NEAR_CELLS) {
+        seg_end[lid] = seg_st[8u * lid + KUHN] - seg_st[8u * lid];
+    }
+    workgroupBarrier();
+    // Inclusive scan of the counts (integers: exact).
+    for (var o = 1u; o < NEAR_CELLS; o = o * 2u) {
+        var x = 0u;
+        if (lid < NEAR_CELLS) {
+            x = seg_end[lid];
+            if (lid >= o) {
+                x = x + seg_end[lid - o];
+            }
+        }
+        workgroupBarrier();
+        if (lid < NEAR_CELLS) {
+            seg_end[lid] = x;
+        }
+        workgroupBarrier();
+    }
+    if (lid == 0u) {
+        seg_total = seg_end[NEAR_CELLS - 1u];
+    }
+    return workgroupUniformLoad(&seg_total);
+}
+
+// PACKED: the tetrahedra of entry d whose sources correction `c` takes (near its Kuhn
+// type and outside M_v); 0 when it is off.
+fn corr_mask(it: NearItem, c: NearCorrection, d: u32) -> u32 {
+    var bits = 0u;
+    if (c.on) {
+        let row = it.moff + (c.kuhn * it.nd + d) * KUHN;
+        for (var t = 0u; t < KUHN; t = t + 1u) {
+            let mc = tables[row + t];
+            if ((mc & c.valid) != 0u && ((mc >> c.v) & 1u) == 0u) {
+                bits = bits | (1u << t);
+            }
+        }
+    }
+    return bits;
+}
+
+// PACKED: the near and `corrected` sums of target `tg` and correction `c` over the
+// neighbourhood, staged as one list (see the header): for each tile, each entry with
+// sources in it, in entry order, and its taken tetrahedra's parts of the tile in order.
+// An entry's sources meet a target in sorted order, as when staged per neighbour cell.
+fn packed_sums(it: NearItem, tg: NearTarget, c: NearCorrection, me: vec3<f32>, lid: u32, eps2: f32, acc: ptr<function, vec3<f32>>, cacc: ptr<function, vec3<f32>>) {
+    let total = packed_entries(it, lid);
+    var d0 = 0u;
+    for (var vb = 0u; vb < total; vb = vb + TILE) {
+        for (var r = 0u; r < TILE / LANES; r = r + 1u) {
+            let i = lid + r * LANES;
+            let v = vb + i;
+            if (v < total) {
+                let d = segment_of(v);
+                tile[i] = sorted_src[seg_st[8u * d] + v - seg_begin(d)];
+            }
+        }
+        workgroupBarrier();
+        let vt = min(vb + TILE, total);
+        while (d0 + 1u < NEAR_CELLS && seg_end[d0] <= vb) {
+            d0 = d0 + 1u;
+        }
+        for (var d = d0; d < it.nd; d = d + 1u) {
+            let v0 = seg_begin(d);
+            if (v0 >= vt) {
+                break;
+            }
+            let i = NEAR_CELLS * tg.kuhn + d;
+            let near = select(0u, (near_mask[i / 4u] >> (8u * (i % 4u))) & 0xffu, tg.has);
+            let co = corr_mask(it, c, d);
+            if ((near | co) == 0u) {
+                continue;
+            }
+            // Entry d's sources in this tile: sorted positions [base, top), from slot lo.
+            let lo = max(vb, v0) - vb;
+            let base = seg_st[8u * d] + vb + lo - v0;
+            let top = seg_st[8u * d] + min(vt, seg_end[d]) - v0;
+            for (var t = 0u; t < KUHN; t = t + 1u) {
+                let nt = (near >> t) & 1u;
+                let ct = (co >> t) & 1u;
+                if ((nt | ct) == 0u) {
+                    continue;
+                }
+                let e = min(seg_st[8u * d + t + 1u], top);
+                for (var j = max(seg_st[8u * d + t], base); j < e; j = j + 1u) {
+                    add_source(acc, cacc, me, c.site, tile[j - base + lo], eps2, nt != 0u && j != tg.k, ct != 0u);
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+}
+
+@compute @workgroup_size(LANES)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let it = near_item(group_index(wid, nwg));
+    // WG / LANES workgroups per work item (1 on the !STAGED path, whose LANES is WG).
+    let g = group_index(wid, nwg);
+    var it = near_item(g / (WG / LANES));
     if (!it.valid) {
         return;
     }
@@ -264,6 +433,11 @@ fn main(
         unstaged(it.world, it.dims, it.cp, it.cell, it.tb, it.te, lid, eps2, it.world.quanta.w != 0);
         return;
     }
+    it.tb = it.tb + (g % (WG / LANES)) * LANES;
+    if (it.tb >= it.te) {
+        return;
+    }
+    it.te = min(it.te, it.tb + LANES);
 
     // This invocation's target and its correction.
     let tg = near_target(it, lid);
@@ -277,7 +451,10 @@ fn main(
 
     var acc = vec3<f32>(0.0);
     var cacc = vec3<f32>(0.0);
-    for (var d = 0u; d < it.nd && STAGED; d = d + 1u) {
+    if (PACKED) {
+        packed_sums(it, tg, c, me.xyz, lid, eps2, &acc, &cacc);
+    }
+    for (var d = 0u; d < it.nd && STAGED && !PACKED; d = d + 1u) {
         let t0 = near_tets(it, d);
         if (t0 == NO_RANK) {
             continue;

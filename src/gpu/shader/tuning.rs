@@ -1,0 +1,115 @@
+//! The GPU solver's tuning: how some kernels are shaped on a GPU, never what they compute.
+//! Every choice adds the same terms in the same order, so gives the same bits
+//! (tests/gpu_ddef_staged.rs); `msc bench --ddef-gather` measures them against each
+//! other, and the defaults are the shapes measured fastest (BENCHMARKS.md).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Invocations per `ddef_gather` workgroup on its staged path: a work item's WG targets
+/// split over WG / lanes workgroups (fewer idle invocations in a cell of few charges, more
+/// passes over its neighbourhood in a crowded one).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GatherLanes {
+    L64,
+    L128,
+    #[default]
+    L256,
+}
+
+impl GatherLanes {
+    pub const ALL: [Self; 3] = [Self::L64, Self::L128, Self::L256];
+
+    /// The workgroup size (`LANES`), a divisor of `WORKGROUP_SIZE`.
+    pub const fn count(self) -> u32 {
+        match self {
+            Self::L64 => 64,
+            Self::L128 => 128,
+            Self::L256 => 256,
+        }
+    }
+}
+
+/// How `ddef_gather`'s staged path fills its workgroup-memory tiles.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GatherStaging {
+    /// One neighbour cell's sources at a time (a tile per cell, two barriers each).
+    #[default]
+    PerCell,
+    /// The neighbourhood's cells one after another as one list (`PACKED`): full tiles,
+    /// fewer barriers, when cells hold fewer sources than a tile.
+    Packed,
+}
+
+/// The shape of `ddef_gather` on a GPU (its staged path; a CPU adapter's direct path has
+/// one shape). Written and parsed as `cell/256`, `packed/128`, ...
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DdefGather {
+    pub staging: GatherStaging,
+    pub lanes: GatherLanes,
+}
+
+impl DdefGather {
+    /// Every shape, for benchmarks and tests.
+    pub fn all() -> impl Iterator<Item = Self> {
+        [GatherStaging::PerCell, GatherStaging::Packed]
+            .into_iter()
+            .flat_map(|staging| GatherLanes::ALL.map(|lanes| Self { staging, lanes }))
+    }
+}
+
+impl fmt::Display for DdefGather {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let staging = match self.staging {
+            GatherStaging::PerCell => "cell",
+            GatherStaging::Packed => "packed",
+        };
+        write!(f, "{staging}/{}", self.lanes.count())
+    }
+}
+
+impl FromStr for DdefGather {
+    /// What a value that names no shape was, and the shapes there are.
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::all().find(|g| g.to_string() == s.trim()).ok_or_else(|| {
+            format!("unknown DDEF gather shape '{s}': expected cell/N or packed/N, N = 64, 128 or 256")
+        })
+    }
+}
+
+/// The caller's choices of kernel shape ([`crate::gpu::GpuSolver::new_tuned`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tuning {
+    /// `ddef_gather`'s shape on a GPU (on a CPU adapter, with `staged_on_cpu`).
+    pub ddef_gather: DdefGather,
+    /// On a CPU adapter, keep the DDEF far field's and near gathers' staged path
+    /// ([`super::UNSTAGED_ON_CPU`]: sources through workgroup memory and one target per
+    /// invocation, what hardware GPUs run) instead of their direct reads, so that path is
+    /// tested on lavapipe too: both add the same terms in the same order (the same bits).
+    /// No effect on a hardware GPU.
+    #[doc(hidden)]
+    pub staged_on_cpu: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_gather_shape_reads_back_from_its_name() {
+        for g in DdefGather::all() {
+            assert_eq!(g.to_string().parse::<DdefGather>(), Ok(g));
+        }
+        assert_eq!(DdefGather::all().count(), 6);
+        assert_eq!(DdefGather::default().to_string(), "cell/256");
+        for bad in ["cell/32", "packed", "cells/256", ""] {
+            let e = bad.parse::<DdefGather>().unwrap_err();
+            assert!(
+                e.contains(&format!("'{bad}'")) && e.contains("packed/N"),
+                "{e}"
+            );
+        }
+    }
+}
