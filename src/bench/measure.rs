@@ -8,7 +8,7 @@ use super::timing;
 use super::DDEF_ERROR_TARGETS;
 use super::{bytes, workload, Backend, BenchError, BenchOptions, Event, StageFn, Stop, Workload};
 use crate::cpu::CpuSimulation;
-use crate::gpu::{GpuError, GpuSolver};
+use crate::gpu::{GpuError, GpuSolver, Tuning};
 use crate::output::OutputError;
 use crate::simulator::Simulator;
 use std::time::Instant;
@@ -108,7 +108,12 @@ fn measure_gpu(
     stage("setup")?;
     let hd = gpu.get()?;
     let t = Instant::now();
-    let mut solver = GpuSolver::new(&hd.device, &hd.queue, &built.system, &built.config)?;
+    let tuning = Tuning {
+        ddef_gather: opts.ddef_gather,
+        ..Tuning::default()
+    };
+    let mut solver =
+        GpuSolver::new_tuned(&hd.device, &hd.queue, &built.system, &built.config, tuning)?;
     rec.setup_seconds = Some(t.elapsed().as_secs_f64());
     rec.adapter = solver.adapter().cloned();
     rec.dispatches_per_step = Some(solver.dispatches_per_step());

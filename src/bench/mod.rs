@@ -37,7 +37,7 @@ pub mod workload;
 mod worlds;
 
 use crate::config::DdefSamples;
-use crate::gpu::{AdapterSummary, GpuError};
+use crate::gpu::{AdapterSummary, DdefGather, GpuError};
 use crate::output::OutputError;
 use crate::simulator::SimError;
 use derive::derive;
@@ -110,6 +110,8 @@ pub struct BenchOptions {
     pub ddef_samples: Vec<DdefSamples>,
     /// DDEF workload: evaluations between tetrahedralizations (1: every step).
     pub ddef_rebuild_every: u32,
+    /// DDEF workload on a GPU: the near gather's shape (`Tuning`; the same results).
+    pub ddef_gather: DdefGather,
     /// Worlds workload: the world counts W, run in increasing order.
     pub worlds: Vec<usize>,
     /// Mesh workload: the mesh file.
@@ -134,6 +136,7 @@ impl Default for BenchOptions {
             max_seconds: 60.0,
             ddef_samples: DDEF_SAMPLES.to_vec(),
             ddef_rebuild_every: 1,
+            ddef_gather: DdefGather::default(),
             worlds: DEFAULT_WORLDS.to_vec(),
             mesh: None,
         }

@@ -129,6 +129,8 @@ pub struct Record {
     pub ddef_samples_auto: Option<bool>,
     pub ddef_rebuild_every: Option<u32>,
     pub ddef_rebuilds: Option<u64>,
+    /// DDEF rows: the near gather's shape on a GPU (`--ddef-gather`).
+    pub ddef_gather: Option<String>,
     /// DDEF on the GPU: host seconds per evaluation over the timed steps, in ms (0:
     /// every stage runs on the device, nothing is read back or uploaded per step).
     pub ddef_host_ms_per_eval: Option<f64>,
@@ -248,6 +250,7 @@ impl Record {
             ddef_samples: samples,
             ddef_samples_auto: None,
             ddef_rebuild_every: samples.map(|_| opts.ddef_rebuild_every),
+            ddef_gather: samples.map(|_| opts.ddef_gather.to_string()),
             ddef_rebuilds: None,
             ddef_host_ms_per_eval: None,
             ddef_structure_bytes: None,

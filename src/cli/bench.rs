@@ -114,6 +114,10 @@ pub struct BenchArgs {
     /// paper's Algorithm 1)
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = parse_count)]
     pub rebuild_every: u32,
+    /// DDEF workload on a GPU: the near gather's shape, cell/N or packed/N with N = 64,
+    /// 128 or 256 invocations per workgroup (the same results; for measuring them)
+    #[arg(long, value_name = "SHAPE", default_value = "cell/256")]
+    pub ddef_gather: crate::gpu::DdefGather,
     /// Worlds workload: the world counts W, comma-separated, run in increasing order
     #[arg(
         long,
@@ -291,6 +295,7 @@ impl BenchArgs {
             max_seconds: self.max_seconds,
             ddef_samples: self.samples.clone(),
             ddef_rebuild_every: self.rebuild_every,
+            ddef_gather: self.ddef_gather,
             worlds: self.worlds.clone(),
             mesh: self.mesh.clone(),
         }
