@@ -18,11 +18,11 @@
 
 mod common;
 
-use common::{charges, cloud, f32_round, gpu, Rng};
+use common::{charges, cloud, ddef_cloud_config as ddef_config, f32_round, gpu, Rng};
 use glam::DVec3;
 use msc::config::{
-    Config, CoulombConfig, CoulombMethod, DdefConfig, DdefGrid, DdefSamples, DdefVariant,
-    Integrator, SolverConfig, SolverMethod,
+    Config, CoulombMethod, DdefConfig, DdefGrid, DdefSamples, DdefVariant, Integrator,
+    SolverConfig, SolverMethod,
 };
 use msc::cpu::CpuSimulation;
 use msc::ddef::error_study::random_points;
@@ -54,23 +54,6 @@ fn exact_forces(x: &[DVec3], q: &[f64], softening: f64) -> Vec<DVec3> {
         .zip(q)
         .map(|(e, &qi)| e * qi)
         .collect()
-}
-
-fn ddef_config(samples: DdefSamples, variant: DdefVariant, softening: f64) -> Config {
-    Config {
-        integrator: Integrator::SymplecticEuler,
-        dt: 1e-3,
-        gravity: DVec3::ZERO,
-        coulomb: CoulombConfig {
-            method: CoulombMethod::Ddef(DdefConfig {
-                samples,
-                variant,
-                ..Default::default()
-            }),
-            softening,
-        },
-        ..Default::default()
-    }
 }
 
 /// The GPU's DDEF forces at the initial positions against the CPU reference on the GPU's

@@ -18,7 +18,7 @@ mod common;
 
 use common::{charges, cloud, ddef_cloud_config as config, f32_round, skip_no_adapter, Rng};
 use glam::DVec3;
-use msc::config::{Config, DdefVariant};
+use msc::config::{Config, DdefSamples, DdefVariant};
 use msc::ddef::error_study::random_points;
 use msc::ddef::{DdefSolver, Evaluation, LatticeDdef};
 use msc::gpu::{GpuError, GpuSolver, HeadlessOptions, TangentDirection};
@@ -93,7 +93,12 @@ fn check(name: &str, x: &[DVec3], q: &[f64], samples: u32, eps: f64) {
         .collect();
     let mut runs = Vec::new();
     for variant in [DdefVariant::Paper, DdefVariant::Corrected] {
-        let Some(((gx, gq), (cx, cq))) = both(&x, q, &w, &config(samples, variant, eps)) else {
+        let Some(((gx, gq), (cx, cq))) = both(
+            &x,
+            q,
+            &w,
+            &config(DdefSamples::Count(samples), variant, eps),
+        ) else {
             return;
         };
         for (i, &qi) in q.iter().enumerate() {
@@ -180,7 +185,7 @@ fn gpu_ddef_vjp_is_the_transpose_of_the_gpu_ddef_tangent() {
         .collect();
     let system = cloud(&x, &q);
     for variant in [DdefVariant::Paper, DdefVariant::Corrected] {
-        let c = config(300, variant, 1e-3);
+        let c = config(DdefSamples::Count(300), variant, 1e-3);
         let zero = vec![DVec3::ZERO; n];
         for (what, tdx, tdq) in [("positions", &dx, None), ("charges", &zero, Some(&dq[..]))] {
             let Some(mut g) = solver_along(&system, &c, tdq) else {

@@ -23,11 +23,9 @@
 
 mod common;
 
-use common::{cloud, f32_round, gpu, Rng};
+use common::{cloud, ddef_cloud_config, f32_round, gpu, Rng};
 use glam::DVec3;
-use msc::config::{
-    Config, CoulombConfig, CoulombMethod, DdefConfig, DdefSamples, DdefVariant, Integrator,
-};
+use msc::config::{Config, DdefSamples, DdefVariant};
 use msc::ddef::plan::ORDERS;
 use msc::ddef::{DdefSolver, Evaluation, LatticeDdef};
 use msc::gpu::{GpuError, GpuSolver, GpuWorlds, HeadlessOptions, TangentDirection};
@@ -44,20 +42,7 @@ fn corners() -> Vec<DVec3> {
 }
 
 fn config(samples: u32) -> Config {
-    Config {
-        integrator: Integrator::SymplecticEuler,
-        dt: 1e-3,
-        gravity: DVec3::ZERO,
-        coulomb: CoulombConfig {
-            method: CoulombMethod::Ddef(DdefConfig {
-                samples: DdefSamples::Count(samples),
-                variant: DdefVariant::Corrected,
-                ..Default::default()
-            }),
-            softening: 1e-3,
-        },
-        ..Default::default()
-    }
+    ddef_cloud_config(DdefSamples::Count(samples), DdefVariant::Corrected, 1e-3)
 }
 
 /// `count` points inside tetrahedron (cell, Kuhn type `kuhn`) of the lattice of m =

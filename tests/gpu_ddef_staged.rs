@@ -14,7 +14,7 @@ mod common;
 
 use common::{cloud, ddef_cloud_config as config, skip_no_adapter, Rng};
 use glam::DVec3;
-use msc::config::{Config, DdefVariant};
+use msc::config::{Config, DdefSamples, DdefVariant};
 use msc::ddef::error_study::random_points;
 use msc::gpu::{DdefGather, GpuError, GpuSolver, HeadlessOptions, TangentDirection, Tuning};
 use msc::model::System;
@@ -82,7 +82,7 @@ fn the_staged_gather_gives_the_unstaged_ones_bits() {
         let dx: Vec<DVec3> = (0..n).map(|_| r.vec(1.0)).collect();
         let dq = q(n);
         for variant in [DdefVariant::Paper, DdefVariant::Corrected] {
-            let c = config(*m, variant, *eps);
+            let c = config(DdefSamples::Count(*m), variant, *eps);
             let Some(plain) = results(system, &c, &dx, &dq, None) else {
                 return;
             };

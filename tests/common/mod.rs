@@ -238,18 +238,18 @@ pub fn cloud(x: &[DVec3], q: &[f64]) -> System {
 /// Free charges under the lattice DDEF at `samples` sites (`variant`, softening
 /// `softening`) and symplectic Euler, h = 1e-3, no gravity.
 pub fn ddef_cloud_config(
-    samples: u32,
+    samples: msc::config::DdefSamples,
     variant: msc::config::DdefVariant,
     softening: f64,
 ) -> Config {
-    use msc::config::{CoulombConfig, CoulombMethod, DdefConfig, DdefSamples, Integrator};
+    use msc::config::{CoulombConfig, CoulombMethod, DdefConfig, Integrator};
     Config {
         integrator: Integrator::SymplecticEuler,
         dt: 1e-3,
         gravity: DVec3::ZERO,
         coulomb: CoulombConfig {
             method: CoulombMethod::Ddef(DdefConfig {
-                samples: DdefSamples::Count(samples),
+                samples,
                 variant,
                 ..Default::default()
             }),
