@@ -424,15 +424,17 @@ fn main(
 ) {
     // WG / LANES workgroups per work item (1 on the !STAGED path, whose LANES is WG).
     let g = group_index(wid, nwg);
-    var it = near_item(g / (WG / LANES));
-    if (!it.valid) {
+    let item = near_item(g / (WG / LANES));
+    if (!item.valid) {
         return;
     }
-    let eps2 = it.world.eps2.x;
+    let eps2 = item.world.eps2.x;
     if (!STAGED) {
-        unstaged(it.world, it.dims, it.cp, it.cell, it.tb, it.te, lid, eps2, it.world.quanta.w != 0);
+        unstaged(item.world, item.dims, item.cp, item.cell, item.tb, item.te, lid, eps2, item.world.quanta.w != 0);
         return;
     }
+    // This workgroup's part of the item's targets.
+    var it = item;
     it.tb = it.tb + (g % (WG / LANES)) * LANES;
     if (it.tb >= it.te) {
         return;
