@@ -5,7 +5,8 @@
 //! `ddef_gather`), the
 //! tangents (`ddef_gather_tangent`) and the cotangents (`ddef_gather_adjoint`,
 //! `ddef_source_adjoint`) must agree bit for bit, and so must the forces of every shape of
-//! `ddef_gather` (`DdefGather`: lanes per workgroup, tiles per neighbour cell or packed).
+//! `ddef_gather` (`DdefGather`: lanes per workgroup, tiles per neighbour cell or packed)
+//! and of `ddef_far` (`DdefFar`: staged, or direct with 1, 2 or 4 sites per invocation).
 //! `GpuSolver::headless_tuned` keeps the staged path on a CPU adapter (on a hardware GPU
 //! both solvers run it). Skips when wgpu finds no adapter, and fails instead when
 //! `MSC_REQUIRE_GPU=1`.
@@ -16,19 +17,21 @@ use common::{cloud, ddef_cloud_config as config, skip_no_adapter, Rng};
 use glam::DVec3;
 use msc::config::{Config, DdefSamples, DdefVariant};
 use msc::ddef::error_study::random_points;
-use msc::gpu::{DdefGather, GpuError, GpuSolver, HeadlessOptions, TangentDirection, Tuning};
+use msc::gpu::{
+    DdefFar, DdefGather, GpuError, GpuSolver, HeadlessOptions, TangentDirection, Tuning,
+};
 use msc::model::System;
 
 /// The GPU's DDEF forces, the field's tangent along `dx` (with the charges' tangents
 /// `dq`) and the forces' VJP for cotangent `dx` (position and charge cotangents), staged
-/// in gather shape `shape` or (None) not; None without an adapter.
+/// in the kernel shapes of `shape` or (None) not; None without an adapter.
 type Results = (Vec<DVec3>, Vec<DVec3>, Vec<DVec3>, Vec<f64>);
 fn results(
     system: &System,
     config: &Config,
     dx: &[DVec3],
     dq: &[f64],
-    shape: Option<DdefGather>,
+    shape: Option<Tuning>,
 ) -> Option<Results> {
     let along = TangentDirection {
         dq: Some(dq),
@@ -40,8 +43,8 @@ fn results(
         allow_software: true,
     };
     let tuning = Tuning {
-        ddef_gather: shape.unwrap_or_default(),
         staged_on_cpu: shape.is_some(),
+        ..shape.unwrap_or_default()
     };
     let mut g = match GpuSolver::headless_tuned(system, config, Some(&[along]), &options, tuning) {
         Ok(g) => g,
@@ -86,8 +89,7 @@ fn the_staged_gather_gives_the_unstaged_ones_bits() {
             let Some(plain) = results(system, &c, &dx, &dq, None) else {
                 return;
             };
-            let staged =
-                results(system, &c, &dx, &dq, Some(DdefGather::default())).expect("adapter");
+            let staged = results(system, &c, &dx, &dq, Some(Tuning::default())).expect("adapter");
             assert!(
                 plain.0.iter().any(|f| *f != DVec3::ZERO),
                 "{name}: no forces"
@@ -118,12 +120,26 @@ fn the_staged_gather_gives_the_unstaged_ones_bits() {
             ];
             let bad: Vec<_> = differ.iter().filter(|(_, n)| *n > 0).collect();
             assert!(bad.is_empty(), "{name} {variant:?}: differ {bad:?}");
-            // Every other shape of ddef_gather (the tuning only it reads): its forces.
-            let shapes = DdefGather::all().filter(|s| *s != DdefGather::default());
-            let differ: Vec<(String, usize)> = shapes
-                .map(|s| {
-                    let f = results(system, &c, &dx, &dq, Some(s)).expect("adapter").0;
-                    (s.to_string(), count(&plain.0, &f))
+            // Every other shape of ddef_gather and of ddef_far (tunings only they read):
+            // their forces.
+            let gathers = DdefGather::all()
+                .filter(|s| *s != DdefGather::default())
+                .map(|ddef_gather| Tuning {
+                    ddef_gather,
+                    ..Tuning::default()
+                });
+            let fars = DdefFar::ALL[1..].iter().map(|&ddef_far| Tuning {
+                ddef_far,
+                ..Tuning::default()
+            });
+            let differ: Vec<(String, usize)> = gathers
+                .chain(fars)
+                .map(|t| {
+                    let f = results(system, &c, &dx, &dq, Some(t)).expect("adapter").0;
+                    (
+                        format!("{} {}", t.ddef_gather, t.ddef_far),
+                        count(&plain.0, &f),
+                    )
                 })
                 .filter(|(_, n)| *n > 0)
                 .collect();

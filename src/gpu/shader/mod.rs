@@ -33,7 +33,7 @@ pub mod tuning;
 use std::borrow::Cow;
 
 use crate::gpu::layout::{world_wgsl, Params, World, TILE, WORKGROUP_SIZE};
-pub use tuning::{DdefGather, GatherLanes, GatherStaging, Tuning};
+pub use tuning::{DdefFar, DdefGather, GatherLanes, GatherStaging, Tuning};
 
 /// How a kernel accesses a storage binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -405,11 +405,18 @@ fn pipeline_constants(
         constants.push(("BLOCK_DIAG", f64::from(u8::from(spec.block_diag))));
     }
     let cpu = is_cpu(device);
-    let staged = spec.tuning.staged_on_cpu && UNSTAGED_ON_CPU.contains(&k.name);
-    if let (true, Some(t), false) = (cpu, k.cpu_targets, staged) {
+    // Direct on a CPU adapter (unless its staged path is asked for), or for the caller's
+    // direct far-field shape.
+    let direct = UNSTAGED_ON_CPU.contains(&k.name) && cpu && !spec.tuning.staged_on_cpu;
+    let far_sites = spec
+        .tuning
+        .ddef_far
+        .direct_sites()
+        .filter(|_| k.name == "ddef_far");
+    if let Some(t) = k.cpu_targets.filter(|_| direct).or(far_sites) {
         constants.push(("TARGETS", f64::from(t)));
     }
-    if cpu && UNSTAGED_ON_CPU.contains(&k.name) && !staged {
+    if direct || far_sites.is_some() {
         constants.push(("STAGED", 0.0));
     }
     if k.name == "ddef_gather" {

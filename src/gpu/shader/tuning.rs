@@ -1,7 +1,7 @@
 //! The GPU solver's tuning: how some kernels are shaped on a GPU, never what they compute.
 //! Every choice adds the same terms in the same order, so gives the same bits
-//! (tests/gpu_ddef_staged.rs); `msc bench --ddef-gather` measures them against each
-//! other, and the defaults are the shapes measured fastest (BENCHMARKS.md).
+//! (tests/gpu_ddef_staged.rs); `msc bench --ddef-gather` and `--ddef-far` measure them
+//! against each other, and the defaults are the shapes measured fastest (BENCHMARKS.md).
 
 use std::fmt;
 use std::str::FromStr;
@@ -79,11 +79,63 @@ impl FromStr for DdefGather {
     }
 }
 
+/// The shape of `ddef_far` on a GPU: sources staged in workgroup memory, one site per
+/// invocation (`staged`), or read directly (every invocation of a warp reads the same
+/// source) with 1, 2 or 4 sites per invocation sharing each read (`direct/N`, the CPU
+/// adapter's path, which runs 16).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DdefFar {
+    #[default]
+    Staged,
+    Direct1,
+    Direct2,
+    Direct4,
+}
+
+impl DdefFar {
+    pub const ALL: [Self; 4] = [Self::Staged, Self::Direct1, Self::Direct2, Self::Direct4];
+
+    /// Sites per invocation of the direct path (its `TARGETS`); `None` staged.
+    pub const fn direct_sites(self) -> Option<u32> {
+        match self {
+            Self::Staged => None,
+            Self::Direct1 => Some(1),
+            Self::Direct2 => Some(2),
+            Self::Direct4 => Some(4),
+        }
+    }
+}
+
+impl fmt::Display for DdefFar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.direct_sites() {
+            None => write!(f, "staged"),
+            Some(n) => write!(f, "direct/{n}"),
+        }
+    }
+}
+
+impl FromStr for DdefFar {
+    /// What a value that names no shape was, and the shapes there are.
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|g| g.to_string() == s.trim())
+            .ok_or_else(|| {
+                format!("unknown DDEF far-field shape '{s}': expected staged or direct/N, N = 1, 2 or 4")
+            })
+    }
+}
+
 /// The caller's choices of kernel shape ([`crate::gpu::GpuSolver::new_tuned`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tuning {
     /// `ddef_gather`'s shape on a GPU (on a CPU adapter, with `staged_on_cpu`).
     pub ddef_gather: DdefGather,
+    /// `ddef_far`'s shape on a GPU (on a CPU adapter, with `staged_on_cpu`).
+    pub ddef_far: DdefFar,
     /// On a CPU adapter, keep the DDEF far field's and near gathers' staged path
     /// ([`super::UNSTAGED_ON_CPU`]: sources through workgroup memory and one target per
     /// invocation, what hardware GPUs run) instead of their direct reads, so that path is
@@ -104,6 +156,14 @@ mod tests {
         }
         assert_eq!(DdefGather::all().count(), 6);
         assert_eq!(DdefGather::default().to_string(), "cell/256");
+        for f in DdefFar::ALL {
+            assert_eq!(f.to_string().parse::<DdefFar>(), Ok(f));
+        }
+        assert_eq!(DdefFar::default().to_string(), "staged");
+        assert!("direct/16"
+            .parse::<DdefFar>()
+            .unwrap_err()
+            .contains("direct/N"));
         for bad in ["cell/32", "packed", "cells/256", ""] {
             let e = bad.parse::<DdefGather>().unwrap_err();
             assert!(
