@@ -10,9 +10,9 @@
 #                       [--peak-tflops X] [--bandwidth-gbs Y] [PATH_TO_MSC]
 # --only takes a comma-separated subset of cloth,coulomb,ddef,worlds,adjoint,peers (all by
 # default): `--only coulomb,ddef` is the DDEF targets and their all-pairs crossover.
-# `--only gather` (not in the default) times every shape of the DDEF near gather
-# (`msc bench --ddef-gather`) at 256K and 1M charges, m auto, rounds interleaved, and
-# prints their table (benches/gather_table.py) instead of the main one.
+# `--only gather` (not in the default) times every shape of the DDEF near gather and far
+# field (`msc bench --ddef-gather`, `--ddef-far`) at 256K and 1M charges, m auto, rounds
+# interleaved, and prints their table (benches/gather_table.py) instead of the main one.
 # Results go to $OUT if set, else to bench-results/<UTC date and time>; the table is printed
 # and written to table.md there. $PYTHON picks the Python that has JAX (default python3);
 # nvcc is taken from PATH, else $CUDA_HOME/bin or /usr/local/cuda/bin.
@@ -168,14 +168,21 @@ if want ddef; then
     bench msc-ddef --workload ddef --sizes "$ddef_sizes" --samples "$ddef_samples" \
         "${coulomb_common[@]}" || status=1
 fi
-# The near gather's shapes against each other: every shape once per round, the rounds
-# interleaved, so a drifting clock moves all shapes alike.
+# The near gather's and far field's shapes against each other (each far shape with the
+# default gather): every shape once per round, the rounds interleaved, so a drifting
+# clock moves all shapes alike.
 if want gather; then
     if [ "$quick" = 1 ]; then gather_sizes=4K; rounds=1; else gather_sizes=256K,1M; rounds=3; fi
     for round in $(seq 1 "$rounds"); do
-        for shape in cell/256 packed/256 cell/128 packed/128 cell/64 packed/64; do
-            bench "gather-${shape/\//-}-r$round" --workload ddef --sizes "$gather_sizes" \
-                --samples auto --ddef-gather "$shape" "${coulomb_common[@]}" || status=1
+        for shape in cell/256 packed/256 cell/128 packed/128 cell/64 packed/64 \
+                far:direct/1 far:direct/2 far:direct/4; do
+            case "$shape" in
+                far:*) flag=(--ddef-far "${shape#far:}") ;;
+                *) flag=(--ddef-gather "$shape") ;;
+            esac
+            name="${shape//\//-}"
+            bench "gather-${name//:/-}-r$round" --workload ddef --sizes "$gather_sizes" \
+                --samples auto "${flag[@]}" "${coulomb_common[@]}" || status=1
         done
     done
     "${PYTHON:-python3}" "$here/gather_table.py" "$out"/gather-*.jsonl | tee "$out/gather.md"

@@ -110,6 +110,7 @@ fn measure_gpu(
     let t = Instant::now();
     let tuning = Tuning {
         ddef_gather: opts.ddef_gather,
+        ddef_far: opts.ddef_far,
         ..Tuning::default()
     };
     let mut solver =

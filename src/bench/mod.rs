@@ -37,7 +37,7 @@ pub mod workload;
 mod worlds;
 
 use crate::config::DdefSamples;
-use crate::gpu::{AdapterSummary, DdefGather, GpuError};
+use crate::gpu::{AdapterSummary, DdefFar, DdefGather, GpuError};
 use crate::output::OutputError;
 use crate::simulator::SimError;
 use derive::derive;
@@ -110,8 +110,10 @@ pub struct BenchOptions {
     pub ddef_samples: Vec<DdefSamples>,
     /// DDEF workload: evaluations between tetrahedralizations (1: every step).
     pub ddef_rebuild_every: u32,
-    /// DDEF workload on a GPU: the near gather's shape (`Tuning`; the same results).
+    /// DDEF workload on a GPU: the near gather's and the far field's shapes (`Tuning`;
+    /// the same results).
     pub ddef_gather: DdefGather,
+    pub ddef_far: DdefFar,
     /// Worlds workload: the world counts W, run in increasing order.
     pub worlds: Vec<usize>,
     /// Mesh workload: the mesh file.
@@ -137,6 +139,7 @@ impl Default for BenchOptions {
             ddef_samples: DDEF_SAMPLES.to_vec(),
             ddef_rebuild_every: 1,
             ddef_gather: DdefGather::default(),
+            ddef_far: DdefFar::default(),
             worlds: DEFAULT_WORLDS.to_vec(),
             mesh: None,
         }

@@ -129,8 +129,10 @@ pub struct Record {
     pub ddef_samples_auto: Option<bool>,
     pub ddef_rebuild_every: Option<u32>,
     pub ddef_rebuilds: Option<u64>,
-    /// DDEF rows: the near gather's shape on a GPU (`--ddef-gather`).
+    /// DDEF rows: the near gather's and the far field's shapes on a GPU (`--ddef-gather`,
+    /// `--ddef-far`).
     pub ddef_gather: Option<String>,
+    pub ddef_far: Option<String>,
     /// DDEF on the GPU: host seconds per evaluation over the timed steps, in ms (0:
     /// every stage runs on the device, nothing is read back or uploaded per step).
     pub ddef_host_ms_per_eval: Option<f64>,
@@ -251,6 +253,7 @@ impl Record {
             ddef_samples_auto: None,
             ddef_rebuild_every: samples.map(|_| opts.ddef_rebuild_every),
             ddef_gather: samples.map(|_| opts.ddef_gather.to_string()),
+            ddef_far: samples.map(|_| opts.ddef_far.to_string()),
             ddef_rebuilds: None,
             ddef_host_ms_per_eval: None,
             ddef_structure_bytes: None,

@@ -118,6 +118,10 @@ pub struct BenchArgs {
     /// 128 or 256 invocations per workgroup (the same results; for measuring them)
     #[arg(long, value_name = "SHAPE", default_value = "cell/256")]
     pub ddef_gather: crate::gpu::DdefGather,
+    /// DDEF workload on a GPU: the far field's shape, staged or direct/N with N = 1, 2 or
+    /// 4 sites per invocation (the same results; for measuring them)
+    #[arg(long, value_name = "SHAPE", default_value = "staged")]
+    pub ddef_far: crate::gpu::DdefFar,
     /// Worlds workload: the world counts W, comma-separated, run in increasing order
     #[arg(
         long,
@@ -296,6 +300,7 @@ impl BenchArgs {
             ddef_samples: self.samples.clone(),
             ddef_rebuild_every: self.rebuild_every,
             ddef_gather: self.ddef_gather,
+            ddef_far: self.ddef_far,
             worlds: self.worlds.clone(),
             mesh: self.mesh.clone(),
         }
