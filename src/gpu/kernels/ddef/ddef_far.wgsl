@@ -162,7 +162,8 @@ fn far_take(acc: vec3<f32>, u: vec3<f32>, sj: vec4<f32>, eps2: f32, m: u32, k: u
 // of 32 whose M_j membership is a bit mask per site. Per site the same terms in the same
 // order as `main`'s walk (eq. 17, exact exclusion: docs/physics.md §8). Written out per
 // site: a loop over the sites would cost llvmpipe a loop iteration (of its budget) per
-// source and site.
+// source and site; the sites past TARGETS behind a constant test, so a GPU running fewer
+// (`DdefFar::Direct*`) computes none of theirs.
 fn unstaged(wid: vec3<u32>, lid: u32) {
     let chunk = wid.y;
     let world = ddef_worlds[far_world(wid.x)];
@@ -206,40 +207,115 @@ fn unstaged(wid: vec3<u32>, lid: u32) {
     var a15 = vec3<f32>(0.0);
     for (var b = span.x; b < span.y; b = b + 32u) {
         let m0 = far_mask(world, &s0, b);
-        let m1 = far_mask(world, &s1, b);
-        let m2 = far_mask(world, &s2, b);
-        let m3 = far_mask(world, &s3, b);
-        let m4 = far_mask(world, &s4, b);
-        let m5 = far_mask(world, &s5, b);
-        let m6 = far_mask(world, &s6, b);
-        let m7 = far_mask(world, &s7, b);
-        let m8 = far_mask(world, &s8, b);
-        let m9 = far_mask(world, &s9, b);
-        let m10 = far_mask(world, &s10, b);
-        let m11 = far_mask(world, &s11, b);
-        let m12 = far_mask(world, &s12, b);
-        let m13 = far_mask(world, &s13, b);
-        let m14 = far_mask(world, &s14, b);
-        let m15 = far_mask(world, &s15, b);
+        var m1 = 0u;
+        if (TARGETS > 1u) {
+            m1 = far_mask(world, &s1, b);
+        }
+        var m2 = 0u;
+        if (TARGETS > 2u) {
+            m2 = far_mask(world, &s2, b);
+        }
+        var m3 = 0u;
+        if (TARGETS > 3u) {
+            m3 = far_mask(world, &s3, b);
+        }
+        var m4 = 0u;
+        if (TARGETS > 4u) {
+            m4 = far_mask(world, &s4, b);
+        }
+        var m5 = 0u;
+        if (TARGETS > 5u) {
+            m5 = far_mask(world, &s5, b);
+        }
+        var m6 = 0u;
+        if (TARGETS > 6u) {
+            m6 = far_mask(world, &s6, b);
+        }
+        var m7 = 0u;
+        if (TARGETS > 7u) {
+            m7 = far_mask(world, &s7, b);
+        }
+        var m8 = 0u;
+        if (TARGETS > 8u) {
+            m8 = far_mask(world, &s8, b);
+        }
+        var m9 = 0u;
+        if (TARGETS > 9u) {
+            m9 = far_mask(world, &s9, b);
+        }
+        var m10 = 0u;
+        if (TARGETS > 10u) {
+            m10 = far_mask(world, &s10, b);
+        }
+        var m11 = 0u;
+        if (TARGETS > 11u) {
+            m11 = far_mask(world, &s11, b);
+        }
+        var m12 = 0u;
+        if (TARGETS > 12u) {
+            m12 = far_mask(world, &s12, b);
+        }
+        var m13 = 0u;
+        if (TARGETS > 13u) {
+            m13 = far_mask(world, &s13, b);
+        }
+        var m14 = 0u;
+        if (TARGETS > 14u) {
+            m14 = far_mask(world, &s14, b);
+        }
+        var m15 = 0u;
+        if (TARGETS > 15u) {
+            m15 = far_mask(world, &s15, b);
+        }
         let n = min(32u, span.y - b);
         for (var k = 0u; k < n; k = k + 1u) {
             let sj = sorted_src[b + k];
             a0 = far_take(a0, s0.u, sj, eps2, m0, k);
-            a1 = far_take(a1, s1.u, sj, eps2, m1, k);
-            a2 = far_take(a2, s2.u, sj, eps2, m2, k);
-            a3 = far_take(a3, s3.u, sj, eps2, m3, k);
-            a4 = far_take(a4, s4.u, sj, eps2, m4, k);
-            a5 = far_take(a5, s5.u, sj, eps2, m5, k);
-            a6 = far_take(a6, s6.u, sj, eps2, m6, k);
-            a7 = far_take(a7, s7.u, sj, eps2, m7, k);
-            a8 = far_take(a8, s8.u, sj, eps2, m8, k);
-            a9 = far_take(a9, s9.u, sj, eps2, m9, k);
-            a10 = far_take(a10, s10.u, sj, eps2, m10, k);
-            a11 = far_take(a11, s11.u, sj, eps2, m11, k);
-            a12 = far_take(a12, s12.u, sj, eps2, m12, k);
-            a13 = far_take(a13, s13.u, sj, eps2, m13, k);
-            a14 = far_take(a14, s14.u, sj, eps2, m14, k);
-            a15 = far_take(a15, s15.u, sj, eps2, m15, k);
+            if (TARGETS > 1u) {
+                a1 = far_take(a1, s1.u, sj, eps2, m1, k);
+            }
+            if (TARGETS > 2u) {
+                a2 = far_take(a2, s2.u, sj, eps2, m2, k);
+            }
+            if (TARGETS > 3u) {
+                a3 = far_take(a3, s3.u, sj, eps2, m3, k);
+            }
+            if (TARGETS > 4u) {
+                a4 = far_take(a4, s4.u, sj, eps2, m4, k);
+            }
+            if (TARGETS > 5u) {
+                a5 = far_take(a5, s5.u, sj, eps2, m5, k);
+            }
+            if (TARGETS > 6u) {
+                a6 = far_take(a6, s6.u, sj, eps2, m6, k);
+            }
+            if (TARGETS > 7u) {
+                a7 = far_take(a7, s7.u, sj, eps2, m7, k);
+            }
+            if (TARGETS > 8u) {
+                a8 = far_take(a8, s8.u, sj, eps2, m8, k);
+            }
+            if (TARGETS > 9u) {
+                a9 = far_take(a9, s9.u, sj, eps2, m9, k);
+            }
+            if (TARGETS > 10u) {
+                a10 = far_take(a10, s10.u, sj, eps2, m10, k);
+            }
+            if (TARGETS > 11u) {
+                a11 = far_take(a11, s11.u, sj, eps2, m11, k);
+            }
+            if (TARGETS > 12u) {
+                a12 = far_take(a12, s12.u, sj, eps2, m12, k);
+            }
+            if (TARGETS > 13u) {
+                a13 = far_take(a13, s13.u, sj, eps2, m13, k);
+            }
+            if (TARGETS > 14u) {
+                a14 = far_take(a14, s14.u, sj, eps2, m14, k);
+            }
+            if (TARGETS > 15u) {
+                a15 = far_take(a15, s15.u, sj, eps2, m15, k);
+            }
         }
     }
     let last = ddef_worlds[params.n_worlds - 1u];
