@@ -7,12 +7,13 @@
 # skipping what needs CUDA or JAX with the reason.
 #
 # usage: benches/gpu.sh [--quick] [--only PARTS] [--msc PATH] [--out DIR] [--no-peers]
-#                       [--peak-tflops X] [--bandwidth-gbs Y] [PATH_TO_MSC]
+#                       [--peak-tflops X] [--bandwidth-gbs Y] [--rounds N] [PATH_TO_MSC]
 # --only takes a comma-separated subset of cloth,coulomb,ddef,worlds,adjoint,peers (all by
 # default): `--only coulomb,ddef` is the DDEF targets and their all-pairs crossover.
 # `--only gather` (not in the default) times every shape of the DDEF near gather and far
 # field (`msc bench --ddef-gather`, `--ddef-far`) at 256K and 1M charges, m auto, rounds
-# interleaved, and prints their table (benches/gather_table.py) instead of the main one.
+# interleaved (--rounds N, default 3), and prints their table (benches/gather_table.py)
+# instead of the main one.
 # Results go to $OUT if set, else to bench-results/<UTC date and time>; the table is printed
 # and written to table.md there. $PYTHON picks the Python that has JAX (default python3);
 # nvcc is taken from PATH, else $CUDA_HOME/bin or /usr/local/cuda/bin.
@@ -23,6 +24,7 @@ root="$(cd "$here/.." && pwd)"
 quick=0
 peers=1
 only=cloth,coulomb,ddef,worlds,adjoint,peers
+rounds=3
 msc=""
 out="${OUT:-}"
 peak=()
@@ -34,7 +36,8 @@ while [ $# -gt 0 ]; do
         --out) out="$2"; shift ;;
         --peak-tflops|--bandwidth-gbs) peak+=("$1" "$2"); shift ;;
         --only) only="$2"; shift ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        --rounds) rounds="$2"; shift ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
         -*) echo "gpu.sh: unknown option $1" >&2; exit 2 ;;
         *) msc="$1" ;;
     esac
@@ -172,7 +175,7 @@ fi
 # default gather): every shape once per round, the rounds interleaved, so a drifting
 # clock moves all shapes alike.
 if want gather; then
-    if [ "$quick" = 1 ]; then gather_sizes=4K; rounds=1; else gather_sizes=256K,1M; rounds=3; fi
+    if [ "$quick" = 1 ]; then gather_sizes=4K; rounds=1; else gather_sizes=256K,1M; fi
     for round in $(seq 1 "$rounds"); do
         for shape in cell/256 packed/256 cell/128 packed/128 cell/64 packed/64 \
                 far:direct/1 far:direct/2 far:direct/4; do
