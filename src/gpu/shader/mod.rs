@@ -376,14 +376,19 @@ pub struct Specialization {
 }
 
 impl Specialization {
+    /// Whether the [`UNSTAGED_ON_CPU`] kernels run their staged paths on `device`: on a
+    /// GPU, and on a CPU adapter only with `Tuning::staged_on_cpu`.
+    pub fn staged_on(&self, device: &wgpu::Device) -> bool {
+        !is_cpu(device) || self.tuning.staged_on_cpu
+    }
+
     /// The shape `ddef_gather` runs on `device`: the tuning's on its staged path; on a
     /// CPU adapter's direct path (one invocation per WG targets' group) the default.
     pub fn ddef_gather(&self, device: &wgpu::Device) -> DdefGather {
-        let direct = is_cpu(device) && !self.tuning.staged_on_cpu;
-        if direct {
-            DdefGather::default()
-        } else {
+        if self.staged_on(device) {
             self.tuning.ddef_gather
+        } else {
+            DdefGather::default()
         }
     }
 }
@@ -407,7 +412,7 @@ fn pipeline_constants(
     let cpu = is_cpu(device);
     // Direct on a CPU adapter (unless its staged path is asked for), or for the caller's
     // direct far-field shape.
-    let direct = UNSTAGED_ON_CPU.contains(&k.name) && cpu && !spec.tuning.staged_on_cpu;
+    let direct = UNSTAGED_ON_CPU.contains(&k.name) && !spec.staged_on(device);
     let far_sites = spec
         .tuning
         .ddef_far
