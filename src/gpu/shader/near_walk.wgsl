@@ -62,22 +62,32 @@ fn near_target(it: NearItem, lid: u32) -> NearTarget {
     return t;
 }
 
-// Invocation `lid`'s `corrected` sum (on for lid < 24 of a `corrected` world): Kuhn type
-// `kuhn`, path vertex `v`, at `site`, over the near sources of that type outside M_v.
+// Invocation `lid`'s `corrected` sum (on in a `corrected` world): Kuhn type `kuhn`, path
+// vertex `v`, at `site`, over the near sources of that type outside M_v; `slot` = 4 kuhn
+// + v, `lane` whether this invocation holds one (`on` or not). The 24 sums sit on the
+// last 24 of the workgroup's `lanes` invocations when its targets leave them free (a
+// warp of their own: a warp that also held targets would pay both walks, and hold up the
+// workgroup at each tile's barrier), else on the first 24. Either way each sum adds the
+// same terms in the same order.
 struct NearCorrection {
     on: bool,
+    lane: bool,
+    slot: u32,
     kuhn: u32,
     v: u32,
     valid: u32,
     site: vec3<f32>,
 }
 
-fn near_correction(it: NearItem, lid: u32) -> NearCorrection {
-    let kc = min(lid / 4u, KUHN - 1u);
-    let v = lid % 4u;
+fn near_correction(it: NearItem, lid: u32, lanes: u32) -> NearCorrection {
+    let first = select(0u, lanes - 24u, it.te - it.tb <= lanes - 24u);
+    let lane = lid >= first && lid - first < 24u;
+    let slot = select(0u, lid - first, lane);
+    let kc = slot / 4u;
+    let v = slot % 4u;
     let valid = ddef_valid_slots(it.dims, it.cp, kc);
     let site = ddef_site(it.world, ddef_vertex(it.cp, kc, v));
-    return NearCorrection(it.world.quanta.w != 0 && lid < 24u, kc, v, valid, site);
+    return NearCorrection(it.world.quanta.w != 0 && lane, lane, slot, kc, v, valid, site);
 }
 
 // The first tetrahedron of the cell `c` of `world`.

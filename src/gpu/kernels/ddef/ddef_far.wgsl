@@ -83,7 +83,13 @@ fn main(
         let count = min(TILE, span.y - base);
         if (valid) {
             r = far_cursor(world, p, r, base);
-            if (r.x >= base + count) {
+            if (count == TILE && r.x >= base + TILE) {
+                // A full tile no range meets (most of them): a constant trip count, which
+                // the driver can unroll, as coulomb_tiled's; the same terms in order.
+                for (var k = 0u; k < TILE; k = k + 1u) {
+                    acc = far_pull(acc, u, tile[k], eps2);
+                }
+            } else if (r.x >= base + count) {
                 for (var k = 0u; k < count; k = k + 1u) {
                     acc = far_pull(acc, u, far_src(base, k), eps2);
                 }

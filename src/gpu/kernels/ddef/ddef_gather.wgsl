@@ -6,10 +6,10 @@
 // neighbour cell's sources TILE at a time into workgroup memory; every target adds the
 // sources its own tetrahedron's stencil holds (the membership table, clipped by the
 // slots of N(tau) inside the lattice), its own source skipped by sorted position. For
-// `corrected`, invocations 0..24 (staged; `unstaged`: one per cell corner) also sum, per
-// Kuhn type and path vertex v of the cell, the near sources outside M_v at that vertex,
-// subtracted from the vertex's far value before the targets interpolate (each source
-// counted once, near or far). Charges are scaled by sqrt(k_c); w of the force (the
+// `corrected`, 24 invocations (staged: see near_correction; `unstaged`: one per cell
+// corner) also sum, per Kuhn type and path vertex v of the cell, the near sources outside
+// M_v at that vertex, subtracted from the vertex's far value before the targets
+// interpolate (each source counted once, near or far). Charges are scaled by sqrt(k_c); w of the force (the
 // Coulomb potential) is left alone.
 //
 // STAGED (false on a CPU adapter): staging the sources in workgroup memory pays on a GPU,
@@ -56,28 +56,19 @@ var<workgroup> seg_end: array<u32, NEAR_CELLS>;
 var<workgroup> near_mask: array<u32, KUHN * NEAR_CELLS / 4u>;
 var<workgroup> seg_total: u32;
 
-// One source's terms: the exact near pull on the target `me` when `near`, and the one
-// on the correction's site `uc` when `co`.
-fn add_source(
-    acc: ptr<function, vec3<f32>>,
-    cacc: ptr<function, vec3<f32>>,
-    me: vec3<f32>,
-    uc: vec3<f32>,
-    sj: vec4<f32>,
-    eps2: f32,
-    near: bool,
-    co: bool,
-) {
-    if (near) {
-        let dd = me - sj.xyz;
-        let inv = inv_dist(dot(dd, dd) + eps2);
-        *acc = *acc + (sj.w * inv * inv * inv) * dd;
-    }
-    if (co) {
-        let dd = uc - sj.xyz;
-        let inv = inv_dist_or_zero(dot(dd, dd) + eps2);
-        *cacc = *cacc + (sj.w * inv * inv * inv) * dd;
-    }
+// Source sj's exact near pull on the target `me`, added unless it is the target itself
+// (`other` false: the term is never added, as when skipped).
+fn near_pull(acc: vec3<f32>, me: vec3<f32>, sj: vec4<f32>, eps2: f32, other: bool) -> vec3<f32> {
+    let dd = me - sj.xyz;
+    let inv = inv_dist(dot(dd, dd) + eps2);
+    return select(acc, acc + (sj.w * inv * inv * inv) * dd, other);
+}
+
+// Source sj's pull on a `corrected` sum's site `uc`.
+fn site_pull(acc: vec3<f32>, uc: vec3<f32>, sj: vec4<f32>, eps2: f32) -> vec3<f32> {
+    let dd = uc - sj.xyz;
+    let inv = inv_dist_or_zero(dot(dd, dd) + eps2);
+    return acc + (sj.w * inv * inv * inv) * dd;
 }
 
 // Targets per invocation of `unstaged` (its near loop is written out for each).
@@ -406,9 +397,19 @@ fn packed_sums(it: NearItem, tg: NearTarget, c: NearCorrection, me: vec3<f32>, l
                 if ((nt | ct) == 0u) {
                     continue;
                 }
+                let b = max(seg_st[8u * d + t], base);
                 let e = min(seg_st[8u * d + t + 1u], top);
-                for (var j = max(seg_st[8u * d + t], base); j < e; j = j + 1u) {
-                    add_source(acc, cacc, me, c.site, tile[j - base + lo], eps2, nt != 0u && j != tg.k, ct != 0u);
+                // The near and the correction's sums in loops of their own: a warp
+                // without corrections tests nothing per pair.
+                if (nt != 0u) {
+                    for (var j = b; j < e; j = j + 1u) {
+                        *acc = near_pull(*acc, me, tile[j - base + lo], eps2, j != tg.k);
+                    }
+                }
+                if (ct != 0u) {
+                    for (var j = b; j < e; j = j + 1u) {
+                        *cacc = site_pull(*cacc, c.site, tile[j - base + lo], eps2);
+                    }
                 }
             }
         }
@@ -449,7 +450,7 @@ fn main(
         me = sorted_src[tg.k];
         wts = ddef_weights(tg.kuhn, ddef_locate(it.world, me.xyz).f);
     }
-    let c = near_correction(it, lid);
+    let c = near_correction(it, lid, LANES);
 
     var acc = vec3<f32>(0.0);
     var cacc = vec3<f32>(0.0);
@@ -475,15 +476,23 @@ fn main(
             // item) issue nothing.
             for (var t = 0u; t < KUHN; t = t + 1u) {
                 let r = tile_tet(bits, t0, t, base, top);
-                for (var j = r.x; j < r.y; j = j + 1u) {
-                    add_source(&acc, &cacc, me.xyz, c.site, tile[j - base], eps2, r.z != 0u && j != tg.k, r.w != 0u);
+                // The near and the correction's sums in loops of their own (as packed).
+                if (r.z != 0u) {
+                    for (var j = r.x; j < r.y; j = j + 1u) {
+                        acc = near_pull(acc, me.xyz, tile[j - base], eps2, j != tg.k);
+                    }
+                }
+                if (r.w != 0u) {
+                    for (var j = r.x; j < r.y; j = j + 1u) {
+                        cacc = site_pull(cacc, c.site, tile[j - base], eps2);
+                    }
                 }
             }
             workgroupBarrier();
         }
     }
-    if (lid < 24u) {
-        corr[lid] = vec4<f32>(cacc, 0.0);
+    if (c.lane) {
+        corr[c.slot] = vec4<f32>(cacc, 0.0);
     }
     workgroupBarrier();
     if (!tg.has) {

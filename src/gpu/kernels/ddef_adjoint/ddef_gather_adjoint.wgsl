@@ -71,7 +71,7 @@ fn main(
         wk = cot[disp.slot * 2u * params.n + tg.particle].xyz;
         wts = ddef_weights(tg.kuhn, ddef_locate(it.world, me.xyz).f);
     }
-    let c = near_correction(it, lid);
+    let c = near_correction(it, lid, WG);
 
     var acc = vec3<f32>(0.0);
     var xb = vec3<f32>(0.0);
@@ -108,8 +108,8 @@ fn main(
             }
         }
     }
-    if (lid < 24u) {
-        corr[lid] = vec4<f32>(cacc, 0.0);
+    if (c.lane) {
+        corr[c.slot] = vec4<f32>(cacc, 0.0);
     }
     workgroupBarrier();
     if (!tg.has) {

@@ -73,7 +73,7 @@ fn main(
         dme = tan_sorted[2u * tg.k + 1u];
         wts = ddef_weights(tg.kuhn, ddef_locate(it.world, me.xyz).f);
     }
-    let c = near_correction(it, lid);
+    let c = near_correction(it, lid, WG);
 
     var acc = vec3<f32>(0.0);
     var dacc = vec3<f32>(0.0);
@@ -113,9 +113,9 @@ fn main(
             }
         }
     }
-    if (lid < 24u) {
-        corr[lid] = vec4<f32>(cacc, 0.0);
-        dcorr[lid] = vec4<f32>(dcacc, 0.0);
+    if (c.lane) {
+        corr[c.slot] = vec4<f32>(cacc, 0.0);
+        dcorr[c.slot] = vec4<f32>(dcacc, 0.0);
     }
     workgroupBarrier();
     if (!tg.has) {
