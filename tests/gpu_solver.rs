@@ -980,6 +980,22 @@ fn adapter_is_described() {
     assert!(msc::gpu::list_adapters().iter().any(|l| l.name == a.name));
 }
 
+/// A process that builds a solver per run (a batch, a Python loop) must keep finding its
+/// adapter: NVIDIA's Vulkan driver stopped listing its GPU after 30 wgpu instances in one
+/// process (an H100: the 31st headless solver found none), so every headless device
+/// shares the process's one instance. lavapipe never ran out; this fails on such a GPU.
+#[test]
+fn forty_headless_solvers_in_turn_each_find_the_adapter() {
+    let system = random_system(Random::default());
+    for i in 0..40 {
+        let Some(mut g) = gpu(&system, &imex(SolverMethod::Jacobi, 1)) else {
+            assert_eq!(i, 0, "solver {i} found no adapter, after {i} that did");
+            return;
+        };
+        g.step(1).unwrap();
+    }
+}
+
 #[test]
 fn a_lost_device_is_reported() {
     let system = random_system(Random::default());

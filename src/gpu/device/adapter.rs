@@ -65,8 +65,16 @@ fn none_enumerated(opened_before: Option<&str>) -> GpuError {
     })
 }
 
-pub(in crate::gpu) fn instance() -> wgpu::Instance {
-    wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
+/// The process's one wgpu instance, shared by every enumeration and headless device.
+/// NVIDIA's Vulkan driver stops listing its GPU after about 30 instances in one process,
+/// even when each was dropped (an H100, driver 580.159.04: the 31st enumerated none), so
+/// a batch or Python loop that built a solver per run failed there. Its backends are read
+/// from `WGPU_BACKEND` once, at the first use.
+pub(in crate::gpu) fn instance() -> &'static wgpu::Instance {
+    static INSTANCE: std::sync::OnceLock<wgpu::Instance> = std::sync::OnceLock::new();
+    INSTANCE.get_or_init(|| {
+        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
+    })
 }
 
 fn all_adapters(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
@@ -76,7 +84,7 @@ fn all_adapters(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
 
 /// Every adapter wgpu finds, for `msc info`.
 pub fn list_adapters() -> Vec<AdapterSummary> {
-    all_adapters(&instance())
+    all_adapters(instance())
         .iter()
         .map(|a| AdapterSummary::new(&a.get_info(), &a.limits(), a.features()))
         .collect()
@@ -105,7 +113,7 @@ pub fn open_headless_device(options: &HeadlessOptions) -> Result<HeadlessDevice,
 /// software rules), one per physical device: an adapter found through several backends
 /// (lavapipe under Vulkan and GL) counts once, through its native backend.
 pub fn device_adapters(options: &HeadlessOptions) -> Result<Vec<AdapterSummary>, GpuError> {
-    let adapters = all_adapters(&instance());
+    let adapters = all_adapters(instance());
     let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
     let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
     let order = distinct_devices(&infos, wanted.as_deref(), options.allow_software)?;
@@ -120,8 +128,7 @@ pub fn open_headless_device_on(
     options: &HeadlessOptions,
     index: usize,
 ) -> Result<HeadlessDevice, GpuError> {
-    let instance = instance();
-    let mut adapters = all_adapters(&instance);
+    let mut adapters = all_adapters(instance());
     let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
     let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
     let order = distinct_devices(&infos, wanted.as_deref(), options.allow_software)?;
@@ -156,8 +163,7 @@ pub fn open_headless_device_on(
 pub fn headless_adapter_limits(
     options: &HeadlessOptions,
 ) -> Result<(String, wgpu::Limits), GpuError> {
-    let instance = instance();
-    let mut adapters = all_adapters(&instance);
+    let mut adapters = all_adapters(instance());
     let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
     let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
     // The same choice as `open_headless_device` (device 0 of `device_adapters`).
@@ -201,7 +207,7 @@ fn pick_adapter(
 /// `MSC_REQUIRE_GPU=1`.
 #[cfg(test)]
 pub(in crate::gpu) fn test_device() -> Option<(wgpu::Device, wgpu::Queue)> {
-    let Ok(adapter) = pick_adapter(&instance(), true) else {
+    let Ok(adapter) = pick_adapter(instance(), true) else {
         assert!(
             std::env::var("MSC_REQUIRE_GPU").as_deref() != Ok("1"),
             "MSC_REQUIRE_GPU=1 but no adapter"
