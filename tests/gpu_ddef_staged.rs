@@ -72,11 +72,13 @@ fn the_staged_gather_gives_the_unstaged_ones_bits() {
     // the last one ending inside a block of 32 sources), and crowded cells: 4,000 charges
     // at m = 8, a few cells of 500 or more (several tiles per neighbour cell, a tile
     // boundary inside a tetrahedron's range, several work items per cell). Neither
-    // lattice's site count is a multiple of the far field's sites per invocation.
+    // lattice's site count is a multiple of the far field's sites per invocation. The
+    // spread charges have no softening: a target's pull from its own source would be
+    // NaN there (with softening it is exactly 0), so every walk's own-source test counts.
     let spread = random_points(DVec3::ZERO, DVec3::ONE, 3001, 7);
     let crowded = random_points(DVec3::ZERO, DVec3::ONE, 4000, 9);
     let cases = [
-        ("spread", cloud(&spread, &q(spread.len())), 400, 1e-3),
+        ("spread", cloud(&spread, &q(spread.len())), 400, 0.0),
         ("crowded", cloud(&crowded, &q(crowded.len())), 8, 1e-2),
     ];
     for (name, system, m, eps) in &cases {

@@ -114,8 +114,9 @@ pub struct BenchArgs {
     /// paper's Algorithm 1)
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = parse_count)]
     pub rebuild_every: u32,
-    /// DDEF workload on a GPU: the near gather's shape, cell/N or packed/N with N = 64,
-    /// 128 or 256 invocations per workgroup (the same results; for measuring them)
+    /// DDEF workload on a GPU: the near gather's shape, cell/N, cell/N/unrolled or
+    /// packed/N with N = 64, 128 or 256 invocations per workgroup (the same results; for
+    /// measuring them)
     #[arg(long, value_name = "SHAPE", default_value = "cell/256")]
     pub ddef_gather: crate::gpu::DdefGather,
     /// DDEF workload on a GPU: the far field's shape, staged or direct/N with N = 1, 2 or

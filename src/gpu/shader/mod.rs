@@ -33,7 +33,7 @@ pub mod tuning;
 use std::borrow::Cow;
 
 use crate::gpu::layout::{world_wgsl, Params, World, TILE, WORKGROUP_SIZE};
-pub use tuning::{DdefFar, DdefGather, GatherLanes, GatherStaging, Tuning};
+pub use tuning::{DdefFar, DdefGather, GatherLanes, GatherPairs, GatherStaging, Tuning};
 
 /// How a kernel accesses a storage binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -429,6 +429,8 @@ fn pipeline_constants(
         constants.push(("LANES", f64::from(g.lanes.count())));
         let packed = g.staging == GatherStaging::Packed;
         constants.push(("PACKED", f64::from(u8::from(packed))));
+        let unrolled = g.pairs == GatherPairs::Unrolled;
+        constants.push(("UNROLLED", f64::from(u8::from(unrolled))));
     }
     if let Some(&(_, budget)) = LOOP_BUDGET_ON_CPU.iter().find(|(n, _)| cpu && *n == k.name) {
         constants.push(("LOOP_BUDGET", f64::from(budget)));

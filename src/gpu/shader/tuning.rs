@@ -41,20 +41,46 @@ pub enum GatherStaging {
     Packed,
 }
 
+/// How `ddef_gather`'s per-cell walk adds a tetrahedron's staged sources (`UNROLLED`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GatherPairs {
+    /// One source per loop trip, each tested against the target's own.
+    #[default]
+    Plain,
+    /// Outside the target's own cell (which alone holds its own source) without the test
+    /// and four sources per trip: fewer loop instructions per pair, four pulls in flight.
+    Unrolled,
+}
+
 /// The shape of `ddef_gather` on a GPU (its staged path; a CPU adapter's direct path has
-/// one shape). Written and parsed as `cell/256`, `packed/128`, ...
+/// one shape). Written and parsed as `cell/256`, `packed/128`, `cell/256/unrolled`, ...
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct DdefGather {
     pub staging: GatherStaging,
     pub lanes: GatherLanes,
+    /// `Unrolled` with `PerCell` staging only.
+    pub pairs: GatherPairs,
 }
 
 impl DdefGather {
     /// Every shape, for benchmarks and tests.
     pub fn all() -> impl Iterator<Item = Self> {
-        [GatherStaging::PerCell, GatherStaging::Packed]
+        let cell = |pairs| {
+            GatherLanes::ALL.map(move |lanes| Self {
+                staging: GatherStaging::PerCell,
+                lanes,
+                pairs,
+            })
+        };
+        let packed = GatherLanes::ALL.map(|lanes| Self {
+            staging: GatherStaging::Packed,
+            lanes,
+            pairs: GatherPairs::Plain,
+        });
+        cell(GatherPairs::Plain)
             .into_iter()
-            .flat_map(|staging| GatherLanes::ALL.map(|lanes| Self { staging, lanes }))
+            .chain(packed)
+            .chain(cell(GatherPairs::Unrolled))
     }
 }
 
@@ -64,7 +90,11 @@ impl fmt::Display for DdefGather {
             GatherStaging::PerCell => "cell",
             GatherStaging::Packed => "packed",
         };
-        write!(f, "{staging}/{}", self.lanes.count())
+        write!(f, "{staging}/{}", self.lanes.count())?;
+        if self.pairs == GatherPairs::Unrolled {
+            write!(f, "/unrolled")?;
+        }
+        Ok(())
     }
 }
 
@@ -73,9 +103,14 @@ impl FromStr for DdefGather {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::all().find(|g| g.to_string() == s.trim()).ok_or_else(|| {
-            format!("unknown DDEF gather shape '{s}': expected cell/N or packed/N, N = 64, 128 or 256")
-        })
+        Self::all()
+            .find(|g| g.to_string() == s.trim())
+            .ok_or_else(|| {
+                format!(
+                "unknown DDEF gather shape '{s}': expected cell/N, cell/N/unrolled or packed/N, \
+                 N = 64, 128 or 256"
+            )
+            })
     }
 }
 
@@ -154,7 +189,11 @@ mod tests {
         for g in DdefGather::all() {
             assert_eq!(g.to_string().parse::<DdefGather>(), Ok(g));
         }
-        assert_eq!(DdefGather::all().count(), 6);
+        assert_eq!(DdefGather::all().count(), 9);
+        assert_eq!(
+            "cell/128/unrolled".parse::<DdefGather>().map(|g| g.pairs),
+            Ok(GatherPairs::Unrolled)
+        );
         assert_eq!(DdefGather::default().to_string(), "cell/256");
         for f in DdefFar::ALL {
             assert_eq!(f.to_string().parse::<DdefFar>(), Ok(f));
@@ -164,7 +203,7 @@ mod tests {
             .parse::<DdefFar>()
             .unwrap_err()
             .contains("direct/N"));
-        for bad in ["cell/32", "packed", "cells/256", ""] {
+        for bad in ["cell/32", "packed", "cells/256", "packed/256/unrolled", ""] {
             let e = bad.parse::<DdefGather>().unwrap_err();
             assert!(
                 e.contains(&format!("'{bad}'")) && e.contains("packed/N"),

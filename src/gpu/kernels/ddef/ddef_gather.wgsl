@@ -26,11 +26,14 @@
 // workgroups (a workgroup past its item's targets returns at once); PACKED stages the
 // neighbourhood's sources as one list, the neighbour cells' sorted ranges one after
 // another in entry order, so a tile holds several small cells (per neighbour cell, a tile
-// holds one cell's: at 110 sources a cell, 43% of it, and two barriers per cell).
+// holds one cell's: at 110 sources a cell, 43% of it, and two barriers per cell); UNROLLED
+// (per-cell staging only) adds the sources of a cell other than the item's own, where no
+// target meets its own source, without that test and four per loop trip.
 
 override STAGED: bool = true;
 override LANES: u32 = WG;
 override PACKED: bool = false;
+override UNROLLED: bool = false;
 
 // Entries of the near neighbourhood a PACKED workgroup holds (the tables' 63, checked on
 // the host).
@@ -62,6 +65,24 @@ fn near_pull(acc: vec3<f32>, me: vec3<f32>, sj: vec4<f32>, eps2: f32, other: boo
     let dd = me - sj.xyz;
     let inv = inv_dist(dot(dd, dd) + eps2);
     return select(acc, acc + (sj.w * inv * inv * inv) * dd, other);
+}
+
+// UNROLLED: `acc` plus the near pulls on `me` of tile slots [lo, hi), none of them the
+// target's own source, four per loop trip: the same terms in the same order as one per
+// trip.
+fn near_run4(acc0: vec3<f32>, me: vec3<f32>, lo: u32, hi: u32, eps2: f32) -> vec3<f32> {
+    var acc = acc0;
+    var j = lo;
+    for (; j + 4u <= hi; j = j + 4u) {
+        acc = near_pull(acc, me, tile[j], eps2, true);
+        acc = near_pull(acc, me, tile[j + 1u], eps2, true);
+        acc = near_pull(acc, me, tile[j + 2u], eps2, true);
+        acc = near_pull(acc, me, tile[j + 3u], eps2, true);
+    }
+    for (; j < hi; j = j + 1u) {
+        acc = near_pull(acc, me, tile[j], eps2, true);
+    }
+    return acc;
 }
 
 // Source sj's pull on a `corrected` sum's site `uc`.
@@ -457,6 +478,8 @@ fn main(
     if (PACKED) {
         packed_sums(it, tg, c, me.xyz, lid, eps2, &acc, &cacc);
     }
+    // The item's own cell's first tetrahedron: only there may a target meet its own source.
+    let own = cell_tets(it.world, it.dims, it.cp);
     for (var d = 0u; d < it.nd && STAGED && !PACKED; d = d + 1u) {
         let t0 = near_tets(it, d);
         if (t0 == NO_RANK) {
@@ -478,8 +501,13 @@ fn main(
                 let r = tile_tet(bits, t0, t, base, top);
                 // The near and the correction's sums in loops of their own (as packed).
                 if (r.z != 0u) {
-                    for (var j = r.x; j < r.y; j = j + 1u) {
-                        acc = near_pull(acc, me.xyz, tile[j - base], eps2, j != tg.k);
+                    if (UNROLLED && t0 != own) {
+                        // (A tetrahedron wholly before this tile has r.y < base.)
+                        acc = near_run4(acc, me.xyz, r.x - base, max(r.x, r.y) - base, eps2);
+                    } else {
+                        for (var j = r.x; j < r.y; j = j + 1u) {
+                            acc = near_pull(acc, me.xyz, tile[j - base], eps2, j != tg.k);
+                        }
                     }
                 }
                 if (r.w != 0u) {
