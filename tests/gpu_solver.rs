@@ -996,6 +996,36 @@ fn forty_headless_solvers_in_turn_each_find_the_adapter() {
     }
 }
 
+/// The shared instance's adapters from many threads at once (a test harness, a batch
+/// driver): wgpu's GL adapters share its EGL context, and enumerating on one thread while
+/// another dropped its list panicked inside wgpu (EGL BadAccess) until the library took
+/// them one thread at a time.
+#[test]
+fn adapters_are_listed_and_opened_from_many_threads_at_once() {
+    let Some(_) = adapter() else {
+        return;
+    };
+    let options = HeadlessOptions {
+        allow_software: true,
+    };
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let options = &options;
+            s.spawn(move || {
+                for i in 0..10 {
+                    assert!(
+                        !msc::gpu::list_adapters().is_empty(),
+                        "thread {t}, list {i}"
+                    );
+                    if i % 5 == t % 5 {
+                        msc::gpu::open_headless_device(options).expect("device");
+                    }
+                }
+            });
+        }
+    });
+}
+
 #[test]
 fn a_lost_device_is_reported() {
     let system = random_system(Random::default());

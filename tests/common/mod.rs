@@ -31,14 +31,10 @@ pub fn skip_missing_feature(test: &str, feature: &str) {
     eprintln!("skipping {test}: the adapter lacks {feature}");
 }
 
-/// The default adapter, or `None` (test skipped) when there is none. From one instance
-/// per test process, as the library's own: NVIDIA's Vulkan driver lists no GPU after
-/// about 30 instances in a process.
+/// The default adapter, or `None` (test skipped) when there is none.
 pub fn adapter() -> Option<wgpu::Adapter> {
-    static INSTANCE: std::sync::OnceLock<wgpu::Instance> = std::sync::OnceLock::new();
-    let instance = INSTANCE.get_or_init(|| {
-        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
-    });
+    let instance =
+        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
     match pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default())) {
         Ok(a) => Some(a),
         Err(e) => {

@@ -77,17 +77,25 @@ pub(in crate::gpu) fn instance() -> &'static wgpu::Instance {
     })
 }
 
-fn all_adapters(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
+/// `f` of every adapter of the shared instance, one thread at a time from enumeration to
+/// the adapters' drop: wgpu's GL adapters share the instance's EGL context, and dropping
+/// one while another thread enumerated made it current on two threads (EGL BadAccess, a
+/// panic inside wgpu; seen with tests enumerating in parallel on lavapipe).
+fn with_adapters<R>(f: impl FnOnce(Vec<wgpu::Adapter>) -> R) -> R {
+    static ADAPTERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ADAPTERS.lock().unwrap_or_else(|e| e.into_inner());
     let backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all());
-    pollster::block_on(instance.enumerate_adapters(backends))
+    f(pollster::block_on(instance().enumerate_adapters(backends)))
 }
 
 /// Every adapter wgpu finds, for `msc info`.
 pub fn list_adapters() -> Vec<AdapterSummary> {
-    all_adapters(instance())
-        .iter()
-        .map(|a| AdapterSummary::new(&a.get_info(), &a.limits(), a.features()))
-        .collect()
+    with_adapters(|adapters| {
+        adapters
+            .iter()
+            .map(|a| AdapterSummary::new(&a.get_info(), &a.limits(), a.features()))
+            .collect()
+    })
 }
 
 /// A device and queue opened as [`GpuSolver::headless`] opens them, for several solvers
@@ -113,14 +121,15 @@ pub fn open_headless_device(options: &HeadlessOptions) -> Result<HeadlessDevice,
 /// software rules), one per physical device: an adapter found through several backends
 /// (lavapipe under Vulkan and GL) counts once, through its native backend.
 pub fn device_adapters(options: &HeadlessOptions) -> Result<Vec<AdapterSummary>, GpuError> {
-    let adapters = all_adapters(instance());
-    let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
-    let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
-    let order = distinct_devices(&infos, wanted.as_deref(), options.allow_software)?;
-    Ok(order
-        .into_iter()
-        .map(|i| AdapterSummary::new(&infos[i], &adapters[i].limits(), adapters[i].features()))
-        .collect())
+    with_adapters(|adapters| {
+        let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
+        let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
+        let order = distinct_devices(&infos, wanted.as_deref(), options.allow_software)?;
+        Ok(order
+            .into_iter()
+            .map(|i| AdapterSummary::new(&infos[i], &adapters[i].limits(), adapters[i].features()))
+            .collect())
+    })
 }
 
 /// As [`open_headless_device`], on the `index`-th device of [`device_adapters`].
@@ -128,26 +137,28 @@ pub fn open_headless_device_on(
     options: &HeadlessOptions,
     index: usize,
 ) -> Result<HeadlessDevice, GpuError> {
-    let mut adapters = all_adapters(instance());
-    let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
-    let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
-    let order = distinct_devices(&infos, wanted.as_deref(), options.allow_software)?;
-    let Some(&chosen) = order.get(index) else {
-        return Err(GpuError::NoAdapter(format!(
-            ": device {index} was asked for, but only {} are usable",
-            order.len()
-        )));
-    };
-    let adapter = adapters.swap_remove(chosen);
-    let features = adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
-    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-        label: Some("msc device"),
-        required_features: features,
-        required_limits: adapter.limits(),
-        ..Default::default()
-    }))
-    .map_err(|e| GpuError::NoAdapter(format!(": requesting a device failed: {e}")))?;
-    let adapter = AdapterSummary::new(&adapter.get_info(), &device.limits(), device.features());
+    let (device, queue, adapter) = with_adapters(|mut adapters| {
+        let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
+        let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
+        let order = distinct_devices(&infos, wanted.as_deref(), options.allow_software)?;
+        let Some(&chosen) = order.get(index) else {
+            return Err(GpuError::NoAdapter(format!(
+                ": device {index} was asked for, but only {} are usable",
+                order.len()
+            )));
+        };
+        let adapter = adapters.swap_remove(chosen);
+        let features = adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("msc device"),
+            required_features: features,
+            required_limits: adapter.limits(),
+            ..Default::default()
+        }))
+        .map_err(|e| GpuError::NoAdapter(format!(": requesting a device failed: {e}")))?;
+        let summary = AdapterSummary::new(&adapter.get_info(), &device.limits(), device.features());
+        Ok((device, queue, summary))
+    })?;
     if let Ok(mut opened) = OPENED.lock() {
         *opened = Some(adapter.name.clone());
     }
@@ -163,13 +174,14 @@ pub fn open_headless_device_on(
 pub fn headless_adapter_limits(
     options: &HeadlessOptions,
 ) -> Result<(String, wgpu::Limits), GpuError> {
-    let mut adapters = all_adapters(instance());
-    let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
-    let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
-    // The same choice as `open_headless_device` (device 0 of `device_adapters`).
-    let order = distinct_devices(&infos, wanted.as_deref(), options.allow_software)?;
-    let adapter = adapters.swap_remove(order[0]);
-    Ok((adapter.get_info().name, adapter.limits()))
+    with_adapters(|mut adapters| {
+        let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
+        let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
+        // The same choice as `open_headless_device` (device 0 of `device_adapters`).
+        let order = distinct_devices(&infos, wanted.as_deref(), options.allow_software)?;
+        let adapter = adapters.swap_remove(order[0]);
+        Ok((adapter.get_info().name, adapter.limits()))
+    })
 }
 
 /// Preference order: discrete, integrated, virtual, other, CPU; then native APIs before GL.
@@ -188,33 +200,26 @@ fn adapter_rank(info: &wgpu::AdapterInfo) -> (u8, u8) {
     (ty, backend)
 }
 
-/// Picks an adapter: `WGPU_BACKEND` restricts the backends, `WGPU_ADAPTER_NAME` (a
-/// case-insensitive substring) the names; CPU adapters only when `allow_software`.
-#[cfg(test)]
-fn pick_adapter(
-    instance: &wgpu::Instance,
-    allow_software: bool,
-) -> Result<wgpu::Adapter, GpuError> {
-    let mut adapters = all_adapters(instance);
-    let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
-    let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
-    let index = choose_adapter(&infos, wanted.as_deref(), allow_software)?;
-    Ok(adapters.swap_remove(index))
-}
-
-/// A device on the adapter [`pick_adapter`] chooses (software ones allowed), for the
-/// module tests that need one; `None` without an adapter, which fails the test under
+/// A device on the adapter `choose_adapter` picks (`WGPU_BACKEND` restricts the
+/// backends, `WGPU_ADAPTER_NAME` the names; software ones allowed), for the module tests
+/// that need one; `None` without an adapter, which fails the test under
 /// `MSC_REQUIRE_GPU=1`.
 #[cfg(test)]
 pub(in crate::gpu) fn test_device() -> Option<(wgpu::Device, wgpu::Queue)> {
-    let Ok(adapter) = pick_adapter(instance(), true) else {
+    let device = with_adapters(|mut adapters| {
+        let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
+        let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
+        let index = choose_adapter(&infos, wanted.as_deref(), true).ok()?;
+        let adapter = adapters.swap_remove(index);
+        Some(pollster::block_on(adapter.request_device(&Default::default())).expect("device"))
+    });
+    if device.is_none() {
         assert!(
             std::env::var("MSC_REQUIRE_GPU").as_deref() != Ok("1"),
             "MSC_REQUIRE_GPU=1 but no adapter"
         );
-        return None;
-    };
-    Some(pollster::block_on(adapter.request_device(&Default::default())).expect("device"))
+    }
+    device
 }
 
 /// Indices in `infos` of the usable devices, best ranked first: for each (name, device

@@ -9,8 +9,8 @@
 // `corrected`, 24 invocations (staged: see near_correction; `unstaged`: one per cell
 // corner) also sum, per Kuhn type and path vertex v of the cell, the near sources outside
 // M_v at that vertex, subtracted from the vertex's far value before the targets
-// interpolate (each source counted once, near or far). Charges are scaled by sqrt(k_c); w of the force (the
-// Coulomb potential) is left alone.
+// interpolate (each source counted once, near or far). Charges are scaled by sqrt(k_c);
+// w of the force (the Coulomb potential) is left alone.
 //
 // STAGED (false on a CPU adapter): staging the sources in workgroup memory pays on a GPU,
 // while on lavapipe each barrier switches every invocation of the workgroup and cost more
