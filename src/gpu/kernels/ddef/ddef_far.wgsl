@@ -23,14 +23,6 @@ const FAR_SITES: u32 = 16u;
 
 var<workgroup> tile: array<vec4<f32>, TILE>;
 
-// Source k of the tile from sorted source `base` on.
-fn far_src(base: u32, k: u32) -> vec4<f32> {
-    if (STAGED) {
-        return tile[k];
-    }
-    return sorted_src[base + k];
-}
-
 // `acc` plus the pull of source `sj` at site `u`.
 fn far_pull(acc: vec3<f32>, u: vec3<f32>, sj: vec4<f32>, eps2: f32) -> vec3<f32> {
     let d = u - sj.xyz;
@@ -69,42 +61,42 @@ fn main(
     }
     let eps2 = world.eps2.x;
     var acc = vec3<f32>(0.0);
-    // Every invocation loads and syncs, valid or not (uniform control flow).
+    // Every invocation loads and syncs, valid or not (uniform control flow). (This is the
+    // staged path: `unstaged` has returned when STAGED is off.)
     for (var base = span.x; base < span.y; base = base + TILE) {
-        if (STAGED) {
-            let s = base + lid;
-            var src = vec4<f32>(0.0);
-            if (s < span.y) {
-                src = sorted_src[s];
-            }
-            tile[lid] = src;
-            workgroupBarrier();
+        let s = base + lid;
+        var src = vec4<f32>(0.0);
+        if (s < span.y) {
+            src = sorted_src[s];
         }
+        tile[lid] = src;
+        workgroupBarrier();
         let count = min(TILE, span.y - base);
         if (valid) {
             r = far_cursor(world, p, r, base);
-            if (count == TILE && r.x >= base + TILE) {
-                // A full tile no range meets (most of them): a constant trip count, which
-                // the driver can unroll, as coulomb_tiled's; the same terms in order.
-                for (var k = 0u; k < TILE; k = k + 1u) {
-                    acc = far_pull(acc, u, tile[k], eps2);
-                }
-            } else if (r.x >= base + count) {
-                for (var k = 0u; k < count; k = k + 1u) {
-                    acc = far_pull(acc, u, far_src(base, k), eps2);
+            if (r.x >= base + count) {
+                // A tile no range meets (most of them). A full one takes a constant trip
+                // count, which the driver can unroll, as coulomb_tiled's; the same terms
+                // in order.
+                if (count == TILE) {
+                    for (var k = 0u; k < TILE; k = k + 1u) {
+                        acc = far_pull(acc, u, tile[k], eps2);
+                    }
+                } else {
+                    for (var k = 0u; k < count; k = k + 1u) {
+                        acc = far_pull(acc, u, tile[k], eps2);
+                    }
                 }
             } else {
                 for (var k = 0u; k < count; k = k + 1u) {
                     r = far_cursor(world, p, r, base + k);
                     if (base + k < r.x) {
-                        acc = far_pull(acc, u, far_src(base, k), eps2);
+                        acc = far_pull(acc, u, tile[k], eps2);
                     }
                 }
             }
         }
-        if (STAGED) {
-            workgroupBarrier();
-        }
+        workgroupBarrier();
     }
     if (valid) {
         let last = ddef_worlds[params.n_worlds - 1u];

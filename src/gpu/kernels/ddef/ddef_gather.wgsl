@@ -480,7 +480,7 @@ fn main(
     }
     // The item's own cell's first tetrahedron: only there may a target meet its own source.
     let own = cell_tets(it.world, it.dims, it.cp);
-    for (var d = 0u; d < it.nd && STAGED && !PACKED; d = d + 1u) {
+    for (var d = 0u; d < it.nd && !PACKED; d = d + 1u) {
         let t0 = near_tets(it, d);
         if (t0 == NO_RANK) {
             continue;
