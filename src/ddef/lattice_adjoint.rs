@@ -14,19 +14,48 @@
 //!   q_bar_s += k_c sum_j phi(u_j - x_s) . e_bar_j, x_bar_s -= k_c sum_j q_s G e_bar_j.
 //!
 //! The per-pair rule is `physics::point_charge::field_vjp` (the transpose of the tangent's
-//! `field_jvp`). The near part scatters serially in sorted order and the far part gathers
-//! per source in parallel, each source written once: the result does not depend on the
-//! thread count. Uncharged particles are not sources: their cotangents stay 0 (a charge
-//! on one would change the structure; the gradient drivers refuse that parameter).
+//! `field_jvp`). Every cotangent is gathered, never scattered: the near pairs once per
+//! target (its row) and once per source over the near relation's transpose (T in S(tau)
+//! listed per T), the far part per source. Each row is summed whole, in a fixed order, by
+//! one parallel task, so the result does not depend on the thread count, and a crowded
+//! tetrahedron's rows are split over tasks (`TARGETS_PER_TASK`). Evaluating each near
+//! pair twice costs a single thread about 1.4x the serial scatter it replaced, and pays
+//! from two threads on (BENCHMARKS.md). Uncharged particles are not sources: their
+//! cotangents stay 0 (a charge on one would change the structure; the gradient drivers
+//! refuse that parameter).
 
 use super::field::Evaluation;
-use super::lattice_field::{weights_vjp, LatticeDdef};
+use super::lattice_field::{task_ranges, weights_vjp, LatticeDdef, NearRange};
 use super::stencil::{offset_cell, Stencils};
 use super::DdefVariant;
 use crate::model::COULOMB_K;
 use crate::physics::point_charge::field_vjp;
 use glam::DVec3;
 use rayon::prelude::*;
+
+/// An occupied tetrahedron: its sorted range [begin, end), its near ranges and,
+/// transposed, `users`: the occupied tetrahedra whose near set holds it (their indices in
+/// the list, increasing, each with that range's `corrected` mask).
+struct Tet {
+    tet: u32,
+    begin: usize,
+    end: usize,
+    near: Vec<NearRange>,
+    users: Vec<(u32, u32)>,
+}
+
+/// The parallel tasks over `tets` (a crowded one split, see
+/// [`TARGETS_PER_TASK`](super::lattice_field::TARGETS_PER_TASK)): (index
+/// in the list, first row, end row). Each row is summed whole by one task.
+fn units(tets: &[Tet]) -> Vec<(usize, usize, usize)> {
+    let mut out = Vec::new();
+    for (o, t) in tets.iter().enumerate() {
+        for (b, e) in task_ranges(t.begin as u32, t.end as u32) {
+            out.push((o, b as usize, e as usize));
+        }
+    }
+    out
+}
 
 impl LatticeDdef {
     /// Adds the transpose of [`LatticeDdef::forces_jvp`] applied to the force cotangent
@@ -43,57 +72,32 @@ impl LatticeDdef {
         let particle = |k: usize| self.source_particle[self.order[k] as usize] as usize;
         let c: Vec<DVec3> = (0..n).map(|k| w[particle(k)] * self.qs[k]).collect();
         let variant = eval.far_variant();
-        let text = eval == Evaluation::TextNearSet;
-        let sites = self.site_count();
-        let mut site_bar = vec![DVec3::ZERO; if variant.is_some() { sites } else { 0 }];
-        let (mut xb, mut qb) = (vec![DVec3::ZERO; n], vec![0.0; n]);
-        let mut pair = |k: usize, d: DVec3, ck: DVec3, sign: f64, xb: &mut [DVec3]| {
-            let (g, p) = field_vjp(d, self.qs[k], self.eps2, ck);
-            xb[k] -= g * (sign * COULOMB_K);
-            qb[k] += p * (sign * COULOMB_K);
-            g * (sign * COULOMB_K)
-        };
-        for (tet, b, e) in self.occupied() {
-            let near = self.near_ranges(tet);
-            let vf = variant.map(|v| self.vertex_far(tet, &near, v));
-            let mut cv = [DVec3::ZERO; 4];
-            for k in b as usize..e as usize {
-                let (p, ck) = (self.xs[k], c[k]);
-                let mut own = DVec3::ZERO;
-                for r in near.iter().filter(|r| !(text && r.mask != 0)) {
-                    for s in (r.begin as usize..r.end as usize).filter(|&s| s != k) {
-                        own += pair(s, p - self.xs[s], ck, 1.0, &mut xb);
-                    }
-                }
-                if let Some(vf) = vf {
-                    let l = &self.located[self.order[k] as usize];
-                    let g = [0, 1, 2, 3].map(|v| ck.dot(vf[v]));
-                    own += weights_vjp(&self.frame, g, l.kuhn as usize);
-                    for (v, a) in cv.iter_mut().enumerate() {
-                        *a += ck * l.weights[v];
-                    }
-                }
-                xb[k] += own;
-            }
-            if variant.is_none() {
-                continue;
-            }
-            let tet_sites = self.tet_sites(tet);
-            for (v, &j) in tet_sites.iter().enumerate() {
-                site_bar[j as usize] += cv[v];
-            }
-            if variant == Some(DdefVariant::Corrected) {
-                for (v, &j) in tet_sites.iter().enumerate() {
-                    let u = self.frame.site(self.frame.site_point(j));
-                    for r in near.iter().filter(|r| r.mask & (1 << v) != 0) {
-                        for s in r.begin as usize..r.end as usize {
-                            pair(s, u - self.xs[s], cv[v], -1.0, &mut xb);
+        let tets = self.tets();
+        // Per occupied tetrahedron, the cotangents of its vertex far values.
+        let cv: Vec<[DVec3; 4]> = tets
+            .par_iter()
+            .map(|t| {
+                let mut cv = [DVec3::ZERO; 4];
+                if variant.is_some() {
+                    for (ck, &o) in c[t.begin..t.end].iter().zip(&self.order[t.begin..t.end]) {
+                        let l = &self.located[o as usize];
+                        for (v, a) in cv.iter_mut().enumerate() {
+                            *a += *ck * l.weights[v];
                         }
                     }
                 }
-            }
-        }
+                cv
+            })
+            .collect();
+        let (mut xb, mut qb) = (self.target_rows(eval, &tets, &c), vec![0.0; n]);
+        self.source_rows(eval, &tets, &c, &cv, &mut xb, &mut qb);
         if variant.is_some() {
+            let mut site_bar = vec![DVec3::ZERO; self.site_count()];
+            for (t, cv) in tets.iter().zip(&cv) {
+                for (&j, a) in self.tet_sites(t.tet).iter().zip(cv) {
+                    site_bar[j as usize] += *a;
+                }
+            }
             self.far_field_vjp(&site_bar, &mut xb, &mut qb);
         }
         for k in 0..n {
@@ -106,6 +110,136 @@ impl LatticeDdef {
                 qbar[i as usize] += w[i as usize].dot(e[s]) + qb[k];
             }
         }
+    }
+
+    /// The target side of the near pairs and the interpolation, per sorted position k:
+    /// k_c sum over its near sources s of q_s G c_k, plus the weights' transpose of
+    /// (c_k . vf_v)_v.
+    fn target_rows(&self, eval: Evaluation, tets: &[Tet], c: &[DVec3]) -> Vec<DVec3> {
+        let text = eval == Evaluation::TextNearSet;
+        let variant = eval.far_variant();
+        let parts: Vec<(usize, Vec<DVec3>)> = units(tets)
+            .into_par_iter()
+            .map(|(o, kb, ke)| {
+                let (tet, near) = (tets[o].tet, &tets[o].near);
+                let vf = variant.map(|v| self.vertex_far(tet, near, v));
+                let rows = (kb..ke)
+                    .map(|k| {
+                        let (p, ck) = (self.xs[k], c[k]);
+                        let mut g = DVec3::ZERO;
+                        for r in near.iter().filter(|r| !(text && r.mask != 0)) {
+                            for s in (r.begin as usize..r.end as usize).filter(|&s| s != k) {
+                                g += field_vjp(p - self.xs[s], self.qs[s], self.eps2, ck).0;
+                            }
+                        }
+                        let mut own = g * COULOMB_K;
+                        if let Some(vf) = vf {
+                            let kuhn = self.located[self.order[k] as usize].kuhn as usize;
+                            let g = [0, 1, 2, 3].map(|v| ck.dot(vf[v]));
+                            own += weights_vjp(&self.frame, g, kuhn);
+                        }
+                        own
+                    })
+                    .collect();
+                (kb, rows)
+            })
+            .collect();
+        let mut xb = vec![DVec3::ZERO; self.order.len()];
+        for (kb, rows) in parts {
+            xb[kb..kb + rows.len()].copy_from_slice(&rows);
+        }
+        xb
+    }
+
+    /// The source side, gathered per sorted position s over the tetrahedra whose near
+    /// set holds s's (the near relation's transpose, `Tet::users`): the near pairs,
+    /// x_bar_s -= k_c q_s G c_k and q_bar_s += k_c phi . c_k over their targets k != s,
+    /// and the `corrected` vertex terms from their sites, sign flipped. Added to xb, qb.
+    fn source_rows(
+        &self,
+        eval: Evaluation,
+        tets: &[Tet],
+        c: &[DVec3],
+        cv: &[[DVec3; 4]],
+        xb: &mut [DVec3],
+        qb: &mut [f64],
+    ) {
+        let text = eval == Evaluation::TextNearSet;
+        let corrected = eval.far_variant() == Some(DdefVariant::Corrected);
+        let sites: Vec<[DVec3; 4]> = tets
+            .iter()
+            .map(|t| {
+                self.tet_sites(t.tet)
+                    .map(|j| self.frame.site(self.frame.site_point(j)))
+            })
+            .collect();
+        let parts: Vec<(usize, Vec<(DVec3, f64)>)> = units(tets)
+            .into_par_iter()
+            .map(|(o, sb, se)| {
+                let rows = (sb..se)
+                    .map(|s| {
+                        let (p, qs) = (self.xs[s], self.qs[s]);
+                        let (mut gx, mut gq) = (DVec3::ZERO, 0.0);
+                        for &(u, mask) in &tets[o].users {
+                            let t = &tets[u as usize];
+                            if !(text && mask != 0) {
+                                for k in (t.begin..t.end).filter(|&k| k != s) {
+                                    let (g, ph) = field_vjp(self.xs[k] - p, qs, self.eps2, c[k]);
+                                    gx -= g;
+                                    gq += ph;
+                                }
+                            }
+                            if corrected {
+                                for v in (0..4).filter(|v| mask & (1 << v) != 0) {
+                                    let (g, ph) = field_vjp(
+                                        sites[u as usize][v] - p,
+                                        qs,
+                                        self.eps2,
+                                        cv[u as usize][v],
+                                    );
+                                    gx += g;
+                                    gq -= ph;
+                                }
+                            }
+                        }
+                        (gx * COULOMB_K, gq * COULOMB_K)
+                    })
+                    .collect();
+                (sb, rows)
+            })
+            .collect();
+        for (sb, rows) in parts {
+            for (s, (gx, gq)) in (sb..).zip(rows) {
+                xb[s] += gx;
+                qb[s] += gq;
+            }
+        }
+    }
+
+    /// The occupied tetrahedra with their near ranges and the near relation's transpose.
+    fn tets(&self) -> Vec<Tet> {
+        let mut tets: Vec<Tet> = self
+            .occupied()
+            .into_par_iter()
+            .map(|(tet, b, e)| Tet {
+                tet,
+                begin: b as usize,
+                end: e as usize,
+                near: self.near_ranges(tet),
+                users: Vec::new(),
+            })
+            .collect();
+        for o in 0..tets.len() {
+            for i in 0..tets[o].near.len() {
+                let (begin, mask) = (tets[o].near[i].begin as usize, tets[o].near[i].mask);
+                // A near range is a non-empty tetrahedron's whole range.
+                let t = tets
+                    .binary_search_by_key(&begin, |t| t.begin)
+                    .expect("a near range starts an occupied tetrahedron");
+                tets[t].users.push((o as u32, mask));
+            }
+        }
+        tets
     }
 
     /// The far field's transpose for site cotangents `site_bar`, added per sorted source:

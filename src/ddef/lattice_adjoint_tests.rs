@@ -2,6 +2,7 @@
 //! bookkeeping: it adds to what is there, skips uncharged particles, is linear in w.
 
 use super::*;
+use crate::ddef::lattice_field::TARGETS_PER_TASK;
 use crate::ddef::lattice_tangent::tests::cloud;
 use crate::ddef::{DdefConfig, DdefSamples, DdefSolver};
 
@@ -118,5 +119,42 @@ fn forces_vjp_accumulates_and_skips_uncharged_particles() {
     for i in 0..120 {
         assert!((xb2[i] + xb[i] * 2.5).length() <= 1e-13 * sx, "{i}");
         assert!((qb2[i] + qb[i] * 2.5).abs() <= 1e-13 * sq, "{i}");
+    }
+}
+
+/// A tetrahedron crowded past one work unit's rows (its rows split over parallel tasks):
+/// the dot-product test as above (same tolerance, same reason), and the same bits from
+/// one thread as from three.
+#[test]
+fn forces_vjp_splits_a_crowded_tetrahedron_and_does_not_depend_on_threads() {
+    let (mut x, q, dx, dq) = cloud(700, 41);
+    let (w, _, _, _) = cloud(700, 42);
+    // 600 charges in a ball 1e-3 across around a point of the box: one tetrahedron.
+    let at = DVec3::new(0.31, 0.22, 0.47);
+    for p in &mut x[..600] {
+        *p = at + (*p - DVec3::new(0.5, 0.35, 0.65)) * 1e-3;
+    }
+    let l = evaluation(&x, &q, 27, 0.01);
+    let crowded = l.tets().iter().map(|t| t.end - t.begin).max().unwrap();
+    assert!(
+        crowded > 2 * TARGETS_PER_TASK as usize,
+        "{crowded} rows in the most crowded"
+    );
+    for eval in EVALS {
+        let (lhs, rhs, scale) = both_sides(&l, eval, &w, &dx, &dq);
+        assert!(
+            (lhs - rhs).abs() <= 1e-12 * scale && scale > 0.0,
+            "{eval:?}: {lhs} vs {rhs}"
+        );
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let (mut xb, mut qb) = (vec![DVec3::ZERO; 700], vec![0.0; 700]);
+            pool.install(|| l.forces_vjp(eval, &w, &mut xb, Some(&mut qb)));
+            (xb, qb)
+        };
+        assert_eq!(run(1), run(3), "{eval:?}");
     }
 }

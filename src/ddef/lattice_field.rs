@@ -25,6 +25,19 @@ use glam::DVec3;
 use rayon::prelude::*;
 use std::sync::OnceLock;
 
+/// Targets per parallel task of the per-tetrahedron loops (here, in the tangent and in
+/// the adjoint): a crowded tetrahedron (charges on a surface, a cluster) is split over
+/// tasks rather than left to one thread. Each target's sum is computed whole, in a fixed
+/// order, by one task, so the split changes no bit of the result.
+pub(super) const TARGETS_PER_TASK: u32 = 256;
+
+/// Sorted positions [b, e) in runs of at most [`TARGETS_PER_TASK`].
+pub(super) fn task_ranges(b: u32, e: u32) -> impl Iterator<Item = (u32, u32)> {
+    (b..e)
+        .step_by(TARGETS_PER_TASK as usize)
+        .map(move |k| (k, (k + TARGETS_PER_TASK).min(e)))
+}
+
 /// One tetrahedron's sources in S(tau): sorted positions `begin..end`, and the
 /// `corrected` mask (bit v: the sources are in the far field of tau's path vertex v).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -348,11 +361,20 @@ impl LatticeDdef {
             .collect()
     }
 
+    /// The occupied tetrahedra's targets as parallel tasks: (tet, first sorted position,
+    /// end), [`TARGETS_PER_TASK`] at most each.
+    pub(super) fn target_tasks(&self) -> Vec<(u32, u32, u32)> {
+        self.occupied()
+            .into_iter()
+            .flat_map(|(t, b, e)| task_ranges(b, e).map(move |(b, e)| (t, b, e)))
+            .collect()
+    }
+
     /// The approximate field (k_c included) at every source, in source order.
     pub fn fields_at_sources(&self, eval: Evaluation) -> Vec<DVec3> {
         self.far_field();
         let parts: Vec<(u32, Vec<DVec3>)> = self
-            .occupied()
+            .target_tasks()
             .into_par_iter()
             .map(|(t, b, e)| {
                 let targets: Vec<_> = (b..e)
@@ -401,6 +423,7 @@ impl LatticeDdef {
         idx.sort_unstable_by_key(|&k| (located[k as usize].tet, k));
         let groups: Vec<&[u32]> = idx
             .chunk_by(|&a, &b| located[a as usize].tet == located[b as usize].tet)
+            .flat_map(|g| g.chunks(TARGETS_PER_TASK as usize))
             .collect();
         let parts: Vec<Vec<(u32, DVec3)>> = groups
             .into_par_iter()
@@ -477,5 +500,51 @@ fn check_len(what: &'static str, expected: usize, got: usize) -> Result<(), Ddef
             expected,
             got,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ddef::lattice_tangent::tests::cloud;
+    use crate::ddef::{DdefConfig, DdefSamples, DdefSolver};
+
+    /// A tetrahedron crowded past two tasks: the split evaluation gives, bit for bit,
+    /// what one pass over each whole tetrahedron gives (each target's sum is the same
+    /// terms in the same order), for every evaluation.
+    #[test]
+    fn a_crowded_tetrahedron_split_over_tasks_gives_the_same_bits() {
+        let (mut x, q, _, _) = cloud(800, 51);
+        let at = DVec3::new(0.62, 0.18, 0.91);
+        for p in &mut x[..700] {
+            *p = at + (*p - DVec3::new(0.5, 0.35, 0.65)) * 1e-3;
+        }
+        let config = DdefConfig {
+            samples: DdefSamples::Count(27),
+            ..DdefConfig::default()
+        };
+        let plan = DdefSolver::plan_for(config, &x, &q).unwrap();
+        let l = LatticeDdef::new(&plan, &x, &q, 0.01).unwrap();
+        let crowded = l.occupied().iter().map(|&(_, b, e)| e - b).max().unwrap();
+        assert!(crowded > 2 * TARGETS_PER_TASK, "{crowded}");
+        for eval in [
+            Evaluation::Ddef(DdefVariant::Paper),
+            Evaluation::Ddef(DdefVariant::Corrected),
+            Evaluation::TextNearSet,
+            Evaluation::NearOnly,
+        ] {
+            let split = l.fields_at_sources(eval);
+            for (t, b, e) in l.occupied() {
+                let targets: Vec<_> = (b..e)
+                    .map(|k| {
+                        let s = l.order[k as usize] as usize;
+                        (l.xs[k as usize], l.located[s].weights, Some(k))
+                    })
+                    .collect();
+                for (k, f) in (b..e).zip(l.evaluate_tet(t, &targets, eval)) {
+                    assert_eq!(split[l.order[k as usize] as usize], f, "{eval:?} {k}");
+                }
+            }
+        }
     }
 }

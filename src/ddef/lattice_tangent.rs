@@ -103,13 +103,10 @@ impl LatticeDdef {
         let variant = eval.far_variant();
         let text = eval == Evaluation::TextNearSet;
         let dfar = variant.map(|_| self.far_field_jvp(&t));
-        let occupied: Vec<u32> = (0..self.start.len() - 1)
-            .filter(|&k| self.start[k] < self.start[k + 1])
-            .map(|k| k as u32)
-            .collect();
-        let parts: Vec<(u32, Vec<DVec3>)> = occupied
+        let parts: Vec<(u32, Vec<DVec3>)> = self
+            .target_tasks()
             .into_par_iter()
-            .map(|tet| {
+            .map(|(tet, b, e)| {
                 let near = self.near_ranges(tet);
                 let far = variant.map(|v| {
                     let dfar = dfar.as_deref().expect("computed with the variant");
@@ -118,7 +115,6 @@ impl LatticeDdef {
                         self.vertex_far_jvp(tet, &near, v, dfar, &t),
                     )
                 });
-                let (b, e) = (self.start[tet as usize], self.start[tet as usize + 1]);
                 let fields = (b..e)
                     .map(|k| {
                         let ku = k as usize;
