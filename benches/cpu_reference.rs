@@ -1,5 +1,6 @@
 //! CPU reference timings: all-pairs Coulomb (vectorized and the straightforward loop it
-//! is tested against), the Coulomb tangent, DDEF against all-pairs, one IMEX step on a
+//! is tested against), the Coulomb tangent, DDEF against all-pairs, the lattice DDEF's
+//! forces, tangent and transpose on a uniform and a crowded set, one IMEX step on a
 //! 10K-particle cloth, one Jacobi sweep. Kept short (10 samples, 2 s each): `cargo bench --bench cpu_reference`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -8,7 +9,9 @@ use msc::config::{Config, CoulombConfig, CoulombMethod, Integrator, SolverConfig
 use msc::cpu::forces::coulomb_forces;
 use msc::cpu::solvers::{diagonal_inverse, jacobi_sweep, BlockLaplacian};
 use msc::cpu::CpuSimulation;
-use msc::ddef::{Ddef, DdefVariant, Evaluation, Grid};
+use msc::ddef::{
+    Ddef, DdefConfig, DdefSamples, DdefSolver, DdefVariant, Evaluation, Grid, LatticeDdef,
+};
 use msc::model::{Spring, System, SystemDesc};
 use std::hint::black_box;
 use std::time::Duration;
@@ -157,6 +160,49 @@ fn bench_ddef(c: &mut Criterion) {
     group.finish();
 }
 
+/// The lattice DDEF (corrected, softening 1e-3) on the f64 reference: the forces, their
+/// tangent (JVP) and their transpose (VJP) on 30K uniform charges (m = 1000) and on 6K
+/// charges in one tetrahedron beside the unit cube's corners (m = 216; its targets are
+/// split over threads, `TARGETS_PER_TASK`).
+fn bench_lattice_ddef(c: &mut Criterion) {
+    let mut group = c.benchmark_group("lattice_ddef");
+    let eval = Evaluation::Ddef(DdefVariant::Corrected);
+    let (uniform, q) = charges(30_000);
+    let mut crowded: Vec<DVec3> = (0..8)
+        .map(|c| DVec3::new(f64::from(c & 1), f64::from((c >> 1) & 1), f64::from(c >> 2)))
+        .collect();
+    let (ball, _) = charges(6_000);
+    crowded.extend(
+        ball.iter()
+            .map(|p| DVec3::new(0.41, 0.52, 0.33) + (*p - 0.5) * 2e-4),
+    );
+    for (name, x, m) in [("uniform_30k", uniform, 1000), ("crowded_6k", crowded, 216)] {
+        let q = &q[..x.len()];
+        let config = DdefConfig {
+            samples: DdefSamples::Count(m),
+            ..DdefConfig::default()
+        };
+        let plan = DdefSolver::plan_for(config, &x, q).expect("plan");
+        let l = LatticeDdef::new(&plan, &x, q, 1e-3).expect("evaluation");
+        l.far_field();
+        let n = x.len();
+        let (w, _) = charges(n);
+        let mut out = vec![DVec3::ZERO; n];
+        group.bench_function(BenchmarkId::new("forces", name), |b| {
+            b.iter(|| l.forces_into(eval, black_box(&mut out)))
+        });
+        let dq = vec![0.0; n];
+        group.bench_function(BenchmarkId::new("jvp", name), |b| {
+            b.iter(|| l.forces_jvp(eval, black_box(&w), &dq, &mut out))
+        });
+        let mut qb = vec![0.0; n];
+        group.bench_function(BenchmarkId::new("vjp", name), |b| {
+            b.iter(|| l.forces_vjp(eval, black_box(&w), &mut out, Some(&mut qb)))
+        });
+    }
+    group.finish();
+}
+
 fn bench_imex_step(c: &mut Criterion) {
     // Uncharged: this measures the spring assembly, right-hand side and 50 Jacobi sweeps.
     let system = cloth(100);
@@ -212,6 +258,7 @@ fn quick() -> Criterion {
 criterion_group! {
     name = benches;
     config = quick();
-    targets = bench_coulomb, bench_coulomb_tangent, bench_ddef, bench_imex_step, bench_jacobi_sweep
+    targets = bench_coulomb, bench_coulomb_tangent, bench_ddef, bench_lattice_ddef, bench_imex_step,
+        bench_jacobi_sweep
 }
 criterion_main!(benches);
