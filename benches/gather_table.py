@@ -9,7 +9,9 @@ are grouped by the two shapes and the size over the files (the rounds). Per shap
 size: the step time (median over every timed block of every round, with the smallest and
 largest), the `ddef_gather` and `ddef_far` kernels' median times from the profile, and the
 step time relative to the default shapes (cell/256, staged). Every shape gives the same
-forces: the force error is shown to check it.
+forces: the force error is shown to check it. Rows of the `paper` variant (`--ddef-variant
+paper`, the default shapes without the `corrected` sums) are marked so; their force error
+differs by design.
 """
 import json
 import statistics
@@ -25,6 +27,8 @@ def main(paths):
                 if r.get("workload") != "ddef" or r.get("status") != "ok":
                     continue
                 shape = f'{r["ddef_gather"]} {r.get("ddef_far") or "staged"}'
+                if r.get("ddef_variant") == "paper":
+                    shape += " paper"
                 rows.setdefault((shape, r["n"]), []).append(r)
     if not rows:
         print("no DDEF rows")

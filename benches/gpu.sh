@@ -11,10 +11,11 @@
 # --only takes a comma-separated subset of cloth,coulomb,ddef,worlds,adjoint,peers (all by
 # default): `--only coulomb,ddef` is the DDEF targets and their all-pairs crossover.
 # `--only gather` (not in the default) times the shapes of the DDEF near gather and far
-# field (`msc bench --ddef-gather`, `--ddef-far`; all but cell/64/unrolled, the 64-lane
-# shapes measured slowest on an H100) at 256K and 1M charges, m auto, rounds
-# interleaved (--rounds N, default 3), and prints their table (benches/gather_table.py)
-# instead of the main one.
+# field (`msc bench --ddef-gather`, `--ddef-far`; not the 64-lane ones, 1.4-2.2x slower on
+# an H100) and the default shapes under the `paper` variant (`--ddef-variant paper`: no
+# `corrected` sums, so the difference is their cost) at 256K and 1M charges, m auto,
+# rounds interleaved (--rounds N, default 3), and prints their table
+# (benches/gather_table.py) instead of the main one.
 # Results go to $OUT if set, else to bench-results/<UTC date and time>; the table is printed
 # and written to table.md there. $PYTHON picks the Python that has JAX (default python3);
 # nvcc is taken from PATH, else $CUDA_HOME/bin or /usr/local/cuda/bin.
@@ -178,10 +179,11 @@ fi
 if want gather; then
     if [ "$quick" = 1 ]; then gather_sizes=4K; rounds=1; else gather_sizes=256K,1M; fi
     for round in $(seq 1 "$rounds"); do
-        for shape in cell/256 packed/256 cell/128 packed/128 cell/64 packed/64 \
-                cell/256/unrolled cell/128/unrolled far:direct/1 far:direct/2 far:direct/4; do
+        for shape in cell/256 packed/256 cell/128 packed/128 cell/256/unrolled \
+                cell/128/unrolled far:direct/1 far:direct/2 far:direct/4 variant:paper; do
             case "$shape" in
                 far:*) flag=(--ddef-far "${shape#far:}") ;;
+                variant:*) flag=(--ddef-variant "${shape#variant:}") ;;
                 *) flag=(--ddef-gather "$shape") ;;
             esac
             name="${shape//\//-}"

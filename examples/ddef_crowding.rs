@@ -10,7 +10,7 @@
 
 use glam::DVec3;
 use msc::bench::workload;
-use msc::config::{CoulombMethod, DdefConfig, DdefSamples};
+use msc::config::{CoulombMethod, DdefConfig, DdefSamples, DdefVariant};
 use msc::ddef::{DdefSolver, LatticeDdef};
 use msc::gpu::{GpuSolver, HeadlessOptions};
 use msc::model::{System, SystemDesc};
@@ -47,7 +47,7 @@ fn main() {
     let n = args.first().copied().unwrap_or(65536);
     let m = args.get(1).copied().unwrap_or(1000);
     let steps = args.get(2).copied().unwrap_or(3) as u32;
-    let base = workload::ddef(n, m, 1).expect("workload");
+    let base = workload::ddef(n, m, 1, DdefVariant::Corrected).expect("workload");
     println!(
         "{:<7} {:>7} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>10} {:>12}",
         "shape",

@@ -468,6 +468,7 @@ fn ddef_rows_report_time_error_and_rebuilds_per_size_and_sample_count() {
         assert_eq!(r["status"], "ok", "{r}");
         assert_eq!(u(r, "ddef_samples"), m, "samples run in increasing order");
         assert_eq!(u(r, "ddef_rebuild_every"), 1);
+        assert_eq!(r["ddef_variant"], "corrected", "the default variant");
         assert_eq!(r["ddef_gather"], "cell/256", "the default shape");
         assert_eq!(r["ddef_far"], "staged", "the default shape");
         // The lattice is planned once and followed at every evaluation: 3 evaluations
@@ -489,6 +490,60 @@ fn ddef_rows_report_time_error_and_rebuilds_per_size_and_sample_count() {
     assert!(fine > 0.0 && fine <= 0.06, "m = 2000: {fine}");
     assert!(coarse > 0.0 && coarse < 1.0, "m = 100: {coarse}");
     assert!(f(&recs[1], "force_error_max") >= fine);
+}
+
+/// `--ddef-variant paper` runs Algorithm 1 as printed: the record says so, and its
+/// forces are not the `corrected` ones (the force error against all-pairs differs).
+#[test]
+fn ddef_rows_run_the_variant_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |variant: &str| {
+        let o = msc(
+            &[
+                "bench",
+                "--backend",
+                "cpu",
+                "--workload",
+                "ddef",
+                "--sizes",
+                "2000",
+                "--samples",
+                "100",
+                "--steps",
+                "1",
+                "--warmup",
+                "0",
+                "--warmup-ms",
+                "0",
+                "--repeats",
+                "1",
+                "--ddef-variant",
+                variant,
+            ],
+            dir.path(),
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let recs = lines(&o);
+        assert_eq!(recs.len(), 1);
+        assert_eq!(recs[0]["status"], "ok", "{}", recs[0]);
+        assert_eq!(recs[0]["ddef_variant"], variant);
+        f(&recs[0], "force_error_mean")
+    };
+    let (paper, corrected) = (run("paper"), run("corrected"));
+    assert!(
+        paper > 0.0 && corrected > 0.0 && paper != corrected,
+        "{paper} {corrected}"
+    );
+    let o = msc(
+        &["bench", "--workload", "ddef", "--ddef-variant", "text"],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("one of paper, corrected"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

@@ -43,7 +43,9 @@ pub(super) fn measure(
         }
         (Workload::Mesh, _, None) => Err(workload::WorkloadError::NoMeshFile),
         (Workload::Cloth, ..) => workload::cloth(n, opts.sweeps, opts.charged_fraction),
-        (Workload::Ddef, Some(m), _) => workload::ddef(n, m, opts.ddef_rebuild_every),
+        (Workload::Ddef, Some(m), _) => {
+            workload::ddef(n, m, opts.ddef_rebuild_every, opts.ddef_variant)
+        }
         _ => workload::coulomb(n),
     };
     let built = match built {

@@ -36,7 +36,7 @@ mod timing;
 pub mod workload;
 mod worlds;
 
-use crate::config::DdefSamples;
+use crate::config::{DdefSamples, DdefVariant};
 use crate::gpu::{AdapterSummary, DdefFar, DdefGather, GpuError};
 use crate::output::OutputError;
 use crate::simulator::SimError;
@@ -110,6 +110,8 @@ pub struct BenchOptions {
     pub ddef_samples: Vec<DdefSamples>,
     /// DDEF workload: evaluations between tetrahedralizations (1: every step).
     pub ddef_rebuild_every: u32,
+    /// DDEF workload: the variant (the adjoint workload's DDEF rows keep the default).
+    pub ddef_variant: DdefVariant,
     /// DDEF workload on a GPU: the near gather's and the far field's shapes (`Tuning`;
     /// the same results).
     pub ddef_gather: DdefGather,
@@ -138,6 +140,7 @@ impl Default for BenchOptions {
             max_seconds: 60.0,
             ddef_samples: DDEF_SAMPLES.to_vec(),
             ddef_rebuild_every: 1,
+            ddef_variant: DdefVariant::default(),
             ddef_gather: DdefGather::default(),
             ddef_far: DdefFar::default(),
             worlds: DEFAULT_WORLDS.to_vec(),

@@ -129,6 +129,8 @@ pub struct Record {
     pub ddef_samples_auto: Option<bool>,
     pub ddef_rebuild_every: Option<u32>,
     pub ddef_rebuilds: Option<u64>,
+    /// DDEF workload rows: the variant (`--ddef-variant`).
+    pub ddef_variant: Option<String>,
     /// DDEF rows: the near gather's and the far field's shapes on a GPU (`--ddef-gather`,
     /// `--ddef-far`).
     pub ddef_gather: Option<String>,
@@ -252,6 +254,7 @@ impl Record {
             ddef_samples: samples,
             ddef_samples_auto: None,
             ddef_rebuild_every: samples.map(|_| opts.ddef_rebuild_every),
+            ddef_variant: samples.map(|_| opts.ddef_variant.name().to_string()),
             ddef_gather: samples.map(|_| opts.ddef_gather.to_string()),
             ddef_far: samples.map(|_| opts.ddef_far.to_string()),
             ddef_rebuilds: None,

@@ -3,7 +3,8 @@
 //! small worlds (the built-in torus or a small cloth) with parameters varied per world.
 
 use crate::config::{
-    Config, CoulombConfig, CoulombMethod, DdefConfig, Integrator, SolverConfig, SolverMethod,
+    Config, CoulombConfig, CoulombMethod, DdefConfig, DdefVariant, Integrator, SolverConfig,
+    SolverMethod,
 };
 use crate::model::{mesh, ModelError, Spring, System, SystemDesc};
 use glam::DVec3;
@@ -293,9 +294,15 @@ pub fn coulomb(n: usize) -> Result<Built, WorkloadError> {
     })
 }
 
-/// The DDEF workload: the Coulomb cloud of [`coulomb`] with the DDEF far field on m
-/// samples, grid rebuilt every `rebuild_every` evaluations (1: Algorithm 1, every step).
-pub fn ddef(n: usize, samples: usize, rebuild_every: u32) -> Result<Built, WorkloadError> {
+/// The DDEF workload: the Coulomb cloud of [`coulomb`] with the DDEF far field of
+/// `variant` on m samples, grid rebuilt every `rebuild_every` evaluations (1: Algorithm
+/// 1, every step).
+pub fn ddef(
+    n: usize,
+    samples: usize,
+    rebuild_every: u32,
+    variant: DdefVariant,
+) -> Result<Built, WorkloadError> {
     let mut built = coulomb(n)?;
     let samples = u32::try_from(samples)
         .ok()
@@ -304,6 +311,7 @@ pub fn ddef(n: usize, samples: usize, rebuild_every: u32) -> Result<Built, Workl
     built.config.coulomb.method = CoulombMethod::Ddef(DdefConfig {
         samples: crate::config::DdefSamples::Count(samples),
         rebuild_every,
+        variant,
         ..Default::default()
     });
     Ok(built)

@@ -3,7 +3,7 @@
 
 use super::CliError;
 use crate::bench::{self, Backend, BenchError, BenchOptions, Event, Record, Status, Workload};
-use crate::config::DdefSamples;
+use crate::config::{DdefSamples, DdefVariant};
 use crate::model::System;
 use crate::output::{AtomicFile, OutputError};
 use crate::run::RunError;
@@ -114,6 +114,10 @@ pub struct BenchArgs {
     /// paper's Algorithm 1)
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = parse_count)]
     pub rebuild_every: u32,
+    /// DDEF workload: the variant, corrected (the default) or paper (Algorithm 1 as
+    /// printed, without the `corrected` sums: their cost is the difference)
+    #[arg(long, value_name = "VARIANT", default_value = "corrected", value_parser = parse_variant)]
+    pub ddef_variant: DdefVariant,
     /// DDEF workload on a GPU: the near gather's shape, cell/N, cell/N/unrolled or
     /// packed/N with N = 64, 128 or 256 invocations per workgroup (the same results; for
     /// measuring them)
@@ -203,6 +207,15 @@ fn parse_worlds(s: &str) -> Result<usize, String> {
 }
 
 /// A DDEF sample count (1 to the configuration's limit) or `auto`.
+fn parse_variant(s: &str) -> Result<DdefVariant, String> {
+    DdefVariant::from_name(s.trim()).ok_or_else(|| {
+        format!(
+            "expected a DDEF variant, one of {}, got '{s}'",
+            DdefVariant::NAMES.join(", ")
+        )
+    })
+}
+
 fn parse_samples(s: &str) -> Result<DdefSamples, String> {
     let limit = crate::config::DdefConfig::MAX_SAMPLES;
     if s.trim() == "auto" {
@@ -300,6 +313,7 @@ impl BenchArgs {
             max_seconds: self.max_seconds,
             ddef_samples: self.samples.clone(),
             ddef_rebuild_every: self.rebuild_every,
+            ddef_variant: self.ddef_variant,
             ddef_gather: self.ddef_gather,
             ddef_far: self.ddef_far,
             worlds: self.worlds.clone(),
