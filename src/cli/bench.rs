@@ -208,12 +208,8 @@ fn parse_worlds(s: &str) -> Result<usize, String> {
 
 /// A DDEF sample count (1 to the configuration's limit) or `auto`.
 fn parse_variant(s: &str) -> Result<DdefVariant, String> {
-    DdefVariant::from_name(s.trim()).ok_or_else(|| {
-        format!(
-            "expected a DDEF variant, one of {}, got '{s}'",
-            DdefVariant::NAMES.join(", ")
-        )
-    })
+    let names = DdefVariant::NAMES.join(", ");
+    DdefVariant::from_name(s.trim()).ok_or_else(|| format!("expected one of {names}, got '{s}'"))
 }
 
 fn parse_samples(s: &str) -> Result<DdefSamples, String> {
