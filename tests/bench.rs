@@ -498,30 +498,11 @@ fn ddef_rows_report_time_error_and_rebuilds_per_size_and_sample_count() {
 fn ddef_rows_run_the_variant_asked_for() {
     let dir = tempfile::tempdir().unwrap();
     let run = |variant: &str| {
-        let o = msc(
-            &[
-                "bench",
-                "--backend",
-                "cpu",
-                "--workload",
-                "ddef",
-                "--sizes",
-                "2000",
-                "--samples",
-                "100",
-                "--steps",
-                "1",
-                "--warmup",
-                "0",
-                "--warmup-ms",
-                "0",
-                "--repeats",
-                "1",
-                "--ddef-variant",
-                variant,
-            ],
-            dir.path(),
+        let args = format!(
+            "bench --backend cpu --workload ddef --sizes 2000 --samples 100 --steps 1 \
+             --warmup 0 --warmup-ms 0 --repeats 1 --ddef-variant {variant}"
         );
+        let o = msc(&args.split_whitespace().collect::<Vec<_>>(), dir.path());
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         let recs = lines(&o);
         assert_eq!(recs.len(), 1);
