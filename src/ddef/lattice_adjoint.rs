@@ -243,7 +243,8 @@ impl LatticeDdef {
     }
 
     /// The far field's transpose for site cotangents `site_bar`, added per sorted source:
-    /// each source gathers over the sites with a nonzero cotangent whose far set holds it.
+    /// each source gathers over the sites with a nonzero cotangent whose far set holds it
+    /// (a crowded tetrahedron's sources split over tasks, each source whole in one).
     fn far_field_vjp(&self, site_bar: &[DVec3], xb: &mut [DVec3], qb: &mut [f64]) {
         let active: Vec<u32> = (0..site_bar.len() as u32)
             .filter(|&j| site_bar[j as usize] != DVec3::ZERO)
@@ -265,7 +266,7 @@ impl LatticeDdef {
         }
         let sites: Vec<DVec3> = active.iter().map(|&j| f.site(f.site_point(j))).collect();
         let parts: Vec<(u32, Vec<(DVec3, f64)>)> = self
-            .occupied()
+            .target_tasks()
             .into_par_iter()
             .map(|(tet, b, e)| {
                 let skip = &excluded[tet as usize];
