@@ -88,6 +88,21 @@ fn with_adapters<R>(f: impl FnOnce(Vec<wgpu::Adapter>) -> R) -> R {
     f(pollster::block_on(instance().enumerate_adapters(backends)))
 }
 
+/// `f` of the shared instance's adapters ([`with_adapters`]) and the indices of the
+/// usable devices among them, best first ([`distinct_devices`] under `WGPU_ADAPTER_NAME`
+/// and `allow_software`): the one choice every headless listing and opening makes.
+fn with_devices<R>(
+    allow_software: bool,
+    f: impl FnOnce(Vec<wgpu::Adapter>, Vec<usize>) -> Result<R, GpuError>,
+) -> Result<R, GpuError> {
+    with_adapters(|adapters| {
+        let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
+        let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
+        let order = distinct_devices(&infos, wanted.as_deref(), allow_software)?;
+        f(adapters, order)
+    })
+}
+
 /// Every adapter wgpu finds, for `msc info`.
 pub fn list_adapters() -> Vec<AdapterSummary> {
     with_adapters(|adapters| {
@@ -121,13 +136,13 @@ pub fn open_headless_device(options: &HeadlessOptions) -> Result<HeadlessDevice,
 /// software rules), one per physical device: an adapter found through several backends
 /// (lavapipe under Vulkan and GL) counts once, through its native backend.
 pub fn device_adapters(options: &HeadlessOptions) -> Result<Vec<AdapterSummary>, GpuError> {
-    with_adapters(|adapters| {
-        let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
-        let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
-        let order = distinct_devices(&infos, wanted.as_deref(), options.allow_software)?;
+    with_devices(options.allow_software, |adapters, order| {
         Ok(order
             .into_iter()
-            .map(|i| AdapterSummary::new(&infos[i], &adapters[i].limits(), adapters[i].features()))
+            .map(|i| {
+                let a = &adapters[i];
+                AdapterSummary::new(&a.get_info(), &a.limits(), a.features())
+            })
             .collect())
     })
 }
@@ -137,10 +152,7 @@ pub fn open_headless_device_on(
     options: &HeadlessOptions,
     index: usize,
 ) -> Result<HeadlessDevice, GpuError> {
-    let (device, queue, adapter) = with_adapters(|mut adapters| {
-        let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
-        let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
-        let order = distinct_devices(&infos, wanted.as_deref(), options.allow_software)?;
+    let (device, queue, adapter) = with_devices(options.allow_software, |mut adapters, order| {
         let Some(&chosen) = order.get(index) else {
             return Err(GpuError::NoAdapter(format!(
                 ": device {index} was asked for, but only {} are usable",
@@ -174,11 +186,8 @@ pub fn open_headless_device_on(
 pub fn headless_adapter_limits(
     options: &HeadlessOptions,
 ) -> Result<(String, wgpu::Limits), GpuError> {
-    with_adapters(|mut adapters| {
-        let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
-        let wanted = std::env::var("WGPU_ADAPTER_NAME").ok();
-        // The same choice as `open_headless_device` (device 0 of `device_adapters`).
-        let order = distinct_devices(&infos, wanted.as_deref(), options.allow_software)?;
+    // The same choice as `open_headless_device` (device 0 of `device_adapters`).
+    with_devices(options.allow_software, |mut adapters, order| {
         let adapter = adapters.swap_remove(order[0]);
         Ok((adapter.get_info().name, adapter.limits()))
     })
