@@ -25,7 +25,7 @@
 //! refuse that parameter).
 
 use super::field::Evaluation;
-use super::lattice_field::{task_ranges, weights_vjp, LatticeDdef, NearRange};
+use super::lattice_field::{split_tasks, weights_vjp, LatticeDdef, NearRange};
 use super::stencil::{offset_cell, Stencils};
 use super::DdefVariant;
 use crate::model::COULOMB_K;
@@ -45,16 +45,14 @@ struct Tet {
 }
 
 /// The parallel tasks over `tets` (a crowded one split, see
-/// [`TARGETS_PER_TASK`](super::lattice_field::TARGETS_PER_TASK)): (index
-/// in the list, first row, end row). Each row is summed whole by one task.
+/// [`TARGETS_PER_TASK`](super::lattice_field::TARGETS_PER_TASK)): (index in the list,
+/// first row, end row). Each row is summed whole by one task.
 fn units(tets: &[Tet]) -> Vec<(usize, usize, usize)> {
-    let mut out = Vec::new();
-    for (o, t) in tets.iter().enumerate() {
-        for (b, e) in task_ranges(t.begin as u32, t.end as u32) {
-            out.push((o, b as usize, e as usize));
-        }
-    }
-    out
+    let ranges = tets.iter().enumerate();
+    split_tasks(ranges.map(|(o, t)| (o, t.begin as u32, t.end as u32)))
+        .into_iter()
+        .map(|(o, b, e)| (o, b as usize, e as usize))
+        .collect()
 }
 
 impl LatticeDdef {

@@ -31,11 +31,19 @@ use std::sync::OnceLock;
 /// order, by one task, so the split changes no bit of the result.
 pub(super) const TARGETS_PER_TASK: u32 = 256;
 
-/// Sorted positions [b, e) in runs of at most [`TARGETS_PER_TASK`].
-pub(super) fn task_ranges(b: u32, e: u32) -> impl Iterator<Item = (u32, u32)> {
-    (b..e)
-        .step_by(TARGETS_PER_TASK as usize)
-        .map(move |k| (k, (k + TARGETS_PER_TASK).min(e)))
+/// Each (key, first sorted position, end) as runs of at most [`TARGETS_PER_TASK`]
+/// positions, the key kept with each run: the parallel tasks over those ranges.
+pub(super) fn split_tasks<K: Copy>(
+    ranges: impl IntoIterator<Item = (K, u32, u32)>,
+) -> Vec<(K, u32, u32)> {
+    ranges
+        .into_iter()
+        .flat_map(|(key, b, e)| {
+            (b..e)
+                .step_by(TARGETS_PER_TASK as usize)
+                .map(move |k| (key, k, (k + TARGETS_PER_TASK).min(e)))
+        })
+        .collect()
 }
 
 /// One tetrahedron's sources in S(tau): sorted positions `begin..end`, and the
@@ -364,10 +372,7 @@ impl LatticeDdef {
     /// The occupied tetrahedra's targets as parallel tasks: (tet, first sorted position,
     /// end), [`TARGETS_PER_TASK`] at most each.
     pub(super) fn target_tasks(&self) -> Vec<(u32, u32, u32)> {
-        self.occupied()
-            .into_iter()
-            .flat_map(|(t, b, e)| task_ranges(b, e).map(move |(b, e)| (t, b, e)))
-            .collect()
+        split_tasks(self.occupied())
     }
 
     /// The approximate field (k_c included) at every source, in source order.
