@@ -4,7 +4,7 @@
 //! charge scale, under all-pairs Coulomb and then under DDEF at each `--samples` m: one
 //! JSON line per row on stdout (and `--out`), a table on stderr.
 
-use super::bench::{BenchArgs, BenchBackendArg};
+use super::bench_args::{BenchArgs, BenchBackendArg};
 use super::CliError;
 use crate::bench::workload;
 use crate::config::{Config, CoulombMethod, DdefConfig};

@@ -9,6 +9,7 @@
 pub mod batch;
 pub mod bench;
 mod bench_adjoint;
+pub mod bench_args;
 pub mod ddef_error;
 pub mod error;
 pub mod fit;
@@ -26,7 +27,7 @@ pub mod validate;
 
 pub use crate::run::BackendArg;
 pub use batch::BatchArgs;
-pub use bench::BenchArgs;
+pub use bench_args::BenchArgs;
 pub use error::CliError;
 pub use fit::FitArgs;
 pub use plot::PlotArgs;
@@ -106,7 +107,7 @@ pub fn dispatch(command: &Command) -> Result<(), CliError> {
         Command::Validate(args) => validate::execute(args).map(|_| ()),
         Command::Render(args) => render::execute(args).map(|_| ()),
         Command::DdefError(args) => ddef_error::execute(args).map(|_| ()),
-        Command::Bench(args) if args.workload == bench::WorkloadArg::Adjoint => {
+        Command::Bench(args) if args.workload == bench_args::WorkloadArg::Adjoint => {
             bench_adjoint::execute(args)
         }
         Command::Bench(args) => bench::execute(args).map(|_| ()),
