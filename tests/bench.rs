@@ -527,6 +527,82 @@ fn ddef_rows_run_the_variant_asked_for() {
     );
 }
 
+/// `--cloud` puts the Coulomb and DDEF workloads' charges on a surface: the records say
+/// which, the sphere's DDEF error is not the cube's (other positions) and its busiest
+/// cell holds more charges (the same count on a surface), the cloth row has no cloud, and
+/// a shape that is none is a usage error naming the shapes.
+#[test]
+fn coulomb_and_ddef_rows_run_the_cloud_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |workload: &str, cloud: &str| {
+        let o = msc(
+            &[
+                "bench",
+                "--backend",
+                "cpu",
+                "--workload",
+                workload,
+                "--sizes",
+                "1500",
+                "--samples",
+                "100",
+                "--steps",
+                "1",
+                "--warmup",
+                "0",
+                "--warmup-ms",
+                "0",
+                "--repeats",
+                "1",
+                "--cloud",
+                cloud,
+            ],
+            dir.path(),
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let recs = lines(&o);
+        assert!(!recs.is_empty());
+        recs
+    };
+    let ddef = |cloud: &str| {
+        let recs = run("ddef", cloud);
+        assert_eq!(recs.len(), 1);
+        let r = &recs[0];
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(r["cloud"], cloud);
+        let near = f(r, "ddef_near_per_target");
+        assert!((1.0..=1500.0).contains(&near), "{r}");
+        (f(r, "force_error_mean"), u(r, "ddef_busiest_cell"))
+    };
+    let ((cube, cube_cell), (sphere, sphere_cell)) = (ddef("cube"), ddef("sphere"));
+    assert!(
+        cube > 0.0 && sphere > 0.0 && cube != sphere,
+        "{cube} {sphere}"
+    );
+    assert!(
+        cube_cell >= 1 && sphere_cell > cube_cell,
+        "{cube_cell} {sphere_cell}"
+    );
+    for r in run("all", "torus") {
+        let want = if r["workload"] == "coulomb" {
+            "torus"
+        } else {
+            "null"
+        };
+        assert_eq!(r["cloud"].to_string().trim_matches('"'), want, "{r}");
+    }
+    let o = msc(
+        &["bench", "--workload", "ddef", "--cloud", "cone"],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("one of cube, sphere, torus, sheet"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn gpu_ddef_rows_measure_the_same_error_as_the_cpu_reference() {
     let dir = tempfile::tempdir().unwrap();

@@ -2,7 +2,7 @@
 //! cloth, the all-pairs Coulomb cloud), so a timing from Python measures what the
 //! command measures.
 
-use msc::bench::workload::{cloth, coulomb, WorkloadError};
+use msc::bench::workload::{cloth, coulomb_on, Cloud, WorkloadError};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -17,19 +17,35 @@ impl Classify for WorkloadError {
 }
 
 /// The workload `name` ("cloth" or "coulomb") at about `n` particles, as `msc bench`
-/// builds it: (System, Config).
+/// builds it: (System, Config). `cloud` places the Coulomb charges as `--cloud` does.
 #[pyfunction]
-#[pyo3(signature = (name, n, *, sweeps=20, charged_fraction=0.0))]
+#[pyo3(signature = (name, n, *, sweeps=20, charged_fraction=0.0, cloud="cube"))]
 pub fn bench_workload(
     py: Python<'_>,
     name: &str,
     n: usize,
     sweeps: u32,
     charged_fraction: f64,
+    cloud: &str,
 ) -> PyResult<(PySystem, PyConfig)> {
+    let Some(cloud) = Cloud::from_name(cloud) else {
+        let names: Vec<_> = Cloud::ALL
+            .iter()
+            .map(|c| format!("{:?}", c.name()))
+            .collect();
+        return Err(PyValueError::new_err(format!(
+            "cloud must be one of {}, got {cloud:?}",
+            names.join(", ")
+        )));
+    };
+    if name == "cloth" && cloud != Cloud::Cube {
+        return Err(PyValueError::new_err(
+            "cloud places the \"coulomb\" workload's charges; the cloth has its own shape",
+        ));
+    }
     let built = match name {
         "cloth" => py.detach(|| cloth(n, sweeps, charged_fraction)),
-        "coulomb" => py.detach(|| coulomb(n)),
+        "coulomb" => py.detach(|| coulomb_on(n, cloud)),
         other => {
             return Err(PyValueError::new_err(format!(
                 "workload must be \"cloth\" or \"coulomb\", got {other:?}"

@@ -112,6 +112,14 @@ def test_bench_workloads_are_those_of_msc_bench() -> None:
     assert (config.integrator, config.solver, config.iterations) == ("imex", "jacobi", 12)
     cloud, _ = msc.bench_workload("coulomb", 100)
     assert int((cloud.charges != 0).sum()) == 100
+    # `msc bench --cloud sphere`: the same charges on the sphere of radius 0.5 m.
+    sphere, _ = msc.bench_workload("coulomb", 100, cloud="sphere")
+    assert np.array_equal(sphere.charges, cloud.charges)
+    assert np.allclose(np.linalg.norm(sphere.positions, axis=1), 0.5, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="cloud must be one of"):
+        msc.bench_workload("coulomb", 100, cloud="cone")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="cloth has its own shape"):
+        msc.bench_workload("cloth", 256, cloud="torus")
     with pytest.raises(msc.ModelError, match="at least 4 particles"):
         msc.bench_workload("cloth", 2)
     with pytest.raises(ValueError, match="workload"):

@@ -44,9 +44,9 @@ pub(super) fn measure(
         (Workload::Mesh, _, None) => Err(workload::WorkloadError::NoMeshFile),
         (Workload::Cloth, ..) => workload::cloth(n, opts.sweeps, opts.charged_fraction),
         (Workload::Ddef, Some(m), _) => {
-            workload::ddef(n, m, opts.ddef_rebuild_every, opts.ddef_variant)
+            workload::ddef(n, m, opts.ddef_rebuild_every, opts.ddef_variant, opts.cloud)
         }
-        _ => workload::coulomb(n),
+        _ => workload::coulomb_on(n, opts.cloud),
     };
     let built = match built {
         Ok(b) => b,
@@ -241,6 +241,27 @@ fn cpu_sweep_seconds(sim: &CpuSimulation, sweeps: u32) -> f64 {
     t.elapsed().as_secs_f64() / f64::from(sweeps)
 }
 
+/// A DDEF row's near-field load at the initial positions, from the f64 reference's
+/// structure under the same plan (its far field is not computed): the mean near sources
+/// per target and the busiest lattice cell, which say how crowded the cells are.
+fn near_load(
+    rec: &mut Record,
+    config: crate::config::DdefConfig,
+    x: &[glam::DVec3],
+    q: &[f64],
+    softening: f64,
+) -> Result<(), GpuError> {
+    let plan = crate::ddef::DdefSolver::plan_for(config, x, q)?;
+    let lattice = crate::ddef::LatticeDdef::new(&plan, x, q, softening)?;
+    let mut per_cell = std::collections::HashMap::<[u32; 3], u32>::new();
+    for l in lattice.located() {
+        *per_cell.entry(l.cell).or_default() += 1;
+    }
+    rec.ddef_near_per_target = Some(lattice.mean_near_count());
+    rec.ddef_busiest_cell = per_cell.values().copied().max();
+    Ok(())
+}
+
 /// A DDEF row's force error at the workload's initial positions: the first evaluation of
 /// the timed backend (the GPU kernels on `gpu`'s device, else the CPU reference) against
 /// the exact f64 all-pairs sum, over up to [`DDEF_ERROR_TARGETS`] evenly strided charges.
@@ -272,6 +293,7 @@ fn ddef_error(
             solver.field_forces()?.0
         }
     };
+    near_load(rec, ddef_config, x, q, softening)?;
     let charged: Vec<usize> = (0..x.len()).filter(|&i| q[i] != 0.0).collect();
     let stride = charged.len().div_ceil(DDEF_ERROR_TARGETS).max(1);
     let targets: Vec<usize> = charged.iter().copied().step_by(stride).collect();

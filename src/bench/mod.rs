@@ -45,7 +45,7 @@ use measure::measure;
 pub use record::{KernelRecord, Record, Status};
 use shared_device::SharedDevice;
 use std::time::Instant;
-pub use workload::{Workload, WorldScene};
+pub use workload::{Cloud, Workload, WorldScene};
 
 /// Flop count convention per Coulomb interaction: the n-body one (GPU Gems 3 ch. 31).
 pub const FLOPS_PER_INTERACTION: f64 = 20.0;
@@ -112,6 +112,8 @@ pub struct BenchOptions {
     pub ddef_rebuild_every: u32,
     /// DDEF workload: the variant (the adjoint workload's DDEF rows keep the default).
     pub ddef_variant: DdefVariant,
+    /// Coulomb and DDEF workloads: where the charges lie.
+    pub cloud: Cloud,
     /// DDEF workload on a GPU: the near gather's and the far field's shapes (`Tuning`;
     /// the same results).
     pub ddef_gather: DdefGather,
@@ -141,6 +143,7 @@ impl Default for BenchOptions {
             ddef_samples: DDEF_SAMPLES.to_vec(),
             ddef_rebuild_every: 1,
             ddef_variant: DdefVariant::default(),
+            cloud: Cloud::default(),
             ddef_gather: DdefGather::default(),
             ddef_far: DdefFar::default(),
             worlds: DEFAULT_WORLDS.to_vec(),

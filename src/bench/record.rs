@@ -131,6 +131,8 @@ pub struct Record {
     pub ddef_rebuilds: Option<u64>,
     /// DDEF workload rows: the variant (`--ddef-variant`).
     pub ddef_variant: Option<String>,
+    /// Coulomb and DDEF rows: where the charges lie (`--cloud`).
+    pub cloud: Option<super::Cloud>,
     /// DDEF rows: the near gather's and the far field's shapes on a GPU (`--ddef-gather`,
     /// `--ddef-far`).
     pub ddef_gather: Option<String>,
@@ -142,6 +144,11 @@ pub struct Record {
     /// field, tables) and of the largest one (what one binding must hold).
     pub ddef_structure_bytes: Option<u64>,
     pub ddef_largest_binding_bytes: Option<u64>,
+    /// DDEF rows: the near field's load at the initial positions (the f64 reference's
+    /// structure, same plan): the mean sources in a target's near tetrahedra S(tau), its
+    /// own included, and the most charges in one lattice cell (`--cloud` crowds them).
+    pub ddef_near_per_target: Option<f64>,
+    pub ddef_busiest_cell: Option<u32>,
     /// DDEF: relative force error |F - F_exact| / |F_exact| at the first evaluation,
     /// over `force_error_targets` charges, against the exact f64 all-pairs sum.
     pub force_error_mean: Option<f64>,
@@ -255,12 +262,15 @@ impl Record {
             ddef_samples_auto: None,
             ddef_rebuild_every: samples.map(|_| opts.ddef_rebuild_every),
             ddef_variant: samples.map(|_| opts.ddef_variant.name().to_string()),
+            cloud: matches!(workload, Workload::Coulomb | Workload::Ddef).then_some(opts.cloud),
             ddef_gather: samples.map(|_| opts.ddef_gather.to_string()),
             ddef_far: samples.map(|_| opts.ddef_far.to_string()),
             ddef_rebuilds: None,
             ddef_host_ms_per_eval: None,
             ddef_structure_bytes: None,
             ddef_largest_binding_bytes: None,
+            ddef_near_per_target: None,
+            ddef_busiest_cell: None,
             force_error_mean: None,
             force_error_max: None,
             force_error_targets: None,

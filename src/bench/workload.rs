@@ -1,6 +1,7 @@
 //! The standard benchmark workloads: a hanging cloth (springs, IMEX, a fixed number of
-//! Jacobi sweeps, optionally some charges), a pure all-pairs Coulomb cloud, and batches of
-//! small worlds (the built-in torus or a small cloth) with parameters varied per world.
+//! Jacobi sweeps, optionally some charges), a pure all-pairs Coulomb cloud (uniform in a
+//! cube, or crowded onto a surface: [`Cloud`]), and batches of small worlds (the built-in
+//! torus or a small cloth) with parameters varied per world.
 
 use crate::config::{
     Config, CoulombConfig, CoulombMethod, DdefConfig, DdefVariant, Integrator, SolverConfig,
@@ -57,6 +58,66 @@ impl WorldScene {
         match self {
             Self::Torus => "torus",
             Self::Cloth => "cloth",
+        }
+    }
+}
+
+/// Where the Coulomb and DDEF workloads' charges lie (`--cloud`): uniform in the 1 m cube,
+/// or crowded onto a surface inside it, where DDEF's cells hold several times the mean
+/// count (the issue of crowded cells: the busiest cell and the near sums it serializes).
+/// Every shape draws the same random numbers, so the charges' signs are the cube's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Cloud {
+    /// Uniform in the cube.
+    #[default]
+    Cube,
+    /// On a sphere of radius 0.5 m, uniform in area.
+    Sphere,
+    /// On a torus of radii 0.35 and 0.12 m (uniform in its two angles).
+    Torus,
+    /// On a wavy 1 m square sheet (a cloth's shape: height 0.05 sin(4 pi u) cos(2 pi v)).
+    Sheet,
+}
+
+impl Cloud {
+    pub const ALL: [Self; 4] = [Self::Cube, Self::Sphere, Self::Torus, Self::Sheet];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Cube => "cube",
+            Self::Sphere => "sphere",
+            Self::Torus => "torus",
+            Self::Sheet => "sheet",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.name() == s)
+    }
+
+    /// The point of this shape for a uniform point `p` of the cube about the origin
+    /// (its x and y parametrize a surface).
+    fn place(self, p: DVec3) -> DVec3 {
+        let tau = std::f64::consts::TAU;
+        let (u, v) = (p.x + 0.5, p.y + 0.5);
+        match self {
+            Self::Cube => p,
+            Self::Sphere => {
+                let z = 2.0 * u - 1.0;
+                let r = (1.0 - z * z).max(0.0).sqrt();
+                0.5 * DVec3::new(r * (tau * v).cos(), r * (tau * v).sin(), z)
+            }
+            Self::Torus => {
+                let (a, b) = (tau * u, tau * v);
+                let ring = 0.35 + 0.12 * b.cos();
+                DVec3::new(ring * a.cos(), ring * a.sin(), 0.12 * b.sin())
+            }
+            Self::Sheet => DVec3::new(
+                u - 0.5,
+                v - 0.5,
+                0.05 * (2.0 * tau * u).sin() * (tau * v).cos(),
+            ),
         }
     }
 }
@@ -258,6 +319,11 @@ impl SplitMix {
 
 /// The Coulomb workload: `n` charges of random sign uniformly in a cube, no springs.
 pub fn coulomb(n: usize) -> Result<Built, WorkloadError> {
+    coulomb_on(n, Cloud::Cube)
+}
+
+/// The Coulomb workload on the charges of `cloud`.
+pub fn coulomb_on(n: usize, cloud: Cloud) -> Result<Built, WorkloadError> {
     if n < 2 {
         return Err(WorkloadError::CoulombTooSmall { n });
     }
@@ -267,7 +333,7 @@ pub fn coulomb(n: usize) -> Result<Built, WorkloadError> {
     let q = CLOUD_CHARGE / n as f64;
     for _ in 0..n {
         let p = DVec3::new(rng.unit(), rng.unit(), rng.unit()) - DVec3::splat(0.5);
-        positions.push(p * CLOUD_SIZE);
+        positions.push(cloud.place(p) * CLOUD_SIZE);
         charges.push(if rng.next() & 1 == 0 { q } else { -q });
     }
     let system = System::new(SystemDesc {
@@ -294,7 +360,7 @@ pub fn coulomb(n: usize) -> Result<Built, WorkloadError> {
     })
 }
 
-/// The DDEF workload: the Coulomb cloud of [`coulomb`] with the DDEF far field of
+/// The DDEF workload: the Coulomb cloud of [`coulomb_on`] with the DDEF far field of
 /// `variant` on m samples, grid rebuilt every `rebuild_every` evaluations (1: Algorithm
 /// 1, every step).
 pub fn ddef(
@@ -302,8 +368,9 @@ pub fn ddef(
     samples: usize,
     rebuild_every: u32,
     variant: DdefVariant,
+    cloud: Cloud,
 ) -> Result<Built, WorkloadError> {
-    let mut built = coulomb(n)?;
+    let mut built = coulomb_on(n, cloud)?;
     let samples = u32::try_from(samples)
         .ok()
         .filter(|&m| m <= DdefConfig::MAX_SAMPLES)
@@ -389,6 +456,7 @@ pub fn worlds(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::f64::consts::PI;
 
     #[test]
     fn grid_shapes_are_exact_when_n_factors_well() {
@@ -461,6 +529,42 @@ mod tests {
         let cloth = worlds(WorldScene::Cloth, 3, 20, 0.5).unwrap();
         assert_eq!(cloth[2].system.len(), WORLD_CLOTH_PARTICLES);
         assert_eq!(cloth[2].system.charged_count(), WORLD_CLOTH_PARTICLES / 2);
+    }
+
+    /// Each crowded cloud lies on its surface, inside the cube, with the cube's signs; the
+    /// names read back.
+    #[test]
+    fn crowded_clouds_lie_on_their_surfaces() {
+        let cube = coulomb(400).unwrap();
+        for cloud in Cloud::ALL {
+            assert_eq!(Cloud::from_name(cloud.name()), Some(cloud));
+            let b = coulomb_on(400, cloud).unwrap();
+            assert_eq!(b.system.charges(), cube.system.charges(), "{cloud:?}");
+            for p in b.system.positions() {
+                assert!(p.abs().max_element() <= 0.5 + 1e-12, "{cloud:?} {p}");
+                let off = match cloud {
+                    Cloud::Cube => 0.0,
+                    Cloud::Sphere => p.length() - 0.5,
+                    Cloud::Torus => {
+                        let ring = (p.x * p.x + p.y * p.y).sqrt() - 0.35;
+                        (ring * ring + p.z * p.z).sqrt() - 0.12
+                    }
+                    Cloud::Sheet => {
+                        let (u, v) = (p.x + 0.5, p.y + 0.5);
+                        p.z - 0.05 * (4.0 * PI * u).sin() * (2.0 * PI * v).cos()
+                    }
+                };
+                assert!(
+                    off.abs() < 1e-12,
+                    "{cloud:?}: {p} is {off} m off its surface"
+                );
+            }
+        }
+        assert_eq!(Cloud::from_name("cone"), None);
+        assert_eq!(
+            coulomb_on(400, Cloud::Cube).unwrap().system.positions(),
+            cube.system.positions()
+        );
     }
 
     #[test]

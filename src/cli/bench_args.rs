@@ -1,7 +1,7 @@
 //! `msc bench`'s arguments: parsed and checked once (typed sizes, sample counts, shapes)
 //! and turned into the library's [`BenchOptions`].
 
-use crate::bench::{self, Backend, BenchOptions, Workload};
+use crate::bench::{self, Backend, BenchOptions, Cloud, Workload};
 use crate::config::{DdefSamples, DdefVariant};
 use crate::model::System;
 use std::path::PathBuf;
@@ -114,6 +114,11 @@ pub struct BenchArgs {
     /// printed, without the `corrected` sums: their cost is the difference)
     #[arg(long, value_name = "VARIANT", default_value = "corrected", value_parser = parse_variant)]
     pub ddef_variant: DdefVariant,
+    /// Coulomb and DDEF workloads: where the charges lie, uniform in a 1 m cube or crowded
+    /// onto a surface in it (sphere, torus, or a wavy sheet as a cloth), with the same
+    /// signs
+    #[arg(long, value_name = "SHAPE", default_value = "cube", value_parser = parse_cloud)]
+    pub cloud: Cloud,
     /// DDEF workload on a GPU: the near gather's shape, cell/N, cell/N/unrolled or
     /// packed/N with N = 64, 128 or 256 invocations per workgroup (the same results; for
     /// measuring them)
@@ -200,6 +205,12 @@ fn parse_worlds(s: &str) -> Result<usize, String> {
             "expected a world count from 1 to {MOST}, got '{s}'"
         )),
     }
+}
+
+fn parse_cloud(s: &str) -> Result<Cloud, String> {
+    let names: Vec<_> = Cloud::ALL.iter().map(|c| c.name()).collect();
+    Cloud::from_name(s.trim())
+        .ok_or_else(|| format!("expected one of {}, got '{s}'", names.join(", ")))
 }
 
 fn parse_variant(s: &str) -> Result<DdefVariant, String> {
@@ -306,6 +317,7 @@ impl BenchArgs {
             ddef_samples: self.samples.clone(),
             ddef_rebuild_every: self.rebuild_every,
             ddef_variant: self.ddef_variant,
+            cloud: self.cloud,
             ddef_gather: self.ddef_gather,
             ddef_far: self.ddef_far,
             worlds: self.worlds.clone(),
@@ -346,6 +358,8 @@ mod tests {
         for bad in ["0", "-1", "x", "65537"] {
             assert!(parse_worlds(bad).is_err(), "{bad}");
         }
+        assert_eq!(parse_cloud("torus"), Ok(Cloud::Torus));
+        assert!(parse_cloud("cone").is_err());
         assert_eq!(parse_milliseconds("0"), Ok(0.0));
         assert_eq!(parse_milliseconds("250.5"), Ok(250.5));
         for bad in ["-1", "nan", "inf", "1e12", "soon"] {

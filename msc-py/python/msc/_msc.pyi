@@ -215,6 +215,7 @@ def bench_workload(
     *,
     sweeps: int = 20,
     charged_fraction: float = 0.0,
+    cloud: Literal["cube", "sphere", "torus", "sheet"] = "cube",
 ) -> Tuple[System, Config]: ...
 def scenes() -> list[Tuple[str, str]]: ...
 def load_scene(
