@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
 """The DDEF near gather's and far field's shapes against each other (benches/gpu.sh
---only gather).
+--only gather), and the default shapes on crowded clouds (--only crowded).
 
 Usage: gather_table.py FILE.jsonl...
 
 Each file is one `msc bench --workload ddef --ddef-gather G --ddef-far F` run; the rows
-are grouped by the two shapes and the size over the files (the rounds). Per shape and
+are grouped by the two shapes, the size and m over the files (the rounds). Per shape and
 size: the step time (median over every timed block of every round, with the smallest and
 largest), the `ddef_gather` and `ddef_far` kernels' median times from the profile, and the
 step time relative to the default shapes (cell/256, staged). Every shape gives the same
 forces: the force error is shown to check it. Rows of the `paper` variant (`--ddef-variant
 paper`, the default shapes without the `corrected` sums) are marked so; their force error
-differs by design.
+differs by design. Rows of a crowded cloud (`--cloud sphere|torus|sheet`) are marked with
+it; the gather's time per near pair (its kernel time over n times the mean near sources
+per target) compares a crowded cloud's gather with the cube's: a heavy cell that
+serialized its workgroups would show as a much higher figure.
 """
 import json
 import statistics
@@ -29,17 +32,19 @@ def main(paths):
                 shape = f'{r["ddef_gather"]} {r.get("ddef_far") or "staged"}'
                 if r.get("ddef_variant") == "paper":
                     shape += " paper"
-                rows.setdefault((shape, r["n"]), []).append(r)
+                if r.get("cloud") not in (None, "cube"):
+                    shape += f' {r["cloud"]}'
+                rows.setdefault((shape, r["n"], r["ddef_samples"]), []).append(r)
     if not rows:
         print("no DDEF rows")
         return 1
     adapters = {(r.get("adapter") or {}).get("device_type") for rs in rows.values() for r in rs}
     if "Cpu" in adapters:
         print("note: a software adapter runs the gather's and far field's direct paths, which"
-              " have one shape each: these rows differ by noise alone\n")
+              " have one shape each: rows of different shapes differ by noise alone\n")
     base = {}
     out = []
-    for (shape, n), rs in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    for (shape, n, m), rs in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
         steps = [s for r in rs for s in r["ms_per_step_samples"]]
         def kernel(name):
             t = [k["ms_per_step"] for r in rs for k in (r.get("kernel_times") or [])
@@ -47,19 +52,22 @@ def main(paths):
             return statistics.median(t) if t else None
         med = statistics.median(steps)
         if shape == "cell/256 staged":
-            base[n] = med
-        out.append((n, shape, rs[0]["ddef_samples"], med, min(steps), max(steps),
-                    kernel("ddef_gather"), kernel("ddef_far"), len(rs),
+            base[n, m] = med
+        near = rs[0].get("ddef_near_per_target")
+        per_pair = g * 1e6 / (n * near) if (g := kernel("ddef_gather")) and near else None
+        out.append((n, shape, m, med, min(steps), max(steps),
+                    kernel("ddef_gather"), kernel("ddef_far"), per_pair, len(rs),
                     rs[0].get("force_error_mean")))
     print("| n | gather, far | m | step ms (median, min-max) | ddef_gather ms | ddef_far ms "
-          "| vs default | rounds | force error |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| gather ns/near pair | vs default | rounds | force error |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     ms = lambda x: f"{x:.3f}" if x is not None else "-"
-    for n, shape, m, med, lo, hi, g, f, k, err in out:
-        rel = f"{med / base[n]:.3f}" if n in base else "-"
+    for n, shape, m, med, lo, hi, g, f, pp, k, err in out:
+        rel = f"{med / base[n, m]:.3f}" if (n, m) in base else "-"
         es = f"{err:.6g}" if err is not None else "-"
+        ns = f"{pp:.4f}" if pp is not None else "-"
         print(f"| {n} | {shape} | {m} | {med:.3f} ({lo:.3f}-{hi:.3f}) | {ms(g)} | {ms(f)} "
-              f"| {rel} | {k} | {es} |")
+              f"| {ns} | {rel} | {k} | {es} |")
     return 0
 
 

@@ -15,7 +15,10 @@
 # an H100) and the default shapes under the `paper` variant (`--ddef-variant paper`: no
 # `corrected` sums, so the difference is their cost) at 256K and 1M charges, m auto,
 # rounds interleaved (--rounds N, default 3), and prints their table
-# (benches/gather_table.py) instead of the main one.
+# (benches/gather_table.py) instead of the main one. `--only crowded` (not in the default
+# either) runs the default shapes at 256K and 1M, m auto, on the charges uniform in the
+# cube and crowded onto a sphere, a torus and a wavy sheet (`msc bench --cloud`), rounds
+# interleaved, with the gather's time per near pair beside each (the same table).
 # Results go to $OUT if set, else to bench-results/<UTC date and time>; the table is printed
 # and written to table.md there. $PYTHON picks the Python that has JAX (default python3);
 # nvcc is taken from PATH, else $CUDA_HOME/bin or /usr/local/cuda/bin.
@@ -39,7 +42,7 @@ while [ $# -gt 0 ]; do
         --peak-tflops|--bandwidth-gbs) peak+=("$1" "$2"); shift ;;
         --only) only="$2"; shift ;;
         --rounds) rounds="$2"; shift ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,/^set -euo/{/^#/p}' "$0"; exit 0 ;;
         -*) echo "gpu.sh: unknown option $1" >&2; exit 2 ;;
         *) msc="$1" ;;
     esac
@@ -48,8 +51,8 @@ done
 
 for part in ${only//,/ }; do
     case "$part" in
-        cloth|coulomb|ddef|worlds|adjoint|peers|gather) ;;
-        *) echo "gpu.sh: --only takes cloth,coulomb,ddef,worlds,adjoint,peers,gather, not '$part'" >&2
+        cloth|coulomb|ddef|worlds|adjoint|peers|gather|crowded) ;;
+        *) echo "gpu.sh: --only takes cloth,coulomb,ddef,worlds,adjoint,peers,gather,crowded, not '$part'" >&2
            exit 2 ;;
     esac
 done
@@ -192,10 +195,24 @@ if want gather; then
         done
     done
     "${PYTHON:-python3}" "$here/gather_table.py" "$out"/gather-*.jsonl | tee "$out/gather.md"
-    if [ "$only" = gather ]; then
-        echo "results: $out"
-        exit "$status"
-    fi
+fi
+# Crowded cells: the same charges uniform in the cube and on three surfaces (the default
+# shapes), every cloud once per round, the rounds interleaved.
+if want crowded; then
+    if [ "$quick" = 1 ]; then crowded_sizes=4K; rounds=1; else crowded_sizes=256K,1M; fi
+    for round in $(seq 1 "$rounds"); do
+        for cloud in cube sphere torus sheet; do
+            bench "crowded-$cloud-r$round" --workload ddef --sizes "$crowded_sizes" \
+                --samples auto --cloud "$cloud" "${coulomb_common[@]}" || status=1
+        done
+    done
+    "${PYTHON:-python3}" "$here/gather_table.py" "$out"/crowded-*.jsonl | tee "$out/crowded.md"
+fi
+# Only the shape or crowding tables asked for: no main table.
+if ! want cloth && ! want coulomb && ! want ddef && ! want worlds && ! want adjoint \
+        && [ "$peers" = 0 ]; then
+    echo "results: $out"
+    exit "$status"
 fi
 # Batched worlds (torus and small cloth): batched against one solver per world in turn.
 if want worlds; then
