@@ -53,10 +53,10 @@ def main(paths):
         med = statistics.median(steps)
         if shape == "cell/256 staged":
             base[n, m] = med
-        near = rs[0].get("ddef_near_per_target")
-        per_pair = g * 1e6 / (n * near) if (g := kernel("ddef_gather")) and near else None
+        near, gather = rs[0].get("ddef_near_per_target"), kernel("ddef_gather")
+        per_pair = gather * 1e6 / (n * near) if gather and near else None
         out.append((n, shape, m, med, min(steps), max(steps),
-                    kernel("ddef_gather"), kernel("ddef_far"), per_pair, len(rs),
+                    gather, kernel("ddef_far"), per_pair, len(rs),
                     rs[0].get("force_error_mean")))
     print("| n | gather, far | m | step ms (median, min-max) | ddef_gather ms | ddef_far ms "
           "| gather ns/near pair | vs default | rounds | force error |")

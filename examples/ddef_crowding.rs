@@ -45,11 +45,7 @@ fn main() {
         let plan = DdefSolver::plan_for(d, positions, system.charges()).expect("plan");
         let cpu = LatticeDdef::new(&plan, positions, system.charges(), config.coulomb.softening)
             .expect("reference");
-        let mut per_cell = std::collections::HashMap::new();
-        for l in cpu.located() {
-            *per_cell.entry(l.cell).or_insert(0u32) += 1;
-        }
-        let busiest = per_cell.values().copied().max().unwrap_or(0);
+        let busiest = cpu.busiest_cell();
         let near = cpu.mean_near_count();
         let mut gpu = GpuSolver::headless(
             system,

@@ -253,17 +253,13 @@ fn near_load(
 ) -> Result<(), GpuError> {
     let plan = crate::ddef::DdefSolver::plan_for(config, x, q)?;
     let lattice = crate::ddef::LatticeDdef::new(&plan, x, q, softening)?;
-    let mut per_cell = std::collections::HashMap::<[u32; 3], u32>::new();
-    for l in lattice.located() {
-        *per_cell.entry(l.cell).or_default() += 1;
-    }
     rec.ddef_near_per_target = Some(lattice.mean_near_count());
-    rec.ddef_busiest_cell = per_cell.values().copied().max();
+    rec.ddef_busiest_cell = Some(lattice.busiest_cell());
     Ok(())
 }
 
-/// A DDEF row's force error at the workload's initial positions: the first evaluation of
-/// the timed backend (the GPU kernels on `gpu`'s device, else the CPU reference) against
+/// A DDEF row's force error at the workload's initial positions (and, first, its
+/// [`near_load`]): the first evaluation of the timed backend (the GPU kernels on `gpu`'s device, else the CPU reference) against
 /// the exact f64 all-pairs sum, over up to [`DDEF_ERROR_TARGETS`] evenly strided charges.
 fn ddef_error(
     rec: &mut Record,

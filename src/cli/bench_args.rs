@@ -207,15 +207,17 @@ fn parse_worlds(s: &str) -> Result<usize, String> {
     }
 }
 
+/// The choice named `s` among `names`, or an error listing them.
+fn named<T>(s: &str, names: &[&str], from_name: fn(&str) -> Option<T>) -> Result<T, String> {
+    from_name(s.trim()).ok_or_else(|| format!("expected one of {}, got '{s}'", names.join(", ")))
+}
+
 fn parse_cloud(s: &str) -> Result<Cloud, String> {
-    let names: Vec<_> = Cloud::ALL.iter().map(|c| c.name()).collect();
-    Cloud::from_name(s.trim())
-        .ok_or_else(|| format!("expected one of {}, got '{s}'", names.join(", ")))
+    named(s, &Cloud::ALL.map(Cloud::name), Cloud::from_name)
 }
 
 fn parse_variant(s: &str) -> Result<DdefVariant, String> {
-    let names = DdefVariant::NAMES.join(", ");
-    DdefVariant::from_name(s.trim()).ok_or_else(|| format!("expected one of {names}, got '{s}'"))
+    named(s, &DdefVariant::NAMES, DdefVariant::from_name)
 }
 
 /// A DDEF sample count (1 to the configuration's limit) or `auto`.

@@ -467,6 +467,16 @@ impl LatticeDdef {
             .sum();
         total as f64 / self.order.len().max(1) as f64
     }
+
+    /// The most charges in one lattice cell: a cell's 6 Kuhn tetrahedra are consecutive,
+    /// so their sorted ranges are one range.
+    pub fn busiest_cell(&self) -> u32 {
+        let s = &self.start;
+        (0..s.len() / 6)
+            .map(|c| s[6 * c + 6] - s[6 * c])
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// Barycentric weights of `p` over the path vertices of (cell, kuhn): exact for any point,
@@ -513,6 +523,28 @@ mod tests {
     use super::*;
     use crate::ddef::lattice_tangent::tests::cloud;
     use crate::ddef::{DdefConfig, DdefSamples, DdefSolver};
+
+    /// The busiest cell counts the charges the locator put in each cell.
+    #[test]
+    fn the_busiest_cell_is_the_largest_count_of_located_cells() {
+        let (mut x, q, _, _) = cloud(600, 7);
+        for p in &mut x[..150] {
+            *p = DVec3::new(0.3, 0.3, 0.3) + (*p - DVec3::splat(0.5)) * 0.05;
+        }
+        let config = DdefConfig {
+            samples: DdefSamples::Count(125),
+            ..DdefConfig::default()
+        };
+        let plan = DdefSolver::plan_for(config, &x, &q).unwrap();
+        let l = LatticeDdef::new(&plan, &x, &q, 0.01).unwrap();
+        let mut per_cell = std::collections::HashMap::<[u32; 3], u32>::new();
+        for s in l.located() {
+            *per_cell.entry(s.cell).or_default() += 1;
+        }
+        let most = per_cell.values().copied().max().unwrap();
+        assert!(most >= 100, "{most}: the cluster's cell");
+        assert_eq!(l.busiest_cell(), most);
+    }
 
     /// A tetrahedron crowded past two tasks: the split evaluation gives, bit for bit,
     /// what one pass over each whole tetrahedron gives (each target's sum is the same
