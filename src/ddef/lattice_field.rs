@@ -524,19 +524,31 @@ mod tests {
     use crate::ddef::lattice_tangent::tests::cloud;
     use crate::ddef::{DdefConfig, DdefSamples, DdefSolver};
 
-    /// The busiest cell counts the charges the locator put in each cell.
-    #[test]
-    fn the_busiest_cell_is_the_largest_count_of_located_cells() {
-        let (mut x, q, _, _) = cloud(600, 7);
-        for p in &mut x[..150] {
-            *p = DVec3::new(0.3, 0.3, 0.3) + (*p - DVec3::splat(0.5)) * 0.05;
+    /// The reference's structure for `n` charges of the test cloud (seed `seed`), the
+    /// first `k` of them moved by `cluster`, on about m sites.
+    fn clustered(
+        (n, seed): (usize, u64),
+        k: usize,
+        cluster: impl Fn(DVec3) -> DVec3,
+        m: u32,
+    ) -> LatticeDdef {
+        let (mut x, q, _, _) = cloud(n, seed);
+        for p in &mut x[..k] {
+            *p = cluster(*p);
         }
         let config = DdefConfig {
-            samples: DdefSamples::Count(125),
+            samples: DdefSamples::Count(m),
             ..DdefConfig::default()
         };
         let plan = DdefSolver::plan_for(config, &x, &q).unwrap();
-        let l = LatticeDdef::new(&plan, &x, &q, 0.01).unwrap();
+        LatticeDdef::new(&plan, &x, &q, 0.01).unwrap()
+    }
+
+    /// The busiest cell counts the charges the locator put in each cell.
+    #[test]
+    fn the_busiest_cell_is_the_largest_count_of_located_cells() {
+        let near = |p: DVec3| DVec3::splat(0.3) + (p - DVec3::splat(0.5)) * 0.05;
+        let l = clustered((600, 7), 150, near, 125);
         let mut per_cell = std::collections::HashMap::<[u32; 3], u32>::new();
         for s in l.located() {
             *per_cell.entry(s.cell).or_default() += 1;
@@ -551,17 +563,9 @@ mod tests {
     /// terms in the same order), for every evaluation.
     #[test]
     fn a_crowded_tetrahedron_split_over_tasks_gives_the_same_bits() {
-        let (mut x, q, _, _) = cloud(800, 51);
         let at = DVec3::new(0.62, 0.18, 0.91);
-        for p in &mut x[..700] {
-            *p = at + (*p - DVec3::new(0.5, 0.35, 0.65)) * 1e-3;
-        }
-        let config = DdefConfig {
-            samples: DdefSamples::Count(27),
-            ..DdefConfig::default()
-        };
-        let plan = DdefSolver::plan_for(config, &x, &q).unwrap();
-        let l = LatticeDdef::new(&plan, &x, &q, 0.01).unwrap();
+        let near = |p: DVec3| at + (p - DVec3::new(0.5, 0.35, 0.65)) * 1e-3;
+        let l = clustered((800, 51), 700, near, 27);
         let crowded = l.occupied().iter().map(|&(_, b, e)| e - b).max().unwrap();
         assert!(crowded > 2 * TARGETS_PER_TASK, "{crowded}");
         for eval in [
