@@ -8,17 +8,19 @@ Each file is one `msc bench --workload ddef --ddef-gather G --ddef-far F` run; t
 are grouped by the two shapes, the size and m over the files (the rounds). Per shape and
 size: the step time (median over every timed block of every round, with the smallest and
 largest), the `ddef_gather` and `ddef_far` kernels' median times from the profile, and the
-step time relative to the default shapes (cell/256, staged). Every shape gives the same
+step time relative to the default shapes (cell/256/unrolled, staged). Every shape gives the same
 forces: the force error is shown to check it. Rows of the `paper` variant (`--ddef-variant
 paper`, the default shapes without the `corrected` sums) are marked so; their force error
 differs by design. Rows of a crowded cloud (`--cloud sphere|torus|sheet`) are marked with
-it; the gather's time per near pair (its kernel time over n times the mean near sources
+it; the gather's time per near pair in picoseconds (its kernel time over n times the mean near sources
 per target) compares a crowded cloud's gather with the cube's: a heavy cell that
 serialized its workgroups would show as a much higher figure.
 """
 import json
 import statistics
 import sys
+
+DEFAULT = "cell/256/unrolled staged"
 
 
 def main(paths):
@@ -42,7 +44,7 @@ def main(paths):
     if "Cpu" in adapters:
         print("note: a software adapter runs the gather's and far field's direct paths, which"
               " have one shape each: rows of different shapes differ by noise alone\n")
-    base = {}
+    plain = {}
     out = []
     for (shape, n, m), rs in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
         steps = [s for r in rs for s in r["ms_per_step_samples"]]
@@ -51,23 +53,28 @@ def main(paths):
                  if k["kernel"] == name]
             return statistics.median(t) if t else None
         med = statistics.median(steps)
-        if shape == "cell/256 staged":
-            base[n, m] = med
+        # Rows of the uniform cloud and the corrected variant (no mark after the shapes):
+        # the ratio's base is the default shapes' row, else (records of an older default)
+        # the only such row.
+        if len(shape.split()) == 2:
+            plain.setdefault((n, m), {})[shape] = med
         near, gather = rs[0].get("ddef_near_per_target"), kernel("ddef_gather")
-        per_pair = gather * 1e6 / (n * near) if gather and near else None
+        per_pair = gather * 1e9 / (n * near) if gather and near else None
         out.append((n, shape, m, med, min(steps), max(steps),
                     gather, kernel("ddef_far"), per_pair, len(rs),
                     rs[0].get("force_error_mean")))
     print("| n | gather, far | m | step ms (median, min-max) | ddef_gather ms | ddef_far ms "
-          "| gather ns/near pair | vs default | rounds | force error |")
+          "| gather ps/near pair | vs default | rounds | force error |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     ms = lambda x: f"{x:.3f}" if x is not None else "-"
+    base = {k: v.get(DEFAULT, next(iter(v.values())) if len(v) == 1 else None)
+            for k, v in plain.items()}
     for n, shape, m, med, lo, hi, g, f, pp, k, err in out:
-        rel = f"{med / base[n, m]:.3f}" if (n, m) in base else "-"
+        rel = f"{med / base[n, m]:.3f}" if base.get((n, m)) else "-"
         es = f"{err:.6g}" if err is not None else "-"
-        ns = f"{pp:.4f}" if pp is not None else "-"
+        ps = f"{pp:.2f}" if pp is not None else "-"
         print(f"| {n} | {shape} | {m} | {med:.3f} ({lo:.3f}-{hi:.3f}) | {ms(g)} | {ms(f)} "
-              f"| {ns} | {rel} | {k} | {es} |")
+              f"| {ps} | {rel} | {k} | {es} |")
     return 0
 
 

@@ -7,7 +7,8 @@
 # skipping what needs CUDA or JAX with the reason.
 #
 # usage: benches/gpu.sh [--quick] [--only PARTS] [--msc PATH] [--out DIR] [--no-peers]
-#                       [--peak-tflops X] [--bandwidth-gbs Y] [--rounds N] [PATH_TO_MSC]
+#                       [--peak-tflops X] [--bandwidth-gbs Y] [--rounds N] [--shapes LIST]
+#                       [PATH_TO_MSC]
 # --only takes a comma-separated subset of cloth,coulomb,ddef,worlds,adjoint,peers (all by
 # default): `--only coulomb,ddef` is the DDEF targets and their all-pairs crossover.
 # `--only gather` (not in the default) times the shapes of the DDEF near gather and far
@@ -15,10 +16,12 @@
 # an H100) and the default shapes under the `paper` variant (`--ddef-variant paper`: no
 # `corrected` sums, so the difference is their cost) at 256K and 1M charges, m auto,
 # rounds interleaved (--rounds N, default 3), and prints their table
-# (benches/gather_table.py) instead of the main one. `--only crowded` (not in the default
-# either) runs the default shapes at 256K and 1M, m auto, on the charges uniform in the
-# cube and crowded onto a sphere, a torus and a wavy sheet (`msc bench --cloud`), rounds
-# interleaved, with the gather's time per near pair beside each (the same table).
+# (benches/gather_table.py) instead of the main one; `--shapes` takes a comma-separated
+# subset of its shapes (the default, cell/256/unrolled, always runs: the ratios are to
+# it). `--only crowded` (not in the default either) runs the default shapes at 256K and
+# 1M, m auto, on the charges uniform in the cube and crowded onto a sphere, a torus and a
+# wavy sheet (`msc bench --cloud`), rounds interleaved, with the gather's time per near
+# pair beside each (the same table).
 # Results go to $OUT if set, else to bench-results/<UTC date and time>; the table is printed
 # and written to table.md there. $PYTHON picks the Python that has JAX (default python3);
 # nvcc is taken from PATH, else $CUDA_HOME/bin or /usr/local/cuda/bin.
@@ -30,6 +33,9 @@ quick=0
 peers=1
 only=cloth,coulomb,ddef,worlds,adjoint,peers
 rounds=3
+all_shapes=cell/256,packed/256,cell/128,packed/128,cell/256/unrolled,cell/128/unrolled
+all_shapes+=,far:direct/1,far:direct/2,far:direct/4,variant:paper
+shapes=$all_shapes
 msc=""
 out="${OUT:-}"
 peak=()
@@ -42,6 +48,7 @@ while [ $# -gt 0 ]; do
         --peak-tflops|--bandwidth-gbs) peak+=("$1" "$2"); shift ;;
         --only) only="$2"; shift ;;
         --rounds) rounds="$2"; shift ;;
+        --shapes) shapes="$2"; shift ;;
         -h|--help) sed -n '2,/^set -euo/{/^#/p}' "$0"; exit 0 ;;
         -*) echo "gpu.sh: unknown option $1" >&2; exit 2 ;;
         *) msc="$1" ;;
@@ -56,6 +63,13 @@ for part in ${only//,/ }; do
            exit 2 ;;
     esac
 done
+for shape in ${shapes//,/ }; do
+    if [[ ",$all_shapes," != *",$shape,"* ]]; then
+        echo "gpu.sh: --shapes takes a subset of $all_shapes, not '$shape'" >&2
+        exit 2
+    fi
+done
+[[ ",$shapes," == *",cell/256/unrolled,"* ]] || shapes="cell/256/unrolled,$shapes"
 want() { [[ ",$only," == *",$1,"* ]]; }
 want peers || peers=0
 
@@ -182,8 +196,7 @@ fi
 if want gather; then
     if [ "$quick" = 1 ]; then gather_sizes=4K; rounds=1; else gather_sizes=256K,1M; fi
     for round in $(seq 1 "$rounds"); do
-        for shape in cell/256 packed/256 cell/128 packed/128 cell/256/unrolled \
-                cell/128/unrolled far:direct/1 far:direct/2 far:direct/4 variant:paper; do
+        for shape in ${shapes//,/ }; do
             case "$shape" in
                 far:*) flag=(--ddef-far "${shape#far:}") ;;
                 variant:*) flag=(--ddef-variant "${shape#variant:}") ;;
