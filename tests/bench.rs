@@ -469,7 +469,7 @@ fn ddef_rows_report_time_error_and_rebuilds_per_size_and_sample_count() {
         assert_eq!(u(r, "ddef_samples"), m, "samples run in increasing order");
         assert_eq!(u(r, "ddef_rebuild_every"), 1);
         assert_eq!(r["ddef_variant"], "corrected", "the default variant");
-        assert_eq!(r["ddef_gather"], "cell/256", "the default shape");
+        assert_eq!(r["ddef_gather"], "cell/256/unrolled", "the default shape");
         assert_eq!(r["ddef_far"], "staged", "the default shape");
         // The lattice is planned once and followed at every evaluation: 3 evaluations
         // (1 warm-up + 2 timed) in which the cloud cannot drift from its plan.

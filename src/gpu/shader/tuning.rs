@@ -42,10 +42,9 @@ pub enum GatherStaging {
 }
 
 /// How `ddef_gather`'s per-cell walk adds a tetrahedron's staged sources (`UNROLLED`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GatherPairs {
     /// One source per loop trip, each tested against the target's own.
-    #[default]
     Plain,
     /// Outside the target's own cell (which alone holds its own source) without the test
     /// and four sources per trip: fewer loop instructions per pair, four pulls in flight.
@@ -54,12 +53,25 @@ pub enum GatherPairs {
 
 /// The shape of `ddef_gather` on a GPU (its staged path; a CPU adapter's direct path has
 /// one shape). Written and parsed as `cell/256`, `packed/128`, `cell/256/unrolled`, ...
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DdefGather {
     pub staging: GatherStaging,
     pub lanes: GatherLanes,
     /// `Unrolled` with `PerCell` staging only.
     pub pairs: GatherPairs,
+}
+
+/// `cell/256/unrolled`: 9-10% faster steps than `cell/256` at 256K and 1M charges on an
+/// H200, the fastest shape at both (BENCHMARKS.md, "The near gather's and far field's
+/// shapes").
+impl Default for DdefGather {
+    fn default() -> Self {
+        Self {
+            staging: GatherStaging::PerCell,
+            lanes: GatherLanes::L256,
+            pairs: GatherPairs::Unrolled,
+        }
+    }
 }
 
 impl DdefGather {
@@ -194,7 +206,7 @@ mod tests {
             "cell/128/unrolled".parse::<DdefGather>().map(|g| g.pairs),
             Ok(GatherPairs::Unrolled)
         );
-        assert_eq!(DdefGather::default().to_string(), "cell/256");
+        assert_eq!(DdefGather::default().to_string(), "cell/256/unrolled");
         for f in DdefFar::ALL {
             assert_eq!(f.to_string().parse::<DdefFar>(), Ok(f));
         }
