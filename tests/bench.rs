@@ -525,8 +525,14 @@ fn ddef_rows_run_the_variant_asked_for() {
 fn coulomb_and_ddef_rows_run_the_cloud_asked_for() {
     let dir = tempfile::tempdir().unwrap();
     let run = |workload: &str, cloud: &str| {
+        // (--samples only where a workload reads it: `an_option_no_workload_run_reads_...`)
+        let samples = if workload == "ddef" {
+            "--samples 100"
+        } else {
+            ""
+        };
         let args = format!(
-            "bench --backend cpu --workload {workload} --sizes 1500 --samples 100 --steps 1 \
+            "bench --backend cpu --workload {workload} --sizes 1500 {samples} --steps 1 \
              --warmup 0 --warmup-ms 0 --repeats 1 --cloud {cloud}"
         );
         let o = msc(&args.split_whitespace().collect::<Vec<_>>(), dir.path());
@@ -739,6 +745,98 @@ fn bad_option_values_exit_2_naming_the_option() {
         assert!(stderr(&o).contains(option), "{args:?}: {}", stderr(&o));
         assert!(o.stdout.is_empty(), "{args:?}");
         assert!(!stderr(&o).contains("panicked"));
+    }
+}
+
+#[test]
+fn an_option_no_workload_run_reads_is_a_usage_error_naming_it_and_its_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    // (arguments, the option, its readers, what runs instead): nothing starts, so no
+    // adapter is needed.
+    for (args, option, readers, runs) in [
+        (
+            &["--workload", "cloth", "--cloud", "sphere"][..],
+            "--cloud",
+            "coulomb and ddef",
+            "the cloth workload",
+        ),
+        (
+            &["--samples", "500"][..],
+            "--samples",
+            "ddef workload and a charged adjoint",
+            "the cloth and coulomb workloads",
+        ),
+        (
+            &["--workload", "adjoint", "--samples", "500"][..],
+            "--samples",
+            "charged adjoint",
+            "the adjoint workload",
+        ),
+        (
+            &["--workload", "coulomb", "--ddef-far", "direct/2"][..],
+            "--ddef-far",
+            "ddef workload on the GPU",
+            "the coulomb workload",
+        ),
+        (
+            &[
+                "--backend",
+                "cpu",
+                "--workload",
+                "ddef",
+                "--ddef-gather",
+                "cell/128",
+            ][..],
+            "--ddef-gather",
+            "GPU backend",
+            "on the CPU backend",
+        ),
+        (
+            &["--workload", "ddef", "--sweeps", "5"][..],
+            "--sweeps",
+            "cloth, worlds, mesh and adjoint",
+            "the ddef workload",
+        ),
+        (
+            &["--workload", "worlds", "--checkpoint", "all"][..],
+            "--checkpoint",
+            "adjoint",
+            "the worlds workload",
+        ),
+        (
+            &["--workload", "adjoint", "--rebuild-every", "3"][..],
+            "--rebuild-every",
+            "ddef",
+            "the adjoint workload",
+        ),
+        (
+            &["--workload", "coulomb", "--worlds", "4"][..],
+            "--worlds",
+            "worlds",
+            "the coulomb workload",
+        ),
+    ] {
+        let mut all = vec!["bench", "--sizes", "4K", "-q"];
+        all.extend_from_slice(args);
+        let o = msc(&all, dir.path());
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        for part in [option, readers, runs] {
+            assert!(e.contains(part), "{args:?} should name '{part}': {e}");
+        }
+        assert!(o.stdout.is_empty(), "{args:?}: nothing ran");
+    }
+    // The same values where a workload reads them, and a default given where none does,
+    // are accepted (the CPU backend's smallest runs).
+    for args in [
+        &["--workload", "cloth", "--cloud", "cube", "--sweeps", "2"][..],
+        &["--workload", "coulomb", "--cloud", "sphere"][..],
+    ] {
+        let mut all = vec!["bench", "--backend", "cpu", "--sizes", "16", "--steps", "1"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--warmup", "0", "--warmup-ms", "0", "--repeats", "1", "-q"]);
+        let o = msc(&all, dir.path());
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
     }
 }
 

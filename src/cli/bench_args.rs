@@ -1,6 +1,7 @@
 //! `msc bench`'s arguments: parsed and checked once (typed sizes, sample counts, shapes)
 //! and turned into the library's [`BenchOptions`].
 
+use super::error::CliError;
 use crate::bench::{self, Backend, BenchOptions, Cloud, Workload};
 use crate::config::{DdefSamples, DdefVariant};
 use crate::model::System;
@@ -169,6 +170,88 @@ pub struct BenchArgs {
     /// No table or progress on stderr (the JSON lines still go to stdout)
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+impl BenchArgs {
+    /// The workloads this command runs (`--mesh` with another workload adds the mesh's).
+    fn runs(&self) -> Vec<WorkloadArg> {
+        use WorkloadArg as W;
+        let mut runs = match self.workload {
+            W::All if self.mesh.is_some() => vec![],
+            W::All => vec![W::Cloth, W::Coulomb],
+            w => vec![w],
+        };
+        if self.mesh.is_some() && !runs.contains(&W::Mesh) {
+            runs.push(W::Mesh);
+        }
+        runs
+    }
+
+    /// Every option at its default (`msc bench` with no arguments).
+    fn defaults() -> Self {
+        use clap::{Args, FromArgMatches};
+        let command = Self::augment_args(clap::Command::new("bench"));
+        Self::from_arg_matches(&command.get_matches_from(["bench"])).expect("the defaults parse")
+    }
+
+    /// The first option set away from its default that no workload run here reads (or,
+    /// for the kernel shapes, that the CPU backend does not), as a usage error: not a
+    /// value silently ignored (`msc bench --workload cloth --cloud sphere`).
+    pub fn unread_option(&self) -> Option<CliError> {
+        use WorkloadArg as W;
+        const CLOTHS: &[WorkloadArg] = &[W::Cloth, W::Worlds, W::Mesh, W::Adjoint];
+        const CLOTHS_W: &str = "the cloth, worlds, mesh and adjoint workloads";
+        const DDEF_W: &str = "the ddef workload";
+        const ADJ_W: &str = "the adjoint workload";
+        const GPU_W: &str = "the ddef workload on the GPU backend";
+        let d = Self::defaults();
+        // The adjoint workload has DDEF rows only for a charged cloth.
+        let samples_read_by: &[W] = if self.charged_fraction > 0.0 {
+            &[W::Ddef, W::Adjoint]
+        } else {
+            &[W::Ddef]
+        };
+        // (option, set away from its default, the workloads that read it, in words)
+        #[rustfmt::skip]
+        let checks: [(&'static str, bool, &[W], &'static str); 13] = [
+            ("--sweeps", self.sweeps != d.sweeps, CLOTHS, CLOTHS_W),
+            ("--charged-fraction", self.charged_fraction != d.charged_fraction, CLOTHS, CLOTHS_W),
+            ("--samples", self.samples != d.samples, samples_read_by, "the ddef workload and a charged adjoint workload"),
+            ("--rebuild-every", self.rebuild_every != d.rebuild_every, &[W::Ddef], DDEF_W),
+            ("--ddef-variant", self.ddef_variant != d.ddef_variant, &[W::Ddef], DDEF_W),
+            ("--cloud", self.cloud != d.cloud, &[W::Coulomb, W::Ddef], "the coulomb and ddef workloads"),
+            ("--ddef-gather", self.ddef_gather != d.ddef_gather, &[W::Ddef], GPU_W),
+            ("--ddef-far", self.ddef_far != d.ddef_far, &[W::Ddef], GPU_W),
+            ("--worlds", self.worlds != d.worlds, &[W::Worlds], "the worlds workload"),
+            ("--horizon", self.horizon != d.horizon, &[W::Adjoint], ADJ_W),
+            ("--adjoint-tolerance", self.adjoint_tolerance != d.adjoint_tolerance, &[W::Adjoint], ADJ_W),
+            ("--adjoint-solve", self.adjoint_solve != d.adjoint_solve, &[W::Adjoint], ADJ_W),
+            ("--checkpoint", self.checkpoint != d.checkpoint, &[W::Adjoint], ADJ_W),
+        ];
+        let runs = self.runs();
+        let names: Vec<String> = runs
+            .iter()
+            .filter_map(clap::ValueEnum::to_possible_value)
+            .map(|v| v.get_name().to_string())
+            .collect();
+        let plural = if names.len() > 1 { "s" } else { "" };
+        let cpu = self.backend == BenchBackendArg::Cpu;
+        checks
+            .into_iter()
+            .find_map(|(option, set, readers, words)| {
+                let workload = runs.iter().any(|w| readers.contains(w));
+                let gpu_only = matches!(option, "--ddef-gather" | "--ddef-far");
+                (set && !(workload && !(gpu_only && cpu))).then(|| CliError::UnreadOption {
+                    option,
+                    readers: words,
+                    runs: if workload {
+                        "it on the CPU backend".to_string()
+                    } else {
+                        format!("the {} workload{plural}", names.join(" and "))
+                    },
+                })
+            })
+    }
 }
 
 /// `1024`, `4K`, `1M`: at least 4, at most the particle limit.

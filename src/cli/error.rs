@@ -34,6 +34,16 @@ pub enum CliError {
         out.display()
     )]
     Interrupted { step: u64, out: PathBuf },
+    /// `msc bench`: an option set away from its default that nothing the command runs
+    /// reads.
+    #[error(
+        "{option} changes nothing here: it is read by {readers} only, and this command runs {runs}"
+    )]
+    UnreadOption {
+        option: &'static str,
+        readers: &'static str,
+        runs: String,
+    },
     /// The DDEF approximation could not be built (`msc ddef-error`).
     #[error("DDEF failed")]
     Ddef(#[source] crate::ddef::DdefError),
@@ -83,6 +93,7 @@ impl CliError {
                 _ => 2,
             },
             Self::FitStalled { .. } => 1,
+            Self::UnreadOption { .. } => 2,
             Self::Interrupted { .. } => crate::interrupt::EXIT_CODE,
             Self::Diverged { .. }
             | Self::ValidateDiverged { .. }

@@ -107,10 +107,13 @@ pub fn dispatch(command: &Command) -> Result<(), CliError> {
         Command::Validate(args) => validate::execute(args).map(|_| ()),
         Command::Render(args) => render::execute(args).map(|_| ()),
         Command::DdefError(args) => ddef_error::execute(args).map(|_| ()),
-        Command::Bench(args) if args.workload == bench_args::WorkloadArg::Adjoint => {
-            bench_adjoint::execute(args)
-        }
-        Command::Bench(args) => bench::execute(args).map(|_| ()),
+        Command::Bench(args) => match args.unread_option() {
+            Some(e) => Err(e),
+            None if args.workload == bench_args::WorkloadArg::Adjoint => {
+                bench_adjoint::execute(args)
+            }
+            None => bench::execute(args).map(|_| ()),
+        },
         Command::Fit(args) => fit::execute(args).map(|_| ()),
         Command::Sweep(args) => sweep::execute(args).map(|_| ()),
         Command::Batch(args) => batch::execute(args).map(|_| ()),
