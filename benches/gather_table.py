@@ -8,13 +8,14 @@ Each file is one `msc bench --workload ddef --ddef-gather G --ddef-far F` run; t
 are grouped by the two shapes, the size and m over the files (the rounds). Per shape and
 size: the step time (median over every timed block of every round, with the smallest and
 largest), the `ddef_gather` and `ddef_far` kernels' median times from the profile, and the
-step time relative to the default shapes (cell/256/unrolled, staged). Every shape gives the same
-forces: the force error is shown to check it. Rows of the `paper` variant (`--ddef-variant
-paper`, the default shapes without the `corrected` sums) are marked so; their force error
-differs by design. Rows of a crowded cloud (`--cloud sphere|torus|sheet`) are marked with
-it; the gather's time per near pair in picoseconds (its kernel time over n times the mean near sources
-per target) compares a crowded cloud's gather with the cube's: a heavy cell that
-serialized its workgroups would show as a much higher figure.
+step time relative to the default shapes (cell/256/unrolled, staged). Every shape gives the
+same forces: the force error is shown to check it. Rows of the `paper` variant
+(`--ddef-variant paper`, the default shapes without the `corrected` sums) are marked so;
+their force error differs by design. Rows of a crowded cloud (`--cloud
+sphere|torus|sheet`) are marked with it; the gather's time per near pair in picoseconds
+(its kernel time over n times the mean near sources per target) compares a crowded
+cloud's gather with the cube's: a heavy cell that serialized its workgroups would show as
+a much higher figure.
 """
 import json
 import statistics

@@ -191,7 +191,10 @@ impl BenchArgs {
     fn defaults() -> Self {
         use clap::{Args, FromArgMatches};
         let command = Self::augment_args(clap::Command::new("bench"));
-        Self::from_arg_matches(&command.get_matches_from(["bench"])).expect("the defaults parse")
+        let matches = command
+            .try_get_matches_from(["bench"])
+            .expect("no option is required");
+        Self::from_arg_matches(&matches).expect("the defaults parse")
     }
 
     /// The first option set away from its default that no workload run here reads (or,
@@ -241,7 +244,8 @@ impl BenchArgs {
             .find_map(|(option, set, readers, words)| {
                 let workload = runs.iter().any(|w| readers.contains(w));
                 let gpu_only = matches!(option, "--ddef-gather" | "--ddef-far");
-                (set && !(workload && !(gpu_only && cpu))).then(|| CliError::UnreadOption {
+                let read = workload && !(gpu_only && cpu);
+                (set && !read).then(|| CliError::UnreadOption {
                     option,
                     readers: words,
                     runs: if workload {
