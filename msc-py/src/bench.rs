@@ -17,7 +17,9 @@ impl Classify for WorkloadError {
 }
 
 /// The workload `name` ("cloth" or "coulomb") at about `n` particles, as `msc bench`
-/// builds it: (System, Config). `cloud` places the Coulomb charges as `--cloud` does.
+/// builds it: (System, Config). `cloud` places the Coulomb charges as `--cloud` does;
+/// `sweeps` and `charged_fraction` shape the cloth. A value the workload does not read
+/// raises ValueError, as `msc bench` refuses it.
 #[pyfunction]
 #[pyo3(signature = (name, n, *, sweeps=20, charged_fraction=0.0, cloud="cube"))]
 pub fn bench_workload(
@@ -41,6 +43,13 @@ pub fn bench_workload(
     if name == "cloth" && cloud != Cloud::Cube {
         return Err(PyValueError::new_err(
             "cloud places the \"coulomb\" workload's charges; the cloth has its own shape",
+        ));
+    }
+    // As `msc bench` refuses an option no workload it runs reads: never silently ignored.
+    if name == "coulomb" && (sweeps != 20 || charged_fraction != 0.0) {
+        return Err(PyValueError::new_err(
+            "sweeps and charged_fraction shape the \"cloth\" workload; the \"coulomb\" \
+             cloud has no springs and every particle charged",
         ));
     }
     let built = match name {

@@ -120,6 +120,11 @@ def test_bench_workloads_are_those_of_msc_bench() -> None:
         msc.bench_workload("coulomb", 100, cloud="cone")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="cloth has its own shape"):
         msc.bench_workload("cloth", 256, cloud="torus")
+    # What the Coulomb cloud does not read is refused, not ignored (as `msc bench` does).
+    with pytest.raises(ValueError, match="shape the \"cloth\" workload"):
+        msc.bench_workload("coulomb", 100, sweeps=5)
+    with pytest.raises(ValueError, match="shape the \"cloth\" workload"):
+        msc.bench_workload("coulomb", 100, charged_fraction=0.5)
     with pytest.raises(msc.ModelError, match="at least 4 particles"):
         msc.bench_workload("cloth", 2)
     with pytest.raises(ValueError, match="workload"):
