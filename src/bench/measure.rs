@@ -259,8 +259,9 @@ fn near_load(
 }
 
 /// A DDEF row's force error at the workload's initial positions (and, first, its
-/// [`near_load`]): the first evaluation of the timed backend (the GPU kernels on `gpu`'s device, else the CPU reference) against
-/// the exact f64 all-pairs sum, over up to [`DDEF_ERROR_TARGETS`] evenly strided charges.
+/// [`near_load`]): the first evaluation of the timed backend (the GPU kernels on `gpu`'s
+/// device, else the CPU reference) against the exact f64 all-pairs sum, over up to
+/// [`DDEF_ERROR_TARGETS`] evenly strided charges.
 fn ddef_error(
     rec: &mut Record,
     built: &workload::Built,

@@ -173,7 +173,9 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
-    /// The workloads this command runs (`--mesh` with another workload adds the mesh's).
+    /// The workloads this command runs, in order: `all` is the cloth and Coulomb ones, or
+    /// with `--mesh FILE` the mesh's alone; a mesh file given with another workload adds
+    /// its row after that workload's.
     fn runs(&self) -> Vec<WorkloadArg> {
         use WorkloadArg as W;
         let mut runs = match self.workload {
@@ -373,22 +375,19 @@ impl BenchArgs {
         } else {
             bench::CPU_SIZES.to_vec()
         };
-        let mut workloads = match self.workload {
-            WorkloadArg::Cloth => vec![Workload::Cloth],
-            WorkloadArg::Coulomb => vec![Workload::Coulomb],
-            WorkloadArg::Ddef => vec![Workload::Ddef],
-            WorkloadArg::Worlds => vec![Workload::Worlds],
-            WorkloadArg::Mesh => vec![Workload::Mesh],
-            // Run by `bench_adjoint`, not `bench::run`.
-            WorkloadArg::Adjoint => Vec::new(),
-            // `--mesh FILE` alone runs the mesh workload.
-            WorkloadArg::All if self.mesh.is_some() => vec![],
-            WorkloadArg::All => vec![Workload::Cloth, Workload::Coulomb],
-        };
-        // A mesh file given with another workload adds its row after that workload's.
-        if self.mesh.is_some() && !workloads.contains(&Workload::Mesh) {
-            workloads.push(Workload::Mesh);
-        }
+        let workloads = self
+            .runs()
+            .into_iter()
+            .filter_map(|w| match w {
+                WorkloadArg::Cloth => Some(Workload::Cloth),
+                WorkloadArg::Coulomb => Some(Workload::Coulomb),
+                WorkloadArg::Ddef => Some(Workload::Ddef),
+                WorkloadArg::Worlds => Some(Workload::Worlds),
+                WorkloadArg::Mesh => Some(Workload::Mesh),
+                // Run by `bench_adjoint`, not `bench::run`; `runs` resolves `All`.
+                WorkloadArg::Adjoint | WorkloadArg::All => None,
+            })
+            .collect();
         BenchOptions {
             workloads,
             sizes,
