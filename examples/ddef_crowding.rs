@@ -10,7 +10,7 @@
 
 use msc::bench::{workload, Cloud};
 use msc::config::DdefVariant;
-use msc::ddef::{DdefSolver, LatticeDdef};
+use msc::ddef::DdefSolver;
 use msc::gpu::{GpuSolver, HeadlessOptions};
 
 fn main() {
@@ -42,9 +42,9 @@ fn main() {
         let Some(d) = config.coulomb.method.ddef() else {
             unreachable!("the DDEF workload")
         };
-        let plan = DdefSolver::plan_for(d, positions, system.charges()).expect("plan");
-        let cpu = LatticeDdef::new(&plan, positions, system.charges(), config.coulomb.softening)
-            .expect("reference");
+        let cpu =
+            DdefSolver::reference_for(d, positions, system.charges(), config.coulomb.softening)
+                .expect("reference");
         let busiest = cpu.busiest_cell();
         let near = cpu.mean_near_count();
         let mut gpu = GpuSolver::headless(

@@ -251,8 +251,7 @@ fn near_load(
     q: &[f64],
     softening: f64,
 ) -> Result<(), GpuError> {
-    let plan = crate::ddef::DdefSolver::plan_for(config, x, q)?;
-    let lattice = crate::ddef::LatticeDdef::new(&plan, x, q, softening)?;
+    let lattice = crate::ddef::DdefSolver::reference_for(config, x, q, softening)?;
     rec.ddef_near_per_target = Some(lattice.mean_near_count());
     rec.ddef_busiest_cell = Some(lattice.busiest_cell());
     Ok(())

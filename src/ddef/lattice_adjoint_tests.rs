@@ -18,8 +18,7 @@ fn evaluation(x: &[DVec3], q: &[f64], samples: u32, eps: f64) -> LatticeDdef {
         samples: DdefSamples::Count(samples),
         ..DdefConfig::default()
     };
-    let plan = DdefSolver::plan_for(config, x, q).unwrap();
-    LatticeDdef::new(&plan, x, q, eps).unwrap()
+    DdefSolver::reference_for(config, x, q, eps).unwrap()
 }
 
 fn norm(v: &[DVec3]) -> f64 {

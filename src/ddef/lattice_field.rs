@@ -540,8 +540,7 @@ mod tests {
             samples: DdefSamples::Count(m),
             ..DdefConfig::default()
         };
-        let plan = DdefSolver::plan_for(config, &x, &q).unwrap();
-        LatticeDdef::new(&plan, &x, &q, 0.01).unwrap()
+        DdefSolver::reference_for(config, &x, &q, 0.01).unwrap()
     }
 
     /// The busiest cell counts the charges the locator put in each cell.

@@ -256,8 +256,7 @@ pub(super) mod tests {
             samples: DdefSamples::Count(64),
             ..DdefConfig::default()
         };
-        let plan = DdefSolver::plan_for(config, &x, &q).unwrap();
-        let l = LatticeDdef::new(&plan, &x, &q, 0.0).unwrap();
+        let l = DdefSolver::reference_for(config, &x, &q, 0.0).unwrap();
         let f = l.frame();
         for (s, loc) in l.located().iter().enumerate() {
             let (p, d) = (x[s], dx[s]);
@@ -286,8 +285,7 @@ pub(super) mod tests {
             samples: DdefSamples::Count(40),
             ..DdefConfig::default()
         };
-        let plan = DdefSolver::plan_for(config, &x, &q).unwrap();
-        let l = LatticeDdef::new(&plan, &x, &q, 0.01).unwrap();
+        let l = DdefSolver::reference_for(config, &x, &q, 0.01).unwrap();
         let eval = Evaluation::Ddef(DdefVariant::Corrected);
         let jvp = |dx: &[DVec3], dq: &[f64]| {
             let mut out = vec![DVec3::ZERO; x.len()];
@@ -314,8 +312,7 @@ pub(super) mod tests {
             samples: DdefSamples::Count(27),
             ..DdefConfig::default()
         };
-        let plan = DdefSolver::plan_for(config, &x, &q).unwrap();
-        let l = LatticeDdef::new(&plan, &x, &q, 0.0).unwrap();
+        let l = DdefSolver::reference_for(config, &x, &q, 0.0).unwrap();
         let mut out = vec![DVec3::ZERO; x.len()];
         l.forces_jvp(Evaluation::Ddef(DdefVariant::Paper), &dx, &dq, &mut out);
         assert!(!out[7].is_finite());

@@ -101,6 +101,17 @@ impl DdefSolver {
         LatticePlan::new(lo, hi, config.samples.resolve(n))
     }
 
+    /// The f64 reference's lattice evaluation of (x, q) under [`Self::plan_for`]'s plan:
+    /// the structure a solver's first evaluation builds (near sets, crowding, far field).
+    pub fn reference_for(
+        config: DdefConfig,
+        x: &[DVec3],
+        q: &[f64],
+        softening: f64,
+    ) -> Result<LatticeDdef, DdefError> {
+        LatticeDdef::new(&Self::plan_for(config, x, q)?, x, q, softening)
+    }
+
     /// Re-plans from the last frame when a frame drifted (between steps); true when it did.
     pub fn replan(&mut self) -> Result<bool, DdefError> {
         match (self.drifted, &self.plan, &self.last_frame) {
