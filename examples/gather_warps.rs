@@ -1,17 +1,19 @@
 //! How much of the staged near gather's work is useful: per 32-lane warp (consecutive
-//! targets of a cell's work item of up to 256, in sorted order, as `ddef_gather` assigns
-//! them), the pair slots it walks (the union of its lanes' S(tau): the kernel walks each
-//! tetrahedron any lane takes, the other lanes idle) against the pairs its targets need.
-//! f64 reference structures only; no GPU. Prints the waste from lanes of mixed Kuhn types
-//! (active lanes only) and with the idle lanes of a work item's last, partial warp.
+//! targets of a cell's work item of up to 256, the cell's Kuhn types laid out in ORDER, as
+//! `ddef_gather` assigns them with its KUHN_ORDER), the pair slots it walks (the union of
+//! its lanes' S(tau): the kernel walks each tetrahedron any lane takes, the other lanes
+//! idle) against the pairs its targets need. f64 reference structures only; no GPU.
+//! Prints the waste from lanes of mixed Kuhn types (active lanes only) and with the idle
+//! lanes of a work item's last, partial warp.
 //!
-//! `cargo run --release --example gather_warps -- [N] [M]` (default 262144 2918).
+//! `cargo run --release --example gather_warps -- [N] [M] [ORDER]` (default 262144 2918
+//! 0,1,2,3,4,5: sorted order; the kernel's is 3,2,0,1,4,5).
 
 use std::collections::BTreeMap;
 
 use msc::bench::{workload, Cloud};
 use msc::config::DdefVariant;
-use msc::ddef::{DdefSolver, LatticeDdef};
+use msc::ddef::DdefSolver;
 
 /// Targets per work item and lanes per warp (`ddef_gather`'s `WG`; NVIDIA's warp).
 const ITEM: u32 = 256;
@@ -20,12 +22,20 @@ const WARP: u32 = 32;
 const _: () = assert!(ITEM.is_multiple_of(WARP));
 
 fn main() {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().expect("N M: whole numbers"))
-        .collect();
-    let n = args.first().copied().unwrap_or(262_144);
-    let m = args.get(1).copied().unwrap_or(2918);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let whole = |i: usize, default: usize| {
+        args.get(i)
+            .map_or(default, |a| a.parse().expect("N M: whole numbers"))
+    };
+    let (n, m) = (whole(0, 262_144), whole(1, 2918));
+    let order: Vec<usize> = args.get(2).map_or((0..6).collect(), |a| {
+        a.split(',')
+            .map(|k| k.parse().expect("ORDER: Kuhn types 0..5, comma-separated"))
+            .collect()
+    });
+    let mut seen = order.clone();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..6).collect::<Vec<_>>(), "ORDER: each of 0..5 once");
     for cloud in Cloud::ALL {
         let built = workload::ddef(n, m, 1, DdefVariant::Corrected, cloud).expect("workload");
         let (system, config) = (&built.system, &built.config);
@@ -33,8 +43,7 @@ fn main() {
             unreachable!("the DDEF workload")
         };
         let (x, q) = (system.positions(), system.charges());
-        let plan = DdefSolver::plan_for(d, x, q).expect("plan");
-        let cpu = LatticeDdef::new(&plan, x, q, config.coulomb.softening).expect("reference");
+        let cpu = DdefSolver::reference_for(d, x, q, config.coulomb.softening).expect("reference");
         let s = cpu.tet_starts();
         let (mut useful, mut active, mut all, mut tets, mut warps) = (0u64, 0u64, 0u64, 0u64, 0u64);
         for c in 0..(s.len() - 1) / 6 {
@@ -50,16 +59,17 @@ fn main() {
                     (r, size)
                 })
                 .collect();
-            let (cb, ce) = (s[6 * c], s[6 * c + 6]);
-            for w in (cb..ce).step_by(WARP as usize) {
-                let we = (w + WARP).min(ce);
+            // The cell's targets in the lanes' order: their Kuhn types.
+            let lanes: Vec<usize> = order
+                .iter()
+                .flat_map(|&k| std::iter::repeat_n(k, (s[6 * c + k + 1] - s[6 * c + k]) as usize))
+                .collect();
+            let total = lanes.len() as u32;
+            for w in (0..total).step_by(WARP as usize) {
+                let we = (w + WARP).min(total);
                 let mut union: BTreeMap<u32, u32> = BTreeMap::new();
                 let mut kinds = 0u32;
-                for p in w..we {
-                    let k = (0..6)
-                        .rev()
-                        .find(|&k| s[6 * c + k] <= p)
-                        .expect("in the cell");
+                for &k in &lanes[w as usize..we as usize] {
                     kinds |= 1 << k;
                     union.extend(near[k].0.iter());
                     useful += near[k].1;
@@ -72,7 +82,7 @@ fn main() {
             }
         }
         println!(
-            "{:<6} n {n} m {m}: {:.0} near pairs per target; pair slots walked / needed: {:.3} \
+            "{:<6} n {n} m {m} order {order:?}: {:.0} near pairs per target; pair slots walked / needed: {:.3} \
              (active lanes), {:.3} (with idle lanes); {:.2} tetrahedra per warp",
             cloud.name(),
             useful as f64 / n as f64,

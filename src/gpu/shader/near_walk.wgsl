@@ -51,8 +51,12 @@ struct NearTarget {
 }
 
 fn near_target(it: NearItem, lid: u32) -> NearTarget {
-    let k = it.tb + lid;
-    var t = NearTarget(k < it.te, k, 0u, 0u, 0u);
+    return near_target_at(it, it.tb + lid, it.tb + lid < it.te);
+}
+
+// The target at sorted position k, `has` whether the invocation holds one.
+fn near_target_at(it: NearItem, k: u32, has: bool) -> NearTarget {
+    var t = NearTarget(has, k, 0u, 0u, 0u);
     if (t.has) {
         let key = sorted_key[k];
         t.particle = key.x;
