@@ -400,3 +400,89 @@ fn the_delaunay_grid_is_refused_on_the_gpu_naming_the_lattice() {
         Ok(_) => panic!("the Delaunay grid ran on the GPU"),
     }
 }
+
+/// Two charges brought onto one point, or to a subnormal r^2, after the start (the host
+/// refuses coincident charges only when a solver is built), softening 0: the all-pairs
+/// and near-pair loops (physics.wgsl's `pair_inv_dist`, without `inv_dist`'s test) must
+/// give both of them non-finite forces, never drop the pair, and leave every other force
+/// finite, on the adapter at hand.
+#[test]
+fn charges_brought_together_get_non_finite_forces_in_both_pair_loops() {
+    let n = 300;
+    let mut x = random_points(DVec3::splat(-1.0), DVec3::ONE, n, 23);
+    x[0] = DVec3::ZERO;
+    let q = charges(&mut Rng(29), n, 1e-6, 0.0);
+    let system = cloud(&x, &q);
+    let ddef = ddef_config(DdefSamples::Count(100), DdefVariant::Corrected, 0.0);
+    let all_pairs = Config {
+        coulomb: msc::config::CoulombConfig {
+            method: CoulombMethod::AllPairs,
+            softening: 0.0,
+        },
+        ..ddef.clone()
+    };
+    // 1e-20 m: r^2 = 1e-40 is subnormal in f32 (flushed to 0 by some adapters).
+    for (name, config) in [("all-pairs", &all_pairs), ("ddef", &ddef)] {
+        for gap in [0.0, 1e-20] {
+            let Some(mut g) = gpu(&system, config) else {
+                return;
+            };
+            let mut moved = x.clone();
+            moved[1] = DVec3::new(gap, 0.0, 0.0);
+            g.write_state(&moved, &vec![DVec3::ZERO; n]).expect("state");
+            let (f, _) = g.field_forces().expect("field forces");
+            assert!(
+                !f[0].is_finite() && !f[1].is_finite(),
+                "{name}, {gap} m apart: {} and {}",
+                f[0],
+                f[1]
+            );
+            let spilled: Vec<usize> = (2..n).filter(|&i| !f[i].is_finite()).collect();
+            assert!(spilled.is_empty(), "{name}, {gap} m apart: {spilled:?}");
+        }
+    }
+}
+
+/// Charges on lattice sites (as f32 rounds them): the far field and the `corrected` sums
+/// divide by |u_j - x_s| without a test for 0 (`pair_inv_dist`), which holds because a
+/// charge at a site is always near it (excluded from its sums). Three inner charges, not
+/// the box's, moved onto inner sites, so the box and the lattice stay; three, as each may
+/// land in another tetrahedron than the reference's (`compare` allows n / 1000).
+#[test]
+fn gpu_ddef_matches_the_cpu_reference_with_charges_on_lattice_sites() {
+    let n = 3000;
+    let mut x = f32_round(&random_points(DVec3::ZERO, DVec3::ONE, n, 31));
+    let q = charges(&mut Rng(37), n, 1e-6, 0.1);
+    let samples = DdefSamples::Count(400);
+    let config = ddef_config(samples, DdefVariant::Corrected, 0.0);
+    let d = config.coulomb.method.ddef().unwrap();
+    let frame = *DdefSolver::reference_for(d, &x, &q, 0.0)
+        .expect("reference")
+        .frame();
+    let (lo, hi) = x
+        .iter()
+        .fold((x[0], x[0]), |(a, b), p| (a.min(*p), b.max(*p)));
+    let inside = |p: DVec3| p.cmpgt(lo).all() && p.cmplt(hi).all();
+    let [rx, ry, rz] = frame.dims;
+    let sites: Vec<DVec3> = f32_round(
+        &[
+            [rx / 2, ry / 2, rz / 2],
+            [1, 1, 1],
+            [rx - 2, ry / 3, rz - 2],
+        ]
+        .map(|p| frame.site(p)),
+    );
+    let movable: Vec<usize> = (0..n).filter(|&i| inside(x[i])).take(3).collect();
+    for (&i, s) in movable.iter().zip(sites) {
+        assert!(inside(s), "site {s} outside the charges' bounds");
+        x[i] = s;
+    }
+    let frame2 = *DdefSolver::reference_for(d, &x, &q, 0.0)
+        .expect("reference")
+        .frame();
+    assert_eq!(
+        (frame2.lo, frame2.hi, frame2.dims),
+        (frame.lo, frame.hi, frame.dims)
+    );
+    check("on sites", &x, &q, samples, 0.0);
+}

@@ -160,8 +160,28 @@ fn inv_dist(r2: f32) -> f32 {
     return select(inverseSqrt(r2), f32_inf(), r2 < 1.17549435e-38);
 }
 
-// The same factor, 0 at r2 = 0: for a DDEF grid site (not a charge; the CPU
-// reference's grid fields do the same), and for tangents (tangent_coulomb), whose self
+// inv_dist without its test, for the pair loops (all-pairs, DDEF near, far and corrected
+// sums): the test was 2 of about 21 issue slots per pair, 9.5% of the all-pairs kernel on
+// an H100 (BENCHMARKS.md). A coincident pair's pull q r^-3 d stays non-finite, never
+// dropped: at r2 = 0 inverseSqrt gives +inf (IEEE rsqrt; D3D defines it; NVIDIA and
+// llvmpipe do it), times d = 0 NaN; at a nonzero r2 below 2^-126, +inf (flushed) or at
+// least 2^63, whose cube overflows f32 for any charge over 5e-24 C. Only the potential
+// q / r of a subnormal r2 may stay finite (and huge). tests/gpu_ddef.rs checks both on
+// the adapter at hand. The far and corrected sums never meet r2 = 0 (ddef_far.wgsl).
+fn pair_inv_dist(r2: f32) -> f32 {
+    return inverseSqrt(r2);
+}
+
+// r^2 + eps^2 of a pair's separation d, the additions fused: 3 issue slots where
+// dot(d, d) + eps2 takes 4 (a compiler may not reassociate the final add), for the pair
+// loops that feed pair_inv_dist: 9% of the all-pairs kernel and 5.5% of a 1M-charge
+// DDEF step on an H200 (BENCHMARKS.md).
+fn soft_r2(d: vec3<f32>, eps2: f32) -> f32 {
+    return fma(d.z, d.z, fma(d.y, d.y, fma(d.x, d.x, eps2)));
+}
+
+// The same factor, 0 at r2 = 0: for a DDEF grid site in the tangent and adjoint walks
+// (not a charge; the CPU reference's grid fields do the same), and for tangents (tangent_coulomb), whose self
 // pair is masked by a multiplication with 0 and whose coincident pairs already made the
 // forward run non-finite.
 fn inv_dist_or_zero(r2: f32) -> f32 {

@@ -19,10 +19,11 @@ var<workgroup> tile: array<vec4<f32>, TILE>;
 
 // acc += (q_j d / (r^2 + eps^2)^(3/2), q_j / sqrt(r^2 + eps^2)), charges scaled by
 // sqrt(k_c); `on` = false adds an exact zero (the self pair, skipped by index; a coincident
-// pair without softening gives inf, inv_dist, so the run diverges instead of dropping it).
+// pair without softening gives a non-finite pull, pair_inv_dist, so the run diverges
+// instead of dropping it).
 fn add_pair(acc: vec4<f32>, me: vec3<f32>, sj: vec4<f32>, eps2: f32, on: bool) -> vec4<f32> {
     let d = me - sj.xyz;
-    let inv = select(0.0, inv_dist(dot(d, d) + eps2), on);
+    let inv = select(0.0, pair_inv_dist(soft_r2(d, eps2)), on);
     let w = sj.w * inv;
     return vec4<f32>(acc.xyz + (w * inv * inv) * d, acc.w + w);
 }

@@ -23,10 +23,14 @@ const FAR_SITES: u32 = 16u;
 
 var<workgroup> tile: array<vec4<f32>, TILE>;
 
-// `acc` plus the pull of source `sj` at site `u`.
+// `acc` plus the pull of source `sj` at site `u`. Without inv_dist_or_zero's test (7-8% of
+// this kernel on an H200): a source is never at a site whose sum takes it, since a charge
+// at a lattice point u_j is located in a tetrahedron with u_j as a vertex (the Kuhn path
+// of a point at a cell corner passes that corner, rounding or not), so u_j is in its N_s
+// (tests/gpu_ddef.rs puts charges on sites).
 fn far_pull(acc: vec3<f32>, u: vec3<f32>, sj: vec4<f32>, eps2: f32) -> vec3<f32> {
     let d = u - sj.xyz;
-    let inv = inv_dist_or_zero(dot(d, d) + eps2);
+    let inv = pair_inv_dist(soft_r2(d, eps2));
     return acc + (sj.w * inv * inv * inv) * d;
 }
 

@@ -85,7 +85,7 @@ fn ordered_target(cell: u32, p: u32) -> u32 {
 // (`other` false: the term is never added, as when skipped).
 fn near_pull(acc: vec3<f32>, me: vec3<f32>, sj: vec4<f32>, eps2: f32, other: bool) -> vec3<f32> {
     let dd = me - sj.xyz;
-    let inv = inv_dist(dot(dd, dd) + eps2);
+    let inv = pair_inv_dist(soft_r2(dd, eps2));
     return select(acc, acc + (sj.w * inv * inv * inv) * dd, other);
 }
 
@@ -107,10 +107,11 @@ fn near_run4(acc0: vec3<f32>, me: vec3<f32>, lo: u32, hi: u32, eps2: f32) -> vec
     return acc;
 }
 
-// Source sj's pull on a `corrected` sum's site `uc`.
+// Source sj's pull on a `corrected` sum's site `uc`: a source outside M_v, so never at
+// the site (see ddef_far's far_pull).
 fn site_pull(acc: vec3<f32>, uc: vec3<f32>, sj: vec4<f32>, eps2: f32) -> vec3<f32> {
     let dd = uc - sj.xyz;
-    let inv = inv_dist_or_zero(dot(dd, dd) + eps2);
+    let inv = pair_inv_dist(soft_r2(dd, eps2));
     return acc + (sj.w * inv * inv * inv) * dd;
 }
 
@@ -205,16 +206,16 @@ fn near_sums(world: DdefWorld, dims: vec3<u32>, cp: vec3<u32>, kuhn: u32, first:
             for (var s = starts[t0 + t]; s < e; s = s + 1u) {
                 let sj = sorted_src[s];
                 let d0 = me0 - sj.xyz;
-                let i0 = inv_dist(dot(d0, d0) + eps2);
+                let i0 = pair_inv_dist(soft_r2(d0, eps2));
                 a0 = select(a0, a0 + (sj.w * i0 * i0 * i0) * d0, s != first);
                 let d1 = me1 - sj.xyz;
-                let i1 = inv_dist(dot(d1, d1) + eps2);
+                let i1 = pair_inv_dist(soft_r2(d1, eps2));
                 a1 = select(a1, a1 + (sj.w * i1 * i1 * i1) * d1, s != first + 1u);
                 let d2 = me2 - sj.xyz;
-                let i2 = inv_dist(dot(d2, d2) + eps2);
+                let i2 = pair_inv_dist(soft_r2(d2, eps2));
                 a2 = select(a2, a2 + (sj.w * i2 * i2 * i2) * d2, s != first + 2u);
                 let d3 = me3 - sj.xyz;
-                let i3 = inv_dist(dot(d3, d3) + eps2);
+                let i3 = pair_inv_dist(soft_r2(d3, eps2));
                 a3 = select(a3, a3 + (sj.w * i3 * i3 * i3) * d3, s != first + 3u);
             }
         }
@@ -283,7 +284,7 @@ fn corner_sums(world: DdefWorld, dims: vec3<u32>, cp: vec3<u32>, corner: u32, ep
             for (var s = starts[t0 + t]; s < e; s = s + 1u) {
                 let sj = sorted_src[s];
                 let dd = uc - sj.xyz;
-                let inv = inv_dist_or_zero(dot(dd, dd) + eps2);
+                let inv = pair_inv_dist(soft_r2(dd, eps2));
                 let pull = (sj.w * inv * inv * inv) * dd;
                 c0 = select(c0, c0 + pull, (bits & 1u) != 0u);
                 c1 = select(c1, c1 + pull, (bits & 2u) != 0u);
