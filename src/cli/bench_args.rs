@@ -123,7 +123,7 @@ pub struct BenchArgs {
     /// DDEF workload on a GPU: the near gather's shape, cell/N, cell/N/unrolled or
     /// packed/N with N = 64, 128 or 256 invocations per workgroup (the same results; for
     /// measuring them)
-    #[arg(long, value_name = "SHAPE", default_value = "cell/256/unrolled")]
+    #[arg(long, value_name = "SHAPE", default_value_t = crate::gpu::DdefGather::default())]
     pub ddef_gather: crate::gpu::DdefGather,
     /// DDEF workload on a GPU: the far field's shape, staged or direct/N with N = 1, 2 or
     /// 4 sites per invocation (the same results; for measuring them)
