@@ -29,11 +29,7 @@
 // holds one cell's: at 110 sources a cell, 43% of it, and two barriers per cell); UNROLLED
 // (per-cell staging only) adds the sources of a cell other than the item's own, where no
 // target meets its own source, without that test and four per loop trip. Every staged
-// shape lays a cell's targets out over the invocations by Kuhn type in KUHN_ORDER, not
-// 0..5: a warp spans one to three types and walks every tetrahedron any of its lanes
-// takes, and neighbours in this order share more of their stencils (3.5% fewer pair slots
-// walked at 1M charges in the cube; `examples/gather_warps.rs N M 3,2,0,1,4,5`). Each
-// target's sum is unchanged, so are the bits.
+// shape lays a cell's targets out by Kuhn type in near_walk's KUHN_ORDER.
 
 override STAGED: bool = true;
 override LANES: u32 = WG;
@@ -63,23 +59,6 @@ var<workgroup> seg_st: array<u32, 8u * NEAR_CELLS>;
 var<workgroup> seg_end: array<u32, NEAR_CELLS>;
 var<workgroup> near_mask: array<u32, KUHN * NEAR_CELLS / 4u>;
 var<workgroup> seg_total: u32;
-
-const KUHN_ORDER = array<u32, 6>(3u, 2u, 0u, 1u, 4u, 5u);
-
-// The sorted position of the target at position p of cell `cell`'s range when its Kuhn
-// types are laid out in KUHN_ORDER.
-fn ordered_target(cell: u32, p: u32) -> u32 {
-    var q = p - starts[KUHN * cell];
-    for (var i = 0u; i < KUHN; i = i + 1u) {
-        let b = starts[KUHN * cell + KUHN_ORDER[i]];
-        let n = starts[KUHN * cell + KUHN_ORDER[i] + 1u] - b;
-        if (q < n) {
-            return b + q;
-        }
-        q = q - n;
-    }
-    return p;
-}
 
 // Source sj's exact near pull on the target `me`, added unless it is the target itself
 // (`other` false: the term is never added, as when skipped).
@@ -486,9 +465,8 @@ fn main(
     }
     it.te = min(it.te, it.tb + LANES);
 
-    // This invocation's target (in KUHN_ORDER) and its correction.
-    let p = it.tb + lid;
-    let tg = near_target_at(it, select(p, ordered_target(it.cell, p), p < it.te), p < it.te);
+    // This invocation's target and its correction.
+    let tg = near_target(it, lid);
     var me = vec4<f32>(0.0);
     var wts = vec4<f32>(0.0);
     if (tg.has) {
