@@ -443,46 +443,51 @@ fn charges_brought_together_get_non_finite_forces_in_both_pair_loops() {
     }
 }
 
-/// Charges on lattice sites (as f32 rounds them): the far field and the `corrected` sums
-/// divide by |u_j - x_s| without a test for 0 (`pair_inv_dist`), which holds because a
-/// charge at a site is always near it (excluded from its sums). Three inner charges, not
-/// the box's, moved onto inner sites, so the box and the lattice stay; three, as each may
-/// land in another tetrahedron than the reference's (`compare` allows n / 1000).
+/// Charges exactly on lattice sites: the far field and the `corrected` sums divide by
+/// |u_j - x_s| without a test for 0 (`pair_inv_dist`), which holds because a charge at a
+/// site is always near it (excluded from its sums). The sample count is picked so that
+/// every axis's extent (whole quanta, a power of two) is a whole number of cells: the
+/// sites are then exact in f32, on the GPU as here, and r = 0 exactly. Three inner
+/// charges, not the box's, moved onto inner sites, so the box and the lattice stay;
+/// three, as each may land in another tetrahedron than the reference's (`compare`
+/// allows n / 1000).
 #[test]
 fn gpu_ddef_matches_the_cpu_reference_with_charges_on_lattice_sites() {
     let n = 3000;
     let mut x = f32_round(&random_points(DVec3::ZERO, DVec3::ONE, n, 31));
     let q = charges(&mut Rng(37), n, 1e-6, 0.1);
-    let samples = DdefSamples::Count(400);
-    let config = ddef_config(samples, DdefVariant::Corrected, 0.0);
-    let d = config.coulomb.method.ddef().unwrap();
-    let frame = *DdefSolver::reference_for(d, &x, &q, 0.0)
-        .expect("reference")
-        .frame();
+    let frame_for = |x: &[DVec3], m: u32| {
+        let config = ddef_config(DdefSamples::Count(m), DdefVariant::Corrected, 0.0);
+        let d = config.coulomb.method.ddef().unwrap();
+        *DdefSolver::reference_for(d, x, &q, 0.0)
+            .expect("reference")
+            .frame()
+    };
+    let (m, frame) = (300..3000)
+        .map(|m| (m, frame_for(&x, m)))
+        .find(|(_, f)| (0..3).all(|a| f.ext_q[a] % i64::from(f.dims[a] - 1) == 0))
+        .expect("a sample count whose sites are exact in f32");
     let (lo, hi) = x
         .iter()
         .fold((x[0], x[0]), |(a, b), p| (a.min(*p), b.max(*p)));
     let inside = |p: DVec3| p.cmpgt(lo).all() && p.cmplt(hi).all();
     let [rx, ry, rz] = frame.dims;
-    let sites: Vec<DVec3> = f32_round(
-        &[
-            [rx / 2, ry / 2, rz / 2],
-            [1, 1, 1],
-            [rx - 2, ry / 3, rz - 2],
-        ]
-        .map(|p| frame.site(p)),
-    );
+    let sites = [
+        [rx / 2, ry / 2, rz / 2],
+        [1, 1, 1],
+        [rx - 2, ry / 3, rz - 2],
+    ]
+    .map(|p| frame.site(p));
+    assert_eq!(f32_round(&sites), sites, "sites exact in f32");
     let movable: Vec<usize> = (0..n).filter(|&i| inside(x[i])).take(3).collect();
     for (&i, s) in movable.iter().zip(sites) {
         assert!(inside(s), "site {s} outside the charges' bounds");
         x[i] = s;
     }
-    let frame2 = *DdefSolver::reference_for(d, &x, &q, 0.0)
-        .expect("reference")
-        .frame();
+    let moved = frame_for(&x, m);
     assert_eq!(
-        (frame2.lo, frame2.hi, frame2.dims),
+        (moved.lo, moved.hi, moved.dims),
         (frame.lo, frame.hi, frame.dims)
     );
-    check("on sites", &x, &q, samples, 0.0);
+    check("on sites", &x, &q, DdefSamples::Count(m), 0.0);
 }
