@@ -3,6 +3,7 @@
 //! command measures.
 
 use msc::bench::workload::{cloth, coulomb_on, Cloud, WorkloadError};
+use msc::bench::DEFAULT_SWEEPS;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -21,7 +22,7 @@ impl Classify for WorkloadError {
 /// `sweeps` and `charged_fraction` shape the cloth. A value the workload does not read
 /// raises ValueError, as `msc bench` refuses it.
 #[pyfunction]
-#[pyo3(signature = (name, n, *, sweeps=20, charged_fraction=0.0, cloud="cube"))]
+#[pyo3(signature = (name, n, *, sweeps=DEFAULT_SWEEPS, charged_fraction=0.0, cloud="cube"))]
 pub fn bench_workload(
     py: Python<'_>,
     name: &str,
@@ -46,7 +47,7 @@ pub fn bench_workload(
         ));
     }
     // As `msc bench` refuses an option no workload it runs reads: never silently ignored.
-    if name == "coulomb" && (sweeps != 20 || charged_fraction != 0.0) {
+    if name == "coulomb" && (sweeps != DEFAULT_SWEEPS || charged_fraction != 0.0) {
         return Err(PyValueError::new_err(
             "sweeps and charged_fraction shape the \"cloth\" workload; the \"coulomb\" \
              cloud has no springs and every particle charged",

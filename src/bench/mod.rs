@@ -55,6 +55,8 @@ pub const CPU_SIZES: [usize; 2] = [1 << 10, 1 << 12];
 /// The default warm-up: 0.5 s of wall time, long enough for a GPU's clock to leave idle
 /// and for many steps of a small size, while a large size's single step exceeds it.
 pub const DEFAULT_WARMUP_MS: f64 = 500.0;
+/// The default Jacobi sweeps per cloth step (`msc bench --sweeps`, `msc.bench_workload`).
+pub const DEFAULT_SWEEPS: u32 = 20;
 /// The default number of timed blocks and of steps profiled per kernel.
 pub const DEFAULT_REPEATS: u32 = 5;
 pub const DEFAULT_PROFILE_STEPS: u32 = 5;
@@ -129,7 +131,7 @@ impl Default for BenchOptions {
         Self {
             workloads: vec![Workload::Cloth, Workload::Coulomb],
             sizes: GPU_SIZES.to_vec(),
-            sweeps: 20,
+            sweeps: DEFAULT_SWEEPS,
             steps: 20,
             repeats: DEFAULT_REPEATS,
             warmup: 1,

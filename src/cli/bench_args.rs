@@ -64,7 +64,7 @@ pub struct BenchArgs {
     )]
     pub sizes: Vec<usize>,
     /// Jacobi sweeps per cloth step (a fixed count, no convergence test)
-    #[arg(long, value_name = "N", default_value_t = 20, value_parser = parse_count)]
+    #[arg(long, value_name = "N", default_value_t = bench::DEFAULT_SWEEPS, value_parser = parse_count)]
     pub sweeps: u32,
     /// Timed steps per repeat, after the warm-up
     #[arg(long, value_name = "N", default_value_t = 20, value_parser = parse_steps)]
