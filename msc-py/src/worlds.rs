@@ -81,7 +81,7 @@ impl PyWorlds {
 impl PyWorlds {
     /// Builds the batch from Scenes, Systems or (System, Config) pairs. On the GPU the
     /// worlds must share the integrator, the solver and its iteration count, and the
-    /// Coulomb method (not DDEF); anything else may differ.
+    /// Coulomb method (DDEF on the lattice grid included); anything else may differ.
     #[new]
     #[pyo3(signature = (worlds, backend="auto", *, device=None))]
     fn new(

@@ -65,3 +65,13 @@ def test_fit_recovers_the_charge_of_a_target_run(ball: Path, tmp_path: Path) -> 
     assert abs(q / 2e-6 - 1) < 1e-4
     with pytest.raises(msc.FitError, match="mass"):
         msc.fit(ball, target, "mass", out=tmp_path / "fit2", backend="cpu")
+
+
+def test_fit_takes_each_optimizer_the_command_offers(ball: Path, tmp_path: Path) -> None:
+    # The stub's Literal is what mypy checks this call against: "lbfgs" must be in it.
+    target = tmp_path / "target"
+    msc.run(ball, out=target, backend="cpu")
+    result = msc.fit(ball, target, "charge", init=[1e-6], optimizer="lbfgs",
+                     out=tmp_path / "fit", backend="cpu")
+    assert result["optimizer"] == "lbfgs"
+    assert result["loss"] < 1e-6 * result["initial_loss"]

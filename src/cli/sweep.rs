@@ -29,7 +29,7 @@ pub struct SweepArgs {
     #[arg(long, short)]
     pub quiet: bool,
     /// On the GPU, run one scene at a time instead of stepping runs that can share a
-    /// batch (same integrator, solver and Coulomb method; not DDEF) together
+    /// batch (same integrator, solver and Coulomb method) together
     #[arg(long)]
     pub no_batch: bool,
     #[command(flatten)]

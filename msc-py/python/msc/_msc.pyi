@@ -250,7 +250,7 @@ def fit(
     frames: Literal["all", "last"] = "all",
     starts: int = 1,
     max_iters: int = 50,
-    optimizer: Literal["auto", "lm", "adam"] = "auto",
+    optimizer: Literal["auto", "lm", "lbfgs", "adam"] = "auto",
     learning_rate: Optional[float] = None,
     window: Optional[int] = None,
     exact_solves: bool = False,
