@@ -68,6 +68,8 @@ mod resolve;
 mod schema;
 mod settings;
 mod size;
+#[cfg(test)]
+mod strict_tests;
 
 pub use config_only::{config_from, CONFIG_KEYS};
 pub use error::{Location, SceneError};

@@ -9,7 +9,7 @@ use crate::config::{
     CoulombMethod, DdefGrid, DdefSamples, DdefVariant, ExternalField, Integrator, SolverMethod,
 };
 use crate::model::mesh::{MeshFormat, Polygons};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -19,6 +19,7 @@ pub(super) struct SceneFile {
     #[allow(dead_code)]
     pub description: Option<String>,
     /// m/s^2.
+    #[serde(default, deserialize_with = "opt_vec3")]
     pub gravity: Option<[f64; 3]>,
     pub mesh: MeshSpec,
     #[serde(default)]
@@ -105,6 +106,7 @@ impl MeshKind {
 pub(super) struct MeshSpec {
     pub kind: MeshKind,
     /// Where the mesh's origin goes (for a mesh file: the centre of its bounding box).
+    #[serde(default, deserialize_with = "opt_vec3")]
     pub center: Option<[f64; 3]>,
     pub major_radius: Option<f64>,
     pub minor_radius: Option<f64>,
@@ -164,6 +166,7 @@ pub(super) struct PinSpec {
     #[serde(rename = "where")]
     pub where_: Option<PinWhere>,
     /// Prescribed velocity of the pinned particles, m/s.
+    #[serde(default, deserialize_with = "opt_vec3")]
     pub velocity: Option<[f64; 3]>,
 }
 
@@ -205,6 +208,7 @@ pub(super) struct CoulombSpec {
 #[serde(deny_unknown_fields)]
 pub(super) struct ExternalChargeSpec {
     pub charge: f64,
+    #[serde(deserialize_with = "vec3")]
     pub position: [f64; 3],
     pub orbit: Option<OrbitSpec>,
 }
@@ -212,7 +216,9 @@ pub(super) struct ExternalChargeSpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct OrbitSpec {
+    #[serde(default, deserialize_with = "opt_vec3")]
     pub center: Option<[f64; 3]>,
+    #[serde(default, deserialize_with = "opt_vec3")]
     pub axis: Option<[f64; 3]>,
     pub angular_velocity: f64,
 }
@@ -223,6 +229,7 @@ pub(super) struct ExternalFieldSpec {
     /// The kind, with the defaults of its parameters (the keys below).
     pub kind: ExternalField,
     /// V/m (uniform).
+    #[serde(default, deserialize_with = "opt_vec3")]
     pub value: Option<[f64; 3]>,
     /// V (swirl: E = scale [y/z, x/z, 0]).
     pub scale: Option<f64>,
@@ -235,4 +242,17 @@ pub(super) struct ExternalFieldSpec {
 pub(super) struct OutputSpec {
     pub every: Option<u64>,
     pub frames: Option<FrameFormat>,
+}
+
+/// `[x, y, z]`, exactly three values: serde's `[f64; 3]` stops after the third and toml
+/// does not look for more, so a fourth value would be dropped silently.
+fn vec3<'de, D: Deserializer<'de>>(d: D) -> Result<[f64; 3], D::Error> {
+    let v = Vec::<f64>::deserialize(d)?;
+    let len = v.len();
+    <[f64; 3]>::try_from(v)
+        .map_err(|_| serde::de::Error::custom(format!("expected 3 values ([x, y, z]), got {len}")))
+}
+
+fn opt_vec3<'de, D: Deserializer<'de>>(d: D) -> Result<Option<[f64; 3]>, D::Error> {
+    vec3(d).map(Some)
 }

@@ -1,0 +1,86 @@
+//! Tests that a scene input is either used or refused naming its key: extra vector
+//! elements, inline tables and multi-line values in `--set`, keys without effect, values
+//! that would diverge at step 0, and brief numbers in the messages.
+
+use super::{load, LoadedScene, SceneError};
+
+/// The probe's small torus: 32 particles, charged, 5 IMEX steps.
+const BASE: &str = "name = \"base\"\n\
+    [mesh]\nkind = \"torus\"\nmajor_radius = 4.0\nminor_radius = 1.5\nrings = 8\nsides = 4\n\
+    [material]\nmass = 0.1\nstiffness = 10.0\ncharge = 6e-6\n\
+    [integrator]\nmethod = \"imex\"\ndt = 0.015\nsteps = 5\n\
+    [output]\nevery = 1\nframes = \"none\"\n";
+
+/// A pinned 6 x 6 grid under gravity, without Coulomb forces.
+const GRID: &str = "name = \"grid\"\ngravity = [0.0, -9.8, 0.0]\n\
+    [mesh]\nkind = \"grid\"\nsize = [1.0, 1.0]\nresolution = [6, 6]\n\
+    [material]\nmass = 0.01\nstiffness = 10.0\n\
+    [pin]\nwhere = \"corners_max_y\"\n\
+    [integrator]\ndt = 0.01\nsteps = 3\n\
+    [coulomb]\nmethod = \"none\"\n\
+    [output]\nevery = 1\nframes = \"none\"\n";
+
+/// Loads `text` (written to a file) with `sets` as `--set` arguments.
+fn load_text(text: &str, sets: &[&str]) -> Result<LoadedScene, SceneError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("scene.toml");
+    std::fs::write(&path, text).unwrap();
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    load(path.to_str().unwrap(), &sets)
+}
+
+/// The error message of a load that must fail.
+fn refused(text: &str, sets: &[&str]) -> String {
+    match load_text(text, sets) {
+        Ok(s) => panic!("{sets:?} loaded: {}", s.resolved_toml),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_vector_of_three_refuses_a_fourth_value_naming_its_key() {
+    let charge = "[[external_charges]]\ncharge = 1e-6\nposition = [0.0, 0.0, 9.0]\n";
+    let orbit = format!("{BASE}{charge}orbit = {{ angular_velocity = 1.0 }}\n");
+    let field = "[external_field]\nkind = \"uniform\"\n";
+    let cases: [(String, &str, &str); 8] = [
+        (BASE.into(), "gravity", "[0, 0, -9.8, 7]"),
+        (BASE.into(), "mesh.center", "[1, 2, 3, 4]"),
+        (GRID.into(), "pin.velocity", "[1, 2, 3, 4]"),
+        (
+            format!("{BASE}{charge}"),
+            "external_charges[0].position",
+            "[0, 0, 9, 1]",
+        ),
+        (
+            orbit.clone(),
+            "external_charges[0].orbit.center",
+            "[0, 0, 0, 0]",
+        ),
+        (
+            orbit.clone(),
+            "external_charges[0].orbit.axis",
+            "[0, 0, 1, 0]",
+        ),
+        (
+            format!("{BASE}{field}"),
+            "external_field.value",
+            "[1, 0, 0, 0]",
+        ),
+        (BASE.into(), "gravity", "[1, 2]"),
+    ];
+    for (text, key, value) in cases {
+        let n = value.split(',').count();
+        let e = refused(&text, &[&format!("{key}={value}")]);
+        assert!(
+            e.contains(&format!("{key}: expected 3 values ([x, y, z]), got {n}")),
+            "{e}"
+        );
+    }
+    // The same in the file, with its line.
+    let text = BASE.replace(
+        "name = \"base\"\n",
+        "name = \"base\"\ngravity = [1.0, 2.0, 3.0, 4.0]\n",
+    );
+    let e = refused(&text, &[]);
+    assert!(e.contains(":2: gravity: expected 3 values"), "{e}");
+}
