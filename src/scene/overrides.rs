@@ -43,10 +43,37 @@ pub(super) fn parse(arg: &str) -> Result<Override, SceneError> {
             )
         })?;
     let raw = raw.trim();
-    let value = toml::from_str::<Table>(&format!("v = {raw}"))
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| Value::String(raw.to_string()));
+    let value = match toml::from_str::<Table>(&format!("v = {raw}")) {
+        Ok(mut t) => {
+            let v = t.remove("v");
+            // `0.01\nsteps=99` parses as two keys: refused, not cut to the first.
+            let extra: Vec<&str> = t.keys().map(String::as_str).collect();
+            match v {
+                Some(v) if extra.is_empty() => v,
+                _ => {
+                    return Err(err(
+                        arg,
+                        format!(
+                            "the value must be one TOML value, but it also sets {}: give \
+                             each key its own --set",
+                            extra.join(", ")
+                        ),
+                    ))
+                }
+            }
+        }
+        // A bare string is one line: more lines are text the parser could not read.
+        Err(e) if raw.contains(['\n', '\r']) => {
+            return Err(err(
+                arg,
+                format!(
+                    "the value spans lines and is not one TOML value ({})",
+                    e.message().trim()
+                ),
+            ))
+        }
+        Err(_) => Value::String(raw.to_string()),
+    };
     Ok(Override {
         arg: arg.to_string(),
         path,
@@ -63,7 +90,12 @@ pub(super) fn apply(table: &mut Table, overrides: &[Override]) -> Result<(), Sce
     }
     // Switching a kind from the command line drops the file's parameters of the old kind
     // (keys set by --set are kept), so `--set mesh.kind=obj --set mesh.path=...` works.
-    let set_keys: Vec<String> = overrides.iter().map(Override::key).collect();
+    // An inline table (`external_field={kind="vortex",value=[1,0,0]}`) sets each of its
+    // keys, so they are kept and checked as if set one by one.
+    let mut set_keys = Vec::new();
+    for o in overrides {
+        keys_set(o.key(), &o.value, &mut set_keys);
+    }
     let new_mesh_kind = kind_of(table, "mesh");
     if new_mesh_kind != original_mesh_kind {
         if let Some(kind) = new_mesh_kind.as_deref().and_then(MeshKind::from_name) {
@@ -77,6 +109,15 @@ pub(super) fn apply(table: &mut Table, overrides: &[Override]) -> Result<(), Sce
         }
     }
     Ok(())
+}
+
+fn keys_set(key: String, value: &Value, out: &mut Vec<String>) {
+    if let Value::Table(t) = value {
+        for (k, v) in t {
+            keys_set(format!("{key}.{k}"), v, out);
+        }
+    }
+    out.push(key);
 }
 
 fn kind_of(table: &Table, section: &str) -> Option<String> {
@@ -114,7 +155,8 @@ fn set_in(doc: &mut Value, o: &Override) -> Result<(), SceneError> {
     };
     let mut cur = doc;
     for (depth, seg) in parents.iter().enumerate() {
-        cur = step(cur, seg, &format_path(&parents[..depth]), &o.arg)?;
+        let next = &o.path[depth + 1];
+        cur = step(cur, seg, next, &o.path[..=depth], &o.arg)?;
     }
     let here = format_path(parents);
     match (cur, last) {
@@ -133,23 +175,41 @@ fn set_in(doc: &mut Value, o: &Override) -> Result<(), SceneError> {
             *slot = o.value.clone();
             Ok(())
         }
-        (v, _) => Err(err(
-            &o.arg,
-            format!("{here} is a {}, not a table or array", v.type_str()),
-        )),
+        (v, seg) => Err(not_a(&o.arg, &here, v, seg)),
     }
+}
+
+/// `here` holds a `v` where `seg` needs a table (a key) or an array (an index).
+fn not_a(arg: &str, here: &str, v: &Value, seg: &Seg) -> SceneError {
+    let wanted = match seg {
+        Seg::Key(_) => "a table",
+        Seg::Index(_) => "an array",
+    };
+    err(arg, format!("{here} is a {}, not {wanted}", v.type_str()))
 }
 
 fn step<'v>(
     cur: &'v mut Value,
     seg: &Seg,
-    here: &str,
+    next: &Seg,
+    path: &[Seg],
     arg: &str,
 ) -> Result<&'v mut Value, SceneError> {
+    let here = format_path(&path[..path.len() - 1]);
     match (cur, seg) {
-        (Value::Table(t), Seg::Key(k)) => Ok(t
-            .entry(k.clone())
-            .or_insert_with(|| Value::Table(Table::new()))),
+        (Value::Table(t), Seg::Key(k)) => {
+            // A missing table is created; a missing array cannot be, so an index into one
+            // names what is missing.
+            if let (false, Seg::Index(i)) = (t.contains_key(k), next) {
+                let key = format_path(path);
+                return Err(err(
+                    arg,
+                    format!("the scene has no {key}, so there is no {key}[{i}] to set"),
+                ));
+            }
+            Ok(t.entry(k.clone())
+                .or_insert_with(|| Value::Table(Table::new())))
+        }
         (Value::Array(a), Seg::Index(i)) => {
             let len = a.len();
             a.get_mut(*i).ok_or_else(|| {
@@ -159,9 +219,6 @@ fn step<'v>(
                 )
             })
         }
-        (v, _) => Err(err(
-            arg,
-            format!("{here} is a {}, not a table or array", v.type_str()),
-        )),
+        (v, seg) => Err(not_a(arg, &here, v, seg)),
     }
 }

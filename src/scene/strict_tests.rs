@@ -84,3 +84,52 @@ fn a_vector_of_three_refuses_a_fourth_value_naming_its_key() {
     let e = refused(&text, &[]);
     assert!(e.contains(":2: gravity: expected 3 values"), "{e}");
 }
+
+#[test]
+fn an_inline_table_in_set_is_checked_key_by_key() {
+    let e = refused(BASE, &["external_field={kind=\"vortex\",value=[1,0,0]}"]);
+    assert!(
+        e.contains("external_field.value: not used by kind = \"vortex\""),
+        "{e}"
+    );
+    let mesh = "mesh={kind=\"icosphere\",radius=1,subdivisions=1";
+    let e = refused(BASE, &[&format!("{mesh},rings=99}}")]);
+    assert!(
+        e.contains("mesh.rings: not used by kind = \"icosphere\""),
+        "{e}"
+    );
+    let s = load_text(BASE, &[&format!("{mesh}}}")]).unwrap();
+    assert_eq!(s.system.len(), 42, "an icosphere of 1 subdivision");
+}
+
+#[test]
+fn a_set_value_is_one_toml_value() {
+    let e = refused(BASE, &["integrator.dt=0.01\nsteps=99"]);
+    assert!(
+        e.contains("must be one TOML value, but it also sets steps"),
+        "{e}"
+    );
+    let e = refused(BASE, &["integrator.solver.method=cg\nx"]);
+    assert!(e.contains("spans lines and is not one TOML value"), "{e}");
+    // A bare word on one line is still a string.
+    let s = load_text(BASE, &["integrator.solver.method=cg"]).unwrap();
+    assert_eq!(s.config.solver.method.name(), "cg");
+}
+
+#[test]
+fn an_index_into_a_missing_array_says_the_array_is_missing() {
+    let e = refused(BASE, &["external_charges[0].charge=1e-6"]);
+    assert!(
+        e.contains("the scene has no external_charges, so there is no external_charges[0]"),
+        "{e}"
+    );
+    let e = refused(BASE, &["gravity[5]=1"]);
+    assert!(
+        e.contains("the scene has no gravity, so there is no gravity[5]"),
+        "{e}"
+    );
+    let e = refused(BASE, &["integrator[0]=1"]);
+    assert!(e.contains("integrator is a table, not an array"), "{e}");
+    let e = refused(BASE, &["integrator.dt.x=1"]);
+    assert!(e.contains("integrator.dt is a float, not a table"), "{e}");
+}
