@@ -54,16 +54,25 @@ pub(super) fn build_system(f: &SceneFile, mesh: Mesh, ctx: &Ctx) -> Result<Syste
     )?;
     let charged: Vec<bool> = (0..n).map(|i| is_charged(i, fraction)).collect();
     let n_charged = charged.iter().filter(|&&c| c).count();
+    // A charge given to no particle would switch the Coulomb forces off silently.
+    let none_charged = |key: &str| {
+        ctx.invalid(
+            key,
+            format!(
+                "no particle is charged: material.charged_fraction = {} charges floor({n} x {}) \
+                 = 0 of the {n} particles (raise it, or give no charge)",
+                crate::display::num(fraction),
+                crate::display::num(fraction)
+            ),
+        )
+    };
     let (charge_key, q) = match mat.total_charge {
         Some(total) => {
             let key = "material.total_charge";
             check(ctx, key, total, true, "finite")?;
             if n_charged == 0 {
                 if total != 0.0 {
-                    return Err(ctx.invalid(
-                        key,
-                        "no particle is charged (material.charged_fraction is too small)",
-                    ));
+                    return Err(none_charged(key));
                 }
                 (key, 0.0)
             } else {
@@ -72,10 +81,11 @@ pub(super) fn build_system(f: &SceneFile, mesh: Mesh, ctx: &Ctx) -> Result<Syste
         }
         None => {
             let key = "material.charge";
-            (
-                key,
-                check(ctx, key, mat.charge.unwrap_or(0.0), true, "finite")?,
-            )
+            let q = check(ctx, key, mat.charge.unwrap_or(0.0), true, "finite")?;
+            if n_charged == 0 && q != 0.0 {
+                return Err(none_charged(key));
+            }
+            (key, q)
         }
     };
     let charges = charged.iter().map(|&c| if c { q } else { 0.0 }).collect();

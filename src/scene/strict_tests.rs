@@ -133,3 +133,20 @@ fn an_index_into_a_missing_array_says_the_array_is_missing() {
     let e = refused(BASE, &["integrator.dt.x=1"]);
     assert!(e.contains("integrator.dt is a float, not a table"), "{e}");
 }
+
+#[test]
+fn a_charge_that_no_particle_carries_is_refused() {
+    // 32 particles at fraction 0.01: floor(0.32) = 0 charged.
+    for text in [
+        BASE.to_string(),
+        BASE.replace("charge = 6e-6", "total_charge = 1e-5"),
+    ] {
+        let e = refused(&text, &["material.charged_fraction=0.01"]);
+        assert!(e.contains("no particle is charged"), "{e}");
+        assert!(e.contains("0 of the 32 particles"), "{e}");
+    }
+    // Without a charge, a fraction that charges none is harmless.
+    let text = BASE.replace("charge = 6e-6\n", "");
+    let s = load_text(&text, &["material.charged_fraction=0.01"]).unwrap();
+    assert_eq!(s.system.charged_count(), 0);
+}
