@@ -5,7 +5,10 @@
 use super::ctx::{positive, Ctx};
 use super::schema::SceneFile;
 use super::SceneError;
-use crate::config::{Config, CoulombConfig, CoulombMethod, ExternalCharge, ExternalField, Orbit};
+use crate::config::{
+    Config, CoulombConfig, CoulombMethod, ExternalCharge, ExternalField, Integrator, Orbit,
+    SolverMethod,
+};
 use glam::DVec3;
 
 pub(super) fn build_config(f: &SceneFile, ctx: &Ctx) -> Result<Config, SceneError> {
@@ -52,6 +55,24 @@ pub(super) fn build_config(f: &SceneFile, ctx: &Ctx) -> Result<Config, SceneErro
         solver.omega = s.omega.unwrap_or(solver.omega);
         solver.tolerance = s.tolerance.unwrap_or(solver.tolerance);
         solver.rho = s.rho.or(solver.rho);
+    }
+    // Keys the chosen method never reads are refused, not kept without effect.
+    if let (Some(_), SolverMethod::BlockJacobi | SolverMethod::Jacobi | SolverMethod::Cg) =
+        (it.solver.as_ref().and_then(|s| s.rho), solver.method)
+    {
+        return Err(ctx.invalid(
+            "integrator.solver.rho",
+            format!(
+                "only used with method = \"chebyshev\" (method is \"{}\")",
+                solver.method.name()
+            ),
+        ));
+    }
+    if it.local_global_iterations.is_some() && integrator == Integrator::Imex {
+        return Err(ctx.invalid(
+            "integrator.local_global_iterations",
+            "only used with method = \"local_global\" (method is \"imex\")",
+        ));
     }
     let c = &f.coulomb;
     let mut method = c.method.unwrap_or(d.coulomb.method);

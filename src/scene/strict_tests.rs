@@ -150,3 +150,46 @@ fn a_charge_that_no_particle_carries_is_refused() {
     let s = load_text(&text, &["material.charged_fraction=0.01"]).unwrap();
     assert_eq!(s.system.charged_count(), 0);
 }
+
+#[test]
+fn a_solver_key_the_method_does_not_read_is_refused() {
+    for method in ["jacobi", "block_jacobi", "cg"] {
+        let e = refused(
+            BASE,
+            &[
+                &format!("integrator.solver.method={method}"),
+                "integrator.solver.rho=0.5",
+            ],
+        );
+        assert!(
+            e.contains(&format!(
+                "integrator.solver.rho: only used with method = \"chebyshev\" (method is \"{method}\")"
+            )),
+            "{e}"
+        );
+    }
+    let s = load_text(
+        BASE,
+        &[
+            "integrator.solver.method=chebyshev",
+            "integrator.solver.rho=0.5",
+        ],
+    )
+    .unwrap();
+    assert_eq!(s.config.solver.rho, Some(0.5));
+
+    let e = refused(BASE, &["integrator.local_global_iterations=3"]);
+    assert!(
+        e.contains("integrator.local_global_iterations: only used with method = \"local_global\""),
+        "{e}"
+    );
+    let s = load_text(
+        BASE,
+        &[
+            "integrator.method=local_global",
+            "integrator.local_global_iterations=3",
+        ],
+    )
+    .unwrap();
+    assert_eq!(s.config.local_global_iterations, 3);
+}
