@@ -134,6 +134,19 @@ pub(super) fn build(t: Tets, scale: f64) -> Parsed<Mesh> {
     })
 }
 
+/// Whether a triangle's winding is an odd permutation of its sorted nodes.
+fn odd([a, b, c]: [u32; 3]) -> bool {
+    // Rotating to put the smallest first keeps the winding; then it is even iff ascending.
+    let (x, y) = if a < b && a < c {
+        (b, c)
+    } else if b < c {
+        (c, a)
+    } else {
+        (a, b)
+    };
+    x > y
+}
+
 fn tet_repeats(t: [u32; 4]) -> bool {
     (0..4).any(|i| (i + 1..4).any(|j| t[i] == t[j]))
 }
@@ -164,7 +177,24 @@ fn boundary(tets: &[[u32; 4]], at: &dyn Fn(usize) -> At) -> Parsed<Vec<[u32; 3]>
                 let (k, l) = ((keys[i].1 >> 2) as usize, (keys[i].1 & 3) as usize);
                 faces.push(outward(tets[k])[l]);
             }
-            2 => {}
+            2 => {
+                // An interior face has one tetrahedron on each side, so their outward
+                // windings are opposite; the same winding is two tetrahedra on one side.
+                let side = |key: u32| odd(outward(tets[(key >> 2) as usize])[(key & 3) as usize]);
+                if side(keys[i].1) == side(keys[i + 1].1) {
+                    let (k0, k1) = ((keys[i].1 >> 2) as usize, (keys[i + 1].1 >> 2) as usize);
+                    let (k0, k1) = (k0.min(k1), k0.max(k1));
+                    return Err(fail(
+                        at(k1),
+                        format!(
+                            "tetrahedra {k0} and {k1} (counting from 0) overlap: both lie on \
+                             the same side of their shared face with nodes {:?} (a duplicated \
+                             or overlapping element)",
+                            keys[i].0
+                        ),
+                    ));
+                }
+            }
             m => {
                 let k = (keys[i + 2].1 >> 2) as usize;
                 return Err(fail(
@@ -208,6 +238,42 @@ mod tests {
             let [a, b, d] = f.map(|i| m.positions[i as usize]);
             let n = (b - a).cross(d - a);
             assert!(n.dot((a + b + d) / 3.0 - c) > 0.0, "{f:?}");
+        }
+    }
+
+    #[test]
+    fn duplicated_and_overlapping_tetrahedra_are_refused_naming_both() {
+        let mut p = cube_corner();
+        p.push(DVec3::splat(0.1)); // inside (0,1,2,3), on its side of face 1 2 3
+        for (tets, pair) in [
+            (vec![[0, 1, 2, 3], [0, 1, 2, 3]], "tetrahedra 0 and 1"),
+            (
+                vec![[0, 1, 2, 3], [1, 2, 3, 4], [0, 1, 2, 5]],
+                "tetrahedra 0 and 2",
+            ),
+            // All negative (re-oriented), the last one twice.
+            (
+                vec![[1, 3, 2, 4], [0, 2, 1, 5], [0, 2, 1, 5]],
+                "tetrahedra 1 and 2",
+            ),
+        ] {
+            let lines = (10..10 + tets.len() as u32).collect();
+            let e = build(
+                Tets {
+                    positions: p.clone(),
+                    tets: tets.clone(),
+                    lines,
+                },
+                1.0,
+            );
+            let e = e.expect_err(&format!("{tets:?} was accepted"));
+            assert!(e.message.contains(pair), "{tets:?}: {e:?}");
+            assert!(e.message.contains("overlap"), "{e:?}");
+            let last = pair.rsplit(' ').next().unwrap().parse::<u64>().unwrap();
+            assert!(
+                matches!(e.at, Some(At::Element { index, .. }) if index == last),
+                "{e:?}"
+            );
         }
     }
 
