@@ -4,6 +4,7 @@
 use super::ctx::{finite3, Ctx};
 use super::schema::{MeshKind, MeshSpec};
 use super::SceneError;
+use crate::display::num;
 use crate::model::{mesh, Mesh};
 use glam::DVec3;
 use std::path::Path;
@@ -61,6 +62,7 @@ pub(super) fn build_mesh(m: &MeshSpec, ctx: &Ctx, base_dir: &Path) -> Result<Mes
         })
     }
     let center = finite3(ctx, "mesh.center", m.center.unwrap_or([0.0; 3]))?;
+    super::initial::within_f32(ctx, "mesh.center", center.to_array())?;
     let mut mesh = match kind {
         MeshKind::Torus => mesh::torus(
             req(ctx, kind, "major_radius", &m.major_radius)?,
@@ -185,10 +187,26 @@ fn check_volume_extension(ctx: &Ctx, path: &Path) -> Result<(), SceneError> {
 /// mesh's fault, named at `key`, not the rest lengths' that derive from it.
 fn check_extent(mesh: &Mesh, ctx: &Ctx, key: &str) -> Result<(), SceneError> {
     let p = &mesh.positions;
+    let shown = |x: DVec3| format!("[{}, {}, {}]", num(x.x), num(x.y), num(x.z));
     if let Some(i) = p.iter().position(|x| !x.is_finite()) {
         return Err(ctx.invalid(
             key,
-            format!("vertex {i} is not finite once scaled and placed ({})", p[i]),
+            format!(
+                "vertex {i} is not finite once scaled and placed ({})",
+                shown(p[i])
+            ),
+        ));
+    }
+    let f32_max = super::initial::F32_MAX;
+    if let Some(i) = p.iter().position(|x| x.abs().max_element() > f32_max) {
+        return Err(ctx.invalid(
+            key,
+            format!(
+                "vertex {i} is beyond {} in magnitude once scaled and placed ({}): f32, the \
+                 frames' and the GPU's precision, cannot hold it",
+                num(f32_max),
+                shown(p[i])
+            ),
         ));
     }
     for (k, &[a, b]) in mesh.edges.iter().enumerate() {

@@ -60,6 +60,7 @@ mod config_only;
 mod ctx;
 mod error;
 mod geometry;
+mod initial;
 mod keys;
 mod name;
 mod overrides;
@@ -306,6 +307,7 @@ fn build(
         check_size(SceneSize::new(f.mesh.kind, counts))?;
     }
     let system = particles::build_system(&f, mesh, ctx)?;
+    initial::check(ctx, &system, &config)?;
     config.check_coulomb(&system).map_err(|e| {
         let key = Config::coulomb_error_key(&e);
         SceneError::Model {

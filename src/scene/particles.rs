@@ -111,6 +111,19 @@ pub(super) fn build_system(f: &SceneFile, mesh: Mesh, ctx: &Ctx) -> Result<Syste
             }
         }
         let v = finite3(ctx, "pin.velocity", pin.velocity.unwrap_or([0.0; 3]))?;
+        super::initial::within_f32(ctx, "pin.velocity", v.to_array())?;
+        let pins = pinned.iter().filter(|&&p| p).count() as f64;
+        // The kinetic energy of the pinned particles at t = 0.
+        if !(0.5 * mass * pins * v.length_squared()).is_finite() {
+            return Err(ctx.invalid(
+                "pin.velocity",
+                format!(
+                    "the pinned particles' kinetic energy m |v|^2 / 2 overflows f64 (mass \
+                     {} kg, {pins} pinned)",
+                    crate::display::num(mass)
+                ),
+            ));
+        }
         for (vel, _) in velocities.iter_mut().zip(&pinned).filter(|(_, &p)| p) {
             *vel = v;
         }

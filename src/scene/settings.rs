@@ -39,7 +39,11 @@ pub(super) fn build_config(f: &SceneFile, ctx: &Ctx) -> Result<Config, SceneErro
                 if n > 1e15 {
                     return Err(ctx.invalid(
                         "integrator.duration",
-                        format!("{d} s at dt = {dt} s is more than 1e15 steps"),
+                        format!(
+                            "{} s at dt = {} s is more than 1e15 steps",
+                            crate::display::num(d),
+                            crate::display::num(dt)
+                        ),
                     ));
                 }
                 (n as u64).max(1)

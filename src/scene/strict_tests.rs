@@ -193,3 +193,50 @@ fn a_solver_key_the_method_does_not_read_is_refused() {
     .unwrap();
     assert_eq!(s.config.local_global_iterations, 3);
 }
+
+#[test]
+fn an_initial_state_that_would_diverge_at_step_0_is_refused_naming_its_key() {
+    let field = "external_field={kind=\"uniform\",value=[1e308,0,0]}";
+    let cases: [(&str, &str, &str); 6] = [
+        (BASE, "gravity=[1e308,0,0]", "gravity[0]: must be at most"),
+        (BASE, field, "external_field.value[0]: must be at most"),
+        (
+            BASE,
+            "mesh.center=[1e308,0,0]",
+            "mesh.center[0]: must be at most 3.4028234663852886e38",
+        ),
+        (
+            BASE,
+            "mesh.center=[0,-1e39,0]",
+            "mesh.center[1]: must be at most",
+        ),
+        (
+            GRID,
+            "pin.velocity=[1e308,0,0]",
+            "pin.velocity[0]: must be at most",
+        ),
+        (GRID, "mesh.size=[1e39,1]", "mesh: vertex 0 is beyond"),
+    ];
+    for (text, set, want) in cases {
+        let e = refused(text, &[set]);
+        assert!(e.contains(want), "{set}: {e}");
+        assert!(e.len() < 400, "{set}: brief numbers: {e}");
+    }
+    // Large but finite throughout: still runs (a later divergence is the run's to find).
+    for set in ["gravity=[1e200,0,0]", "mesh.center=[1e38,0,0]"] {
+        load_text(BASE, &[set]).unwrap();
+    }
+    load_text(GRID, &["pin.velocity=[1e20,0,0]"]).unwrap();
+}
+
+#[test]
+fn numbers_in_messages_are_brief() {
+    let no_steps = BASE.replace("steps = 5\n", "");
+    let e = refused(&no_steps, &["integrator.duration=1e300"]);
+    assert!(
+        e.contains("1e300 s at dt = 0.015 s is more than 1e15 steps"),
+        "{e}"
+    );
+    let e = refused(GRID, &["mesh.size=[1e308,1e308]"]);
+    assert!(e.contains("mesh:") && e.len() < 300, "{e}");
+}
