@@ -4,10 +4,12 @@
 //! its lanes' S(tau): the kernel walks each tetrahedron any lane takes, the other lanes
 //! idle) against the pairs its targets need. f64 reference structures only; no GPU.
 //! Prints the waste from lanes of mixed Kuhn types (active lanes only) and with the idle
-//! lanes of a work item's last, partial warp.
+//! lanes of a work item's last, partial warp; and the pair slots all warps walk per
+//! target (a warp's time), with PER consecutive targets per lane (the kernel has 1; 2
+//! scores a warp that reads each source once for two targets).
 //!
-//! `cargo run --release --example gather_warps -- [N] [M] [ORDER]` (default 262144 2918
-//! 0,1,2,3,4,5: sorted order; the kernel's is 3,2,0,1,4,5).
+//! `cargo run --release --example gather_warps -- [N] [M] [ORDER] [PER]` (default 262144
+//! 2918 0,1,2,3,4,5 1: sorted order; the kernel's is 3,2,0,1,4,5).
 
 use std::collections::BTreeMap;
 
@@ -33,6 +35,13 @@ fn main() {
             .map(|k| k.parse().expect("ORDER: Kuhn types 0..5, comma-separated"))
             .collect()
     });
+    // Targets per lane: a warp covers WARP * per consecutive targets.
+    let per: u32 = args
+        .get(3)
+        .map_or(1, |a| {
+            a.parse().expect("PER: targets per lane, a whole number")
+        })
+        .max(1);
     let mut seen = order.clone();
     seen.sort_unstable();
     assert_eq!(seen, (0..6).collect::<Vec<_>>(), "ORDER: each of 0..5 once");
@@ -45,7 +54,8 @@ fn main() {
         let (x, q) = (system.positions(), system.charges());
         let cpu = DdefSolver::reference_for(d, x, q, config.coulomb.softening).expect("reference");
         let s = cpu.tet_starts();
-        let (mut useful, mut active, mut all, mut tets, mut warps) = (0u64, 0u64, 0u64, 0u64, 0u64);
+        let (mut useful, mut active, mut all, mut tets, mut warps, mut wslots) =
+            (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
         for c in 0..(s.len() - 1) / 6 {
             // Each tetrahedron's S(tau) as (begin -> end) and its size.
             let near: Vec<(BTreeMap<u32, u32>, u64)> = (6 * c..6 * c + 6)
@@ -65,8 +75,8 @@ fn main() {
                 .flat_map(|&k| std::iter::repeat_n(k, (s[6 * c + k + 1] - s[6 * c + k]) as usize))
                 .collect();
             let total = lanes.len() as u32;
-            for w in (0..total).step_by(WARP as usize) {
-                let we = (w + WARP).min(total);
+            for w in (0..total).step_by((WARP * per) as usize) {
+                let we = (w + WARP * per).min(total);
                 let mut union: BTreeMap<u32, u32> = BTreeMap::new();
                 let mut kinds = 0u32;
                 for &k in &lanes[w as usize..we as usize] {
@@ -76,19 +86,21 @@ fn main() {
                 }
                 let slots: u64 = union.iter().map(|(b, e)| u64::from(*e - *b)).sum();
                 active += slots * u64::from(we - w);
-                all += slots * u64::from(WARP);
+                all += slots * u64::from(WARP * per);
                 tets += u64::from(kinds.count_ones());
+                wslots += slots;
                 warps += 1;
             }
         }
         println!(
             "{:<6} n {n} m {m} order {order:?}: {:.0} near pairs per target; pair slots walked / needed: {:.3} \
-             (active lanes), {:.3} (with idle lanes); {:.2} tetrahedra per warp",
+             (active lanes), {:.3} (with idle lanes); {:.2} tetrahedra per warp; warp slots per target {:.1}",
             cloud.name(),
             useful as f64 / n as f64,
             active as f64 / useful as f64,
             all as f64 / useful as f64,
-            tets as f64 / warps as f64
+            tets as f64 / warps as f64,
+            wslots as f64 / n as f64
         );
     }
 }

@@ -121,8 +121,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "SHAPE", default_value = "cube", value_parser = parse_cloud)]
     pub cloud: Cloud,
     /// DDEF workload on a GPU: the near gather's shape, cell/N, cell/N/unrolled or
-    /// packed/N with N = 64, 128 or 256 invocations per workgroup (the same results; for
-    /// measuring them)
+    /// packed/N with N = 64, 128 or 256 invocations per workgroup, or cell/N/dual (two
+    /// targets per invocation) with N = 64 or 128 (the same results; for measuring them)
     #[arg(long, value_name = "SHAPE", default_value_t = crate::gpu::DdefGather::default())]
     pub ddef_gather: crate::gpu::DdefGather,
     /// DDEF workload on a GPU: the far field's shape, staged or direct/N with N = 1, 2 or

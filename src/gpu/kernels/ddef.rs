@@ -203,8 +203,9 @@ impl Recorder<'_> {
             m0,
             sites,
         )?);
-        // WG / LANES workgroups of LANES per work item (its shape, `Tuning`).
-        let per = WORKGROUP_SIZE / self.engine.spec().ddef_gather(self.device).lanes.count();
+        // WG / (its targets) workgroups of LANES per work item (its shape, `Tuning`).
+        let shape = self.engine.spec().ddef_gather(self.device);
+        let per = WORKGROUP_SIZE / shape.targets_per_workgroup();
         let grid = self.grid(self.gather_items(&layout) * per * WORKGROUP_SIZE);
         ops.push(self.grid_dispatch(
             DDEF_GATHER,

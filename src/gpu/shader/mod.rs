@@ -429,8 +429,10 @@ fn pipeline_constants(
         constants.push(("LANES", f64::from(g.lanes.count())));
         let packed = g.staging == GatherStaging::Packed;
         constants.push(("PACKED", f64::from(u8::from(packed))));
-        let unrolled = g.pairs == GatherPairs::Unrolled;
+        let unrolled = g.pairs != GatherPairs::Plain;
         constants.push(("UNROLLED", f64::from(u8::from(unrolled))));
+        let dual = g.pairs == GatherPairs::Dual;
+        constants.push(("DUAL", f64::from(u8::from(dual))));
     }
     if let Some(&(_, budget)) = LOOP_BUDGET_ON_CPU.iter().find(|(n, _)| cpu && *n == k.name) {
         constants.push(("LOOP_BUDGET", f64::from(budget)));

@@ -92,7 +92,8 @@ fn ordered_target(cell: u32, p: u32) -> u32 {
 // Invocation `lid`'s `corrected` sum (on in a `corrected` world): Kuhn type `kuhn`, path
 // vertex `v`, at `site`, over the near sources of that type outside M_v; `slot` = 4 kuhn
 // + v, `lane` whether this invocation holds one (`on` or not). The 24 sums sit on the
-// last 24 of the workgroup's `lanes` invocations when its targets leave them free (a
+// last 24 of the workgroup's `lanes` invocations when the `busy` first ones, which hold
+// its targets, leave them free (a
 // warp of their own: a warp that also held targets would pay both walks, and hold up the
 // workgroup at each tile's barrier), else on the first 24. Either way each sum adds the
 // same terms in the same order.
@@ -106,8 +107,8 @@ struct NearCorrection {
     site: vec3<f32>,
 }
 
-fn near_correction(it: NearItem, lid: u32, lanes: u32) -> NearCorrection {
-    let first = select(0u, lanes - 24u, it.te - it.tb <= lanes - 24u);
+fn near_correction(it: NearItem, lid: u32, lanes: u32, busy: u32) -> NearCorrection {
+    let first = select(0u, lanes - 24u, busy <= lanes - 24u);
     let lane = lid >= first && lid - first < 24u;
     let slot = select(0u, lid - first, lane);
     let kc = slot / 4u;

@@ -49,6 +49,11 @@ pub enum GatherPairs {
     /// Outside the target's own cell (which alone holds its own source) without the test
     /// and four sources per trip: fewer loop instructions per pair, four pulls in flight.
     Unrolled,
+    /// `Unrolled` with two consecutive targets per invocation (`DUAL`): each staged
+    /// source read, loop trip and membership read serves both, a workgroup takes twice
+    /// its lanes' targets, and a warp spans twice the targets (more Kuhn types, so more
+    /// pair slots: `examples/gather_warps.rs N M ORDER 2`). 64 or 128 lanes.
+    Dual,
 }
 
 /// The shape of `ddef_gather` on a GPU (its staged path; a CPU adapter's direct path has
@@ -57,7 +62,7 @@ pub enum GatherPairs {
 pub struct DdefGather {
     pub staging: GatherStaging,
     pub lanes: GatherLanes,
-    /// `Unrolled` with `PerCell` staging only.
+    /// `Unrolled` and `Dual` with `PerCell` staging only; `Dual` with at most 128 lanes.
     pub pairs: GatherPairs,
 }
 
@@ -89,10 +94,25 @@ impl DdefGather {
             lanes,
             pairs: GatherPairs::Plain,
         });
+        let dual = [GatherLanes::L128, GatherLanes::L64].map(|lanes| Self {
+            staging: GatherStaging::PerCell,
+            lanes,
+            pairs: GatherPairs::Dual,
+        });
         cell(GatherPairs::Plain)
             .into_iter()
             .chain(packed)
             .chain(cell(GatherPairs::Unrolled))
+            .chain(dual)
+    }
+
+    /// Targets one workgroup takes (`LANES`, twice that `Dual`): a divisor of
+    /// `WORKGROUP_SIZE`, whose work items each take `WORKGROUP_SIZE / this` workgroups.
+    pub const fn targets_per_workgroup(self) -> u32 {
+        match self.pairs {
+            GatherPairs::Dual => 2 * self.lanes.count(),
+            _ => self.lanes.count(),
+        }
     }
 }
 
@@ -103,10 +123,11 @@ impl fmt::Display for DdefGather {
             GatherStaging::Packed => "packed",
         };
         write!(f, "{staging}/{}", self.lanes.count())?;
-        if self.pairs == GatherPairs::Unrolled {
-            write!(f, "/unrolled")?;
+        match self.pairs {
+            GatherPairs::Plain => Ok(()),
+            GatherPairs::Unrolled => write!(f, "/unrolled"),
+            GatherPairs::Dual => write!(f, "/dual"),
         }
-        Ok(())
     }
 }
 
@@ -120,7 +141,7 @@ impl FromStr for DdefGather {
             .ok_or_else(|| {
                 format!(
                 "unknown DDEF gather shape '{s}': expected cell/N, cell/N/unrolled or packed/N, \
-                 N = 64, 128 or 256"
+                 N = 64, 128 or 256, or cell/N/dual, N = 64 or 128"
             )
             })
     }
@@ -195,13 +216,21 @@ pub struct Tuning {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gpu::layout::WORKGROUP_SIZE;
 
     #[test]
     fn every_gather_shape_reads_back_from_its_name() {
         for g in DdefGather::all() {
             assert_eq!(g.to_string().parse::<DdefGather>(), Ok(g));
         }
-        assert_eq!(DdefGather::all().count(), 9);
+        assert_eq!(DdefGather::all().count(), 11);
+        for g in DdefGather::all() {
+            let per = g.targets_per_workgroup();
+            assert!(
+                per >= g.lanes.count() && WORKGROUP_SIZE.is_multiple_of(per),
+                "{g}"
+            );
+        }
         assert_eq!(
             "cell/128/unrolled".parse::<DdefGather>().map(|g| g.pairs),
             Ok(GatherPairs::Unrolled)
@@ -215,7 +244,21 @@ mod tests {
             .parse::<DdefFar>()
             .unwrap_err()
             .contains("direct/N"));
-        for bad in ["cell/32", "packed", "cells/256", "packed/256/unrolled", ""] {
+        assert_eq!(
+            "cell/128/dual"
+                .parse::<DdefGather>()
+                .map(|g| g.targets_per_workgroup()),
+            Ok(256)
+        );
+        for bad in [
+            "cell/32",
+            "packed",
+            "cells/256",
+            "packed/256/unrolled",
+            "cell/256/dual",
+            "packed/128/dual",
+            "",
+        ] {
             let e = bad.parse::<DdefGather>().unwrap_err();
             assert!(
                 e.contains(&format!("'{bad}'")) && e.contains("packed/N"),

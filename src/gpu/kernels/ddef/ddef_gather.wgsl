@@ -28,13 +28,17 @@
 // another in entry order, so a tile holds several small cells (per neighbour cell, a tile
 // holds one cell's: at 110 sources a cell, 43% of it, and two barriers per cell); UNROLLED
 // (per-cell staging only) adds the sources of a cell other than the item's own, where no
-// target meets its own source, without that test and four per loop trip. Every staged
-// shape lays a cell's targets out by Kuhn type in near_walk's KUHN_ORDER.
+// target meets its own source, without that test and four per loop trip; DUAL (with
+// UNROLLED, LANES at most WG / 2) gives each invocation two consecutive targets, which
+// share each staged source read, the loop and, when of one Kuhn type (all but at most
+// five invocations of a cell), the membership bits: a workgroup takes 2 LANES targets.
+// Every staged shape lays a cell's targets out by Kuhn type in near_walk's KUHN_ORDER.
 
 override STAGED: bool = true;
 override LANES: u32 = WG;
 override PACKED: bool = false;
 override UNROLLED: bool = false;
+override DUAL: bool = false;
 
 // Entries of the near neighbourhood a PACKED workgroup holds (the tables' 63, checked on
 // the host).
@@ -84,6 +88,57 @@ fn near_run4(acc0: vec3<f32>, me: vec3<f32>, lo: u32, hi: u32, eps2: f32) -> vec
         acc = near_pull(acc, me, tile[j], eps2, true);
     }
     return acc;
+}
+
+// DUAL: tile slot j's near pulls on two targets (neither its source), one read.
+fn near_pull2(acc: ptr<function, vec3<f32>>, acc2: ptr<function, vec3<f32>>, me: vec3<f32>, me2: vec3<f32>, j: u32, eps2: f32) {
+    let sj = tile[j];
+    *acc = near_pull(*acc, me, sj, eps2, true);
+    *acc2 = near_pull(*acc2, me2, sj, eps2, true);
+}
+
+// DUAL: near_run4 for two targets at once.
+fn near_run4x2(acc: ptr<function, vec3<f32>>, acc2: ptr<function, vec3<f32>>, me: vec3<f32>, me2: vec3<f32>, lo: u32, hi: u32, eps2: f32) {
+    var j = lo;
+    for (; j + 4u <= hi; j = j + 4u) {
+        near_pull2(acc, acc2, me, me2, j, eps2);
+        near_pull2(acc, acc2, me, me2, j + 1u, eps2);
+        near_pull2(acc, acc2, me, me2, j + 2u, eps2);
+        near_pull2(acc, acc2, me, me2, j + 3u, eps2);
+    }
+    for (; j < hi; j = j + 1u) {
+        near_pull2(acc, acc2, me, me2, j, eps2);
+    }
+}
+
+// The staged near pulls on target `tg` (at `me`) of the tile [base, ..)'s sorted positions
+// [b, e): outside the item's own cell (`other`) as near_run4 when UNROLLED, else one
+// source per trip, skipping the target's own.
+fn near_run(acc: vec3<f32>, me: vec3<f32>, k: u32, b: u32, e: u32, base: u32, other: bool, eps2: f32) -> vec3<f32> {
+    if (UNROLLED && other) {
+        // (A tetrahedron wholly before this tile has e < base.)
+        return near_run4(acc, me, b - base, max(b, e) - base, eps2);
+    }
+    var a = acc;
+    for (var j = b; j < e; j = j + 1u) {
+        a = near_pull(a, me, tile[j - base], eps2, j != k);
+    }
+    return a;
+}
+
+// Adds target `tg`'s field (its near sum `acc`, the interpolated far values less the
+// `corrected` sums) times its charge to its particle's force.
+fn add_field(it: NearItem, tg: NearTarget, me: vec4<f32>, wts: vec4<f32>, acc: vec3<f32>) {
+    if (!tg.has) {
+        return;
+    }
+    var field = acc;
+    for (var x = 0u; x < 4u; x = x + 1u) {
+        let site = it.world.base.z + ddef_site_index(it.dims, ddef_vertex(it.cp, tg.kuhn, x));
+        field = field + wts[x] * (far[site].xyz - corr[tg.kuhn * 4u + x].xyz);
+    }
+    let f = force[tg.particle];
+    force[tg.particle] = vec4<f32>(f.xyz + me.w * field, f.w);
 }
 
 // Source sj's pull on a `corrected` sum's site `uc`: a source outside M_v, so never at
@@ -446,9 +501,11 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    // WG / LANES workgroups per work item (1 on the !STAGED path, whose LANES is WG).
+    // WG / span workgroups per work item (1 on the !STAGED path, whose LANES is WG).
+    let per = select(1u, 2u, DUAL);
+    let span = per * LANES;
     let g = group_index(wid, nwg);
-    let item = near_item(g / (WG / LANES));
+    let item = near_item(g / (WG / span));
     if (!item.valid) {
         return;
     }
@@ -459,23 +516,37 @@ fn main(
     }
     // This workgroup's part of the item's targets.
     var it = item;
-    it.tb = it.tb + (g % (WG / LANES)) * LANES;
+    it.tb = it.tb + (g % (WG / span)) * span;
     if (it.tb >= it.te) {
         return;
     }
-    it.te = min(it.te, it.tb + LANES);
+    it.te = min(it.te, it.tb + span);
 
-    // This invocation's target and its correction.
-    let tg = near_target(it, lid);
+    // This invocation's targets (DUAL: two, the second tg2) and its correction.
+    let tg = near_target(it, per * lid);
     var me = vec4<f32>(0.0);
     var wts = vec4<f32>(0.0);
     if (tg.has) {
         me = sorted_src[tg.k];
         wts = ddef_weights(tg.kuhn, ddef_locate(it.world, me.xyz).f);
     }
-    let c = near_correction(it, lid, LANES);
+    var tg2 = NearTarget();
+    var me2 = vec4<f32>(0.0);
+    var wts2 = vec4<f32>(0.0);
+    if (DUAL) {
+        tg2 = near_target(it, per * lid + 1u);
+    }
+    if (tg2.has) {
+        me2 = sorted_src[tg2.k];
+        wts2 = ddef_weights(tg2.kuhn, ddef_locate(it.world, me2.xyz).f);
+    }
+    let c = near_correction(it, lid, LANES, (it.te - it.tb + per - 1u) / per);
+    // The second target's membership rows are read with no correction.
+    var c2 = c;
+    c2.on = false;
 
     var acc = vec3<f32>(0.0);
+    var acc2 = vec3<f32>(0.0);
     var cacc = vec3<f32>(0.0);
     if (PACKED) {
         packed_sums(it, tg, c, me.xyz, lid, eps2, &acc, &cacc);
@@ -489,6 +560,15 @@ fn main(
         }
         let end = starts[t0 + KUHN];
         let bits = near_bits(it, d, tg, c);
+        // DUAL: the second target's near bits (the first's when of its type).
+        var bits2 = 0u;
+        if (tg2.has) {
+            if (tg2.kuhn == tg.kuhn) {
+                bits2 = bits.x;
+            } else {
+                bits2 = near_bits(it, d, tg2, c2).x;
+            }
+        }
         for (var base = starts[t0]; base < end; base = tile_next(base, end, TILE)) {
             stage_tile(base, end, lid);
             let top = tile_top(base, end, TILE);
@@ -500,17 +580,22 @@ fn main(
             // neighbour cell feeds, skips the tile: whole warps idle (a cell's last work
             // item) issue nothing.
             for (var t = 0u; t < KUHN; t = t + 1u) {
-                let r = tile_tet(bits, t0, t, base, top);
+                let r = tile_tet(vec2<u32>(bits.x | bits2, bits.y), t0, t, base, top);
+                let n1 = ((bits.x >> t) & 1u) != 0u;
+                let n2 = ((bits2 >> t) & 1u) != 0u;
                 // The near and the correction's sums in loops of their own (as packed).
-                if (r.z != 0u) {
-                    if (UNROLLED && t0 != own) {
-                        // (A tetrahedron wholly before this tile has r.y < base.)
-                        acc = near_run4(acc, me.xyz, r.x - base, max(r.x, r.y) - base, eps2);
-                    } else {
-                        for (var j = r.x; j < r.y; j = j + 1u) {
-                            acc = near_pull(acc, me.xyz, tile[j - base], eps2, j != tg.k);
-                        }
+                if (n1 && n2 && t0 != own) {
+                    near_run4x2(&acc, &acc2, me.xyz, me2.xyz, r.x - base, max(r.x, r.y) - base, eps2);
+                } else if (n1 && n2) {
+                    for (var j = r.x; j < r.y; j = j + 1u) {
+                        let sj = tile[j - base];
+                        acc = near_pull(acc, me.xyz, sj, eps2, j != tg.k);
+                        acc2 = near_pull(acc2, me2.xyz, sj, eps2, j != tg2.k);
                     }
+                } else if (n1) {
+                    acc = near_run(acc, me.xyz, tg.k, r.x, r.y, base, t0 != own, eps2);
+                } else if (n2) {
+                    acc2 = near_run(acc2, me2.xyz, tg2.k, r.x, r.y, base, t0 != own, eps2);
                 }
                 if (r.w != 0u) {
                     for (var j = r.x; j < r.y; j = j + 1u) {
@@ -525,14 +610,6 @@ fn main(
         corr[c.slot] = vec4<f32>(cacc, 0.0);
     }
     workgroupBarrier();
-    if (!tg.has) {
-        return;
-    }
-    var field = acc;
-    for (var x = 0u; x < 4u; x = x + 1u) {
-        let site = it.world.base.z + ddef_site_index(it.dims, ddef_vertex(it.cp, tg.kuhn, x));
-        field = field + wts[x] * (far[site].xyz - corr[tg.kuhn * 4u + x].xyz);
-    }
-    let f = force[tg.particle];
-    force[tg.particle] = vec4<f32>(f.xyz + me.w * field, f.w);
+    add_field(it, tg, me, wts, acc);
+    add_field(it, tg2, me2, wts2, acc2);
 }

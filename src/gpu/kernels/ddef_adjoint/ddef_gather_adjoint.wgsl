@@ -71,7 +71,7 @@ fn main(
         wk = cot[disp.slot * 2u * params.n + tg.particle].xyz;
         wts = ddef_weights(tg.kuhn, ddef_locate(it.world, me.xyz).f);
     }
-    let c = near_correction(it, lid, WG);
+    let c = near_correction(it, lid, WG, it.te - it.tb);
 
     var acc = vec3<f32>(0.0);
     var xb = vec3<f32>(0.0);

@@ -73,7 +73,7 @@ fn main(
         dme = tan_sorted[2u * tg.k + 1u];
         wts = ddef_weights(tg.kuhn, ddef_locate(it.world, me.xyz).f);
     }
-    let c = near_correction(it, lid, WG);
+    let c = near_correction(it, lid, WG, it.te - it.tb);
 
     var acc = vec3<f32>(0.0);
     var dacc = vec3<f32>(0.0);
