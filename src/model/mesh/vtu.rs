@@ -385,8 +385,26 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
         )?;
         positions.push(x);
     }
+    // Indices and types must be whole numbers: `x as i64` would truncate 4.9 to 4.
     let ints = |t: &Tag| -> Parsed<Vec<i64>> {
-        Ok(file.values(t)?.into_iter().map(|x| x as i64).collect())
+        let v = file.values(t)?;
+        v.into_iter()
+            .enumerate()
+            .map(|(k, x)| {
+                if x.is_finite() && x.fract() == 0.0 && x.abs() < 2f64.powi(63) {
+                    Ok(x as i64)
+                } else {
+                    Err(fail(
+                        At::Line(t.line),
+                        format!(
+                            "DataArray {}: value {k} (counting from 0), {}, is not an integer",
+                            t.attr("Name").unwrap_or(""),
+                            crate::display::num(x)
+                        ),
+                    ))
+                }
+            })
+            .collect()
     };
     let (c, o, ty) = (ints(ct)?, ints(ot)?, ints(tt)?);
     if o.len() != ty.len() {
@@ -404,4 +422,52 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
     starts.push(0);
     starts.extend_from_slice(&o);
     vtk::cells(positions, &c, &starts, &ty)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two tetrahedra on five points, every array inline ASCII.
+    fn ascii(conn: &str, offsets: &str, types: &str) -> String {
+        format!(
+            r#"<?xml version="1.0"?>
+<VTKFile type="UnstructuredGrid" version="0.1" byte_order="LittleEndian">
+<UnstructuredGrid><Piece NumberOfPoints="5" NumberOfCells="2">
+<Points><DataArray type="Float64" Name="Points" NumberOfComponents="3" format="ascii">
+0 0 0 1 0 0 0 1 0 0 0 1 1 1 1</DataArray></Points>
+<Cells>
+<DataArray type="Int64" Name="connectivity" format="ascii">{conn}</DataArray>
+<DataArray type="Int64" Name="offsets" format="ascii">{offsets}</DataArray>
+<DataArray type="UInt8" Name="types" format="ascii">{types}</DataArray>
+</Cells></Piece></UnstructuredGrid></VTKFile>
+"#
+        )
+    }
+
+    #[test]
+    fn fractional_and_non_finite_indices_are_refused_by_array_and_value() {
+        let ok = parse(ascii("0 1 2 3 1 2 3 4", "4 8", "10 10").as_bytes()).unwrap();
+        assert_eq!(ok.tets, vec![[0, 1, 2, 3], [1, 2, 3, 4]]);
+        for (conn, offsets, types, array, value) in [
+            ("0 1 2 3 1 2 3 4.9", "4 8", "10 10", "connectivity", "4.9"),
+            ("0 1 2 3 1 2 3 nan", "4 8", "10 10", "connectivity", "NaN"),
+            (
+                "0 1 2 3 1 2 3 1e300",
+                "4 8",
+                "10 10",
+                "connectivity",
+                "1e300",
+            ),
+            ("0 1 2 3 1 2 3 4", "4 inf", "10 10", "offsets", "inf"),
+            ("0 1 2 3 1 2 3 4", "4 8", "10 10.7", "types", "10.7"),
+        ] {
+            let e = parse(ascii(conn, offsets, types).as_bytes()).unwrap_err();
+            assert!(
+                e.message.contains(&format!("DataArray {array}:"))
+                    && e.message.contains(&format!(", {value}, is not an integer")),
+                "{conn} / {offsets} / {types}: {e:?}"
+            );
+        }
+    }
 }
