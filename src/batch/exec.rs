@@ -69,7 +69,9 @@ impl BatchReport {
 ///
 /// Resumption: a run whose folder holds a summary that vouches for it (the same scene,
 /// every input and output unchanged: see `completed`) is not redone; its record is read
-/// back. Any other folder of a planned run is cleared and the run starts over.
+/// back. Any other folder of a planned run is cleared of what a run wrote there and the
+/// run starts over; one holding anything else stops the batch before anything runs
+/// ([`BatchError::ForeignFolder`]).
 pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, BatchError> {
     let owns = |i: usize| options.shard.as_ref().is_none_or(|s| s.shard.owns(i));
     let planned = plan_runs(plan, owns, options)?;

@@ -79,6 +79,18 @@ pub enum BatchError {
         path.display()
     )]
     PlanMismatch { path: PathBuf, message: String },
+    /// A planned run's folder exists and holds what no msc run wrote (the user's own
+    /// files): it is neither trusted nor cleared, and nothing runs.
+    #[error(
+        "the run '{run}' would write into {}, which holds files msc did not write ({found}); \
+         move them away, or use another --out folder or run name",
+        path.display()
+    )]
+    ForeignFolder {
+        run: String,
+        path: PathBuf,
+        found: String,
+    },
     /// `--devices` found no device to run on.
     #[error("--devices: {0}")]
     Devices(String),
@@ -130,8 +142,8 @@ pub enum BatchError {
 }
 
 impl BatchError {
-    /// 2 for a bad `--vary`, manifest, planned scene or `--shard`, or a folder with
-    /// another plan (nothing ran), 1 for failed or missing runs or output errors.
+    /// 2 for a bad `--vary`, manifest, planned scene or `--shard`, a folder with another
+    /// plan, or a run folder holding the user's files (nothing ran), 1 for failed or missing runs or output errors.
     pub fn exit_code(&self) -> i32 {
         match self {
             Self::Vary { .. }
@@ -141,6 +153,7 @@ impl BatchError {
             | Self::Shard { .. }
             | Self::ReadPlan { .. }
             | Self::PlanMismatch { .. }
+            | Self::ForeignFolder { .. }
             | Self::Output(OutputError::WouldOverwriteInput { .. }) => 2,
             Self::Slurm(e) => e.exit_code(),
             Self::Output(_)

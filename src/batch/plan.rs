@@ -287,6 +287,7 @@ fn manifest_from_str(text: &str, path: &Path, extra_set: &[String]) -> Result<Pl
                 safe_name(&parts.join("__"))
             }
         };
+        check_reserved(&name).map_err(|m| err(format!("runs[{i}]: {m}")))?;
         if let Some((_, j)) = names.iter().find(|(n, _)| *n == name) {
             return Err(err(format!(
                 "runs[{j}] and runs[{i}] would both write to the folder '{name}'; \
@@ -342,8 +343,24 @@ pub(super) fn check_name(name: &str) -> Result<(), String> {
     if name.len() > MAX_NAME {
         return Err(format!("'{name}' is longer than {MAX_NAME} characters"));
     }
-    if name == super::RUNS_CSV {
-        return Err(format!("'{name}' is the batch's own table"));
+    Ok(())
+}
+
+/// A run's folder may not be one of the batch folder's own files or folders: `runs.csv`,
+/// a shard's `runs.shard-*.csv`, `plan.json`, the Slurm script or its log folder (running
+/// there would clear or replace them).
+pub(super) fn check_reserved(name: &str) -> Result<(), String> {
+    let own = [
+        super::RUNS_CSV,
+        super::planfile::PLAN_FILE,
+        super::slurm::SCRIPT_FILE,
+        super::slurm::LOG_DIR,
+    ];
+    if own.contains(&name) || name.starts_with("runs.shard-") {
+        return Err(format!(
+            "'{name}' is the name of one of the batch folder's own files; \
+             give the run another name (name = \"...\")"
+        ));
     }
     Ok(())
 }
@@ -455,6 +472,27 @@ name = "builtin"
                 "runs[0] and runs[1]",
             ),
             ("[[runs]\n", "m.toml"),
+            (
+                "[[runs]]\nscene = \"t\"\nname = \"slurm-logs\"\n",
+                "slurm-logs",
+            ),
+            (
+                "[[runs]]\nscene = \"t\"\nname = \"plan.json\"\n",
+                "plan.json",
+            ),
+            ("[[runs]]\nscene = \"t\"\nname = \"runs.csv\"\n", "runs.csv"),
+            (
+                "[[runs]]\nscene = \"t\"\nname = \"slurm-array.sh\"\n",
+                "own files",
+            ),
+            (
+                "[[runs]]\nscene = \"t\"\nname = \"runs.shard-1-of-2.csv\"\n",
+                "own",
+            ),
+            (
+                "[[runs]]\nscene = \"slurm-logs.toml\"\n",
+                "runs[0]: 'slurm-logs'",
+            ),
         ];
         for (text, needle) in cases {
             let e = manifest_from_str(text, path, &[]).unwrap_err().to_string();

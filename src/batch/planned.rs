@@ -7,7 +7,7 @@
 use super::options::BatchOptions;
 use super::plan::{Plan, RunSpec};
 use super::record::SummaryRecord;
-use super::resume::completed;
+use super::resume::{completed, foreign_entries};
 use super::BatchError;
 use crate::gpu::{BatchKey, GpuWorlds, HeadlessOptions};
 use crate::output::OutputError;
@@ -118,6 +118,17 @@ pub(super) fn plan_runs(
         }
         let dir = options.out.join(&spec.name);
         let verdict = completed(&dir, &scene, options.backend);
+        if let (Err(Some(_)), Ok(found)) = (&verdict, foreign_entries(&dir)) {
+            // An untrusted folder is cleared before the run: only if msc wrote it all. (A
+            // file in its place, or a folder that cannot be listed, fails the run alone.)
+            if !found.is_empty() {
+                return Err(BatchError::ForeignFolder {
+                    run: spec.name.clone(),
+                    path: dir,
+                    found: shown(&found),
+                });
+            }
+        }
         let key = BatchKey::of(&scene.config).ok();
         planned.push(Planned {
             i: planned.len(),
@@ -128,6 +139,21 @@ pub(super) fn plan_runs(
         });
     }
     Ok(planned)
+}
+
+/// A few entry names, for a message.
+fn shown(names: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut s = names
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        s.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    s
 }
 
 /// What a worker runs at once: one run, or a chunk of runs stepped as one batch.

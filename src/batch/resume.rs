@@ -1,9 +1,14 @@
 //! Resuming a batch: which earlier run folders a batch (or `msc merge`) trusts, and the
-//! clearing of one it does not.
+//! clearing of one it does not (only of what a run wrote there; a folder holding anything
+//! else is refused).
 
 use super::record::SummaryRecord;
 use crate::digest::sha256_hex;
-use crate::output::run_dir::{check_outputs, ENERGY_FILE, FRAMES_DIR, SCENE_FILE, SUMMARY_FILE};
+use crate::output::lock::LOCK_FILE;
+use crate::output::ply::{clear_numbered, is_numbered};
+use crate::output::run_dir::{
+    check_outputs, ENERGY_FILE, FRAMES_DIR, RENDER_DIR, SCENE_FILE, SUMMARY_FILE,
+};
 use crate::output::OutputError;
 use crate::run::BackendArg;
 use crate::scene::LoadedScene;
@@ -89,14 +94,157 @@ pub(super) fn completed(
     Ok(s)
 }
 
-/// Removes an incomplete run's folder, so nothing of it is mistaken for the new run's.
+/// The entries of `dir` that no msc run wrote, at most a few, for a refusal: anything
+/// but `.msc.lock`, `scene.toml`, `energy.csv`, `summary.json` (and their hidden temporary
+/// files, which an interrupted run may leave), `frames/` holding only frames, and
+/// `render/` holding only frame images. `Err` when `dir` cannot be listed (or is a file).
+pub(super) fn foreign_entries(dir: &Path) -> Result<Vec<String>, String> {
+    let names = list(dir)?;
+    let mut foreign = Vec::new();
+    for (name, is_dir) in names {
+        let ours = match name.as_str() {
+            FRAMES_DIR | RENDER_DIR if is_dir => {
+                // Its own strays are named one by one; the folder itself is ours.
+                let ext = if name == FRAMES_DIR { "ply" } else { "png" };
+                let inner = list(&dir.join(&name))?;
+                foreign.extend(
+                    inner
+                        .into_iter()
+                        .filter(|(n, d)| {
+                            *d || !(is_numbered(n, ext) || is_temp_of_numbered(n, ext))
+                        })
+                        .map(|(n, d)| format!("{name}/{n}{}", if d { "/" } else { "" })),
+                );
+                true
+            }
+            _ if is_dir => false,
+            LOCK_FILE | SCENE_FILE | ENERGY_FILE | SUMMARY_FILE => true,
+            n => [SCENE_FILE, ENERGY_FILE, SUMMARY_FILE]
+                .iter()
+                .any(|f| n.starts_with(&format!(".{f}.tmp-"))),
+        };
+        if !ours {
+            foreign.push(if is_dir { format!("{name}/") } else { name });
+        }
+    }
+    foreign.sort();
+    Ok(foreign)
+}
+
+/// `.frame_NNNNNN.<ext>.tmp-*`: a frame an interrupted run was writing.
+fn is_temp_of_numbered(name: &str, ext: &str) -> bool {
+    name.strip_prefix('.')
+        .and_then(|n| n.split_once(".tmp-"))
+        .is_some_and(|(n, _)| is_numbered(n, ext))
+}
+
+/// (name, is a folder) of each entry of `dir`; a name that is not UTF-8 is shown lossily.
+fn list(dir: &Path) -> Result<Vec<(String, bool)>, String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot list it: {e}"))?;
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("cannot list it: {e}"))?;
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        out.push((entry.file_name().to_string_lossy().into_owned(), is_dir));
+    }
+    Ok(out)
+}
+
+/// Removes what an incomplete run left in its folder (the outputs and temporary files
+/// [`foreign_entries`] accepts), so nothing of it is mistaken for the new run's. Anything
+/// else is left alone, and the folder itself stays.
 pub(super) fn clear(dir: &Path) -> Result<(), OutputError> {
-    match std::fs::remove_dir_all(dir) {
+    let remove = |path: &Path| match std::fs::remove_file(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(source) => Err(OutputError::Write {
-            path: dir.to_path_buf(),
+            path: path.to_path_buf(),
             source,
         }),
+    };
+    let Ok(names) = list(dir) else {
+        // Not there (nothing to clear), or not listable: creating the run folder says why.
+        return Ok(());
+    };
+    for (name, is_dir) in names {
+        let path = dir.join(&name);
+        if is_dir && (name == FRAMES_DIR || name == RENDER_DIR) {
+            let ext = if name == FRAMES_DIR { "ply" } else { "png" };
+            for (inner, inner_dir) in list(&path).unwrap_or_default() {
+                if !inner_dir && is_temp_of_numbered(&inner, ext) {
+                    remove(&path.join(&inner))?;
+                }
+            }
+            clear_numbered(&path, ext)?;
+        } else if !is_dir
+            && [SCENE_FILE, ENERGY_FILE, SUMMARY_FILE]
+                .iter()
+                .any(|f| name == *f || name.starts_with(&format!(".{f}.tmp-")))
+        {
+            remove(&path)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn folder(tag: &str, files: &[&str]) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("msc-resume-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for f in files {
+            let path = dir.join(f);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            if f.ends_with('/') {
+                std::fs::create_dir_all(&path).unwrap();
+            } else {
+                std::fs::write(&path, "x").unwrap();
+            }
+        }
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn what_a_run_leaves_is_its_own_and_is_cleared() {
+        let dir = folder(
+            "own",
+            &[
+                ".msc.lock",
+                "scene.toml",
+                ".energy.csv.tmp-12-0",
+                "frames/frame_000000.ply",
+                "frames/.frame_000007.ply.tmp-12-3",
+                "render/frame_000000.png",
+            ],
+        );
+        assert_eq!(foreign_entries(&dir).unwrap(), Vec::<String>::new());
+        clear(&dir).unwrap();
+        let left: Vec<_> = list(&dir).unwrap().into_iter().map(|(n, _)| n).collect();
+        assert!(!left.contains(&"scene.toml".to_string()), "{left:?}");
+        assert!(!left.iter().any(|n| n.starts_with(".energy")), "{left:?}");
+        assert_eq!(list(&dir.join("frames")).unwrap(), vec![]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_folder_the_user_made_is_named_and_never_cleared() {
+        let dir = folder(
+            "user",
+            &["thesis.txt", "sub/", "frames/notes.txt", "energy.csv"],
+        );
+        assert_eq!(
+            foreign_entries(&dir).unwrap(),
+            ["frames/notes.txt", "sub/", "thesis.txt"]
+        );
+        clear(&dir).unwrap();
+        assert!(dir.join("thesis.txt").is_file() && dir.join("sub").is_dir());
+        assert!(dir.join("frames/notes.txt").is_file());
+        assert!(foreign_entries(&dir.join("thesis.txt")).is_err());
+        clear(&dir.join("thesis.txt")).unwrap();
+        assert!(dir.join("thesis.txt").is_file());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
