@@ -536,7 +536,7 @@ fn main(
     if (DUAL) {
         tg2 = near_target(it, per * lid + 1u);
     }
-    if (tg2.has) {
+    if (DUAL && tg2.has) {
         me2 = sorted_src[tg2.k];
         wts2 = ddef_weights(tg2.kuhn, ddef_locate(it.world, me2.xyz).f);
     }
@@ -562,7 +562,7 @@ fn main(
         let bits = near_bits(it, d, tg, c);
         // DUAL: the second target's near bits (the first's when of its type).
         var bits2 = 0u;
-        if (tg2.has) {
+        if (DUAL && tg2.has) {
             if (tg2.kuhn == tg.kuhn) {
                 bits2 = bits.x;
             } else {
@@ -581,21 +581,26 @@ fn main(
             // item) issue nothing.
             for (var t = 0u; t < KUHN; t = t + 1u) {
                 let r = tile_tet(vec2<u32>(bits.x | bits2, bits.y), t0, t, base, top);
-                let n1 = ((bits.x >> t) & 1u) != 0u;
-                let n2 = ((bits2 >> t) & 1u) != 0u;
                 // The near and the correction's sums in loops of their own (as packed).
-                if (n1 && n2 && t0 != own) {
-                    near_run4x2(&acc, &acc2, me.xyz, me2.xyz, r.x - base, max(r.x, r.y) - base, eps2);
-                } else if (n1 && n2) {
-                    for (var j = r.x; j < r.y; j = j + 1u) {
-                        let sj = tile[j - base];
-                        acc = near_pull(acc, me.xyz, sj, eps2, j != tg.k);
-                        acc2 = near_pull(acc2, me2.xyz, sj, eps2, j != tg2.k);
+                if (DUAL) {
+                    let n1 = ((bits.x >> t) & 1u) != 0u;
+                    let n2 = ((bits2 >> t) & 1u) != 0u;
+                    if (n1 && n2 && t0 != own) {
+                        near_run4x2(&acc, &acc2, me.xyz, me2.xyz, r.x - base, max(r.x, r.y) - base, eps2);
+                    } else if (n1 && n2) {
+                        for (var j = r.x; j < r.y; j = j + 1u) {
+                            let sj = tile[j - base];
+                            acc = near_pull(acc, me.xyz, sj, eps2, j != tg.k);
+                            acc2 = near_pull(acc2, me2.xyz, sj, eps2, j != tg2.k);
+                        }
+                    } else if (n1) {
+                        acc = near_run(acc, me.xyz, tg.k, r.x, r.y, base, t0 != own, eps2);
+                    } else if (n2) {
+                        acc2 = near_run(acc2, me2.xyz, tg2.k, r.x, r.y, base, t0 != own, eps2);
                     }
-                } else if (n1) {
+                } else if (r.z != 0u) {
+                    // One target: the walk measured before DUAL (bits2 is 0).
                     acc = near_run(acc, me.xyz, tg.k, r.x, r.y, base, t0 != own, eps2);
-                } else if (n2) {
-                    acc2 = near_run(acc2, me2.xyz, tg2.k, r.x, r.y, base, t0 != own, eps2);
                 }
                 if (r.w != 0u) {
                     for (var j = r.x; j < r.y; j = j + 1u) {
