@@ -197,6 +197,18 @@ fn check_extent(mesh: &Mesh, ctx: &Ctx, key: &str) -> Result<(), SceneError> {
             ),
         ));
     }
+    for (k, &[a, b]) in mesh.edges.iter().enumerate() {
+        let length = (p[b as usize] - p[a as usize]).length();
+        if !length.is_finite() {
+            return Err(ctx.invalid(
+                key,
+                format!(
+                    "edge {k} (vertices {a} and {b}) is longer than f64 can hold: the mesh is too large"
+                ),
+            ));
+        }
+    }
+    // After the f64 checks: a mesh f64 cannot hold is named as such first.
     let f32_max = super::initial::F32_MAX;
     if let Some(i) = p.iter().position(|x| x.abs().max_element() > f32_max) {
         return Err(ctx.invalid(
@@ -208,17 +220,6 @@ fn check_extent(mesh: &Mesh, ctx: &Ctx, key: &str) -> Result<(), SceneError> {
                 shown(p[i])
             ),
         ));
-    }
-    for (k, &[a, b]) in mesh.edges.iter().enumerate() {
-        let length = (p[b as usize] - p[a as usize]).length();
-        if !length.is_finite() {
-            return Err(ctx.invalid(
-                key,
-                format!(
-                    "edge {k} (vertices {a} and {b}) is longer than f64 can hold: the mesh is too large"
-                ),
-            ));
-        }
     }
     Ok(())
 }
