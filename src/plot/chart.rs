@@ -159,22 +159,31 @@ fn log_tick(v: f64) -> String {
 }
 
 /// The data range of an axis, padded; on a log axis whole decades around the data.
-fn axis_range(values: impl Iterator<Item = f64>, log: bool, pad: bool) -> (f64, f64) {
-    let (mut lo, mut hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
-        (lo.min(v), hi.max(v))
-    });
-    if !lo.is_finite() || !hi.is_finite() {
-        return if log { (0.1, 1.0) } else { (0.0, 1.0) };
+/// [`PlotError::Span`] when the range (padded, or rounded out to decades) is wider than
+/// an f64 holds: no chart can be drawn on it.
+fn axis_range(
+    axis: &'static str,
+    values: impl Iterator<Item = f64>,
+    log: bool,
+    pad: bool,
+) -> Result<(f64, f64), PlotError> {
+    let (data_lo, data_hi) = values
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+    if data_lo > data_hi {
+        return Ok(if log { (0.1, 1.0) } else { (0.0, 1.0) });
     }
+    let (mut lo, mut hi) = (data_lo, data_hi);
     if log {
         // At most 14 decades below the top: rounding noise of 1e-300 would flatten the rest.
         lo = lo.max(hi * 1e-14);
         let (a, b) = (lo.log10().floor(), hi.log10().ceil());
         let b = if b <= a { a + 1.0 } else { b };
         // A hair below the lowest decade, so that its tick is inside and labelled.
-        return (10f64.powf(a) * 0.999, 10f64.powf(b));
-    }
-    if hi - lo <= 0.0 {
+        (lo, hi) = (10f64.powf(a) * 0.999, 10f64.powf(b));
+    } else if hi - lo <= 0.0 {
         let d = if lo == 0.0 { 1.0 } else { lo.abs() * 0.1 };
         lo -= d;
         hi += d;
@@ -183,7 +192,15 @@ fn axis_range(values: impl Iterator<Item = f64>, log: bool, pad: bool) -> (f64, 
         lo -= d;
         hi += d;
     }
-    (lo, hi)
+    if (hi - lo).is_finite() {
+        Ok((lo, hi))
+    } else {
+        Err(PlotError::Span {
+            axis,
+            lo: data_lo,
+            hi: data_hi,
+        })
+    }
 }
 
 macro_rules! draw_chart {
@@ -259,10 +276,10 @@ fn draw(root: &DrawingArea<BitMapBackend<'_>, Shift>, c: &Chart) -> Result<(), P
         .iter()
         .flat_map(|s| s.points().map(|p| p.1).chain(s.bars.iter().map(|b| b.2)));
     let (x0, x1) = match c.x_range {
-        Some((a, b)) if a < b && !(c.x_log && a <= 0.0) => (a, b),
-        _ => axis_range(xs, c.x_log, c.x_log),
+        Some((a, b)) if a < b && (b - a).is_finite() && !(c.x_log && a <= 0.0) => (a, b),
+        _ => axis_range("x", xs, c.x_log, c.x_log)?,
     };
-    let (y0, y1) = axis_range(ys, c.y_log, true);
+    let (y0, y1) = axis_range("y", ys, c.y_log, true)?;
     match (c.x_log, c.y_log) {
         (false, false) => draw_chart!(root, c, x0..x1, y0..y1),
         (false, true) => draw_chart!(root, c, x0..x1, (y0..y1).log_scale()),
@@ -332,9 +349,32 @@ mod tests {
         assert!(c.points().all(|p| p.1 <= 1e2));
     }
 
+    /// A span wider than an f64 holds is refused (plotters would never finish laying out
+    /// its ticks); a non-finite value is left out of the range.
+    #[test]
+    fn an_axis_wider_than_a_float_is_refused() {
+        for (values, log) in [
+            (vec![-1e308, 1e308], false),
+            (vec![0.0, 1.7e308], false),
+            (vec![1.7e308, 1.7e308], false),
+            (vec![1.0, 1.5e308], true),
+        ] {
+            let e = axis_range("y", values.iter().copied(), log, true).unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            assert!(e.to_string().contains("y axis"), "{e}");
+        }
+        let r = axis_range(
+            "x",
+            [0.0, f64::INFINITY, 3.0, f64::NAN].into_iter(),
+            false,
+            false,
+        );
+        assert_eq!(r.unwrap(), (0.0, 3.0));
+    }
+
     #[test]
     fn log_axes_span_whole_decades() {
-        let (lo, hi) = axis_range([3e-5, 0.2].into_iter(), true, true);
+        let (lo, hi) = axis_range("y", [3e-5, 0.2].into_iter(), true, true).unwrap();
         assert!(
             (lo - 0.999e-5).abs() < 1e-20 && (hi - 1.0).abs() < 1e-12,
             "{lo} {hi}"

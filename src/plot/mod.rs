@@ -40,6 +40,16 @@ pub enum PlotError {
     NoData { what: String },
     #[error("{0}")]
     Usage(String),
+    /// An axis whose data span more than an f64 can hold (a run that blew up to 1e308).
+    #[error(
+        "the {axis} axis would span {lo:e} to {hi:e}, wider than a number can hold; \
+         leave out the run whose energy log holds these values"
+    )]
+    Span {
+        axis: &'static str,
+        lo: f64,
+        hi: f64,
+    },
     #[error("cannot draw the plot: {0}")]
     Draw(String),
     #[error(transparent)]
@@ -47,11 +57,16 @@ pub enum PlotError {
 }
 
 impl PlotError {
-    /// 2 for bad input (missing or malformed energy.csv, bad options), 1 for drawing and
+    /// 2 for bad input (missing or malformed energy.csv, bad options, data no axis can
+    /// span), 1 for drawing and
     /// writing failures.
     pub fn exit_code(&self) -> i32 {
         match self {
-            Self::Read { .. } | Self::Parse { .. } | Self::NoData { .. } | Self::Usage(_) => 2,
+            Self::Read { .. }
+            | Self::Parse { .. }
+            | Self::NoData { .. }
+            | Self::Usage(_)
+            | Self::Span { .. } => 2,
             Self::Draw(_) | Self::Output(_) => 1,
         }
     }
@@ -157,14 +172,12 @@ pub fn plot(request: &PlotRequest) -> Result<Plotted, PlotError> {
     let term = r.term.name();
     let time = "time t (s)".to_string();
     // Time axes span every run from its first row (t = 0 included even where a log axis
-    // cannot show the point).
-    let span = tables
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), t| {
-            (
-                a.min(t.times[0]),
-                b.max(*t.times.last().unwrap_or(&t.times[0])),
-            )
+    // cannot show the point); an infinite time (a run whose step overflowed) is left out,
+    // as its points are.
+    let span = (tables.iter().flat_map(|t| &t.times))
+        .filter(|t| t.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &t| {
+            (a.min(t), b.max(t))
         });
     let mut left_out = Vec::new();
     let (chart, series) = match &r.mode {

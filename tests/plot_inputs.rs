@@ -1,0 +1,55 @@
+//! `msc plot` on hostile inputs: infinite times and values no axis can span (it returned
+//! nothing and spun forever).
+
+mod common;
+
+use common::{msc, stderr};
+use msc::output::energy::HEADER;
+use std::path::Path;
+
+fn log(dir: &Path, name: &str, rows: &[&str]) {
+    let run = dir.join(name);
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(
+        run.join("energy.csv"),
+        format!("{HEADER}\n{}\n", rows.join("\n")),
+    )
+    .unwrap();
+}
+
+#[test]
+fn an_infinite_time_is_left_out_like_an_infinite_value() {
+    let tmp = tempfile::tempdir().unwrap();
+    log(tmp.path(), "inf", &["0,0,1,1,1,0,0,3", "3,inf,1,1,1,0,0,3"]);
+    log(
+        tmp.path(),
+        "bigdt",
+        &["0,0,1,1,1,0,0,3", "2,inf,NaN,NaN,NaN,0,0,NaN"],
+    );
+    for run in ["inf", "bigdt"] {
+        let o = msc(&["plot", run], tmp.path());
+        assert_eq!(o.status.code(), Some(0), "{run}: {}", stderr(&o));
+        assert!(tmp.path().join(run).join("energy.png").is_file());
+    }
+}
+
+#[test]
+fn values_no_axis_can_span_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    log(
+        tmp.path(),
+        "wide",
+        &["0,0,-1e308,1,1,0,0,3", "1,1,1e308,1,1,0,0,3"],
+    );
+    log(
+        tmp.path(),
+        "wide_t",
+        &["0,-1e308,1,1,1,0,0,3", "1,1e308,1,1,1,0,0,3"],
+    );
+    for (run, axis) in [("wide", "y axis"), ("wide_t", "x axis")] {
+        let o = msc(&["plot", run], tmp.path());
+        assert_eq!(o.status.code(), Some(2), "{run}: {}", stderr(&o));
+        assert!(stderr(&o).contains(axis), "{}", stderr(&o));
+        assert!(!tmp.path().join(run).join("energy.png").exists());
+    }
+}
