@@ -1,9 +1,9 @@
 //! `msc plot` on hostile inputs: infinite times and values no axis can span (it returned
-//! nothing and spun forever).
+//! nothing and spun forever), and an output path that is another file of a run it plots.
 
 mod common;
 
-use common::{msc, stderr};
+use common::{msc, stderr, tiny};
 use msc::output::energy::HEADER;
 use std::path::Path;
 
@@ -51,5 +51,41 @@ fn values_no_axis_can_span_are_refused() {
         assert_eq!(o.status.code(), Some(2), "{run}: {}", stderr(&o));
         assert!(stderr(&o).contains(axis), "{}", stderr(&o));
         assert!(!tmp.path().join(run).join("energy.png").exists());
+    }
+}
+
+#[test]
+fn the_png_never_replaces_a_runs_scene_or_frames() {
+    let tmp = tempfile::tempdir().unwrap();
+    tiny(tmp.path());
+    let o = msc(
+        &[
+            "run",
+            "tiny.toml",
+            "--backend",
+            "cpu",
+            "--quiet",
+            "--out",
+            "r1",
+            "--set",
+            "output.frames=\"ply\"",
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let frame = tmp.path().join("r1/frames/frame_000000.ply");
+    assert!(frame.is_file());
+    let before = |p: &str| std::fs::read(tmp.path().join(p)).unwrap();
+    for target in [
+        "r1/scene.toml",
+        "r1/frames/frame_000000.ply",
+        "r1/frames/new.png",
+    ] {
+        let existed = tmp.path().join(target).exists();
+        let old = existed.then(|| before(target));
+        let o = msc(&["plot", "r1", "--out", target], tmp.path());
+        assert_eq!(o.status.code(), Some(2), "{target}: {}", stderr(&o));
+        assert_eq!(old, existed.then(|| before(target)), "{target} changed");
+        assert!(!tmp.path().join("r1/frames/new.png").exists());
     }
 }

@@ -2,7 +2,7 @@
 
 use super::CliError;
 use crate::output::inputs::refuse_overwrite;
-use crate::output::run_dir::{ENERGY_FILE, SUMMARY_FILE};
+use crate::output::run_dir::{ENERGY_FILE, FRAMES_DIR, SCENE_FILE, SUMMARY_FILE};
 use crate::plot::{self, Mode, PlotRequest, Plotted, Term};
 use std::path::{Path, PathBuf};
 
@@ -98,12 +98,17 @@ pub fn execute(args: &PlotArgs) -> Result<Plotted, CliError> {
             .into())
         }
     };
-    // The PNG must not replace what the plot reads: an energy log or a summary.
+    // The PNG must not replace what the plot reads (an energy log, a summary), nor
+    // another file of a run it plots: its scene copy or a frame.
     let mut inputs: Vec<(PathBuf, &'static str)> = Vec::new();
     for run in args.runs.iter().chain(&args.reference) {
         if run.is_dir() {
             inputs.push((run.join(ENERGY_FILE), "energy log"));
             inputs.push((run.join(SUMMARY_FILE), "run summary"));
+            inputs.push((run.join(SCENE_FILE), "run's scene"));
+            if crate::output::inputs::inside(&out, &run.join(FRAMES_DIR)) {
+                inputs.push((out.clone(), "run's frames folder"));
+            }
         } else {
             inputs.push((run.clone(), "energy log"));
         }
