@@ -137,6 +137,9 @@ pub fn check(system: &System, config: &Config) -> Result<(), GpuError> {
     let mut q_max = (0.0, 0usize);
     let mut q_next = (0.0, 0usize);
     let mut m_max = 0.0f64;
+    // Sums of m |x| and |q| |x|: bounds of the gravity and uniform-field energies
+    // (-m g . x, -q E . x), which the GPU reduces in f32.
+    let (mut mx, mut qx) = (0.0f64, 0.0f64);
     for i in 0..system.len() {
         vec_at_most(
             "position of particle",
@@ -148,6 +151,9 @@ pub fn check(system: &System, config: &Config) -> Result<(), GpuError> {
         let m = system.masses()[i];
         normal(|| format!("mass of particle {i}"), m, " kg")?;
         m_max = m_max.max(m);
+        let r = system.positions()[i].length();
+        mx += m * r;
+        qx += system.charges()[i].abs() * r;
         let v = system.velocities()[i];
         vec_at_most("velocity of particle", i, v, (F32_MAX / 3.0).sqrt(), " m/s")?;
         at_most(
@@ -192,6 +198,12 @@ pub fn check(system: &System, config: &Config) -> Result<(), GpuError> {
         F32_MAX,
         " N",
     )?;
+    at_most(
+        || "gravity energy bound |g| sum of m |x| over the particles".into(),
+        config.gravity.length() * mx,
+        F32_MAX,
+        " J",
+    )?;
     for (k, s) in system.springs().iter().enumerate() {
         zero_or_normal(|| format!("stiffness of spring {k}"), s.stiffness, " N/m")?;
         zero_or_normal(|| format!("rest length of spring {k}"), s.rest_length, " m")?;
@@ -218,6 +230,12 @@ pub fn check(system: &System, config: &Config) -> Result<(), GpuError> {
                 q_max.0 * e.length(),
                 F32_MAX,
                 " N",
+            )?;
+            at_most(
+                || "external field energy bound |E| sum of |q| |x| over the particles".into(),
+                e.length() * qx,
+                F32_MAX,
+                " J",
             )?;
         }
         Some(ExternalField::Swirl { scale, min_z })
@@ -387,6 +405,36 @@ mod tests {
             ..Config::default()
         };
         assert!(message(check(&ok, &soft)).contains("coulomb.softening squared"));
+    }
+
+    #[test]
+    fn gravity_and_field_energies_beyond_f32_are_refused() {
+        // 100 particles of 0.01 kg and 1e-6 C at |x| = 10 m: each term fits f32 (force
+        // m |g| = 1e36 N, energy m |g| |x| = 1e37 J), their sum (1e39 J) does not.
+        let x: Vec<DVec3> = (0..100)
+            .map(|i| DVec3::X * 10.0 + DVec3::Z * f64::from(i) * 1e-3)
+            .collect();
+        let s = system(x, vec![1e-6; 100]);
+        let g = |g: f64| Config {
+            gravity: DVec3::new(0.0, 0.0, -g),
+            ..Config::default()
+        };
+        check(&s, &g(1e35)).unwrap();
+        let m = message(check(&s, &g(1e38)));
+        assert!(m.contains("gravity energy bound"), "{m}");
+        // The same for a uniform field: 100 charges of 1e-3 C at |x| = 100 m, |E| = 1e38
+        // V/m: each force q |E| = 1e35 N fits, the energy sum 1e39 J does not.
+        let x: Vec<DVec3> = (0..100)
+            .map(|i| DVec3::X * 100.0 + DVec3::Z * f64::from(i) * 1e-3)
+            .collect();
+        let s = system(x, vec![1e-3; 100]);
+        let e = |e: f64| Config {
+            external_field: Some(ExternalField::Uniform(DVec3::X * e)),
+            ..Config::default()
+        };
+        check(&s, &e(1e36)).unwrap();
+        let m = message(check(&s, &e(1e38)));
+        assert!(m.contains("external field energy bound"), "{m}");
     }
 
     #[test]
