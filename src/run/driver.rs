@@ -96,6 +96,9 @@ pub struct RunDriver<'a> {
     energies: Energies,
     divergence: Option<String>,
     interrupted: bool,
+    /// The last step recorded: a stop request seen right after an output step must not
+    /// record that step again (a second row and frame of it).
+    recorded: Option<u64>,
     stats: Option<SolveStats>,
     start: Instant,
 }
@@ -120,6 +123,7 @@ impl<'a> RunDriver<'a> {
             energies: Energies::default(),
             divergence: None,
             interrupted: false,
+            recorded: None,
             stats: None,
             start: Instant::now(),
         })
@@ -172,13 +176,21 @@ impl<'a> RunDriver<'a> {
     /// Records the current step: the energy row, the frame when the folder takes frames,
     /// the divergence tests, then `on_output` (finite steps only) and the solve stats.
     /// Moves on to the next output step when the current one was reached; ends the run on
-    /// a divergence, a stop request or after the last output step.
+    /// a divergence, a stop request or after the last output step. A step already
+    /// recorded is not recorded again: a stop request (or divergence) there only ends the
+    /// run.
     pub fn record<P: Probe + ?Sized>(
         &mut self,
         probe: &mut P,
         on_output: &mut OnRecord<'_, P>,
     ) -> Result<(), RunError> {
         let step = self.step;
+        if self.recorded == Some(step) {
+            if self.interrupted || self.divergence.is_some() {
+                self.target = None;
+            }
+            return Ok(());
+        }
         let sim_err = |source| RunError::Sim { step, source };
         let (total, every) = (self.scene.config.steps, self.scene.output.every.max(1));
         let at_target = self.target == Some(step);
@@ -189,6 +201,7 @@ impl<'a> RunDriver<'a> {
             crate::measures::time_at(step, self.scene.config.dt),
             &energies,
         )?;
+        self.recorded = Some(step);
         // Divergence is judged on the energy reduction (six numbers from the GPU): a
         // non-finite velocity makes the kinetic sum non-finite, and a position can only
         // leave the finite range through one. The state is read back only for frames;

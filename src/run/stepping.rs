@@ -219,4 +219,32 @@ mod tests {
         assert_eq!(sim.state_reads, 0);
         std::fs::remove_dir_all(&root).unwrap();
     }
+
+    /// A stop request seen right after an output step (chunks end there) ends the run
+    /// without a second row or frame of that step.
+    #[test]
+    fn a_stop_right_after_an_output_step_records_it_once() {
+        let sc = scene(10, 2, FrameFormat::Ply);
+        let root = temp("stop");
+        let mut dir = RunDir::create(&root, true).unwrap();
+        let mut sim = drift(&sc, u64::MAX);
+        let sim: &mut dyn Simulator = &mut sim;
+        let mut driver = RunDriver::new(&sc, &mut dir, None).unwrap();
+        driver.record(sim, &mut |_, _, _| Ok(())).unwrap();
+        sim.step(2).unwrap();
+        driver.advanced(2);
+        driver.record(sim, &mut |_, _, _| Ok(())).unwrap();
+        assert_eq!(driver.next_target(), Some(4));
+        // What drive_with and drive_worlds do on a stop request before the next step.
+        driver.interrupt();
+        driver.record(sim, &mut |_, _, _| Ok(())).unwrap();
+        assert_eq!(driver.next_target(), None);
+        let d = driver.finish().unwrap();
+        assert!(d.interrupted);
+        assert_eq!((d.step, d.energy_rows, dir.frame_count()), (2, 2, 2));
+        let csv = std::fs::read_to_string(root.join("energy.csv")).unwrap();
+        let steps: Vec<&str> = csv.lines().skip(1).map(|l| &l[..2]).collect();
+        assert_eq!(steps, ["0,", "2,"]);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }
