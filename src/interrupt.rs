@@ -1,12 +1,19 @@
 //! Stop requests: SIGINT (Ctrl-C) and SIGTERM (what a batch scheduler sends) set a flag
 //! that the run loops read between steps, so an interrupted run finishes its current step
-//! and writes every output so far. A second signal ends the process at once (exit 130).
+//! and writes every output so far (exit 130). A second signal ends the process at once,
+//! with [`EXIT_CODE_AT_ONCE`]: the run under way is then incomplete (no `summary.json`;
+//! the rows so far are in its hidden `.energy.csv.tmp-*` file), as after a SIGKILL.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-/// The exit status of a run stopped by a signal (128 + SIGINT, the shell convention).
+/// The exit status of a run stopped by a signal (128 + SIGINT, the shell convention),
+/// after writing every output so far.
 pub const EXIT_CODE: i32 = 130;
+
+/// The exit status of a process ended at once by a second signal, its outputs incomplete:
+/// 137 (128 + SIGKILL), what a killed run gives, as the folder is left in the same state.
+pub const EXIT_CODE_AT_ONCE: i32 = 137;
 
 static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 
@@ -25,8 +32,12 @@ pub fn install() -> Result<(), std::io::Error> {
             for sig in [SIGINT, SIGTERM] {
                 // Registered first, so it sees the flag before the second handler sets
                 // it: the second signal exits, the first only asks to stop.
-                signal_hook::flag::register_conditional_shutdown(sig, EXIT_CODE, flag().clone())
-                    .map_err(|e| e.to_string())?;
+                signal_hook::flag::register_conditional_shutdown(
+                    sig,
+                    EXIT_CODE_AT_ONCE,
+                    flag().clone(),
+                )
+                .map_err(|e| e.to_string())?;
                 signal_hook::flag::register(sig, flag().clone()).map_err(|e| e.to_string())?;
             }
         }

@@ -1,5 +1,6 @@
 //! Stop requests on `msc run`: a stop right after an output step records that step once
-//! (its row and frame were written twice).
+//! (its row and frame were written twice), and a second signal, which ends the process at
+//! once, never claims the clean status 130 ("every output written").
 
 #![cfg(unix)]
 
@@ -90,4 +91,37 @@ fn a_stop_after_an_output_step_records_it_once() {
     // The log plots: its times increase.
     let o = msc(&["plot", "r"], tmp.path());
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// 130 means every output is written; a second signal that ends the run at once exits
+/// 137, the rows so far readable.
+#[test]
+fn a_second_signal_never_claims_the_clean_status() {
+    let tmp = tempfile::tempdir().unwrap();
+    let child = start(tmp.path(), "t", &["output.every=1000"]);
+    signal(&child, "INT");
+    std::thread::sleep(Duration::from_millis(5));
+    signal(&child, "INT");
+    let o = child.wait_with_output().unwrap();
+    let run = tmp.path().join("t");
+    match o.status.code() {
+        // The clean stop finished before the second signal came.
+        Some(130) => {
+            assert!(run.join("summary.json").is_file() && run.join("energy.csv").is_file());
+        }
+        // Ended at once: the rows written so far are readable, in energy.csv or, when
+        // the log was not finished, in its hidden temporary file.
+        Some(137) => {
+            let mut logs = common::leftover_temp_files(&run);
+            logs.retain(|p| p.to_string_lossy().contains(".energy.csv.tmp-"));
+            logs.push(run.join("energy.csv"));
+            let rows = logs
+                .iter()
+                .filter_map(|p| std::fs::read_to_string(p).ok())
+                .map(|t| t.lines().count())
+                .max();
+            assert!(rows.is_some_and(|n| n >= 2), "{logs:?}");
+        }
+        code => panic!("exit {code:?}: {}", stderr(&o)),
+    }
 }
