@@ -91,6 +91,19 @@ pub(super) fn cells(
             }
         }
     }
+    // Every connectivity entry belongs to a cell: leftovers are a wrong count, not data.
+    let (first, last) = (offsets.first().copied(), offsets.last().copied());
+    let (first, last) = (first.unwrap_or(0), last.unwrap_or(0));
+    if first != 0 || last != conn.len() as i64 {
+        return Err(fail(
+            None,
+            format!(
+                "the cells use connectivity entries {first}..{last} of the {}: the others \
+                 belong to no cell (wrong count)",
+                conn.len()
+            ),
+        ));
+    }
     if !refused.is_empty() {
         refused.sort();
         let all: Vec<String> = refused
@@ -324,4 +337,33 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
         ));
     }
     cells(points, &conn, &offsets, &types)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A VTK 5.1 file of two tetrahedra with the given offsets and connectivity.
+    fn v51(offsets: &str, conn: &str) -> String {
+        let (a, b) = (offsets.split(' ').count(), conn.split(' ').count());
+        format!(
+            "# vtk DataFile Version 5.1\nt\nASCII\nDATASET UNSTRUCTURED_GRID\nPOINTS 5 double\n\
+             0 0 0 1 0 0 0 1 0 0 0 1 1 1 1\nCELLS {a} {b}\nOFFSETS vtktypeint64\n{offsets}\n\
+             CONNECTIVITY vtktypeint64\n{conn}\nCELL_TYPES 2\n10\n10\n"
+        )
+    }
+
+    #[test]
+    fn connectivity_entries_of_no_cell_are_refused() {
+        let ok = parse(v51("0 4 8", "0 1 2 3 1 2 3 4").as_bytes()).unwrap();
+        assert_eq!(ok.tets, vec![[0, 1, 2, 3], [1, 2, 3, 4]]);
+        for (offsets, conn, range) in [
+            ("0 4 8", "0 1 2 3 1 2 3 4 0", "entries 0..8 of the 9:"),
+            ("1 5 9", "4 0 1 2 3 1 2 3 4", "entries 1..9 of the 9:"),
+        ] {
+            let e = parse(v51(offsets, conn).as_bytes()).unwrap_err();
+            assert!(e.message.contains(range), "{offsets} / {conn}: {e:?}");
+            assert!(e.message.contains("belong to no cell"), "{e:?}");
+        }
+    }
 }
