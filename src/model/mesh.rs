@@ -17,6 +17,8 @@ mod text;
 mod volume;
 mod vtk;
 mod vtu;
+#[cfg(test)]
+mod vtu_tests;
 
 pub use file::{load_bytes, load_file, At, FileOptions, MeshFormat, STL_MERGE_TOLERANCE};
 pub use obj::obj;

@@ -154,7 +154,9 @@ impl File<'_> {
     }
 
     /// The raw bytes of one array: its header (size, or compressed block table) and data.
-    fn decode(&self, t: &Tag, base64_text: bool, bytes: &[u8]) -> Parsed<Vec<u8>> {
+    /// The header must give `want` bytes (what the Piece's counts need), checked before
+    /// anything is inflated, and each block must inflate to its header's size.
+    fn decode(&self, t: &Tag, base64_text: bool, bytes: &[u8], want: u64) -> Parsed<Vec<u8>> {
         let at = At::Line(t.line);
         let bad = |m: &str| {
             fail(
@@ -169,10 +171,20 @@ impl File<'_> {
         } else {
             Cow::Borrowed(bytes)
         };
+        let mismatch = |n: u64| {
+            bad(&format!(
+                "its header gives {n} bytes, but the <Piece>'s counts need {want} (wrong count \
+                 or corrupt header)"
+            ))
+        };
         if !self.zlib {
             let n = self
                 .uint(&whole, 0)
-                .ok_or_else(|| bad("truncated header"))? as usize;
+                .ok_or_else(|| bad("truncated header"))?;
+            if n != want {
+                return Err(mismatch(n));
+            }
+            let n = n as usize;
             return whole
                 .get(hw..hw + n)
                 .map(<[u8]>::to_vec)
@@ -185,6 +197,26 @@ impl File<'_> {
             return Err(bad("a corrupt block count"));
         }
         let head = (3 + blocks) * hw;
+        let size = self
+            .uint(&whole, 1)
+            .ok_or_else(|| bad("truncated header"))?;
+        // The last block's size; 0 means it is full.
+        let last = match self
+            .uint(&whole, 2)
+            .ok_or_else(|| bad("truncated header"))?
+        {
+            0 => size,
+            l => l,
+        };
+        let total = match blocks {
+            0 => Some(0),
+            b => size
+                .checked_mul(b as u64 - 1)
+                .and_then(|x| x.checked_add(last)),
+        };
+        if total != Some(want) {
+            return Err(mismatch(total.unwrap_or(u64::MAX)));
+        }
         let mut out = Vec::new();
         let mut pos = head;
         for k in 0..blocks {
@@ -194,25 +226,48 @@ impl File<'_> {
             let chunk = whole
                 .get(pos..pos.saturating_add(c))
                 .ok_or_else(|| bad("a compressed block past the end (truncated file)"))?;
-            flate2::read::ZlibDecoder::new(chunk)
-                .take(1 << 34)
+            let expect = if k + 1 == blocks { last } else { size };
+            // One byte more than the header says shows a block that inflates past it.
+            let got = flate2::read::ZlibDecoder::new(chunk)
+                .take(expect + 1)
                 .read_to_end(&mut out)
                 .map_err(|e| bad(&format!("zlib: {e}")))?;
+            if got as u64 != expect {
+                return Err(bad(&format!(
+                    "compressed block {k} inflates to {}, its header says {expect}",
+                    if got as u64 > expect {
+                        format!("more than {expect} bytes")
+                    } else {
+                        format!("{got} bytes")
+                    }
+                )));
+            }
             pos += c;
         }
         Ok(out)
     }
 
-    /// The values of one DataArray as f64.
-    fn values(&self, t: &Tag) -> Parsed<Vec<f64>> {
+    /// The values of one DataArray as f64: exactly `count` of them (what the Piece's
+    /// NumberOfPoints or NumberOfCells needs), or in ASCII with `text_sized` as many as the
+    /// text holds (the caller checks the count).
+    fn values(&self, t: &Tag, count: u64, text_sized: bool) -> Parsed<Vec<f64>> {
         let at = At::Line(t.line);
         let name = t.attr("Name").unwrap_or("");
         let ty = t.attr("type").unwrap_or("");
         let format = t.attr("format").unwrap_or("ascii");
+        let wrong = |n: usize| {
+            fail(
+                at.clone(),
+                format!(
+                    "DataArray {name}: {n} values, but the <Piece>'s counts need {count} \
+                     (wrong count)"
+                ),
+            )
+        };
         if format == "ascii" {
             let text =
                 std::str::from_utf8(t.body).map_err(|_| fail(at.clone(), "non-UTF-8 data"))?;
-            return text
+            let v: Vec<f64> = text
                 .split_ascii_whitespace()
                 .map(|w| {
                     w.parse::<f64>().map_err(|_| {
@@ -222,10 +277,28 @@ impl File<'_> {
                         )
                     })
                 })
-                .collect();
+                .collect::<Parsed<_>>()?;
+            return if text_sized || v.len() as u64 == count {
+                Ok(v)
+            } else {
+                Err(wrong(v.len()))
+            };
         }
+        let size: u64 = match ty {
+            "Int8" | "UInt8" => 1,
+            "Int16" | "UInt16" => 2,
+            "Int32" | "UInt32" | "Float32" => 4,
+            "Int64" | "UInt64" | "Float64" => 8,
+            other => {
+                return Err(fail(
+                    at,
+                    format!("DataArray {name}: unknown type `{other}`"),
+                ))
+            }
+        };
+        let want = count.checked_mul(size).ok_or_else(|| wrong(usize::MAX))?;
         let raw = match format {
-            "binary" => self.decode(t, true, t.body)?,
+            "binary" => self.decode(t, true, t.body, want)?,
             "appended" => {
                 let (data, b64) = self.appended.ok_or_else(|| {
                     fail(at.clone(), "format=\"appended\" without <AppendedData>")
@@ -244,9 +317,9 @@ impl File<'_> {
                 })?;
                 if b64 {
                     let end = rest.iter().position(|&c| c == b'<').unwrap_or(rest.len());
-                    self.decode(t, true, &rest[..end])?
+                    self.decode(t, true, &rest[..end], want)?
                 } else {
-                    self.decode(t, false, rest)?
+                    self.decode(t, false, rest, want)?
                 }
             }
             other => {
@@ -256,18 +329,7 @@ impl File<'_> {
                 ))
             }
         };
-        let size = match ty {
-            "Int8" | "UInt8" => 1,
-            "Int16" | "UInt16" => 2,
-            "Int32" | "UInt32" | "Float32" => 4,
-            "Int64" | "UInt64" | "Float64" => 8,
-            other => {
-                return Err(fail(
-                    at,
-                    format!("DataArray {name}: unknown type `{other}`"),
-                ))
-            }
-        };
+        let size = size as usize;
         let mut r = super::text::Bytes {
             bytes: &raw,
             pos: 0,
@@ -332,13 +394,24 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
         },
         appended,
     };
-    let pieces = tags.iter().filter(|t| t.name == "Piece").count();
-    if pieces != 1 {
+    let pieces: Vec<&Tag> = tags.iter().filter(|t| t.name == "Piece").collect();
+    let [piece] = pieces[..] else {
         return Err(fail(
             None,
-            format!("{pieces} <Piece> elements: one is read"),
+            format!("{} <Piece> elements: one is read", pieces.len()),
         ));
-    }
+    };
+    // The Piece's counts size every array before any is decoded or inflated.
+    let count = |k: &str| -> Parsed<u64> {
+        let v = piece.attr(k).unwrap_or("");
+        v.trim().parse().map_err(|_| {
+            fail(
+                At::Line(piece.line),
+                format!("<Piece> {k}=\"{v}\" is not a non-negative integer"),
+            )
+        })
+    };
+    let (n_points, n_cells) = (count("NumberOfPoints")?, count("NumberOfCells")?);
     // The DataArrays under <Points> and <Cells>, by the section they follow.
     let mut section = "";
     let (mut points, mut conn, mut offsets, mut types) = (None, None, None, None);
@@ -364,13 +437,7 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
         need(offsets, "offsets")?,
         need(types, "types")?,
     );
-    let p = file.values(pt)?;
-    if p.len() % 3 != 0 {
-        return Err(fail(
-            At::Line(pt.line),
-            format!("{} point coordinates, not a multiple of 3", p.len()),
-        ));
-    }
+    let p = file.values(pt, n_points.saturating_mul(3), false)?;
     let mut positions = Vec::with_capacity(p.len() / 3);
     for (k, c) in p.chunks_exact(3).enumerate() {
         let x = DVec3::new(c[0], c[1], c[2]);
@@ -386,8 +453,8 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
         positions.push(x);
     }
     // Indices and types must be whole numbers: `x as i64` would truncate 4.9 to 4.
-    let ints = |t: &Tag| -> Parsed<Vec<i64>> {
-        let v = file.values(t)?;
+    let ints = |t: &Tag, count: u64, text_sized: bool| -> Parsed<Vec<i64>> {
+        let v = file.values(t, count, text_sized)?;
         v.into_iter()
             .enumerate()
             .map(|(k, x)| {
@@ -406,68 +473,14 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
             })
             .collect()
     };
-    let (c, o, ty) = (ints(ct)?, ints(ot)?, ints(tt)?);
-    if o.len() != ty.len() {
-        return Err(fail(
-            At::Line(ot.line),
-            format!(
-                "{} offsets but {} cell types (wrong count)",
-                o.len(),
-                ty.len()
-            ),
-        ));
-    }
+    let (o, ty) = (ints(ot, n_cells, false)?, ints(tt, n_cells, false)?);
+    // The last offset is the connectivity's length: a binary array is checked against it
+    // before it is inflated; ASCII text is bounded by the file, and `cells` reports a bad
+    // index in a cell before entries left over after the last cell.
+    let c = ints(ct, o.last().map_or(0, |&l| l.max(0) as u64), true)?;
     // VTU offsets are the ends of the cells.
     let mut starts = Vec::with_capacity(o.len() + 1);
     starts.push(0);
     starts.extend_from_slice(&o);
     vtk::cells(positions, &c, &starts, &ty)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Two tetrahedra on five points, every array inline ASCII.
-    fn ascii(conn: &str, offsets: &str, types: &str) -> String {
-        format!(
-            r#"<?xml version="1.0"?>
-<VTKFile type="UnstructuredGrid" version="0.1" byte_order="LittleEndian">
-<UnstructuredGrid><Piece NumberOfPoints="5" NumberOfCells="2">
-<Points><DataArray type="Float64" Name="Points" NumberOfComponents="3" format="ascii">
-0 0 0 1 0 0 0 1 0 0 0 1 1 1 1</DataArray></Points>
-<Cells>
-<DataArray type="Int64" Name="connectivity" format="ascii">{conn}</DataArray>
-<DataArray type="Int64" Name="offsets" format="ascii">{offsets}</DataArray>
-<DataArray type="UInt8" Name="types" format="ascii">{types}</DataArray>
-</Cells></Piece></UnstructuredGrid></VTKFile>
-"#
-        )
-    }
-
-    #[test]
-    fn fractional_and_non_finite_indices_are_refused_by_array_and_value() {
-        let ok = parse(ascii("0 1 2 3 1 2 3 4", "4 8", "10 10").as_bytes()).unwrap();
-        assert_eq!(ok.tets, vec![[0, 1, 2, 3], [1, 2, 3, 4]]);
-        for (conn, offsets, types, array, value) in [
-            ("0 1 2 3 1 2 3 4.9", "4 8", "10 10", "connectivity", "4.9"),
-            ("0 1 2 3 1 2 3 nan", "4 8", "10 10", "connectivity", "NaN"),
-            (
-                "0 1 2 3 1 2 3 1e300",
-                "4 8",
-                "10 10",
-                "connectivity",
-                "1e300",
-            ),
-            ("0 1 2 3 1 2 3 4", "4 inf", "10 10", "offsets", "inf"),
-            ("0 1 2 3 1 2 3 4", "4 8", "10 10.7", "types", "10.7"),
-        ] {
-            let e = parse(ascii(conn, offsets, types).as_bytes()).unwrap_err();
-            assert!(
-                e.message.contains(&format!("DataArray {array}:"))
-                    && e.message.contains(&format!(", {value}, is not an integer")),
-                "{conn} / {offsets} / {types}: {e:?}"
-            );
-        }
-    }
 }

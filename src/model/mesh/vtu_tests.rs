@@ -1,0 +1,173 @@
+//! Tests of the VTU reader on hostile input: non-integer indices, arrays whose sizes
+//! disagree with the <Piece>'s counts, compressed blocks that inflate past their header,
+//! and the self-closing appended arrays VTK and ParaView write.
+use super::vtu::parse;
+
+/// Two tetrahedra on five points, every array inline ASCII.
+fn ascii(conn: &str, offsets: &str, types: &str) -> String {
+    format!(
+        r#"<?xml version="1.0"?>
+<VTKFile type="UnstructuredGrid" version="0.1" byte_order="LittleEndian">
+<UnstructuredGrid><Piece NumberOfPoints="5" NumberOfCells="2">
+<Points><DataArray type="Float64" Name="Points" NumberOfComponents="3" format="ascii">
+0 0 0 1 0 0 0 1 0 0 0 1 1 1 1</DataArray></Points>
+<Cells>
+<DataArray type="Int64" Name="connectivity" format="ascii">{conn}</DataArray>
+<DataArray type="Int64" Name="offsets" format="ascii">{offsets}</DataArray>
+<DataArray type="UInt8" Name="types" format="ascii">{types}</DataArray>
+</Cells></Piece></UnstructuredGrid></VTKFile>
+"#
+    )
+}
+
+#[test]
+fn fractional_and_non_finite_indices_are_refused_by_array_and_value() {
+    let ok = parse(ascii("0 1 2 3 1 2 3 4", "4 8", "10 10").as_bytes()).unwrap();
+    assert_eq!(ok.tets, vec![[0, 1, 2, 3], [1, 2, 3, 4]]);
+    for (conn, offsets, types, array, value) in [
+        ("0 1 2 3 1 2 3 4.9", "4 8", "10 10", "connectivity", "4.9"),
+        ("0 1 2 3 1 2 3 nan", "4 8", "10 10", "connectivity", "NaN"),
+        (
+            "0 1 2 3 1 2 3 1e300",
+            "4 8",
+            "10 10",
+            "connectivity",
+            "1e300",
+        ),
+        ("0 1 2 3 1 2 3 4", "4 inf", "10 10", "offsets", "inf"),
+        ("0 1 2 3 1 2 3 4", "4 8", "10 10.7", "types", "10.7"),
+    ] {
+        let e = parse(ascii(conn, offsets, types).as_bytes()).unwrap_err();
+        assert!(
+            e.message.contains(&format!("DataArray {array}:"))
+                && e.message.contains(&format!(", {value}, is not an integer")),
+            "{conn} / {offsets} / {types}: {e:?}"
+        );
+    }
+}
+
+const POINTS: [f64; 15] = [0., 0., 0., 1., 0., 0., 0., 1., 0., 0., 0., 1., 1., 1., 1.];
+
+fn b64(bytes: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut s = String::new();
+    for c in bytes.chunks(3) {
+        let n = c
+            .iter()
+            .enumerate()
+            .fold(0u32, |a, (i, &b)| a | (b as u32) << (16 - 8 * i));
+        for i in 0..4 {
+            s.push(if i <= c.len() {
+                A[(n >> (18 - 6 * i) & 63) as usize] as char
+            } else {
+                '='
+            });
+        }
+    }
+    s
+}
+
+fn le<T: Copy, const N: usize, const W: usize>(v: [T; N], f: impl Fn(T) -> [u8; W]) -> Vec<u8> {
+    v.into_iter().flat_map(f).collect()
+}
+
+/// One zlib block of `data` under a UInt32 header giving `size` uncompressed bytes.
+fn zlib(data: &[u8], size: u32) -> String {
+    use std::io::Write;
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    z.write_all(data).unwrap();
+    let c = z.finish().unwrap();
+    b64(&le([1, size, size, c.len() as u32], u32::to_le_bytes)) + &b64(&c)
+}
+
+/// The two tetrahedra with inline binary arrays: `points` is the Points array's text;
+/// the cells are encoded as `cells` does (zlib or a plain UInt32 size).
+fn binary(points: &str, compressed: bool) -> String {
+    let cells = |d: Vec<u8>| {
+        if compressed {
+            zlib(&d, d.len() as u32)
+        } else {
+            b64(&(d.len() as u32).to_le_bytes()) + &b64(&d)
+        }
+    };
+    let array = |ty: &str, name: &str, body: String| {
+        format!("<DataArray type=\"{ty}\" Name=\"{name}\" format=\"binary\">{body}</DataArray>\n")
+    };
+    format!(
+        "<?xml version=\"1.0\"?>\n<VTKFile type=\"UnstructuredGrid\" version=\"0.1\" \
+         byte_order=\"LittleEndian\"{}>\n<UnstructuredGrid><Piece NumberOfPoints=\"5\" \
+         NumberOfCells=\"2\">\n<Points>{}</Points>\n<Cells>\n{}{}{}</Cells></Piece>\
+         </UnstructuredGrid></VTKFile>\n",
+        if compressed {
+            " compressor=\"vtkZLibDataCompressor\""
+        } else {
+            ""
+        },
+        array("Float64", "Points", points.to_string()),
+        array(
+            "Int64",
+            "connectivity",
+            cells(le([0i64, 1, 2, 3, 1, 2, 3, 4], i64::to_le_bytes))
+        ),
+        array("Int64", "offsets", cells(le([4i64, 8], i64::to_le_bytes))),
+        array("UInt8", "types", cells(vec![10, 10])),
+    )
+}
+
+#[test]
+fn compressed_blocks_must_match_their_header_and_the_piece() {
+    let p = le(POINTS, f64::to_le_bytes);
+    let ok = parse(binary(&zlib(&p, 120), true).as_bytes()).unwrap();
+    assert_eq!(ok.tets, vec![[0, 1, 2, 3], [1, 2, 3, 4]]);
+    // A zlib bomb: 4 MiB of zeros after the points, header honest or lying.
+    let mut bomb = p.clone();
+    bomb.resize(p.len() + (4 << 20), 0);
+    for (points, says) in [
+        (
+            zlib(&p, 8),
+            "its header gives 8 bytes, but the <Piece>'s counts need 120",
+        ),
+        (
+            zlib(&bomb, bomb.len() as u32),
+            "its header gives 4194424 bytes, but",
+        ),
+        (
+            zlib(&bomb, 120),
+            "block 0 inflates to more than 120 bytes, its header says 120",
+        ),
+        (
+            zlib(&p[..112], 120),
+            "block 0 inflates to 112 bytes, its header says 120",
+        ),
+    ] {
+        let e = parse(binary(&points, true).as_bytes()).unwrap_err();
+        assert!(e.message.starts_with("DataArray Points: "), "{e:?}");
+        assert!(e.message.contains(says), "{says}: {e:?}");
+    }
+    // Uncompressed: the size header must agree with the Piece too.
+    let plain = |n: u32| b64(&n.to_le_bytes()) + &b64(&p);
+    assert!(parse(binary(&plain(120), false).as_bytes()).is_ok());
+    let e = parse(binary(&plain(96), false).as_bytes()).unwrap_err();
+    assert!(e.message.contains("header gives 96 bytes"), "{e:?}");
+}
+
+#[test]
+fn ascii_arrays_must_match_the_piece_counts() {
+    let six = ascii("0 1 2 3 1 2 3 4", "4 8", "10 10")
+        .replace("NumberOfPoints=\"5\"", "NumberOfPoints=\"6\"");
+    let e = parse(six.as_bytes()).unwrap_err();
+    assert!(
+        e.message
+            .contains("DataArray Points: 15 values, but the <Piece>'s counts need 18"),
+        "{e:?}"
+    );
+    // Connectivity entries no offset reaches are not silently dropped.
+    let e = parse(ascii("0 1 2 3 1 2 3 4 0", "4 8", "10 10").as_bytes()).unwrap_err();
+    assert!(
+        e.message
+            .contains("entries 0..8 of the 9: the others belong to no cell"),
+        "{e:?}"
+    );
+    let e = parse(ascii("0 1 2 3 1 2 3 4", "4 8", "10").as_bytes()).unwrap_err();
+    assert!(e.message.contains("DataArray types: 1 values"), "{e:?}");
+}
