@@ -107,3 +107,32 @@ fn the_batch_folders_own_names_are_refused_as_run_names() {
         assert!(logs.join("1_0.out").is_file());
     }
 }
+
+/// An unsharded sweep into the folder of a sharded one must run the same plan: `msc
+/// merge` would replace its runs.csv with the table of the folder's plan.
+#[test]
+fn an_unsharded_sweep_into_a_sharded_folder_must_run_its_plan() {
+    let tmp = tempfile::tempdir().unwrap();
+    tiny(tmp.path());
+    let sweep = |values: &str, shard: Option<&str>| {
+        let vary = format!("integrator.dt={values}");
+        let mut args = vec!["sweep", "tiny.toml", "--vary", &vary, "--steps", "2"];
+        args.extend(["--backend", "cpu", "--quiet", "--out", "mg"]);
+        if let Some(s) = shard {
+            args.extend(["--shard", s]);
+        }
+        msc(&args, tmp.path())
+    };
+    for s in ["0/2", "1/2"] {
+        let o = sweep("0.01,0.02,0.03,0.04", Some(s));
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let o = sweep("0.05,0.06", None);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("plan.json"), "{}", stderr(&o));
+    assert!(!tmp.path().join("mg/runs.csv").exists());
+    assert!(!tmp.path().join("mg/integrator.dt=0.05").exists());
+    // The same plan unsharded is the same batch: it runs.
+    let o = sweep("0.01,0.02,0.03,0.04", None);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

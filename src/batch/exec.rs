@@ -12,7 +12,7 @@ use super::planned::{plan_runs, units, Planned, Unit};
 use super::record::{write_runs_csv, RunRecord, RunStatus};
 use super::resume::clear;
 use super::shard::Shard;
-use super::{BatchError, RUNS_CSV};
+use super::{BatchError, PlanFile, RUNS_CSV};
 use crate::output::lock::{shard_lock_path, FolderLock, LockKind};
 use crate::output::OutputError;
 use crate::run::error::one_line;
@@ -103,7 +103,10 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
             };
             (mine, options.out.join(s.shard.table_name()))
         }
-        None => (plan.clone(), options.out.join(RUNS_CSV)),
+        None => {
+            PlanFile::check_unsharded(&options.out, plan, options.steps)?;
+            (plan.clone(), options.out.join(RUNS_CSV))
+        }
     };
     let total = plan.runs.len();
     let (units, planned_for) = units(planned, options);

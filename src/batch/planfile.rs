@@ -251,6 +251,38 @@ impl PlanFile {
         Ok(())
     }
 
+    /// For a batch run without `--shard` into `dir`: [`BatchError::PlanMismatch`] when
+    /// `dir` holds the `plan.json` of sharded runs of another plan (other runs, or another
+    /// `--steps`). Its `runs.csv` would otherwise be replaced by `msc merge` with the
+    /// table of that other plan.
+    pub fn check_unsharded(dir: &Path, plan: &Plan, steps: Option<u64>) -> Result<(), BatchError> {
+        let path = dir.join(PLAN_FILE);
+        if !path.exists() {
+            return Ok(());
+        }
+        let existing = Self::read(dir)?;
+        let (command, backend) = (&existing.command, &existing.backend);
+        let mine = Self::new(
+            command,
+            plan,
+            existing.shards,
+            backend,
+            steps,
+            existing.rerun.clone(),
+        );
+        if existing.same_plan(&mine) {
+            return Ok(());
+        }
+        Err(BatchError::PlanMismatch {
+            path,
+            message: mine.difference(&existing).replacen(
+                "this shard's",
+                "this unsharded batch's",
+                1,
+            ),
+        })
+    }
+
     /// The first difference from `other`, in words.
     fn difference(&self, other: &Self) -> String {
         let this = |what: &str, a: String, b: String| {
