@@ -46,7 +46,11 @@ fn tags(xml: &[u8]) -> Parsed<Vec<Tag<'_>>> {
         if inner.starts_with('/') || inner.starts_with('?') || inner.starts_with('!') {
             continue;
         }
-        let inner = inner.trim_end_matches('/');
+        // `<DataArray ... />` (appended data, as VTK and ParaView write it) has no body.
+        let (inner, self_closing) = match inner.strip_suffix('/') {
+            Some(i) => (i, true),
+            None => (inner, false),
+        };
         let name_end = inner
             .find(|c: char| c.is_whitespace())
             .unwrap_or(inner.len());
@@ -73,7 +77,7 @@ fn tags(xml: &[u8]) -> Parsed<Vec<Tag<'_>>> {
             rest = &after[close + 2..];
         }
         let mut body: &[u8] = &[];
-        if name == "DataArray" && !inner.ends_with('/') {
+        if name == "DataArray" && !self_closing {
             let close = find(&xml[i..], b"</DataArray").ok_or_else(|| {
                 fail(At::Line(line), "<DataArray> is not closed (truncated file)")
             })?;

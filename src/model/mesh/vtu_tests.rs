@@ -171,3 +171,45 @@ fn ascii_arrays_must_match_the_piece_counts() {
     let e = parse(ascii("0 1 2 3 1 2 3 4", "4 8", "10").as_bytes()).unwrap_err();
     assert!(e.message.contains("DataArray types: 1 values"), "{e:?}");
 }
+
+#[test]
+fn self_closing_appended_raw_arrays_load() {
+    // As VTK and ParaView write it: every DataArray `<... />`, raw data after `_`.
+    let block = |d: Vec<u8>| [(d.len() as u32).to_le_bytes().to_vec(), d].concat();
+    let arrays = [
+        ("Float64", "Points", block(le(POINTS, f64::to_le_bytes))),
+        (
+            "Int64",
+            "connectivity",
+            block(le([0i64, 1, 2, 3, 1, 2, 3, 4], i64::to_le_bytes)),
+        ),
+        ("Int64", "offsets", block(le([4i64, 8], i64::to_le_bytes))),
+        ("UInt8", "types", block(vec![10, 10])),
+    ];
+    let mut offset = 0;
+    let mut tag = Vec::new();
+    for (ty, name, data) in &arrays {
+        tag.push(format!(
+            "<DataArray type=\"{ty}\" Name=\"{name}\" NumberOfComponents=\"{}\" \
+             format=\"appended\" offset=\"{offset}\"/>",
+            if *name == "Points" { 3 } else { 1 }
+        ));
+        offset += data.len();
+    }
+    let mut file = format!(
+        "<?xml version=\"1.0\"?>\n<VTKFile type=\"UnstructuredGrid\" version=\"0.1\" \
+         byte_order=\"LittleEndian\" header_type=\"UInt32\">\n<UnstructuredGrid>\
+         <Piece NumberOfPoints=\"5\" NumberOfCells=\"2\">\n<Points>\n{}\n</Points>\n\
+         <Cells>\n{}\n{}\n{}\n</Cells>\n</Piece>\n</UnstructuredGrid>\n\
+         <AppendedData encoding=\"raw\">\n_",
+        tag[0], tag[1], tag[2], tag[3]
+    )
+    .into_bytes();
+    for (_, _, data) in &arrays {
+        file.extend_from_slice(data);
+    }
+    file.extend_from_slice(b"\n</AppendedData>\n</VTKFile>\n");
+    let m = parse(&file).unwrap();
+    assert_eq!(m.tets, vec![[0, 1, 2, 3], [1, 2, 3, 4]]);
+    assert_eq!(m.positions[4], glam::DVec3::ONE);
+}
