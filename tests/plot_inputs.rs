@@ -1,5 +1,6 @@
 //! `msc plot` on hostile inputs: infinite times and values no axis can span (it returned
-//! nothing and spun forever), and an output path that is another file of a run it plots.
+//! nothing and spun forever), an output path that is another file of a run it plots, and
+//! a window start that is not a number.
 
 mod common;
 
@@ -88,4 +89,28 @@ fn the_png_never_replaces_a_runs_scene_or_frames() {
         assert_eq!(old, existed.then(|| before(target)), "{target} changed");
         assert!(!tmp.path().join("r1/frames/new.png").exists());
     }
+}
+
+#[test]
+fn a_window_start_that_is_not_a_number_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    log(tmp.path(), "a", &["0,0,1,1,1,0,0,3", "1,1,1,1,1,0,0,3"]);
+    let o = msc(
+        &[
+            "plot",
+            "a",
+            "--reference",
+            "a",
+            "--relative-error",
+            "--by-dt",
+            "--from",
+            "nan",
+            "--out",
+            "x.png",
+        ],
+        tmp.path(),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--from"), "{}", stderr(&o));
+    assert!(!tmp.path().join("x.png").exists());
 }

@@ -274,6 +274,11 @@ pub fn plot(request: &PlotRequest) -> Result<Plotted, PlotError> {
             (chart, series)
         }
         Mode::ErrorByDt { reference, from } => {
+            if !from.is_finite() {
+                return Err(PlotError::Usage(format!(
+                    "--from {from}: the window's start must be a finite time in s"
+                )));
+            }
             let reference_table = EnergyTable::read(reference)?;
             // Group by integrator, keeping the order of first appearance.
             let mut groups: Vec<(String, Vec<DtPoint>)> = Vec::new();
