@@ -95,7 +95,7 @@ pub struct DdefErrorArgs {
     pub thickness: f64,
     /// Grid sizes m (Halton samples), comma separated or repeated [default: 1000,2000,10000]
     #[arg(long, value_name = "M", value_delimiter = ',', num_args = 1..,
-          value_parser = clap::value_parser!(u32).range(0..=10_000_000))]
+          value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     pub samples: Vec<u32>,
     /// Random test sites per case [default: as many as charges]
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
