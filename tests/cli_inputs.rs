@@ -1,9 +1,9 @@
 //! Bad option values refused up front (exit 2) instead of being acted on: `ddef-error
-//! --samples 0`.
+//! --samples 0`, and `render --gif` naming a folder (it drew every frame first).
 
 mod common;
 
-use common::{msc, stderr};
+use common::{msc, stderr, tiny};
 
 #[test]
 fn ddef_error_refuses_zero_samples() {
@@ -22,4 +22,29 @@ fn ddef_error_refuses_zero_samples() {
     );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--samples"), "{}", stderr(&o));
+}
+
+#[test]
+fn render_refuses_a_gif_path_that_is_a_folder_before_drawing() {
+    let tmp = tempfile::tempdir().unwrap();
+    tiny(tmp.path());
+    let args = [
+        "run",
+        "tiny.toml",
+        "--backend",
+        "cpu",
+        "--quiet",
+        "--out",
+        "rf",
+    ];
+    let o = msc(
+        &[&args[..], &["--set", "output.frames=\"ply\""]].concat(),
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::create_dir(tmp.path().join("g")).unwrap();
+    let o = msc(&["render", "rf", "--gif", "g"], tmp.path());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--gif"), "{}", stderr(&o));
+    assert!(!tmp.path().join("rf/render").exists(), "frames were drawn");
 }

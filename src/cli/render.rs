@@ -172,6 +172,17 @@ fn check_gif(gif: &Path, frames: &RunFrames) -> Result<(), CliError> {
         .chain(frames.frames.iter().map(|(_, p)| (p.as_path(), "frame")))
         .collect();
     crate::output::inputs::refuse_overwrite(gif, "--gif", &inputs)?;
+    // Checked before any frame is drawn: a folder there would fail only at the end.
+    if gif.is_dir() {
+        return Err(RunError::Option {
+            option: "--gif",
+            source: crate::config::ConfigError::new(
+                "--gif",
+                format!("{} is a folder; give a file name", gif.display()),
+            ),
+        }
+        .into());
+    }
     Ok(())
 }
 
