@@ -42,6 +42,15 @@ use std::path::PathBuf;
 /// The batch's table, in the batch folder.
 pub const RUNS_CSV: &str = "runs.csv";
 
+/// The batch folder's own files and folders, which no run may be named (a shard's table,
+/// `runs.shard-K-of-N.csv`, too).
+const OWN_NAMES: [&str; 4] = [
+    RUNS_CSV,
+    planfile::PLAN_FILE,
+    slurm::SCRIPT_FILE,
+    slurm::LOG_DIR,
+];
+
 /// What stops a batch, or ends it with a failure status.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -350,13 +350,7 @@ pub(super) fn check_name(name: &str) -> Result<(), String> {
 /// a shard's `runs.shard-*.csv`, `plan.json`, the Slurm script or its log folder (running
 /// there would clear or replace them).
 pub(super) fn check_reserved(name: &str) -> Result<(), String> {
-    let own = [
-        super::RUNS_CSV,
-        super::planfile::PLAN_FILE,
-        super::slurm::SCRIPT_FILE,
-        super::slurm::LOG_DIR,
-    ];
-    if own.contains(&name) || name.starts_with("runs.shard-") {
+    if super::OWN_NAMES.contains(&name) || name.starts_with("runs.shard-") {
         return Err(format!(
             "'{name}' is the name of one of the batch folder's own files; \
              give the run another name (name = \"...\")"
