@@ -10,6 +10,8 @@ mod medit;
 mod obj;
 pub mod ply;
 mod procedural;
+#[cfg(test)]
+mod refusal_tests;
 mod stl;
 mod surface;
 mod tetgen;

@@ -289,22 +289,28 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
         };
         match name {
             "Nodes" => {
-                if v4 {
-                    nodes4(&mut s, binary, &mut out)?
+                let tally = if v4 {
+                    Some(nodes4(&mut s, binary, &mut out)?)
                 } else {
-                    nodes2(&mut s, binary, &mut out)?
-                }
+                    nodes2(&mut s, binary, &mut out)?;
+                    None
+                };
                 s.binary = false;
                 s.expect("$EndNodes")?;
+                // After the end marker, which names rows left after the last block first.
+                tally.map_or(Ok(()), Tally::check)?;
             }
             "Elements" => {
-                if v4 {
-                    elements4(&mut s, binary, &mut out)?
+                let tally = if v4 {
+                    Some(elements4(&mut s, binary, &mut out)?)
                 } else {
-                    elements2(&mut s, binary, &mut out)?
-                }
+                    elements2(&mut s, binary, &mut out)?;
+                    None
+                };
                 s.binary = false;
                 s.expect("$EndElements")?;
+                // After the end marker, which names rows left after the last block first.
+                tally.map_or(Ok(()), Tally::check)?;
             }
             other => s.skip_section(other)?,
         }
@@ -377,7 +383,7 @@ fn elements2(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<()> {
     Ok(())
 }
 
-fn nodes4(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<()> {
+fn nodes4(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<Tally> {
     if binary {
         s.take(1, "the section line")?;
     }
@@ -386,9 +392,11 @@ fn nodes4(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<()> {
     let n = s.size("the node count")?;
     s.size("the smallest node tag")?;
     s.size("the largest node tag")?;
+    let head = s.at();
     let blocks = s.count(blocks, "node blocks", 8)?;
     let n = s.count(n, "nodes", 16)?;
     out.tags.reserve(n);
+    let start = out.tags.len();
     for _ in 0..blocks {
         s.int("an entity dimension")?;
         s.int("an entity tag")?;
@@ -413,19 +421,62 @@ fn nodes4(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<()> {
             }
         }
     }
-    Ok(())
+    Ok(Tally {
+        head,
+        section: "$Nodes",
+        header: n,
+        held: out.tags.len() - start,
+    })
 }
 
-fn elements4(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<()> {
+/// A 4.1 section's header count (read at `head`) and what its blocks held.
+struct Tally {
+    head: At,
+    section: &'static str,
+    header: usize,
+    held: usize,
+}
+
+impl Tally {
+    /// The blocks must hold the count the header gives.
+    fn check(self) -> Parsed<()> {
+        let Self {
+            head,
+            section,
+            header,
+            held,
+        } = self;
+        if header == held {
+            return Ok(());
+        }
+        let what = if section == "$Nodes" {
+            "nodes"
+        } else {
+            "elements"
+        };
+        Err(fail(
+            head,
+            format!(
+                "{section}: the header gives {header} {what}, but its blocks hold {held} \
+                 (wrong count)"
+            ),
+        ))
+    }
+}
+
+fn elements4(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<Tally> {
     if binary {
         s.take(1, "the section line")?;
     }
     s.binary = binary;
     let blocks = s.size("the entity-block count")?;
-    s.size("the element count")?;
+    let n = s.size("the element count")?;
     s.size("the smallest element tag")?;
     s.size("the largest element tag")?;
+    let head = s.at();
     let blocks = s.count(blocks, "element blocks", 16)?;
+    let n = s.count(n, "elements", 2)?;
+    let mut held = 0;
     for _ in 0..blocks {
         s.int("an entity dimension")?;
         s.int("an entity tag")?;
@@ -435,6 +486,7 @@ fn elements4(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<()> {
             return Err(fail(s.at(), format!("unknown element type {ty}")));
         };
         let k = s.count(k, "elements", 2 * (nodes as u64 + 1))?;
+        held += k;
         for _ in 0..k {
             s.size("an element tag")?;
             let line = s.line() as u32;
@@ -448,7 +500,12 @@ fn elements4(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<()> {
             add(out, ty, dim, t, if binary { 0 } else { line });
         }
     }
-    Ok(())
+    Ok(Tally {
+        head,
+        section: "$Elements",
+        header: n,
+        held,
+    })
 }
 
 fn add(out: &mut Out, ty: i64, dim: u8, t: [i64; 4], line: u32) {
