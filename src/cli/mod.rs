@@ -48,7 +48,8 @@ use std::ffi::OsString;
     propagate_version = true,
     after_help = "Exit codes: 0 success; 1 run failure (a diverged run, a GPU or write error, \
                   validate beyond its tolerance); 2 usage or input error (bad option, scene or --set); \
-                  130 stopped by Ctrl-C or SIGTERM after writing every output so far."
+                  130 stopped by Ctrl-C or SIGTERM after writing every output so far; \
+                  137 ended at once by a second signal."
 )]
 pub struct Cli {
     #[command(subcommand)]
