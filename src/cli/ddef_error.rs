@@ -298,7 +298,13 @@ fn print_row(r: &StudyRow) {
         r.build_ms,
         r.eval_ms
     );
-    if r.stats.skipped > 0 {
+    if r.stats.count == 0 {
+        // The statistics are NaN (null in JSON): never read as a zero error.
+        println!(
+            "{:<12} (no target measured: all {} had a cancelled or non-finite exact field)",
+            "", r.stats.skipped
+        );
+    } else if r.stats.skipped > 0 {
         println!(
             "{:<12} ({} targets with a cancelled exact field left out)",
             "", r.stats.skipped

@@ -10,7 +10,8 @@ use super::{DdefError, DdefGrid, DdefVariant};
 use glam::DVec3;
 use std::time::Instant;
 
-/// Summary of per-target relative errors |E_approx - E_exact| / |E_exact|.
+/// Summary of per-target relative errors |E_approx - E_exact| / |E_exact|. With no target
+/// measured (`count` 0) every statistic is NaN (`null` in JSON), never a zero error.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct ErrorStats {
     /// Targets measured.
@@ -57,8 +58,13 @@ impl ErrorStats {
         let count = errs.len();
         if count == 0 {
             return Self {
+                count,
+                mean: f64::NAN,
+                std: f64::NAN,
+                median: f64::NAN,
+                max: f64::NAN,
+                abs_over_rms: f64::NAN,
                 skipped,
-                ..Self::default()
             };
         }
         let mean = errs.iter().sum::<f64>() / count as f64;
@@ -324,4 +330,24 @@ pub fn charge_bounds(x: &[DVec3], q: &[f64]) -> Option<(DVec3, DVec3)> {
         .map(|(p, _)| *p);
     let first = it.next()?;
     Some(it.fold((first, first), |(lo, hi), p| (lo.min(p), hi.max(p))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_target_measured_is_no_statistic_not_a_zero_error() {
+        // Every exact field cancelled (0) or non-finite: nothing to divide by.
+        let s = ErrorStats::of(&[DVec3::X, DVec3::Y], &[DVec3::ZERO, DVec3::NAN]);
+        assert_eq!((s.count, s.skipped), (0, 2));
+        for v in [s.mean, s.std, s.median, s.max, s.abs_over_rms] {
+            assert!(v.is_nan(), "{s:?}");
+        }
+        let json = serde_json::to_value(s).unwrap();
+        assert!(json["mean"].is_null() && json["max"].is_null(), "{json}");
+        // One target measured: its error.
+        let s = ErrorStats::of(&[DVec3::X * 1.5], &[DVec3::X]);
+        assert_eq!((s.count, s.mean, s.max), (1, 0.5, 0.5));
+    }
 }
