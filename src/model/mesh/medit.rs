@@ -72,7 +72,16 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
                     out.lines.push(t.line as u32);
                 }
             }
-            "End" => return Ok(out),
+            "End" => {
+                // Anything after `End` would be silently ignored: refuse it.
+                return match t.next() {
+                    None => Ok(out),
+                    Some(w) => Err(fail(
+                        t.at(),
+                        format!("`{w}` after `End`: the mesh ends at `End`"),
+                    )),
+                };
+            }
             w if VOLUME_CELLS.contains(&w) => {
                 let n = t.u64("the count")?;
                 if n > 0 {

@@ -124,6 +124,13 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Soup> {
                             format!("a line needs at least 2 vertices, got {}", poly.len()),
                         ));
                     }
+                    // A spring from a vertex to itself would vanish silently.
+                    if let Some(w) = poly.windows(2).find(|w| w[0] == w[1]) {
+                        return Err(fail(
+                            at,
+                            format!("the line goes from vertex {} to itself", w[0] + 1),
+                        ));
+                    }
                     soup.segments.extend(poly.windows(2).map(|w| [w[0], w[1]]));
                 }
             }

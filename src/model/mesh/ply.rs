@@ -186,6 +186,9 @@ pub fn parse(bytes: &[u8]) -> Result<PlyData, Fail> {
                     (Some(n), Some(c)) => (n.to_string(), c),
                     _ => return Err(fail(at, format!("bad element line `{line}`"))),
                 };
+                if name == "vertex" && elements.iter().any(|e| e.name == "vertex") {
+                    return Err(fail(at, "a second `vertex` element: one is read"));
+                }
                 elements.push(Element {
                     name,
                     count,
@@ -236,7 +239,7 @@ pub fn parse(bytes: &[u8]) -> Result<PlyData, Fail> {
             r.left(),
         )?;
         match el.name.as_str() {
-            "vertex" if !seen_vertex => {
+            "vertex" => {
                 seen_vertex = true;
                 read_vertices(&mut r, el, count, &mut data)?;
             }
@@ -400,6 +403,12 @@ fn read_edges(r: &mut Reader, el: &Element, count: usize, d: &mut PlyData) -> Pa
                 ));
             }
             *slot = v as u32;
+        }
+        if pair[0] == pair[1] {
+            return Err(fail(
+                r.element("edge", e),
+                format!("vertex {} to itself: an edge needs two vertices", pair[0]),
+            ));
         }
         r.end_row("edge")?;
         d.edges.push(pair);

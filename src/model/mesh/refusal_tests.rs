@@ -2,7 +2,7 @@
 //! the problem (wrong header counts, data after the end, self-loop edges, duplicated
 //! elements, misleading places), not read with data silently dropped.
 
-use super::gmsh;
+use super::{gmsh, medit, obj, ply, At};
 
 const G41: &str = "$MeshFormat\n4.1 0 8\n$EndMeshFormat\n$Nodes\n1 5 1 5\n3 1 0 5\n1\n2\n3\n4\n5\n\
                    0 0 0\n1 0 0\n0 1 0\n0 0 1\n1 1 1\n$EndNodes\n$Elements\n1 2 1 2\n3 1 4 2\n\
@@ -37,6 +37,71 @@ fn gmsh41_section_counts_must_match_their_blocks() {
         let e = gmsh::parse(G41.replace(from, to).as_bytes()).unwrap_err();
         assert!(e.message.contains(says), "{to}: {e:?}");
         let line = if says.starts_with("$Nodes") { 5 } else { 19 };
-        assert_eq!(e.at, Some(super::At::Line(line)), "{e:?}");
+        assert_eq!(e.at, Some(At::Line(line)), "{e:?}");
+    }
+}
+
+const MEDIT: &str = "MeshVersionFormatted 2\nDimension 3\nVertices\n5\n0 0 0 1\n1 0 0 1\n0 1 0 1\n\
+                     0 0 1 1\n1 1 1 1\nTetrahedra\n2\n1 2 3 4 1\n2 3 4 5 1\nEnd\n";
+
+#[test]
+fn medit_content_after_end_is_refused() {
+    let ok = medit::parse(format!("{MEDIT}\n# a comment\n\n").as_bytes()).unwrap();
+    assert_eq!(ok.tets.len(), 2);
+    let more = format!("{MEDIT}Tetrahedra\n1\n1 2 3 5 1\n");
+    let e = medit::parse(more.as_bytes()).unwrap_err();
+    assert!(e.message.contains("`Tetrahedra` after `End`"), "{e:?}");
+    assert_eq!(e.at, Some(At::Line(15)), "{e:?}");
+}
+
+fn ply_text(elements: &str, body: &str) -> String {
+    format!(
+        "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n\
+         property float z\n{elements}end_header\n0 0 0\n1 0 0\n0 1 0\n{body}"
+    )
+}
+
+#[test]
+fn ply_self_loop_edges_and_a_second_vertex_element_are_refused() {
+    let edge = "element edge 2\nproperty int vertex1\nproperty int vertex2\n";
+    let ok = ply::parse(ply_text(edge, "0 1\n1 2\n").as_bytes()).unwrap();
+    assert_eq!(ok.edges, vec![[0, 1], [1, 2]]);
+    let e = ply::parse(ply_text(edge, "0 1\n2 2\n").as_bytes()).unwrap_err();
+    assert!(e.message.contains("vertex 2 to itself"), "{e:?}");
+    assert!(
+        matches!(
+            e.at,
+            Some(At::Element {
+                what: "edge",
+                index: 1,
+                ..
+            })
+        ),
+        "{e:?}"
+    );
+    let second = "element vertex 1\nproperty float x\nproperty float y\nproperty float z\n";
+    let e = ply::parse(ply_text(second, "1 1 1\n").as_bytes()).unwrap_err();
+    assert!(e.message.contains("a second `vertex` element"), "{e:?}");
+    assert_eq!(e.at, Some(At::Line(7)), "{e:?}");
+}
+
+#[test]
+fn obj_self_loop_lines_are_refused() {
+    let v = "v 0 0 0\nv 1 0 0\nv 0 1 0\n";
+    assert_eq!(
+        obj::parse(format!("{v}l 1 2 3\n").as_bytes())
+            .unwrap()
+            .segments
+            .len(),
+        2
+    );
+    for (line, vertex) in [("l 1 1", 1), ("l 1 2 2", 2), ("l 3 -1", 3)] {
+        let e = obj::parse(format!("{v}{line}\n").as_bytes()).unwrap_err();
+        assert!(
+            e.message
+                .contains(&format!("from vertex {vertex} to itself")),
+            "{line}: {e:?}"
+        );
+        assert_eq!(e.at, Some(At::Line(4)), "{e:?}");
     }
 }
