@@ -1,6 +1,7 @@
-//! Stop requests on `msc run`: a stop right after an output step records that step once
-//! (its row and frame were written twice), and a second signal, which ends the process at
-//! once, never claims the clean status 130 ("every output written").
+//! Stop requests on `msc run` and `msc fit`: a stop right after an output step records that
+//! step once (its row and frame were written twice), a second signal, which ends the
+//! process at once, never claims the clean status 130 ("every output written"), and an
+//! interrupted fit counts iterations, not steps.
 
 #![cfg(unix)]
 
@@ -124,4 +125,69 @@ fn a_second_signal_never_claims_the_clean_status() {
         }
         code => panic!("exit {code:?}: {}", stderr(&o)),
     }
+}
+
+/// A fit stops after the iteration under way and says which iteration (its message said
+/// "step" and gave the iteration's number).
+#[test]
+fn an_interrupted_fit_names_the_iteration() {
+    let dir = tempfile::tempdir().unwrap();
+    let scene = "[mesh]\nkind = \"torus\"\nmajor_radius = 4.0\nminor_radius = 1.5\nrings = 12\n\
+                 sides = 6\n[material]\nmass = 0.1\nstiffness = 10.0\ncharge = 6e-6\n\
+                 [integrator]\nmethod = \"imex\"\ndt = 0.015\nsteps = 2000\n\
+                 [output]\nevery = 500\nframes = \"ply\"\n";
+    std::fs::write(dir.path().join("t.toml"), scene).unwrap();
+    let target = msc(
+        &[
+            "run",
+            "t.toml",
+            "--backend",
+            "cpu",
+            "--quiet",
+            "--out",
+            "target",
+        ]
+        .into_iter()
+        .chain(["--set", "material.charge=7e-6"])
+        .collect::<Vec<_>>(),
+        dir.path(),
+    );
+    assert!(target.status.success(), "{}", stderr(&target));
+    // Adam for up to 1,000 iterations of about a tenth of a second: under way at the signal.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_msc"))
+        .args([
+            "fit",
+            "t.toml",
+            "--target",
+            "target",
+            "--param",
+            "charge",
+            "--backend",
+            "cpu",
+        ])
+        .args(["--optimizer", "adam", "--max-iters", "1000", "--out", "fit"])
+        .current_dir(dir.path())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first iteration's progress line: the handler is installed, the fit under way.
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let n = std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+        assert!(n > 0, "the fit ended before its first iteration:\n{seen}");
+        seen.push_str(&line);
+        if line.trim_start().starts_with("iter") {
+            break;
+        }
+    }
+    signal(&child, "INT");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{seen}{rest}");
+    assert!(rest.contains("interrupted after iteration"), "{seen}{rest}");
+    let fit = read_json(&dir.path().join("fit/fit.json"));
+    assert_eq!(fit["interrupted"], true);
 }

@@ -30,10 +30,15 @@ pub enum CliError {
     /// SIGINT or SIGTERM stopped the run after a step (`msc fit`: after an iteration);
     /// every output so far was written, marked `"interrupted": true`.
     #[error(
-        "interrupted after step {step}; outputs so far are in {} (marked \"interrupted\": true)",
+        "interrupted after {unit} {at}; outputs so far are in {} (marked \"interrupted\": true)",
         out.display()
     )]
-    Interrupted { step: u64, out: PathBuf },
+    Interrupted {
+        /// What `at` counts: "step" (`msc run`) or "iteration" (`msc fit`).
+        unit: &'static str,
+        at: u64,
+        out: PathBuf,
+    },
     /// `msc bench`: an option set away from its default that nothing the command runs
     /// reads.
     #[error(

@@ -549,7 +549,8 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     }
     if outcome.reason == StopReason::Interrupted {
         return Err(CliError::Interrupted {
-            step: outcome.history.last().map_or(0, |h| u64::from(h.iteration)),
+            unit: "iteration",
+            at: outcome.history.last().map_or(0, |h| u64::from(h.iteration)),
             out: path,
         });
     }

@@ -70,7 +70,11 @@ pub fn execute(args: &RunArgs) -> Result<RunOutcome, CliError> {
         });
     }
     if s.interrupted {
-        return Err(CliError::Interrupted { step: s.steps, out });
+        return Err(CliError::Interrupted {
+            unit: "step",
+            at: s.steps,
+            out,
+        });
     }
     if !args.quiet {
         report(s, &out);
