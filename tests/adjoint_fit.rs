@@ -276,7 +276,7 @@ fn msc(args: &[&str]) -> i32 {
 /// `msc fit --param stiffnesses` picks the adjoint and L-BFGS by itself, reports how the
 /// gradient was computed and lowers the loss; `--gradient forward --optimizer lm` on a
 /// scalar and `--starts` with the adjoint work; the adjoint refuses Levenberg-Marquardt
-/// and a window with exit status 2.
+/// and a window, and options of an adjoint not run are refused, with exit status 2.
 #[test]
 fn msc_fit_chooses_and_reports_the_gradient_method() {
     let dir = tempfile::tempdir().unwrap();
@@ -406,6 +406,9 @@ fn msc_fit_chooses_and_reports_the_gradient_method() {
             "5",
         ][..],
         &["--param", "charge", "--checkpoint", "binomial"][..],
+        // Options of an adjoint this fit does not run (they were ignored).
+        &["--param", "stiffnesses", "--adjoint-cg", "5"][..],
+        &["--param", "charge", "--adjoint-solve", "scene"][..],
         &["--param", "stiffnesses", "--smoothness-continuation", "2"][..],
         &[
             "--param",

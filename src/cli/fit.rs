@@ -401,6 +401,16 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         },
         BackendArg::Auto | BackendArg::Cpu => GradBackend::Cpu,
     };
+    // An adjoint option the fit's gradient does not read is refused, not ignored.
+    let (gpu, adjoint) = (args.backend == BackendArg::Gpu, mode == GradMode::Adjoint);
+    if args.adjoint_cg.is_some() && !(gpu && adjoint) {
+        let m = "is read by the GPU adjoint only (--backend gpu with adjoint gradients)";
+        return Err(option_error("--adjoint-cg", m));
+    }
+    if args.adjoint_solve != AdjointSolveArg::Exact && (gpu || !adjoint) {
+        let m = "is read by the CPU adjoint only (adjoint gradients, --backend cpu or auto)";
+        return Err(option_error("--adjoint-solve", m));
+    }
     let options = FitOptions {
         optimizer,
         max_iterations: args.max_iters,
