@@ -322,6 +322,38 @@ fn run_on_the_cpu_writes_every_output() {
     }
 }
 
+/// summary.json names the linear solver of an implicit run; an explicit one solves
+/// nothing, so its solver fields are null (they reported the scene's unread settings).
+#[test]
+fn an_explicit_run_reports_no_linear_solver() {
+    let tmp = tempfile::tempdir().unwrap();
+    common::tiny(tmp.path());
+    for (method, solver) in [("imex", Some("jacobi")), ("verlet", None)] {
+        let out = format!("out-{method}");
+        let set = format!("integrator.method=\"{method}\"");
+        let args = [
+            "run",
+            "tiny.toml",
+            "--backend",
+            "cpu",
+            "--quiet",
+            "--set",
+            &set,
+            "--out",
+            &out,
+        ];
+        let o = msc(&args, tmp.path());
+        assert!(o.status.success(), "stderr: {}", stderr(&o));
+        let summary = read_json(&tmp.path().join(&out).join("summary.json"));
+        assert_eq!(summary["solver"].as_str(), solver, "{method}");
+        assert_eq!(
+            summary["solver_max_iterations"].as_u64(),
+            solver.map(|_| 20)
+        );
+        assert_eq!(summary["solver_tolerance"].is_null(), solver.is_none());
+    }
+}
+
 #[test]
 fn default_output_folder_is_out_slash_scene_name() {
     let tmp = tempfile::tempdir().unwrap();

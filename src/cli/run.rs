@@ -99,8 +99,8 @@ impl Watch for LiveRender {
 
 fn report(s: &Summary, out: &std::path::Path) {
     // The linear solver only matters to the implicit integrators (they report stats).
-    let solver = match s.solver_iterations {
-        Some(_) => format!(" ({})", s.solver),
+    let solver = match &s.solver {
+        Some(method) => format!(" ({method})"),
         None => String::new(),
     };
     println!(

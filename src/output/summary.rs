@@ -21,9 +21,11 @@ pub struct Summary {
     /// Particles with non-zero charge (the Coulomb sources).
     pub charged: usize,
     pub integrator: String,
-    pub solver: String,
-    pub solver_max_iterations: u32,
-    pub solver_tolerance: f64,
+    /// The linear solver's method, iteration cap and tolerance; `null` for an explicit
+    /// integrator, which solves nothing (the scene's solver settings go unread).
+    pub solver: Option<String>,
+    pub solver_max_iterations: Option<u32>,
+    pub solver_tolerance: Option<f64>,
     pub coulomb: String,
     pub dt: f64,
     /// Steps the scene asked for.

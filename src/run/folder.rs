@@ -165,6 +165,7 @@ pub fn finish_folder(
         energy_rows,
     } = ran;
     let outputs = dir.digest_outputs()?;
+    let implicit = config.integrator.is_implicit();
     let summary = Summary {
         msc_version: env!("CARGO_PKG_VERSION").to_string(),
         scene: scene.name.clone(),
@@ -174,9 +175,9 @@ pub fn finish_folder(
         springs: system.springs().len(),
         charged: system.charged_count(),
         integrator: config.integrator.name().to_string(),
-        solver: config.solver.method.name().to_string(),
-        solver_max_iterations: config.solver.iterations,
-        solver_tolerance: config.solver.tolerance,
+        solver: implicit.then(|| config.solver.method.name().to_string()),
+        solver_max_iterations: implicit.then_some(config.solver.iterations),
+        solver_tolerance: implicit.then_some(config.solver.tolerance),
         coulomb: config.coulomb.method.name().to_string(),
         dt,
         steps_requested: total,
