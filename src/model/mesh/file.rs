@@ -40,6 +40,14 @@ impl MeshFormat {
         }
     }
 
+    /// `a` or `an`, as the name is spoken (an OBJ, an STL, a PLY).
+    pub fn article(self) -> &'static str {
+        match self {
+            Self::Obj | Self::Stl => "an",
+            _ => "a",
+        }
+    }
+
     /// Tetrahedral (volume) formats, read by `mesh.kind = "tet"`.
     pub fn is_volume(self) -> bool {
         matches!(
@@ -174,17 +182,23 @@ pub fn load_file(
     options: &FileOptions,
 ) -> Result<Mesh, MeshError> {
     positive("scale", options.scale)?;
+    if path.as_os_str().is_empty() {
+        return Err(MeshError::BadParameter {
+            param: "path",
+            message: "is empty: give the mesh file's path".into(),
+        });
+    }
     let named = path.display().to_string();
+    // No format was read yet, so the error is the path's, not a format's.
     let format = match format.or_else(|| MeshFormat::from_extension(path)) {
         Some(f) => f,
         None => {
-            return Err(MeshError::File {
-                format: MeshFormat::Gmsh,
-                path: named,
-                at: None,
-                message: "cannot tell the format from the extension: use .msh (Gmsh), .vtk, \
-                          .vtu, .node/.ele (TetGen) or .mesh (Medit)"
-                    .into(),
+            return Err(MeshError::BadParameter {
+                param: "path",
+                message: format!(
+                    "{named}: cannot tell the format from the extension: use .msh (Gmsh), \
+                     .vtk, .vtu, .node/.ele (TetGen) or .mesh (Medit)"
+                ),
             })
         }
     };
@@ -195,7 +209,12 @@ pub fn load_file(
         message: f.message,
     };
     if format == MeshFormat::TetGen {
-        return tetgen::load(path, options.scale).map_err(err);
+        return tetgen::load(path, options.scale).map_err(|(file, f)| MeshError::File {
+            format,
+            path: file.display().to_string(),
+            at: f.at,
+            message: f.message,
+        });
     }
     let bytes = std::fs::read(path).map_err(|e| err(super::text::fail(None, e.to_string())))?;
     load_bytes(&named, &bytes, format, options)
@@ -223,8 +242,9 @@ fn parse(bytes: &[u8], format: MeshFormat, options: &FileOptions) -> Result<Mesh
         return Err(super::text::fail(
             None,
             format!(
-                "the file is not {format}: its first bytes are those of a {other} file (read \
+                "the file is not {format}: its first bytes are those of {} {other} file (read \
                  it with mesh.kind = \"{}\"{})",
+                other.article(),
                 other.kind(),
                 if other.is_volume() {
                     format!(" and a .{} extension", extension(other))

@@ -141,7 +141,16 @@ pub fn parse(bytes: &[u8]) -> Result<PlyData, Fail> {
         .position(|w| w == end)
         .ok_or_else(|| fail(None, "no end_header line"))?;
     let mut body = pos + end.len();
-    // The header line ends with \n (or \r\n).
+    // The header line ends with \n (or \r\n), after any trailing blanks: a binary body
+    // read from the blank would be shifted by a byte.
+    let blanks = bytes[body..]
+        .iter()
+        .take_while(|&&c| c == b' ' || c == b'\t')
+        .count();
+    let after = &bytes[body + blanks..];
+    if after.starts_with(b"\n") || after.starts_with(b"\r\n") {
+        body += blanks;
+    }
     while body < bytes.len() && (bytes[body] == b'\r' || bytes[body] == b'\n') {
         body += 1;
         if bytes[body - 1] == b'\n' {

@@ -2,7 +2,10 @@
 //! the problem (wrong header counts, data after the end, self-loop edges, duplicated
 //! elements, misleading places), not read with data silently dropped.
 
-use super::{gmsh, medit, obj, ply, At};
+use super::{
+    gmsh, load_bytes, load_file, medit, obj, ply, stl, At, FileOptions, MeshError, MeshFormat,
+};
+use std::path::Path;
 
 const G41: &str = "$MeshFormat\n4.1 0 8\n$EndMeshFormat\n$Nodes\n1 5 1 5\n3 1 0 5\n1\n2\n3\n4\n5\n\
                    0 0 0\n1 0 0\n0 1 0\n0 0 1\n1 1 1\n$EndNodes\n$Elements\n1 2 1 2\n3 1 4 2\n\
@@ -104,4 +107,96 @@ fn obj_self_loop_lines_are_refused() {
         );
         assert_eq!(e.at, Some(At::Line(4)), "{e:?}");
     }
+}
+
+#[test]
+fn tetgen_errors_name_the_file_they_are_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = dir.path().join("box.node");
+    let ele = dir.path().join("box.ele");
+    std::fs::write(
+        &node,
+        "5 3 0 0\n1 0 0 0\n2 1 0 0\n3 0 1 0\n4 0 0 1\n5 1 1 1\n",
+    )
+    .unwrap();
+    let o = FileOptions::default();
+    for (ele_text, file, says) in [
+        (
+            "2 4 0\n1 1 2 3 4\n2 2 3 4 9\n",
+            &ele,
+            "node 9 is out of range",
+        ),
+        ("2 4 0\n1 1 2 3 4\n1 1 2 3 4\n", &ele, "tetrahedra 0 and 1"),
+    ] {
+        std::fs::write(&ele, ele_text).unwrap();
+        for given in [&node, &ele] {
+            let e = load_file(given, None, &o).unwrap_err();
+            let MeshError::File {
+                path, at, message, ..
+            } = &e
+            else {
+                panic!("{e:?}")
+            };
+            assert_eq!(Path::new(path), file.as_path(), "{e}");
+            assert!(message.contains(says) && !message.contains(".ele:"), "{e}");
+            assert!(matches!(at, Some(At::Element { line: Some(3), .. })), "{e}");
+        }
+    }
+    std::fs::write(&node, "5 3 0 0\n1 0 0 0\n").unwrap();
+    let e = load_file(&ele, None, &o).unwrap_err();
+    assert!(
+        matches!(&e, MeshError::File { path, .. } if Path::new(path) == node),
+        "{e}"
+    );
+}
+
+#[test]
+fn binary_ply_end_header_with_trailing_blanks_keeps_its_body() {
+    let mut f = b"ply\nformat binary_little_endian 1.0\nelement vertex 3\nproperty float x\n\
+                  property float y\nproperty float z\nelement face 1\n\
+                  property list uchar int vertex_indices\nend_header \t\n"
+        .to_vec();
+    for v in [0f32, 0., 0., 1., 0., 0., 0., 1., 0.] {
+        f.extend_from_slice(&v.to_le_bytes());
+    }
+    f.push(3);
+    for i in [0i32, 1, 2] {
+        f.extend_from_slice(&i.to_le_bytes());
+    }
+    let d = ply::parse(&f).unwrap();
+    assert_eq!(d.positions[1], glam::DVec3::X);
+    assert_eq!(d.triangles(), vec![[0, 1, 2]]);
+}
+
+#[test]
+fn truncated_binary_stl_with_a_solid_header_is_reported_as_binary() {
+    let mut f = format!("{:<80}", "solid made by a CAD tool").into_bytes();
+    f.extend_from_slice(&2u32.to_le_bytes());
+    f.extend_from_slice(&[0; 50]);
+    let e = stl::parse(&f).unwrap_err();
+    assert!(e.message.contains("the header gives 2 triangles"), "{e:?}");
+    assert_eq!(e.at, Some(At::Byte(80)), "{e:?}");
+    // ASCII STL still reads as text.
+    let text = "solid t\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 1 0 0\n\
+                vertex 0 1 0\nendloop\nendfacet\nendsolid t\n";
+    assert_eq!(stl::parse(text.as_bytes()).unwrap().positions.len(), 3);
+}
+
+#[test]
+fn path_errors_name_no_format_and_wrong_formats_take_their_article() {
+    let o = FileOptions::default();
+    let e = load_file(Path::new("g_ok.txt"), None, &o).unwrap_err();
+    assert!(
+        matches!(&e, MeshError::BadParameter { param: "path", .. }),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string().contains("g_ok.txt: cannot tell the format"),
+        "{e}"
+    );
+    let e = load_file(Path::new(""), Some(MeshFormat::Obj), &o).unwrap_err();
+    assert_eq!(e.to_string(), "path: is empty: give the mesh file's path");
+    let stl = b"solid t\nfacet normal 0 0 1\n";
+    let e = load_bytes("t.msh", stl, MeshFormat::Gmsh, &o).unwrap_err();
+    assert!(e.to_string().contains("those of an STL file"), "{e}");
 }

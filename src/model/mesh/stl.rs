@@ -13,6 +13,15 @@ pub(super) fn is_binary(bytes: &[u8]) -> bool {
     bytes.len() >= 84 && bytes.len() as u64 == 84 + 50 * binary_count(bytes) as u64
 }
 
+/// Whether the bytes can be ASCII STL: no control bytes but whitespace. Many binary
+/// files start their 80-byte header with `solid`; their counts and floats hold zeros, so
+/// a truncated one is reported as a binary file, not as text.
+fn is_text(bytes: &[u8]) -> bool {
+    !bytes
+        .iter()
+        .any(|&b| (b < 0x20 && !b.is_ascii_whitespace()) || b == 0x7F)
+}
+
 fn binary_count(bytes: &[u8]) -> u32 {
     u32::from_le_bytes(bytes[80..84].try_into().expect("4 bytes"))
 }
@@ -23,7 +32,9 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Soup> {
         .iter()
         .position(|c| !c.is_ascii_whitespace())
         .unwrap_or(text.len());
-    let ascii = text[start..].len() >= 5 && text[start..start + 5].eq_ignore_ascii_case(b"solid");
+    let ascii = text[start..].len() >= 5
+        && text[start..start + 5].eq_ignore_ascii_case(b"solid")
+        && is_text(text);
     if is_binary(bytes) || !ascii {
         binary(bytes)
     } else {

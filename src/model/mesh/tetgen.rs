@@ -2,23 +2,29 @@
 //! (either path may be given; the other is beside it). Node numbers may start at 0 or 1,
 //! as the first node says; `#` starts a comment.
 
-use super::text::{capped, fail, Parsed, Tokens};
+use super::text::{capped, fail, strip_bom, Fail, Parsed, Tokens};
 use super::volume::{self, Tets};
 use super::{At, Mesh};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-pub(super) fn load(path: &Path, scale: f64) -> Parsed<Mesh> {
+fn inside(p: &Path) -> impl Fn(Fail) -> (PathBuf, Fail) + '_ {
+    move |f| (p.to_path_buf(), f)
+}
+
+/// The mesh, or the failure with the file it is in (its lines and tetrahedra are the
+/// `.node`'s or the `.ele`'s, so the error must name that file, not the one given).
+pub(super) fn load(path: &Path, scale: f64) -> Result<Mesh, (PathBuf, Fail)> {
     let node = path.with_extension("node");
     let ele = path.with_extension("ele");
-    let read = |p: &Path| std::fs::read(p).map_err(|e| fail(None, format!("{}: {e}", p.display())));
+    let read =
+        |p: &Path| std::fs::read(p).map_err(|e| (p.to_path_buf(), fail(None, e.to_string())));
     let (nb, eb) = (read(&node)?, read(&ele)?);
-    let named = |f: super::text::Fail, p: &Path| super::text::Fail {
-        message: format!("{}: {}", p.display(), f.message),
-        ..f
-    };
-    let (positions, first) = nodes(super::text::strip_bom(&nb)?).map_err(|f| named(f, &node))?;
-    let t = elements(super::text::strip_bom(&eb)?, positions, first).map_err(|f| named(f, &ele))?;
-    volume::build(t, scale)
+    let nb = strip_bom(&nb).map_err(inside(&node))?;
+    let (positions, first) = nodes(nb).map_err(inside(&node))?;
+    let eb = strip_bom(&eb).map_err(inside(&ele))?;
+    let t = elements(eb, positions, first).map_err(inside(&ele))?;
+    // Its errors name tetrahedra by index and .ele line.
+    volume::build(t, scale).map_err(inside(&ele))
 }
 
 /// The node positions and the number of the first node (0 or 1).
