@@ -91,6 +91,10 @@ impl SlurmJob {
             check_partition(p)?;
         }
         check_printable("job-name", &self.job_name)?;
+        if self.job_name.trim().is_empty() {
+            // `--job-name=""` would leave Slurm's default (the script's file name).
+            return Err(refuse("job-name", "is empty: give a name".into()));
+        }
         if self.shards == 0 {
             return Err(SlurmError::Option {
                 option: "shards",
@@ -439,6 +443,17 @@ mod tests {
                 ..
             })
         ));
+        for name in ["", "  "] {
+            let mut j = job(Some("gpu:1"));
+            j.job_name = name.into();
+            assert!(matches!(
+                j.script(Path::new("o")),
+                Err(SlurmError::Option {
+                    option: "job-name",
+                    ..
+                })
+            ));
+        }
         let mut j = job(Some("gpu:1"));
         j.shards = 0;
         assert!(matches!(
