@@ -96,6 +96,10 @@ pub(super) fn build_mesh(m: &MeshSpec, ctx: &Ctx, base_dir: &Path) -> Result<Mes
         ),
         MeshKind::Obj | MeshKind::Ply | MeshKind::Stl | MeshKind::Tet => {
             let path = req(ctx, kind, "path", &m.path)?;
+            if path.trim().is_empty() {
+                // Joined to the scene's folder, "" would name the folder itself.
+                return Err(ctx.invalid("mesh.path", "is empty: give the mesh file's path"));
+            }
             let options = mesh::FileOptions {
                 scale: m.scale.unwrap_or(1.0),
                 polygons: m.polygons.unwrap_or_default(),
@@ -173,9 +177,10 @@ fn check_volume_extension(ctx: &Ctx, path: &Path) -> Result<(), SceneError> {
         Some(f) if !f.is_volume() => Err(ctx.invalid(
             "mesh.path",
             format!(
-                "{} is a {f} surface mesh: read it with mesh.kind = \"{}\" (kind \"tet\" \
+                "{} is {} {f} surface mesh: read it with mesh.kind = \"{}\" (kind \"tet\" \
                  reads .msh, .vtk, .vtu, .node/.ele and .mesh)",
                 path.display(),
+                f.article(),
                 f.kind()
             ),
         )),

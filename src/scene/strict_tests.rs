@@ -1,6 +1,6 @@
 //! Tests that a scene input is either used or refused naming its key: extra vector
 //! elements, inline tables and multi-line values in `--set`, keys without effect, values
-//! that would diverge at step 0, and brief numbers in the messages.
+//! that would diverge at step 0, brief numbers in the messages, and mesh paths.
 
 use super::{load, LoadedScene, SceneError};
 
@@ -239,4 +239,20 @@ fn numbers_in_messages_are_brief() {
     );
     let e = refused(GRID, &["mesh.size=[1e308,1e308]"]);
     assert!(e.contains("mesh:") && e.len() < 300, "{e}");
+}
+
+#[test]
+fn an_empty_mesh_path_and_a_surface_file_for_tet_are_named() {
+    let mesh = |kind: &str, path: &str| {
+        format!(
+            "name = \"m\"\n[mesh]\nkind = \"{kind}\"\npath = \"{path}\"\n\
+             [material]\nmass = 0.1\nstiffness = 10.0\n\
+             [integrator]\ndt = 0.01\nsteps = 2\n"
+        )
+    };
+    // "" joined to the scene's folder named the folder itself ("cannot read OBJ file").
+    let m = refused(&mesh("obj", ""), &[]);
+    assert!(m.contains("mesh.path") && m.contains("empty"), "{m}");
+    let m = refused(&mesh("tet", "box.obj"), &[]);
+    assert!(m.contains("is an OBJ surface mesh"), "{m}");
 }
