@@ -18,6 +18,10 @@ use glam::DVec3;
 /// Coulomb constant k_c in N m^2 / C^2.
 pub const COULOMB_K: f64 = 8.987_551_792_3e9;
 
+/// The largest finite f32 (the GPU's and the PLY frames' precision), as f64: a state
+/// beyond it is a divergence on every backend.
+pub const F32_MAX: f64 = f32::MAX as f64;
+
 /// One spring between particles `i` and `j` (SI units).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Spring {
@@ -472,7 +476,7 @@ impl State {
     /// The first particle whose position or velocity has a component that f32 (the PLY
     /// frames' and the GPU's precision) cannot hold: non-finite or beyond `f32::MAX`.
     pub fn first_outside_f32(&self) -> Option<usize> {
-        let fits = |p: &DVec3| p.to_array().iter().all(|c| c.abs() <= f64::from(f32::MAX));
+        let fits = |p: &DVec3| p.to_array().iter().all(|c| c.abs() <= F32_MAX);
         (0..self.x.len()).find(|&i| !fits(&self.x[i]) || !self.v.get(i).is_none_or(fits))
     }
 }

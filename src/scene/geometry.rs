@@ -214,7 +214,7 @@ fn check_extent(mesh: &Mesh, ctx: &Ctx, key: &str) -> Result<(), SceneError> {
         }
     }
     // After the f64 checks: a mesh f64 cannot hold is named as such first.
-    let f32_max = super::initial::F32_MAX;
+    let f32_max = crate::model::F32_MAX;
     if let Some(i) = p.iter().position(|x| x.abs().max_element() > f32_max) {
         return Err(ctx.invalid(
             key,

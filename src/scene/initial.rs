@@ -7,11 +7,8 @@ use super::ctx::Ctx;
 use super::SceneError;
 use crate::config::{Config, ExternalField};
 use crate::display::num;
-use crate::model::System;
+use crate::model::{System, F32_MAX};
 use glam::DVec3;
-
-/// The largest finite f32: a state beyond it is judged diverged on every backend.
-pub(super) const F32_MAX: f64 = f32::MAX as f64;
 
 /// `v[k]` within [`F32_MAX`] in magnitude, named `key[k]`.
 pub(super) fn within_f32(ctx: &Ctx, key: &str, v: [f64; 3]) -> Result<(), SceneError> {

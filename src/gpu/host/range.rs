@@ -7,11 +7,9 @@
 use crate::config::{Config, CoulombMethod, ExternalField};
 use crate::gpu::error::GpuError;
 use crate::model::close_pairs::first_close_pair;
-use crate::model::{System, COULOMB_K};
+use crate::model::{System, COULOMB_K, F32_MAX};
 use glam::DVec3;
 
-/// The largest finite f32, as f64.
-pub const F32_MAX: f64 = f32::MAX as f64;
 /// The smallest normal f32 (GPUs may flush smaller values to 0).
 pub const F32_MIN_NORMAL: f64 = f32::MIN_POSITIVE as f64;
 /// The largest coordinate magnitude: the squared distance of two points in the box
