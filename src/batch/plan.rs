@@ -270,10 +270,7 @@ fn manifest_from_str(text: &str, path: &Path, extra_set: &[String]) -> Result<Pl
             return Err(err(format!("runs[{i}].scene: must not be empty")));
         }
         let name = match &run.name {
-            Some(n) => {
-                check_name(n).map_err(|m| err(format!("runs[{i}].name: {m}")))?;
-                n.clone()
-            }
+            Some(n) => n.clone(),
             None => {
                 let stem = Path::new(&run.scene)
                     .file_stem()
@@ -287,7 +284,8 @@ fn manifest_from_str(text: &str, path: &Path, extra_set: &[String]) -> Result<Pl
                 safe_name(&parts.join("__"))
             }
         };
-        check_reserved(&name).map_err(|m| err(format!("runs[{i}]: {m}")))?;
+        let key = if run.name.is_some() { ".name" } else { "" };
+        check_name(&name).map_err(|m| err(format!("runs[{i}]{key}: {m}")))?;
         if let Some((_, j)) = names.iter().find(|(n, _)| *n == name) {
             return Err(err(format!(
                 "runs[{j}] and runs[{i}] would both write to the folder '{name}'; \
@@ -327,7 +325,8 @@ fn resolve_scene(base: &Path, scene: &str) -> String {
     }
 }
 
-/// A user-given run name must already be a safe folder name.
+/// A run name (given, or derived from the scene and its overrides) must be a safe folder
+/// name, and not one of the batch folder's own.
 pub(super) fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("must not be empty".into());
@@ -343,13 +342,9 @@ pub(super) fn check_name(name: &str) -> Result<(), String> {
     if name.len() > MAX_NAME {
         return Err(format!("'{name}' is longer than {MAX_NAME} characters"));
     }
-    Ok(())
-}
-
-/// A run's folder may not be one of the batch folder's own files or folders: `runs.csv`,
-/// a shard's `runs.shard-*.csv`, `plan.json`, the Slurm script or its log folder (running
-/// there would clear or replace them).
-pub(super) fn check_reserved(name: &str) -> Result<(), String> {
+    // Not one of the batch folder's own files or folders (running there would clear or
+    // replace them): `runs.csv`, a shard's `runs.shard-*.csv`, `plan.json`, the Slurm
+    // script and its log folder.
     if super::OWN_NAMES.contains(&name) || name.starts_with("runs.shard-") {
         return Err(format!(
             "'{name}' is the name of one of the batch folder's own files; \

@@ -212,9 +212,7 @@ impl PlanFile {
         }
         let mut seen = std::collections::HashSet::new();
         for r in &self.runs {
-            super::plan::check_name(&r.name)
-                .and_then(|()| super::plan::check_reserved(&r.name))
-                .map_err(|e| format!("run name {e}"))?;
+            super::plan::check_name(&r.name).map_err(|e| format!("run name {e}"))?;
             if !seen.insert(r.name.as_str()) {
                 return Err(format!("the run name '{}' appears twice", r.name));
             }

@@ -118,9 +118,10 @@ pub(super) fn plan_runs(
         }
         let dir = options.out.join(&spec.name);
         let verdict = completed(&dir, &scene, options.backend);
-        if let (Err(Some(_)), Ok(found)) = (&verdict, foreign_entries(&dir)) {
+        if let Err(Some(_)) = &verdict {
             // An untrusted folder is cleared before the run: only if msc wrote it all. (A
             // file in its place, or a folder that cannot be listed, fails the run alone.)
+            let found = foreign_entries(&dir).unwrap_or_default();
             if !found.is_empty() {
                 return Err(BatchError::ForeignFolder {
                     run: spec.name.clone(),

@@ -5,7 +5,7 @@
 use super::record::SummaryRecord;
 use crate::digest::sha256_hex;
 use crate::output::lock::LOCK_FILE;
-use crate::output::ply::{clear_numbered, is_numbered};
+use crate::output::ply::is_numbered;
 use crate::output::run_dir::{
     check_outputs, ENERGY_FILE, FRAMES_DIR, RENDER_DIR, SCENE_FILE, SUMMARY_FILE,
 };
@@ -94,48 +94,63 @@ pub(super) fn completed(
     Ok(s)
 }
 
-/// The entries of `dir` that no msc run wrote, at most a few, for a refusal: anything
-/// but `.msc.lock`, `scene.toml`, `energy.csv`, `summary.json` (and their hidden temporary
-/// files, which an interrupted run may leave), `frames/` holding only frames, and
-/// `render/` holding only frame images. `Err` when `dir` cannot be listed (or is a file).
-pub(super) fn foreign_entries(dir: &Path) -> Result<Vec<String>, String> {
-    let names = list(dir)?;
-    let mut foreign = Vec::new();
-    for (name, is_dir) in names {
-        let ours = match name.as_str() {
-            FRAMES_DIR | RENDER_DIR if is_dir => {
-                // Its own strays are named one by one; the folder itself is ours.
-                let ext = if name == FRAMES_DIR { "ply" } else { "png" };
-                let inner = list(&dir.join(&name))?;
-                foreign.extend(
-                    inner
-                        .into_iter()
-                        .filter(|(n, d)| {
-                            *d || !(is_numbered(n, ext) || is_temp_of_numbered(n, ext))
-                        })
-                        .map(|(n, d)| format!("{name}/{n}{}", if d { "/" } else { "" })),
-                );
-                true
-            }
-            _ if is_dir => false,
-            LOCK_FILE | SCENE_FILE | ENERGY_FILE | SUMMARY_FILE => true,
-            n => [SCENE_FILE, ENERGY_FILE, SUMMARY_FILE]
-                .iter()
-                .any(|f| n.starts_with(&format!(".{f}.tmp-"))),
-        };
-        if !ours {
-            foreign.push(if is_dir { format!("{name}/") } else { name });
-        }
-    }
-    foreign.sort();
-    Ok(foreign)
+/// Whether the file `name` of a run folder is one a run writes there: an output, its
+/// hidden temporary file (an interrupted run may leave one) or the lock.
+fn run_file(name: &str) -> bool {
+    name == LOCK_FILE
+        || [SCENE_FILE, ENERGY_FILE, SUMMARY_FILE]
+            .iter()
+            .any(|f| name == *f || name.starts_with(&format!(".{f}.tmp-")))
 }
 
-/// `.frame_NNNNNN.<ext>.tmp-*`: a frame an interrupted run was writing.
-fn is_temp_of_numbered(name: &str, ext: &str) -> bool {
-    name.strip_prefix('.')
-        .and_then(|n| n.split_once(".tmp-"))
-        .is_some_and(|(n, _)| is_numbered(n, ext))
+/// The extension of the numbered images a run writes in its sub-folder `name` (frames,
+/// render), or `None` for any other folder.
+fn numbered_dir(name: &str) -> Option<&'static str> {
+    match name {
+        FRAMES_DIR => Some("ply"),
+        RENDER_DIR => Some("png"),
+        _ => None,
+    }
+}
+
+/// `frame_NNNNNN.<ext>` or `.frame_NNNNNN.<ext>.tmp-*` (one an interrupted run was
+/// writing).
+fn numbered_file(name: &str, ext: &str) -> bool {
+    is_numbered(name, ext)
+        || name
+            .strip_prefix('.')
+            .and_then(|n| n.split_once(".tmp-"))
+            .is_some_and(|(n, _)| is_numbered(n, ext))
+}
+
+/// The entries of `dir`, as paths below it, that a run writes (`ours`) or that no msc
+/// run wrote (`!ours`), sorted. `Err` when `dir` or one of its run sub-folders cannot be
+/// listed (or `dir` is a file).
+fn entries(dir: &Path, ours: bool) -> Result<Vec<String>, String> {
+    let mut found = Vec::new();
+    for (name, is_dir) in list(dir)? {
+        match (is_dir, numbered_dir(&name)) {
+            (true, Some(ext)) => {
+                for (n, d) in list(&dir.join(&name))? {
+                    if ours == (!d && numbered_file(&n, ext)) {
+                        found.push(format!("{name}/{n}{}", if d { "/" } else { "" }));
+                    }
+                }
+            }
+            (true, None) if !ours => found.push(format!("{name}/")),
+            (false, _) if ours == run_file(&name) => found.push(name),
+            _ => {}
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// The entries of `dir` that no msc run wrote, for a refusal: anything but the lock,
+/// `scene.toml`, `energy.csv`, `summary.json` (and their temporary files), frames in
+/// `frames/` and frame images in `render/`.
+pub(super) fn foreign_entries(dir: &Path) -> Result<Vec<String>, String> {
+    entries(dir, false)
 }
 
 /// (name, is a folder) of each entry of `dir`; a name that is not UTF-8 is shown lossily.
@@ -150,38 +165,20 @@ fn list(dir: &Path) -> Result<Vec<(String, bool)>, String> {
     Ok(out)
 }
 
-/// Removes what an incomplete run left in its folder (the outputs and temporary files
-/// [`foreign_entries`] accepts), so nothing of it is mistaken for the new run's. Anything
-/// else is left alone, and the folder itself stays.
+/// Removes what an incomplete run left in its folder (the files [`foreign_entries`]
+/// accepts, but the lock), so nothing of it is mistaken for the new run's. Anything else
+/// is left alone, and the folder itself stays.
 pub(super) fn clear(dir: &Path) -> Result<(), OutputError> {
-    let remove = |path: &Path| match std::fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(OutputError::Write {
-            path: path.to_path_buf(),
-            source,
-        }),
-    };
-    let Ok(names) = list(dir) else {
-        // Not there (nothing to clear), or not listable: creating the run folder says why.
+    // Not there (nothing to clear), or not listable: creating the run folder says why.
+    let Ok(ours) = entries(dir, true) else {
         return Ok(());
     };
-    for (name, is_dir) in names {
-        let path = dir.join(&name);
-        if is_dir && (name == FRAMES_DIR || name == RENDER_DIR) {
-            let ext = if name == FRAMES_DIR { "ply" } else { "png" };
-            for (inner, inner_dir) in list(&path).unwrap_or_default() {
-                if !inner_dir && is_temp_of_numbered(&inner, ext) {
-                    remove(&path.join(&inner))?;
-                }
-            }
-            clear_numbered(&path, ext)?;
-        } else if !is_dir
-            && [SCENE_FILE, ENERGY_FILE, SUMMARY_FILE]
-                .iter()
-                .any(|f| name == *f || name.starts_with(&format!(".{f}.tmp-")))
-        {
-            remove(&path)?;
+    for name in ours.iter().filter(|n| *n != LOCK_FILE) {
+        let path = dir.join(name);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(OutputError::Write { path, source }),
         }
     }
     Ok(())
