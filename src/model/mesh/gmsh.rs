@@ -424,15 +424,17 @@ fn nodes4(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<Tally> {
     Ok(Tally {
         head,
         section: "$Nodes",
+        what: "nodes",
         header: n,
         held: out.tags.len() - start,
     })
 }
 
-/// A 4.1 section's header count (read at `head`) and what its blocks held.
+/// A 4.1 section's header count (read at `head`) of `what`, and what its blocks held.
 struct Tally {
     head: At,
     section: &'static str,
+    what: &'static str,
     header: usize,
     held: usize,
 }
@@ -443,17 +445,13 @@ impl Tally {
         let Self {
             head,
             section,
+            what,
             header,
             held,
         } = self;
         if header == held {
             return Ok(());
         }
-        let what = if section == "$Nodes" {
-            "nodes"
-        } else {
-            "elements"
-        };
         Err(fail(
             head,
             format!(
@@ -503,6 +501,7 @@ fn elements4(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<Tally> {
     Ok(Tally {
         head,
         section: "$Elements",
+        what: "elements",
         header: n,
         held,
     })
