@@ -327,23 +327,10 @@ fn run_on_the_cpu_writes_every_output() {
 #[test]
 fn an_explicit_run_reports_no_linear_solver() {
     let tmp = tempfile::tempdir().unwrap();
-    common::tiny(tmp.path());
     for (method, solver) in [("imex", Some("jacobi")), ("verlet", None)] {
         let out = format!("out-{method}");
         let set = format!("integrator.method=\"{method}\"");
-        let args = [
-            "run",
-            "tiny.toml",
-            "--backend",
-            "cpu",
-            "--quiet",
-            "--set",
-            &set,
-            "--out",
-            &out,
-        ];
-        let o = msc(&args, tmp.path());
-        assert!(o.status.success(), "stderr: {}", stderr(&o));
+        common::run_tiny(tmp.path(), &out, &[&set]);
         let summary = read_json(&tmp.path().join(&out).join("summary.json"));
         assert_eq!(summary["solver"].as_str(), solver, "{method}");
         assert_eq!(

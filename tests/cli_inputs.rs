@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{msc, stderr, tiny};
+use common::{msc, run_tiny, stderr};
 
 #[test]
 fn ddef_error_refuses_zero_samples() {
@@ -27,21 +27,7 @@ fn ddef_error_refuses_zero_samples() {
 #[test]
 fn render_refuses_a_gif_path_that_is_a_folder_before_drawing() {
     let tmp = tempfile::tempdir().unwrap();
-    tiny(tmp.path());
-    let args = [
-        "run",
-        "tiny.toml",
-        "--backend",
-        "cpu",
-        "--quiet",
-        "--out",
-        "rf",
-    ];
-    let o = msc(
-        &[&args[..], &["--set", "output.frames=\"ply\""]].concat(),
-        tmp.path(),
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    run_tiny(tmp.path(), "rf", &["output.frames=\"ply\""]);
     std::fs::create_dir(tmp.path().join("g")).unwrap();
     let o = msc(&["render", "rf", "--gif", "g"], tmp.path());
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

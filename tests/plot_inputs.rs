@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{msc, stderr, tiny};
+use common::{msc, run_tiny, stderr};
 use msc::output::energy::HEADER;
 use std::path::Path;
 
@@ -58,22 +58,7 @@ fn values_no_axis_can_span_are_refused() {
 #[test]
 fn the_png_never_replaces_a_runs_scene_or_frames() {
     let tmp = tempfile::tempdir().unwrap();
-    tiny(tmp.path());
-    let o = msc(
-        &[
-            "run",
-            "tiny.toml",
-            "--backend",
-            "cpu",
-            "--quiet",
-            "--out",
-            "r1",
-            "--set",
-            "output.frames=\"ply\"",
-        ],
-        tmp.path(),
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    run_tiny(tmp.path(), "r1", &["output.frames=\"ply\""]);
     let frame = tmp.path().join("r1/frames/frame_000000.ply");
     assert!(frame.is_file());
     let before = |p: &str| std::fs::read(tmp.path().join(p)).unwrap();

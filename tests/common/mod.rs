@@ -105,6 +105,26 @@ pub fn targets_of(
         .collect()
 }
 
+/// `msc run tiny.toml --backend cpu --quiet --out OUT`, with `--set` overrides, in `dir`
+/// (where it writes tiny.toml); the run must succeed.
+pub fn run_tiny(dir: &Path, out: &str, sets: &[&str]) {
+    tiny(dir);
+    let mut args = vec![
+        "run",
+        "tiny.toml",
+        "--backend",
+        "cpu",
+        "--quiet",
+        "--out",
+        out,
+    ];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    let o = msc(&args, dir);
+    assert!(o.status.success(), "msc {args:?}: {}", stderr(&o));
+}
+
 pub fn msc(args: &[&str], cwd: &Path) -> Output {
     msc_with(args, cwd, &[])
 }
