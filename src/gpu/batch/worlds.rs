@@ -556,7 +556,7 @@ fn assemble(
         Recorder::batch(device, &mut engine, &buffers, &configs, dts[0], (n, ns, nc));
     recorder.ddef_layout = ddef.as_ref().map(|(d, _)| d.layout.clone());
     let program = program::build(&mut recorder, config, &mut NoHooks)?;
-    engine.seal(device);
+    engine.seal(device)?;
     Ok(Parts {
         dt: dts[0],
         buffers,

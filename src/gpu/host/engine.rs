@@ -223,7 +223,8 @@ impl Engine {
             records.push(d);
             records.len() - 1
         });
-        i as u32 * self.record_stride
+        // Past u32, [`Self::seal`] refuses the records before any offset is used.
+        u32::try_from(i as u64 * u64::from(self.record_stride)).unwrap_or(u32::MAX)
     }
 
     /// A launch of `k` on `bufs` (its storage bindings 1.., checked) with the record at
@@ -248,8 +249,28 @@ impl Engine {
         }))
     }
 
-    /// Uploads the records (once every recording is planned): replay needs them.
-    pub(in crate::gpu) fn seal(&mut self, device: &wgpu::Device) {
+    /// Uploads the records (once every recording is planned): replay needs them. A
+    /// Chebyshev solve has a record per iteration, so their buffer grows with the
+    /// iteration count: refused past `max_buffer_size` (wgpu would panic) or past the
+    /// u32 dynamic offsets.
+    pub(in crate::gpu) fn seal(&mut self, device: &wgpu::Device) -> Result<(), GpuError> {
+        let bytes = u64::from(self.record_stride) * self.records.len().max(1) as u64;
+        let max_buffer = device.limits().max_buffer_size;
+        let (limit_name, limit) = if max_buffer <= u64::from(u32::MAX) {
+            ("max_buffer_size", max_buffer)
+        } else {
+            ("u32 dynamic offsets", u64::from(u32::MAX))
+        };
+        if bytes > limit {
+            return Err(GpuError::LimitExceeded {
+                what: format!(
+                    "buffer 'dispatch records' (bytes; limit {limit_name}; a Chebyshev solve \
+                     has one record per iteration: lower integrator.solver.iterations)"
+                ),
+                needed: bytes,
+                limit,
+            });
+        }
         let stride = self.record_stride as usize;
         let mut bytes = vec![0u8; stride * self.records.len().max(1)];
         for (i, r) in self.records.iter().enumerate() {
@@ -274,6 +295,7 @@ impl Engine {
             }],
         });
         self.dispatch_group = Some(group);
+        Ok(())
     }
 
     /// The kernel an op launches, for profiles.

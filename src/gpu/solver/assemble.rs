@@ -132,7 +132,7 @@ pub(in crate::gpu) fn assemble(
             Some(a) => Some(adjoint::record(&mut recorder, system, config, a, n_wg)?),
             None => None,
         };
-        engine.seal(device);
+        engine.seal(device)?;
         Ok(Parts {
             dt,
             buffers,

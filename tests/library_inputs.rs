@@ -1,0 +1,102 @@
+//! A hostile embedder's inputs through the library API (a `System` and `Config` built in
+//! Rust, the caller's wgpu device, the gradient API): each must give a typed error naming
+//! the problem, never a panic, a silent NaN or a silently dropped term. Runs on whatever
+//! adapter wgpu finds, lavapipe included (see `common`).
+
+mod common;
+
+use common::adapter;
+use glam::DVec3;
+use msc::config::{Config, SolverConfig, SolverMethod};
+use msc::gpu::{GpuError, GpuSolver, GpuWorlds};
+use msc::model::{Spring, System, SystemDesc};
+
+/// Two charged particles joined by one spring.
+fn pair() -> System {
+    System::new(SystemDesc {
+        positions: vec![DVec3::ZERO, DVec3::X],
+        masses: vec![1.0; 2],
+        charges: vec![1e-6; 2],
+        springs: vec![Spring {
+            i: 0,
+            j: 1,
+            stiffness: 10.0,
+            rest_length: 0.5,
+            damping: 0.0,
+        }],
+        ..Default::default()
+    })
+    .expect("system")
+}
+
+/// A device of the caller's with `limits`, or `None` (test skipped) without an adapter.
+fn device_with(limits: wgpu::Limits) -> Option<(wgpu::Device, wgpu::Queue)> {
+    let adapter = adapter()?;
+    let limits = wgpu::Limits {
+        max_storage_buffers_per_shader_stage: adapter.limits().max_storage_buffers_per_shader_stage,
+        ..limits
+    };
+    Some(
+        pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            required_limits: limits,
+            ..Default::default()
+        }))
+        .expect("device with reduced limits"),
+    )
+}
+
+/// A Chebyshev solve records one dispatch record per iteration; past the device's
+/// `max_buffer_size` their uniform buffer was created anyway and wgpu panicked
+/// ("Failed to get mapped range"). Now a limit error names the buffer and both sizes.
+#[test]
+fn chebyshev_records_beyond_max_buffer_size_are_a_limit_error() {
+    let mib = 1 << 20;
+    let Some((device, queue)) = device_with(wgpu::Limits {
+        max_buffer_size: mib,
+        max_storage_buffer_binding_size: mib,
+        ..Default::default()
+    }) else {
+        return;
+    };
+    let system = pair();
+    let config = |iterations| Config {
+        dt: 0.01,
+        solver: SolverConfig {
+            method: SolverMethod::Chebyshev,
+            iterations,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    // Within the limit it runs.
+    let mut fits = GpuSolver::new(&device, &queue, &system, &config(50)).expect("solver");
+    fits.advance(1).unwrap();
+    // 8192 records of at least 32 bytes (256 with WebGPU's offset alignment) exceed 1 MiB
+    // wherever the alignment is 256; a smaller alignment needs more iterations.
+    let align = u64::from(device.limits().min_uniform_buffer_offset_alignment).max(32);
+    let iterations = (2 * mib / align) as u32;
+    let check = |e: GpuError| match e {
+        GpuError::LimitExceeded {
+            what,
+            needed,
+            limit,
+        } => {
+            assert!(what.contains("dispatch records"), "{what}");
+            assert!(what.contains("max_buffer_size"), "{what}");
+            assert_eq!(limit, mib);
+            assert!(needed > mib, "{needed}");
+        }
+        other => panic!("expected a limit error, got {other}"),
+    };
+    check(
+        GpuSolver::new(&device, &queue, &system, &config(iterations))
+            .err()
+            .expect("refused"),
+    );
+    let c = config(iterations);
+    check(
+        GpuWorlds::new(&device, &queue, &[(&system, &c), (&system, &c)])
+            .err()
+            .expect("refused"),
+    );
+}
