@@ -135,8 +135,9 @@ pub struct LoadedScene {
 /// An existing file wins over a built-in of the same name. Overrides are applied in order
 /// to the parsed table (`integrator.dt=0.15`, `integrator.solver.method=cg`,
 /// `mesh.resolution=[64, 64]`, `external_charges[0].charge=-1e-6`); a value that is not
-/// valid TOML is taken as a string. Setting `mesh.kind` or `external_field.kind` to a new
-/// kind drops the file's keys that only the old kind reads.
+/// valid TOML is taken as a string. Setting `mesh.kind`, `external_field.kind`,
+/// `integrator.method` or `coulomb.method` to a new choice drops the file's keys that only
+/// the old one reads.
 pub fn load(scene: &str, overrides: &[String]) -> Result<LoadedScene, SceneError> {
     load_checked(scene, overrides, |_, _| Ok(()))
 }

@@ -2,9 +2,9 @@
 //! override goes through exactly the same checks as the file itself.
 
 use super::keys::{format_path, parse_path, Seg};
-use super::schema::MeshKind;
+use super::schema::{coulomb_keys, integrator_keys, MeshKind};
 use super::SceneError;
-use crate::config::ExternalField;
+use crate::config::{CoulombMethod, ExternalField, Integrator};
 use toml::{Table, Value};
 
 /// One parsed `--set` argument.
@@ -83,32 +83,68 @@ pub(super) fn parse(arg: &str) -> Result<Override, SceneError> {
 
 /// Sets every override in `table`, creating missing tables on the way.
 pub(super) fn apply(table: &mut Table, overrides: &[Override]) -> Result<(), SceneError> {
-    let original_mesh_kind = kind_of(table, "mesh");
-    let original_field_kind = kind_of(table, "external_field");
+    let before = Selectors::of(table);
     for o in overrides {
         set(table, o)?;
     }
-    // Switching a kind from the command line drops the file's parameters of the old kind
-    // (keys set by --set are kept), so `--set mesh.kind=obj --set mesh.path=...` works.
-    // An inline table (`external_field={kind="vortex",value=[1,0,0]}`) sets each of its
-    // keys, so they are kept and checked as if set one by one.
+    // Switching a kind or method from the command line drops the file's parameters that
+    // only the old one reads (keys set by --set are kept), so `--set mesh.kind=obj --set
+    // mesh.path=...` works and `--set integrator.method=verlet` does not leave the file's
+    // solver behind. An inline table (`external_field={kind="vortex",value=[1,0,0]}`) sets
+    // each of its keys, so they are kept and checked as if set one by one.
     let mut set_keys = Vec::new();
     for o in overrides {
         keys_set(o.key(), &o.value, &mut set_keys);
     }
-    let new_mesh_kind = kind_of(table, "mesh");
-    if new_mesh_kind != original_mesh_kind {
-        if let Some(kind) = new_mesh_kind.as_deref().and_then(MeshKind::from_name) {
+    let after = Selectors::of(table);
+    if after.mesh != before.mesh {
+        if let Some(kind) = after.mesh.as_deref().and_then(MeshKind::from_name) {
             prune(table, "mesh", kind.keys(), &["kind", "center"], &set_keys);
         }
     }
-    let new_field_kind = kind_of(table, "external_field");
-    if new_field_kind != original_field_kind {
-        if let Some(kind) = new_field_kind.as_deref().and_then(ExternalField::from_name) {
+    if after.field != before.field {
+        if let Some(kind) = after.field.as_deref().and_then(ExternalField::from_name) {
             prune(table, "external_field", kind.keys(), &["kind"], &set_keys);
         }
     }
+    if after.integrator != before.integrator {
+        if let Some(method) = after.integrator.as_deref().and_then(Integrator::from_name) {
+            let always = ["method", "dt", "duration", "steps"];
+            prune(
+                table,
+                "integrator",
+                integrator_keys(method),
+                &always,
+                &set_keys,
+            );
+        }
+    }
+    if after.coulomb != before.coulomb {
+        if let Some(method) = after.coulomb.as_deref().and_then(CoulombMethod::from_name) {
+            let always = ["method", "softening"];
+            prune(table, "coulomb", coulomb_keys(method), &always, &set_keys);
+        }
+    }
     Ok(())
+}
+
+/// The names that choose which keys of a section are read.
+struct Selectors {
+    mesh: Option<String>,
+    field: Option<String>,
+    integrator: Option<String>,
+    coulomb: Option<String>,
+}
+
+impl Selectors {
+    fn of(table: &Table) -> Self {
+        Self {
+            mesh: name_of(table, "mesh", "kind"),
+            field: name_of(table, "external_field", "kind"),
+            integrator: name_of(table, "integrator", "method"),
+            coulomb: name_of(table, "coulomb", "method"),
+        }
+    }
 }
 
 fn keys_set(key: String, value: &Value, out: &mut Vec<String>) {
@@ -120,11 +156,11 @@ fn keys_set(key: String, value: &Value, out: &mut Vec<String>) {
     out.push(key);
 }
 
-fn kind_of(table: &Table, section: &str) -> Option<String> {
+fn name_of(table: &Table, section: &str, key: &str) -> Option<String> {
     table
         .get(section)?
         .as_table()?
-        .get("kind")?
+        .get(key)?
         .as_str()
         .map(str::to_string)
 }
@@ -134,7 +170,11 @@ fn prune(table: &mut Table, section: &str, keep: &[&str], always: &[&str], set: 
         t.retain(|k, _| {
             keep.contains(&k)
                 || always.contains(&k)
-                || set.iter().any(|s| s == &format!("{section}.{k}"))
+                || set.iter().any(|s| {
+                    // `integrator.solver.iterations` set keeps `integrator.solver`.
+                    let rest = s.strip_prefix(&format!("{section}.{k}"));
+                    rest.is_some_and(|r| r.is_empty() || r.starts_with(['.', '[']))
+                })
         });
     }
 }

@@ -181,6 +181,15 @@ pub(super) struct IntegratorSpec {
     pub local_global_iterations: Option<u32>,
 }
 
+/// The `[integrator]` keys `method` reads besides `method`, `dt`, `duration` and `steps`.
+pub(super) fn integrator_keys(method: Integrator) -> &'static [&'static str] {
+    match method {
+        Integrator::Imex => &["solver"],
+        Integrator::LocalGlobal => &["solver", "local_global_iterations"],
+        Integrator::SymplecticEuler | Integrator::Verlet => &[],
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct SolverSpec {
@@ -202,6 +211,14 @@ pub(super) struct CoulombSpec {
     pub ddef_variant: Option<DdefVariant>,
     pub rebuild_every: Option<u32>,
     pub ddef_grid: Option<DdefGrid>,
+}
+
+/// The `[coulomb]` keys `method` reads besides `method` and `softening`.
+pub(super) fn coulomb_keys(method: CoulombMethod) -> &'static [&'static str] {
+    match method {
+        CoulombMethod::Ddef(_) => &["samples", "ddef_variant", "rebuild_every", "ddef_grid"],
+        CoulombMethod::AllPairs | CoulombMethod::None => &[],
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -3,11 +3,10 @@
 //! `Config::default()` and the settings' own defaults.
 
 use super::ctx::{positive, Ctx};
-use super::schema::SceneFile;
+use super::schema::{coulomb_keys, integrator_keys, SceneFile};
 use super::SceneError;
 use crate::config::{
-    Config, CoulombConfig, CoulombMethod, ExternalCharge, ExternalField, Integrator, Orbit,
-    SolverMethod,
+    Config, CoulombConfig, CoulombMethod, ExternalCharge, ExternalField, Orbit, SolverMethod,
 };
 use glam::DVec3;
 
@@ -72,10 +71,27 @@ pub(super) fn build_config(f: &SceneFile, ctx: &Ctx) -> Result<Config, SceneErro
             ),
         ));
     }
-    if it.local_global_iterations.is_some() && integrator == Integrator::Imex {
+    // Likewise the keys of another integrator (explicit ones solve nothing).
+    let given = [
+        (
+            "solver",
+            it.solver.is_some(),
+            "\"imex\" or \"local_global\"",
+        ),
+        (
+            "local_global_iterations",
+            it.local_global_iterations.is_some(),
+            "\"local_global\"",
+        ),
+    ];
+    let read = integrator_keys(integrator);
+    if let Some((key, _, users)) = given.iter().find(|(k, set, _)| *set && !read.contains(k)) {
         return Err(ctx.invalid(
-            "integrator.local_global_iterations",
-            "only used with method = \"local_global\" (method is \"imex\")",
+            format!("integrator.{key}"),
+            format!(
+                "only used with method = {users} (method is \"{}\")",
+                integrator.name()
+            ),
         ));
     }
     let c = &f.coulomb;
@@ -86,22 +102,21 @@ pub(super) fn build_config(f: &SceneFile, ctx: &Ctx) -> Result<Config, SceneErro
         p.rebuild_every = c.rebuild_every.unwrap_or(p.rebuild_every);
         p.grid = c.ddef_grid.unwrap_or(p.grid);
     }
-    if method.ddef().is_none() {
-        let given = [
-            ("samples", c.samples.is_some()),
-            ("ddef_variant", c.ddef_variant.is_some()),
-            ("rebuild_every", c.rebuild_every.is_some()),
-            ("ddef_grid", c.ddef_grid.is_some()),
-        ];
-        if let Some((k, _)) = given.iter().find(|(_, set)| *set) {
-            return Err(ctx.invalid(
-                format!("coulomb.{k}"),
-                format!(
-                    "only used with method = \"ddef\" (method is \"{}\")",
-                    method.name()
-                ),
-            ));
-        }
+    let given = [
+        ("samples", c.samples.is_some()),
+        ("ddef_variant", c.ddef_variant.is_some()),
+        ("rebuild_every", c.rebuild_every.is_some()),
+        ("ddef_grid", c.ddef_grid.is_some()),
+    ];
+    let read = coulomb_keys(method);
+    if let Some((k, _)) = given.iter().find(|(k, set)| *set && !read.contains(k)) {
+        return Err(ctx.invalid(
+            format!("coulomb.{k}"),
+            format!(
+                "only used with method = \"ddef\" (method is \"{}\")",
+                method.name()
+            ),
+        ));
     }
     let coulomb = CoulombConfig {
         method,

@@ -1,6 +1,7 @@
 //! Tests that a scene input is either used or refused naming its key: extra vector
-//! elements, inline tables and multi-line values in `--set`, keys without effect, values
-//! that would diverge at step 0, brief numbers in the messages, and mesh paths.
+//! elements, inline tables and multi-line values in `--set`, keys without effect (also
+//! those of a method `--set` switched away from), values that would diverge at step 0,
+//! brief numbers in the messages, and mesh paths.
 
 use super::{load, LoadedScene, SceneError};
 
@@ -192,6 +193,67 @@ fn a_solver_key_the_method_does_not_read_is_refused() {
     )
     .unwrap();
     assert_eq!(s.config.local_global_iterations, 3);
+}
+
+#[test]
+fn an_explicit_integrator_refuses_the_keys_of_a_solve() {
+    let with_solver = BASE.replace(
+        "steps = 5\n",
+        "steps = 5\nsolver = { method = \"cg\", iterations = 9 }\n",
+    );
+    for method in ["verlet", "symplectic_euler"] {
+        let file = with_solver.replace("\"imex\"", &format!("\"{method}\""));
+        let e = refused(&file, &[]);
+        let said = format!(
+            "integrator.solver: only used with method = \"imex\" or \"local_global\" (method \
+             is \"{method}\")"
+        );
+        assert!(e.contains(&said), "{e}");
+        let file = BASE.replace("\"imex\"", &format!("\"{method}\""));
+        let e = refused(&file, &["integrator.local_global_iterations=3"]);
+        assert!(
+            e.contains(
+                "integrator.local_global_iterations: only used with method = \"local_global\""
+            ),
+            "{e}"
+        );
+        // Switched on the command line, the file's solve goes with the old method; a
+        // solver key given with the switch is still refused.
+        let switch = format!("integrator.method={method}");
+        let s = load_text(&with_solver, &[&switch]).unwrap();
+        assert!(
+            !s.resolved_toml.contains("iterations = 9"),
+            "{}",
+            s.resolved_toml
+        );
+        let e = refused(&with_solver, &[&switch, "integrator.solver.iterations=4"]);
+        assert!(e.contains(&said), "{e}");
+    }
+    // Back to an implicit method, a key given with the switch is read.
+    let lg = BASE.replace("\"imex\"", "\"verlet\"");
+    let s = load_text(
+        &lg,
+        &[
+            "integrator.method=local_global",
+            "integrator.solver.iterations=4",
+            "integrator.local_global_iterations=2",
+        ],
+    )
+    .unwrap();
+    assert_eq!(s.config.solver.iterations, 4);
+    assert_eq!(s.config.local_global_iterations, 2);
+}
+
+#[test]
+fn switching_the_coulomb_method_drops_the_files_ddef_keys() {
+    let ddef = format!("{BASE}[coulomb]\nmethod = \"ddef\"\nsamples = 40\n");
+    let s = load_text(&ddef, &["coulomb.method=all_pairs"]).unwrap();
+    assert_eq!(s.config.coulomb.method.name(), "all_pairs");
+    let e = refused(&ddef, &["coulomb.method=none", "coulomb.samples=30"]);
+    assert!(
+        e.contains("coulomb.samples: only used with method = \"ddef\" (method is \"none\")"),
+        "{e}"
+    );
 }
 
 #[test]
