@@ -54,13 +54,15 @@ pub fn vectors(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<DVec3>> {
             format!("{what} must have shape (n, 3), got {}", shape_text(&shape)),
         ));
     }
-    Ok(match a.as_slice() {
-        Ok(s) => s
+    // Only a C-ordered buffer is rows of 3 in memory order (numpy's as_slice also takes
+    // Fortran order, whose memory runs down the columns).
+    let view = a.as_array();
+    Ok(match view.as_slice() {
+        Some(s) => s
             .chunks_exact(3)
             .map(|c| DVec3::new(c[0], c[1], c[2]))
             .collect(),
-        Err(_) => a
-            .as_array()
+        None => view
             .rows()
             .into_iter()
             .map(|r| DVec3::new(r[0], r[1], r[2]))

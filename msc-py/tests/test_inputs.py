@@ -1,0 +1,27 @@
+"""Awkward inputs through the Python API: array layouts, paths and values that look like
+options, negative counts, arguments given twice, out-of-range sizes. Each is read right
+or refused with a typed exception (never a panic, a silently dropped argument or an
+OverflowError that `except ValueError` misses), and the stub types what the code takes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import msc
+
+X = np.array([[0.0, 0, 0], [1, 0, 0], [2, 0, 0], [0, 1, 0]])
+
+
+def test_fortran_ordered_and_transposed_arrays_are_read_by_index() -> None:
+    # Their memory runs down the columns: read in memory order, they scramble the axes.
+    for layout in [np.asfortranarray(X), np.ascontiguousarray(X.T).T, X[:, ::-1][:, ::-1]]:
+        s = msc.System(layout, 1.0, velocities=layout)
+        np.testing.assert_array_equal(s.positions, X)
+        np.testing.assert_array_equal(s.velocities, X)
+    sim = msc.Simulator(msc.System(X + 5, 1.0), backend="cpu")
+    sim.set_state(np.asfortranarray(X), np.asfortranarray(2 * X))
+    np.testing.assert_array_equal(sim.positions(), X)
+    np.testing.assert_array_equal(sim.velocities(), 2 * X)
