@@ -50,6 +50,13 @@ pub fn system_and_config(
         return Ok((system.get().system.clone(), given.unwrap_or_default()));
     }
     if let Ok((system, config)) = source.extract::<(Bound<'_, PySystem>, Bound<'_, PyConfig>)>() {
+        // Two configurations: neither may be dropped without a word.
+        if given.is_some() {
+            return Err(PyTypeError::new_err(
+                "a (System, Config) pair carries its configuration: pass config= only with a \
+                 System or a Scene",
+            ));
+        }
         return Ok((system.get().system.clone(), config.get().config.clone()));
     }
     Err(PyTypeError::new_err(format!(

@@ -25,3 +25,12 @@ def test_fortran_ordered_and_transposed_arrays_are_read_by_index() -> None:
     sim.set_state(np.asfortranarray(X), np.asfortranarray(2 * X))
     np.testing.assert_array_equal(sim.positions(), X)
     np.testing.assert_array_equal(sim.velocities(), 2 * X)
+
+
+def test_a_pair_and_a_config_are_two_configurations() -> None:
+    system = msc.System(X, 1.0)
+    with pytest.raises(TypeError, match="carries its configuration"):
+        msc.Simulator((system, msc.Config(dt=0.5)), msc.Config(dt=0.02), backend="cpu")
+    # A Scene's configuration is replaced by config= (what config= is for).
+    scene = msc.load_scene("torus")
+    assert msc.Simulator(scene, msc.Config(dt=0.02), backend="cpu").config.dt == 0.02
