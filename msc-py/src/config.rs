@@ -4,10 +4,10 @@
 
 use msc::config::{Config, CoulombMethod, ExternalField};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyString};
 
 use crate::convert::{overrides, toml_value};
-use crate::errors::settings_error;
+use crate::errors::{error, settings_error, with_attrs, Kind};
 
 #[pyclass(module = "msc", name = "Config", frozen)]
 pub struct PyConfig {
@@ -35,6 +35,27 @@ const KEYS: [(&str, &str); 14] = [
     ("external_field", "external_field"),
 ];
 
+/// A keyword and a `set=` entry that set the same key (or one inside the other): the
+/// later would silently win, so neither is taken.
+fn check_clashes(py: Python<'_>, named: &[(&str, &str)], set: &[String]) -> PyResult<()> {
+    let inside = |a: &str, b: &str| {
+        a == b || a.starts_with(&format!("{b}.")) || a.starts_with(&format!("{b}["))
+    };
+    for s in set {
+        let key = s.split('=').next().unwrap_or_default().trim();
+        if let Some((k, word)) = named.iter().find(|(k, _)| inside(key, k) || inside(k, key)) {
+            let message = format!("{word}= sets {k} and set= sets {key}: give each setting once");
+            let err = error(py, Kind::Config, message);
+            return Err(with_attrs(
+                py,
+                err,
+                [("key", PyString::new(py, k).into_any())],
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[pymethods]
 impl PyConfig {
     /// Settings not given take the scene file's defaults.
@@ -47,10 +68,12 @@ impl PyConfig {
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let mut args = Vec::new();
+        // The scene keys the keywords set, for the clash check below.
+        let mut named: Vec<(&str, &str)> = Vec::new();
         if let Some(kw) = kwargs {
             for (k, v) in kw.iter() {
                 let name: String = k.extract()?;
-                let Some((_, key)) = KEYS.iter().find(|(n, _)| *n == name) else {
+                let Some(&(word, key)) = KEYS.iter().find(|(n, _)| *n == name) else {
                     let known: Vec<&str> = KEYS.iter().map(|(n, _)| *n).collect();
                     return Err(pyo3::exceptions::PyTypeError::new_err(format!(
                         "Config() got an unexpected keyword argument '{name}' (known: {}, \
@@ -60,6 +83,7 @@ impl PyConfig {
                 };
                 if !v.is_none() {
                     args.push(format!("{key}={}", toml_value(&v, key)?));
+                    named.push((key, word));
                 }
             }
         }
@@ -68,8 +92,11 @@ impl PyConfig {
                 "external_charges={}",
                 toml_value(ec, "external_charges")?
             ));
+            named.push(("external_charges", "external_charges"));
         }
-        args.extend(overrides(set)?);
+        let set = overrides(set)?;
+        check_clashes(py, &named, &set)?;
+        args.extend(set);
         let config = msc::scene::config_from(&args).map_err(|e| settings_error(py, e))?;
         Ok(Self { config })
     }

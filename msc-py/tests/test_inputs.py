@@ -34,3 +34,18 @@ def test_a_pair_and_a_config_are_two_configurations() -> None:
     # A Scene's configuration is replaced by config= (what config= is for).
     scene = msc.load_scene("torus")
     assert msc.Simulator(scene, msc.Config(dt=0.02), backend="cpu").config.dt == 0.02
+
+
+def test_config_keywords_and_set_must_not_set_the_same_key() -> None:
+    with pytest.raises(msc.ConfigError, match="give each setting once") as e:
+        msc.Config(dt=0.1, set={"integrator.dt": 0.2})
+    assert e.value.key == "integrator.dt"
+    # A table in set= holds the keyword's key.
+    with pytest.raises(msc.ConfigError, match="give each setting once"):
+        msc.Config(integrator="verlet", set={"integrator": {"dt": 0.5}})
+    with pytest.raises(msc.ConfigError, match="give each setting once"):
+        msc.Config(external_field={"kind": "uniform", "value": [0, 0, 1]},
+                   set=["external_field.kind=\"vortex\""])
+    # Neighbouring keys are not the same key.
+    c = msc.Config(coulomb="ddef", softening=1e-3, set={"coulomb.samples": 4000})
+    assert (c.coulomb, c.softening) == ("ddef", 1e-3)
