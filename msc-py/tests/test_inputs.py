@@ -49,3 +49,9 @@ def test_config_keywords_and_set_must_not_set_the_same_key() -> None:
     # Neighbouring keys are not the same key.
     c = msc.Config(coulomb="ddef", softening=1e-3, set={"coulomb.samples": 4000})
     assert (c.coulomb, c.softening) == ("ddef", 1e-3)
+
+
+def test_config_takes_gravity_as_an_array() -> None:
+    # What mypy checks against the stub, which took only a Sequence[float].
+    g = msc.Config(gravity=np.array([0.0, 0.0, -9.81]))
+    assert g.gravity == (0.0, 0.0, -9.81)

@@ -40,7 +40,7 @@ class Config:
         tolerance: Optional[float] = None,
         rho: Optional[float] = None,
         local_global_iterations: Optional[int] = None,
-        gravity: Optional[Sequence[float]] = None,
+        gravity: Union[Sequence[float], npt.NDArray[Any], None] = None,
         coulomb: Optional[Literal["all_pairs", "none", "ddef"]] = None,
         softening: Optional[float] = None,
         external_field: Optional[Mapping[str, Any]] = None,
