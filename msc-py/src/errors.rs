@@ -77,12 +77,58 @@ pub fn with_attrs<'py>(
     err
 }
 
+/// The scene key of the first configuration error in `e`'s chain (a transparent
+/// variant hides its inner error from `source()`, so those are unwrapped here).
+fn config_key(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut cur = Some(e);
+    while let Some(x) = cur {
+        let found = x
+            .downcast_ref::<ConfigError>()
+            .or_else(|| match x.downcast_ref::<GpuError>() {
+                Some(GpuError::Config(c)) => Some(c),
+                _ => None,
+            })
+            .or_else(|| match x.downcast_ref::<SimError>() {
+                Some(SimError::Config(c)) => Some(c),
+                _ => None,
+            });
+        if let Some(c) = found {
+            return Some(c.key.clone());
+        }
+        cur = x.source();
+    }
+    None
+}
+
+/// `err` (of `kind`) with the `key` a ConfigError always carries, from `source`'s chain.
+fn keyed(
+    py: Python<'_>,
+    err: PyErr,
+    kind: Kind,
+    source: &(dyn std::error::Error + 'static),
+) -> PyErr {
+    if kind != Kind::Config {
+        return err;
+    }
+    match config_key(source).and_then(|k| k.into_pyobject(py).ok()) {
+        Some(k) => with_attrs(py, err, [("key", k.into_any())]),
+        None => err,
+    }
+}
+
 /// The exception class a crate error belongs to.
 pub trait Classify: std::error::Error + Sized + 'static {
     fn kind(&self) -> Kind;
-    /// The exception, with the crate's message (causes joined by `: `).
+    /// The exception, with the crate's message (causes joined by `: `); a ConfigError
+    /// gets the key its cause names.
     fn raise(self, py: Python<'_>) -> PyErr {
-        error(py, self.kind(), msc::run::error::one_line(&self))
+        let kind = self.kind();
+        keyed(
+            py,
+            error(py, kind, msc::run::error::one_line(&self)),
+            kind,
+            &self,
+        )
     }
 }
 
@@ -216,7 +262,8 @@ impl Classify for CliError {
     }
     fn raise(self, py: Python<'_>) -> PyErr {
         let message = msc::run::error::one_line(&self);
-        let err = error(py, self.kind(), message);
+        let kind = self.kind();
+        let err = keyed(py, error(py, kind, message), kind, &self);
         match self {
             CliError::Diverged {
                 step, time, out, ..
@@ -237,16 +284,18 @@ impl Classify for CliError {
     }
 }
 
-/// A scene error of settings alone (`msc.Config`): a ConfigError, with the key it names.
+/// A scene error of settings alone (`msc.Config`): a ConfigError, with the key it names
+/// (a malformed `--set` names its key before the `=`).
 pub fn settings_error(py: Python<'_>, e: SceneError) -> PyErr {
     let key = match &e {
-        SceneError::Invalid { key, .. } | SceneError::Schema { key, .. } => Some(key.clone()),
-        _ => None,
+        SceneError::Override { arg, .. } => arg.split('=').next().unwrap_or_default().trim(),
+        other => other.key().unwrap_or_default(),
     };
+    let key = key.to_string();
     let err = error(py, Kind::Config, msc::run::error::one_line(&e));
-    match key.and_then(|k| k.into_pyobject(py).ok()) {
-        Some(k) => with_attrs(py, err, [("key", k.into_any())]),
-        None => err,
+    match key.into_pyobject(py) {
+        Ok(k) => with_attrs(py, err, [("key", k.into_any())]),
+        Err(_) => err,
     }
 }
 

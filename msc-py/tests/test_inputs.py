@@ -55,3 +55,19 @@ def test_config_takes_gravity_as_an_array() -> None:
     # What mypy checks against the stub, which took only a Sequence[float].
     g = msc.Config(gravity=np.array([0.0, 0.0, -9.81]))
     assert g.gravity == (0.0, 0.0, -9.81)
+
+
+def test_config_errors_carry_the_key_they_name(tiny: Path, tmp_path: Path) -> None:
+    with pytest.raises(msc.ConfigError) as e:
+        msc.load_scene(tiny, steps=0)
+    assert e.value.key == "integrator.steps"
+    with pytest.raises(msc.ConfigError) as e:
+        msc.run(tiny, out=tmp_path / "r", steps=0, backend="cpu")
+    assert e.value.key == "integrator.steps"
+    with pytest.raises(msc.ConfigError) as e:
+        msc.Config(set={"mesh.resolution": [4, 4]})
+    assert e.value.key == "mesh.resolution"
+    coincident = msc.System(np.zeros((2, 3)), 1.0, charges=1e-6)
+    with pytest.raises(msc.ConfigError) as e:
+        msc.Simulator(coincident, backend="cpu")
+    assert e.value.key == "coulomb.softening"
