@@ -71,3 +71,13 @@ def test_config_errors_carry_the_key_they_name(tiny: Path, tmp_path: Path) -> No
     with pytest.raises(msc.ConfigError) as e:
         msc.Simulator(coincident, backend="cpu")
     assert e.value.key == "coulomb.softening"
+
+
+def test_error_attributes_exist_when_a_call_does_not_set_them() -> None:
+    stiff = msc.System(X[:2], 1e-3, springs=[[0, 1]], stiffness=1e9, rest_length=0.5)
+    sim = msc.Simulator(stiff, msc.Config(integrator="symplectic_euler", dt=0.1), backend="cpu")
+    sim.step(200)
+    with pytest.raises(msc.DivergenceError) as e:
+        sim.check_finite()
+    assert (e.value.out, e.value.step, e.value.time, e.value.rows) == (None, None, None, None)
+    assert (msc.FitError("x").out, msc.FitError("x").result) == (None, None)

@@ -27,7 +27,7 @@ def test_a_diverged_run_raises_with_its_outputs(tiny: Path, tmp_path: Path) -> N
     with pytest.raises(msc.DivergenceError) as e:
         msc.run(tiny, out=out, backend="cpu", set={"integrator.method": "symplectic_euler",
                                                    "integrator.dt": 5.0, "material.stiffness": 1e6})
-    assert Path(e.value.out) == out  # type: ignore[attr-defined]
+    assert e.value.out is not None and Path(e.value.out) == out
     assert json.loads((out / "summary.json").read_text())["finite"] is False
 
 
@@ -49,7 +49,8 @@ def test_a_sweep_with_diverged_runs_raises_with_its_rows(tiny: Path, tmp_path: P
     base = {"integrator.method": "symplectic_euler", "material.stiffness": 1e6}
     with pytest.raises(msc.DivergenceError) as e:
         msc.sweep(tiny, vary, out=tmp_path / "s", set=base, backend="cpu")
-    rows = e.value.rows  # type: ignore[attr-defined]
+    rows = e.value.rows
+    assert rows is not None
     assert [r["status"] for r in rows] == ["ok", "diverged"]
     # check=False returns the table instead (the complete runs are not redone).
     again = msc.sweep(tiny, vary, out=tmp_path / "s", set=base, backend="cpu", check=False)

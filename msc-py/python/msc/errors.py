@@ -7,9 +7,20 @@ spring index, the limit and its size. Input errors are also :class:`ValueError`\
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
 
 class MscError(Exception):
-    """Base class of every error msc raises."""
+    """Base class of every error msc raises.
+
+    From :func:`msc.sweep` with runs that failed or diverged, ``rows`` is the rows of
+    ``runs.csv``; None otherwise.
+    """
+
+    rows: Optional[list[dict[str, Any]]] = None
 
 
 class SceneError(MscError, ValueError):
@@ -22,7 +33,7 @@ class ConfigError(SceneError):
     ``key`` is the scene file's dotted key (``integrator.dt``, ``coulomb.method``).
     """
 
-    key: str
+    key: str = ""
 
 
 class ModelError(MscError, ValueError):
@@ -38,15 +49,23 @@ class DivergenceError(MscError, ArithmeticError):
     """The simulation became non-finite.
 
     From :func:`msc.run`: ``step`` and ``time`` say where, ``out`` holds the outputs so
-    far (``summary.json`` has ``"finite": false``).
+    far (``summary.json`` has ``"finite": false``); None from the other calls.
     """
+
+    step: Optional[int] = None
+    time: Optional[float] = None
+    out: Optional[Path] = None
 
 
 class FitError(MscError):
     """A fit could not run (parameters, target frames) or stopped without converging.
 
-    When it stopped, ``out`` is its ``fit.json`` and ``result`` that file's contents.
+    When it stopped, ``out`` is its ``fit.json`` and ``result`` that file's contents;
+    both are None when it could not run.
     """
+
+    out: Optional[Path] = None
+    result: Optional[dict[str, Any]] = None
 
 
 class BackendWarning(UserWarning):
