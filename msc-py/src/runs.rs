@@ -17,9 +17,19 @@ use crate::errors::{fit_error, with_attrs, Classify};
 use crate::scene::path_or_name;
 use crate::steps::interruptible;
 
-/// Parses the command line `args` (without the program name).
-fn command(args: Vec<String>) -> PyResult<Command> {
-    let argv = std::iter::once("msc".to_string()).chain(args);
+/// `--name=value`: with the `=`, a value that starts with `-` (a negative number, a
+/// path such as `-run`) stays a value instead of being read as an option.
+fn opt(name: &str, value: impl std::fmt::Display) -> String {
+    format!("--{name}={value}")
+}
+
+/// Parses the command line of `subcommand` with `args` (options only) and the scene
+/// last, after `--`, so that a scene path that starts with `-` is not an option.
+fn command(subcommand: &str, args: Vec<String>, scene: String) -> PyResult<Command> {
+    let argv = ["msc".to_string(), subcommand.to_string()]
+        .into_iter()
+        .chain(args)
+        .chain(["--".to_string(), scene]);
     Cli::try_parse_from(argv)
         .map(|c| c.command)
         .map_err(|e| PyValueError::new_err(e.to_string().trim().to_string()))
@@ -32,16 +42,12 @@ fn common(
     steps: Option<u64>,
 ) -> PyResult<Vec<String>> {
     crate::simulator::backend_arg(backend)?;
-    let mut a = vec![
-        "--backend".to_string(),
-        backend.to_string(),
-        "--quiet".into(),
-    ];
+    let mut a = vec![opt("backend", backend), "--quiet".into()];
     for s in overrides(set)? {
-        a.extend(["--set".to_string(), s]);
+        a.push(opt("set", s));
     }
     if let Some(n) = steps {
-        a.extend(["--steps".to_string(), n.to_string()]);
+        a.push(opt("steps", n));
     }
     Ok(a)
 }
@@ -72,12 +78,11 @@ pub fn run<'py>(
     steps: Option<u64>,
     backend: &str,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let mut args = vec!["run".to_string(), path_arg(scene)?];
-    args.extend(common(set, backend, steps)?);
+    let mut args = common(set, backend, steps)?;
     if let Some(o) = out {
-        args.extend(["--out".to_string(), path_arg(o)?]);
+        args.push(opt("out", path_arg(o)?));
     }
-    let Command::Run(run_args) = command(args)? else {
+    let Command::Run(run_args) = command("run", args, path_arg(scene)?)? else {
         unreachable!("parsed as run")
     };
     let outcome = interruptible(py, || msc::cli::run::execute(&run_args))?;
@@ -144,21 +149,20 @@ pub fn sweep<'py>(
     check: bool,
 ) -> PyResult<Bound<'py, PyList>> {
     let out = PathBuf::from(path_arg(out)?);
-    let mut args = vec!["sweep".to_string(), path_arg(scene)?];
-    args.extend(common(set, backend, steps)?);
-    args.extend(["--out".to_string(), out.to_string_lossy().into_owned()]);
+    let mut args = common(set, backend, steps)?;
+    args.push(opt("out", out.to_string_lossy()));
     for item in vary.items()?.iter() {
         let (key, values): (String, Bound<'_, PyAny>) = item.extract()?;
         let values = values
             .try_iter()?
             .map(|v| Ok(toml_value(&v?, &key)?.to_string()))
             .collect::<PyResult<Vec<_>>>()?;
-        args.extend(["--vary".to_string(), format!("{key}={}", values.join(","))]);
+        args.push(opt("vary", format!("{key}={}", values.join(","))));
     }
     if !batch {
         args.push("--no-batch".into());
     }
-    let Command::Sweep(sweep_args) = command(args)? else {
+    let Command::Sweep(sweep_args) = command("sweep", args, path_arg(scene)?)? else {
         unreachable!("parsed as sweep")
     };
     let outcome = interruptible(py, || msc::cli::sweep::execute(&sweep_args))?;
@@ -198,15 +202,14 @@ pub fn fit<'py>(
     backend: &str,
     out: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let mut args = vec!["fit".to_string(), path_arg(scene)?];
-    args.extend(["--target".to_string(), path_arg(target)?]);
+    let mut args = vec![opt("target", path_arg(target)?)];
     args.extend(common(set, backend, None)?);
     let params: Vec<String> = match params.extract::<String>() {
         Ok(one) => vec![one],
         Err(_) => params.extract()?,
     };
     for p in params {
-        args.extend(["--param".to_string(), p]);
+        args.push(opt("param", p));
     }
     if let Some(init) = init {
         for v in init.try_iter()? {
@@ -219,26 +222,26 @@ pub fn fit<'py>(
                     .join(","),
                 x => x.to_string(),
             };
-            args.extend(["--init".to_string(), text]);
+            args.push(opt("init", text));
         }
     }
-    args.extend(["--frames".to_string(), frames.to_string()]);
-    args.extend(["--starts".to_string(), starts.to_string()]);
-    args.extend(["--max-iters".to_string(), max_iters.to_string()]);
-    args.extend(["--optimizer".to_string(), optimizer.to_string()]);
+    args.push(opt("frames", frames));
+    args.push(opt("starts", starts));
+    args.push(opt("max-iters", max_iters));
+    args.push(opt("optimizer", optimizer));
     if let Some(r) = learning_rate {
-        args.extend(["--learning-rate".to_string(), r.to_string()]);
+        args.push(opt("learning-rate", r));
     }
     if let Some(w) = window {
-        args.extend(["--window".to_string(), w.to_string()]);
+        args.push(opt("window", w));
     }
     if exact_solves {
         args.push("--exact-solves".into());
     }
     if let Some(o) = out {
-        args.extend(["--out".to_string(), path_arg(o)?]);
+        args.push(opt("out", path_arg(o)?));
     }
-    let Command::Fit(fit_args) = command(args)? else {
+    let Command::Fit(fit_args) = command("fit", args, path_arg(scene)?)? else {
         unreachable!("parsed as fit")
     };
     let outcome = interruptible(py, || msc::cli::fit::execute(&fit_args))?;

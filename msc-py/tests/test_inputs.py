@@ -81,3 +81,20 @@ def test_error_attributes_exist_when_a_call_does_not_set_them() -> None:
         sim.check_finite()
     assert (e.value.out, e.value.step, e.value.time, e.value.rows) == (None, None, None, None)
     assert (msc.FitError("x").out, msc.FitError("x").result) == (None, None)
+
+
+def test_paths_and_values_that_start_with_a_dash_are_values(tiny: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("-tiny.toml").write_text(tiny.read_text())
+    s = msc.run("-tiny.toml", out="-run", backend="cpu",
+                set={"gravity": [0, 0, -1.0], "output.frames": "ply"})
+    assert s["steps"] == 20 and Path("-run", "summary.json").exists()
+    rows = msc.sweep("-tiny.toml", {"material.charge": [-1e-6]}, out="-sweep", steps=2, backend="cpu")
+    assert [r["material.charge"] for r in rows] == [-1e-6]
+    # An option's name as the scene is a scene name, not the command's --help.
+    with pytest.raises(msc.SceneError, match="--help"):
+        msc.run("--help", out="x", backend="cpu")
+    # A negative number reaches the fit's own check.
+    with pytest.raises(msc.FitError, match="learning-rate"):
+        msc.fit(tiny, "-run", "charge", optimizer="adam", learning_rate=-1.0, out="-fit", backend="cpu")
