@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use clap::Parser;
 use msc::batch::BatchError;
 use msc::cli::{Cli, CliError, Command};
-use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyMapping};
+use pyo3::types::{PyDict, PyIterator, PyList, PyMapping, PyString};
 
 use crate::convert::{json, overrides, to_py, toml_value};
 use crate::errors::{fit_error, with_attrs, Classify};
@@ -50,6 +50,17 @@ fn common(
         a.push(opt("steps", n));
     }
     Ok(a)
+}
+
+/// The values of a list argument; one string is refused (iterated, it would give one
+/// value per character).
+fn list_values<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, PyIterator>> {
+    if obj.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} takes a list of values, not one string"
+        )));
+    }
+    obj.try_iter()
 }
 
 fn path_arg(p: &Bound<'_, PyAny>) -> PyResult<String> {
@@ -153,8 +164,7 @@ pub fn sweep<'py>(
     args.push(opt("out", out.to_string_lossy()));
     for item in vary.items()?.iter() {
         let (key, values): (String, Bound<'_, PyAny>) = item.extract()?;
-        let values = values
-            .try_iter()?
+        let values = list_values(&values, &format!("vary[{key:?}]"))?
             .map(|v| Ok(toml_value(&v?, &key)?.to_string()))
             .collect::<PyResult<Vec<_>>>()?;
         args.push(opt("vary", format!("{key}={}", values.join(","))));
@@ -212,7 +222,7 @@ pub fn fit<'py>(
         args.push(opt("param", p));
     }
     if let Some(init) = init {
-        for v in init.try_iter()? {
+        for v in list_values(init, "init")? {
             let v = v?;
             let text = match toml_value(&v, "init")? {
                 toml::Value::Array(a) => a

@@ -98,3 +98,11 @@ def test_paths_and_values_that_start_with_a_dash_are_values(tiny: Path, tmp_path
     # A negative number reaches the fit's own check.
     with pytest.raises(msc.FitError, match="learning-rate"):
         msc.fit(tiny, "-run", "charge", optimizer="adam", learning_rate=-1.0, out="-fit", backend="cpu")
+
+
+def test_one_string_where_a_list_of_values_goes_is_refused(tiny: Path, tmp_path: Path) -> None:
+    # Iterated, "none" would be four runs named n, o, n, e.
+    with pytest.raises(TypeError, match="not one string"):
+        msc.sweep(tiny, {"coulomb.method": "none"}, out=tmp_path / "s", backend="cpu")
+    with pytest.raises(TypeError, match="not one string"):
+        msc.fit(tiny, tmp_path, "charge", init="1e-6", backend="cpu")  # type: ignore[arg-type]
