@@ -13,9 +13,9 @@ use msc::run::backend::falls_back;
 use msc::run::BackendArg;
 use msc::simulator::{CpuWorlds, GpuBatch, Worlds};
 use msc::SimError;
-use pyo3::exceptions::{PyIndexError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::PyDict;
 
 use crate::convert::{float_dtype, vec3_array};
 use crate::device::PyDevice;
@@ -65,14 +65,14 @@ impl PyWorlds {
         }
     }
 
-    fn world(&self, w: usize) -> PyResult<usize> {
-        if w < self.sizes.len() {
-            Ok(w)
-        } else {
-            Err(PyIndexError::new_err(format!(
+    /// `w` as a world index; a negative one is out of range too (not an OverflowError).
+    fn world(&self, w: isize) -> PyResult<usize> {
+        match usize::try_from(w) {
+            Ok(i) if i < self.sizes.len() => Ok(i),
+            _ => Err(PyIndexError::new_err(format!(
                 "world {w} of a batch of {}",
                 self.sizes.len()
-            )))
+            ))),
         }
     }
 }
@@ -86,14 +86,21 @@ impl PyWorlds {
     #[pyo3(signature = (worlds, backend="auto", *, device=None))]
     fn new(
         py: Python<'_>,
-        worlds: &Bound<'_, PyList>,
+        worlds: &Bound<'_, PyAny>,
         backend: &str,
         device: Option<&Bound<'_, PyDevice>>,
     ) -> PyResult<Self> {
         let choice = backend_arg(backend)?;
-        let list = worlds
-            .iter()
-            .map(|w| system_and_config(&w, None))
+        // Any sequence (a tuple, a list[Scene]), as the stub's Sequence says.
+        let items = worlds.try_iter().map_err(|_| {
+            let got = worlds.get_type().name().map(|n| n.to_string());
+            PyTypeError::new_err(format!(
+                "worlds must be a sequence of Scenes, Systems or (System, Config) pairs, got {}",
+                got.unwrap_or_default()
+            ))
+        })?;
+        let list = items
+            .map(|w| system_and_config(&w?, None))
             .collect::<PyResult<Vec<_>>>()?;
         if list.is_empty() {
             return Err(PyValueError::new_err("Worlds needs at least one world"));
@@ -159,7 +166,7 @@ impl PyWorlds {
     fn positions<'py>(
         &self,
         py: Python<'py>,
-        w: usize,
+        w: isize,
         dtype: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let w = self.world(w)?;
@@ -178,7 +185,7 @@ impl PyWorlds {
     fn velocities<'py>(
         &self,
         py: Python<'py>,
-        w: usize,
+        w: isize,
         dtype: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let w = self.world(w)?;
@@ -193,7 +200,7 @@ impl PyWorlds {
     }
 
     /// World `w`'s energy terms (J).
-    fn energies<'py>(&self, py: Python<'py>, w: usize) -> PyResult<Bound<'py, PyDict>> {
+    fn energies<'py>(&self, py: Python<'py>, w: isize) -> PyResult<Bound<'py, PyDict>> {
         let w = self.world(w)?;
         let e = self.with(py, move |b| b.batch.energies(w))?;
         energies_dict(py, &e)
@@ -206,7 +213,7 @@ impl PyWorlds {
     }
 
     /// World `w`'s simulated time (s): its own time step times the step count.
-    fn time(&self, py: Python<'_>, w: usize) -> PyResult<f64> {
+    fn time(&self, py: Python<'_>, w: isize) -> PyResult<f64> {
         let w = self.world(w)?;
         let steps = self.step_count(py)?;
         Ok(msc::measures::time_at(steps, self.dts[w]))

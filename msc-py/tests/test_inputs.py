@@ -6,6 +6,7 @@ OverflowError that `except ValueError` misses), and the stub types what the code
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -106,3 +107,20 @@ def test_one_string_where_a_list_of_values_goes_is_refused(tiny: Path, tmp_path:
         msc.sweep(tiny, {"coulomb.method": "none"}, out=tmp_path / "s", backend="cpu")
     with pytest.raises(TypeError, match="not one string"):
         msc.fit(tiny, tmp_path, "charge", init="1e-6", backend="cpu")  # type: ignore[arg-type]
+
+
+def test_worlds_take_any_sequence_and_refuse_a_negative_index(tiny: Path) -> None:
+    scenes: list[msc.Scene] = [msc.load_scene(tiny), msc.load_scene(tiny)]
+    worlds = msc.Worlds(scenes, backend="cpu")  # list[Scene]: the stub's Sequence takes it
+    again = msc.Worlds(tuple(scenes), backend="cpu")
+    worlds.step(2)
+    again.step(2)
+    np.testing.assert_array_equal(worlds.positions(1), again.positions(1))
+    calls: list[Callable[[], object]] = [
+        lambda: worlds.positions(-1), lambda: worlds.velocities(-1),
+        lambda: worlds.energies(-1), lambda: worlds.time(-1)]
+    for call in calls:
+        with pytest.raises(IndexError, match="world -1 of a batch of 2"):
+            call()
+    with pytest.raises(TypeError, match="sequence of Scenes"):
+        msc.Worlds(scenes[0], backend="cpu")  # type: ignore[arg-type]

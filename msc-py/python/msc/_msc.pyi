@@ -186,7 +186,7 @@ class Worlds:
 
     def __init__(
         self,
-        worlds: list[Source],
+        worlds: Sequence[Source],
         backend: Backend = "auto",
         *,
         device: Optional[Device] = None,
