@@ -15,7 +15,7 @@ use pyo3::types::{PyDict, PyIterator, PyList, PyMapping, PyString};
 use crate::convert::{json, overrides, to_py, toml_value};
 use crate::errors::{fit_error, with_attrs, Classify};
 use crate::scene::path_or_name;
-use crate::steps::interruptible;
+use crate::steps::{count, interruptible};
 
 /// `--name=value`: with the `=`, a value that starts with `-` (a negative number, a
 /// path such as `-run`) stays a value instead of being read as an option.
@@ -39,9 +39,10 @@ fn command(subcommand: &str, args: Vec<String>, scene: String) -> PyResult<Comma
 fn common(
     set: Option<&Bound<'_, PyAny>>,
     backend: &str,
-    steps: Option<u64>,
+    steps: Option<i128>,
 ) -> PyResult<Vec<String>> {
     crate::simulator::backend_arg(backend)?;
+    let steps = steps.map(|n| count(n, "steps")).transpose()?;
     let mut a = vec![opt("backend", backend), "--quiet".into()];
     for s in overrides(set)? {
         a.push(opt("set", s));
@@ -86,7 +87,7 @@ pub fn run<'py>(
     scene: &Bound<'py, PyAny>,
     out: Option<&Bound<'py, PyAny>>,
     set: Option<&Bound<'py, PyAny>>,
-    steps: Option<u64>,
+    steps: Option<i128>,
     backend: &str,
 ) -> PyResult<Bound<'py, PyAny>> {
     let mut args = common(set, backend, steps)?;
@@ -154,7 +155,7 @@ pub fn sweep<'py>(
     vary: &Bound<'py, PyMapping>,
     out: &Bound<'py, PyAny>,
     set: Option<&Bound<'py, PyAny>>,
-    steps: Option<u64>,
+    steps: Option<i128>,
     backend: &str,
     batch: bool,
     check: bool,

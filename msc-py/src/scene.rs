@@ -9,6 +9,7 @@ use pyo3::types::PyList;
 use crate::config::PyConfig;
 use crate::convert::{index_rows, mask, overrides, scalars, vec3_array, vectors};
 use crate::errors::{error, Kind, OrRaise};
+use crate::steps::count;
 
 #[pyclass(module = "msc", name = "System", frozen)]
 pub struct PySystem {
@@ -275,8 +276,9 @@ pub fn load_scene(
     py: Python<'_>,
     scene: &Bound<'_, PyAny>,
     set: Option<&Bound<'_, PyAny>>,
-    steps: Option<u64>,
+    steps: Option<i128>,
 ) -> PyResult<PyScene> {
+    let steps = steps.map(|n| count(n, "steps")).transpose()?;
     let name = path_or_name(scene)?;
     let set = overrides(set)?;
     let loaded = py

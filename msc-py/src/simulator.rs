@@ -20,7 +20,7 @@ use crate::convert::{f32_rows, float_dtype, scalars, vec3_array, vectors};
 use crate::device::PyDevice;
 use crate::errors::{class, error, poisoned, Kind, OrRaise};
 use crate::scene::{PyScene, PySystem};
-use crate::steps::in_chunks;
+use crate::steps::{count, in_chunks};
 
 /// `backend=`.
 pub fn backend_arg(name: &str) -> PyResult<BackendArg> {
@@ -235,8 +235,8 @@ impl PySimulator {
     /// Advances `n` steps (GPU: returns once they are submitted). Ctrl-C raises
     /// KeyboardInterrupt between chunks of steps; `step_count` says how many were done.
     #[pyo3(signature = (n=1))]
-    fn step(&self, py: Python<'_>, n: u64) -> PyResult<()> {
-        in_chunks(py, n, |k| match self.lock() {
+    fn step(&self, py: Python<'_>, n: i128) -> PyResult<()> {
+        in_chunks(py, count(n, "n")?, |k| match self.lock() {
             Ok(mut g) => g.sim.step(k),
             Err(()) => Err(SimError::Unsupported(
                 "stepping a simulator an earlier call panicked on".into(),

@@ -8,12 +8,25 @@
 
 use std::time::{Duration, Instant};
 
+use pyo3::exceptions::{PyOverflowError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::errors::{Classify, OrRaise};
 
 /// The wall time a chunk of steps grows to.
 pub const CHUNK_SECONDS: f64 = 0.05;
+
+/// A step count from Python: a negative one is a ValueError (pyo3's own conversion to an
+/// unsigned integer raises OverflowError for it, which `except ValueError` misses).
+pub fn count(n: i128, what: &str) -> PyResult<u64> {
+    u64::try_from(n).map_err(|_| {
+        if n < 0 {
+            PyValueError::new_err(format!("{what} must not be negative, got {n}"))
+        } else {
+            PyOverflowError::new_err(format!("{what} = {n} is more than {}", u64::MAX))
+        }
+    })
+}
 
 /// Runs `step(k)` for chunks of k steps adding up to `n`, the GIL released.
 pub fn in_chunks<E: Classify + Send>(

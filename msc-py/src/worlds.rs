@@ -21,7 +21,7 @@ use crate::convert::{float_dtype, vec3_array};
 use crate::device::PyDevice;
 use crate::errors::{poisoned, OrRaise};
 use crate::simulator::{backend_arg, energies_dict, system_and_config, warn_fallback};
-use crate::steps::in_chunks;
+use crate::steps::{count, in_chunks};
 
 type Batch = Box<dyn Worlds + Send>;
 
@@ -148,8 +148,8 @@ impl PyWorlds {
 
     /// Advances every world `n` steps; Ctrl-C raises KeyboardInterrupt between chunks.
     #[pyo3(signature = (n=1))]
-    fn step(&self, py: Python<'_>, n: u64) -> PyResult<()> {
-        in_chunks(py, n, |k| match self.inner.lock() {
+    fn step(&self, py: Python<'_>, n: i128) -> PyResult<()> {
+        in_chunks(py, count(n, "n")?, |k| match self.inner.lock() {
             Ok(mut g) => {
                 g.batch.step(k)?;
                 g.steps += k;

@@ -109,6 +109,20 @@ def test_one_string_where_a_list_of_values_goes_is_refused(tiny: Path, tmp_path:
         msc.fit(tiny, tmp_path, "charge", init="1e-6", backend="cpu")  # type: ignore[arg-type]
 
 
+def test_negative_step_counts_are_value_errors(tiny: Path, tmp_path: Path) -> None:
+    sim = msc.Simulator(msc.load_scene(tiny), backend="cpu")
+    worlds = msc.Worlds([msc.load_scene(tiny)], backend="cpu")
+    calls: list[Callable[[], object]] = [
+        lambda: sim.step(-1), lambda: worlds.step(-1), lambda: msc.load_scene(tiny, steps=-1),
+        lambda: msc.run(tiny, out=tmp_path / "r", steps=-1, backend="cpu")]
+    for call in calls:
+        with pytest.raises(ValueError, match="must not be negative"):
+            call()
+    assert sim.step_count == 0 and not (tmp_path / "r").exists()
+    with pytest.raises(OverflowError):
+        sim.step(2**64)
+
+
 def test_worlds_take_any_sequence_and_refuse_a_negative_index(tiny: Path) -> None:
     scenes: list[msc.Scene] = [msc.load_scene(tiny), msc.load_scene(tiny)]
     worlds = msc.Worlds(scenes, backend="cpu")  # list[Scene]: the stub's Sequence takes it
