@@ -138,3 +138,10 @@ def test_worlds_take_any_sequence_and_refuse_a_negative_index(tiny: Path) -> Non
             call()
     with pytest.raises(TypeError, match="sequence of Scenes"):
         msc.Worlds(scenes[0], backend="cpu")  # type: ignore[arg-type]
+
+
+def test_a_coulomb_workload_larger_than_a_system_is_a_model_error() -> None:
+    # Refused before its buffers are allocated (a capacity overflow panicked there).
+    for n in [2**31, 2**62]:
+        with pytest.raises(msc.ModelError, match="particles"):
+            msc.bench_workload("coulomb", n)

@@ -326,6 +326,12 @@ pub fn coulomb_on(n: usize, cloud: Cloud) -> Result<Built, WorkloadError> {
     if n < 2 {
         return Err(WorkloadError::CoulombTooSmall { n });
     }
+    // Checked before the buffers are allocated: a huge n would overflow their capacity.
+    if n > System::MAX_PARTICLES {
+        let (count, limit) = (n, System::MAX_PARTICLES);
+        let source = ModelError::TooManyParticles { count, limit };
+        return Err(WorkloadError::Model { n, source });
+    }
     let mut rng = SplitMix(CLOUD_SEED);
     let mut positions = Vec::with_capacity(n);
     let mut charges = Vec::with_capacity(n);
