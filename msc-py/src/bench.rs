@@ -46,6 +46,16 @@ pub fn bench_workload(
             "cloud places the \"coulomb\" workload's charges; the cloth has its own shape",
         ));
     }
+    // The ranges `msc bench` takes (--sweeps, --charged-fraction): 0 sweeps would be a
+    // configuration Config() refuses, and a fraction outside [0, 1] (or NaN) is clamped.
+    if sweeps == 0 {
+        return Err(PyValueError::new_err("sweeps must be at least 1, got 0"));
+    }
+    if !(0.0..=1.0).contains(&charged_fraction) {
+        return Err(PyValueError::new_err(format!(
+            "charged_fraction must be a fraction from 0 to 1, got {charged_fraction}"
+        )));
+    }
     // As `msc bench` refuses an option no workload it runs reads: never silently ignored.
     if name == "coulomb" && (sweeps != DEFAULT_SWEEPS || charged_fraction != 0.0) {
         return Err(PyValueError::new_err(

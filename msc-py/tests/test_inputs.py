@@ -140,6 +140,16 @@ def test_worlds_take_any_sequence_and_refuse_a_negative_index(tiny: Path) -> Non
         msc.Worlds(scenes[0], backend="cpu")  # type: ignore[arg-type]
 
 
+def test_bench_workload_takes_the_ranges_msc_bench_takes() -> None:
+    with pytest.raises(ValueError, match="sweeps must be at least 1"):
+        msc.bench_workload("cloth", 256, sweeps=0)
+    for f in [-0.5, 1.5, float("nan")]:
+        with pytest.raises(ValueError, match="fraction from 0 to 1"):
+            msc.bench_workload("cloth", 256, charged_fraction=f)
+    system, _ = msc.bench_workload("cloth", 256, charged_fraction=1.0)
+    assert int((system.charges != 0).sum()) == 256
+
+
 def test_a_coulomb_workload_larger_than_a_system_is_a_model_error() -> None:
     # Refused before its buffers are allocated (a capacity overflow panicked there).
     for n in [2**31, 2**62]:
