@@ -72,6 +72,17 @@ pub(super) fn parse(arg: &str) -> Result<Override, SceneError> {
                 ),
             ))
         }
+        // A number TOML cannot hold (2^64, 1e999) is not meant as text.
+        Err(e) if looks_numeric(raw) => {
+            return Err(err(
+                arg,
+                format!(
+                    "{raw} is not a TOML number ({}): integers are 64-bit signed, floats \
+                     64-bit",
+                    e.message().trim()
+                ),
+            ))
+        }
         Err(_) => Value::String(raw.to_string()),
     };
     Ok(Override {
@@ -79,6 +90,19 @@ pub(super) fn parse(arg: &str) -> Result<Override, SceneError> {
         path,
         value,
     })
+}
+
+/// A decimal number in TOML's syntax: optional sign, digits, an optional fraction and
+/// exponent (`3d_model.obj` and `0.0.1` are not).
+fn looks_numeric(raw: &str) -> bool {
+    let s = raw.strip_prefix(['+', '-']).unwrap_or(raw);
+    let (mantissa, exponent) = match s.split_once(['e', 'E']) {
+        Some((m, e)) => (m, Some(e.strip_prefix(['+', '-']).unwrap_or(e))),
+        None => (s, None),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, "0"));
+    let digits = |d: &str| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit() || b == b'_');
+    digits(int) && digits(frac) && exponent.is_none_or(digits)
 }
 
 /// Sets every override in `table`, creating missing tables on the way.

@@ -115,6 +115,17 @@ fn a_set_value_is_one_toml_value() {
     // A bare word on one line is still a string.
     let s = load_text(BASE, &["integrator.solver.method=cg"]).unwrap();
     assert_eq!(s.config.solver.method.name(), "cg");
+    // A number TOML cannot hold says so, instead of "invalid type: string".
+    for (set, why) in [
+        ("output.every=18446744073709551615", "too large"),
+        ("integrator.dt=1e999", "overflowed"),
+    ] {
+        let e = refused(BASE, &[set]);
+        assert!(e.contains("is not a TOML number") && e.contains(why), "{e}");
+    }
+    // Text that merely starts with digits is still text.
+    let e = refused(BASE, &["output.every=3d"]);
+    assert!(e.contains("invalid type: string \"3d\""), "{e}");
 }
 
 #[test]
