@@ -218,19 +218,27 @@ impl Worlds for CpuWorlds {
         Ok(())
     }
     fn state(&mut self, w: usize) -> Result<State, SimError> {
-        Simulator::state(&mut self.0[w])
+        Simulator::state(self.world(w)?)
     }
     fn energies(&mut self, w: usize) -> Result<Energies, SimError> {
-        Simulator::energies(&mut self.0[w])
+        Simulator::energies(self.world(w)?)
     }
     fn solve_stats(&mut self, w: usize) -> Result<Option<SolveStats>, SimError> {
-        Simulator::solve_stats(&mut self.0[w])
+        Simulator::solve_stats(self.world(w)?)
     }
     fn backend_name(&self) -> String {
         "cpu".into()
     }
     fn first_outside_f32(&mut self, w: usize) -> Result<Option<usize>, SimError> {
-        Simulator::first_outside_f32(&mut self.0[w])
+        Simulator::first_outside_f32(self.world(w)?)
+    }
+}
+
+impl CpuWorlds {
+    /// World `w`, or the typed error a [`GpuBatch`] gives for a world it does not hold.
+    fn world(&mut self, w: usize) -> Result<&mut CpuSimulation, SimError> {
+        let len = self.0.len();
+        self.0.get_mut(w).ok_or_else(|| no_world(w, len))
     }
 }
 
@@ -276,9 +284,12 @@ impl GpuBatch {
 /// Item `w` of a batch's readback, or a typed error naming the world.
 fn pick<T>(items: Option<&[T]>, w: usize) -> Result<&T, SimError> {
     let items = items.unwrap_or(&[]);
-    items.get(w).ok_or_else(|| {
-        crate::gpu::GpuError::Worlds(format!("world {w} of {} asked for", items.len())).into()
-    })
+    items.get(w).ok_or_else(|| no_world(w, items.len()))
+}
+
+/// World `w` asked of a batch of `len`.
+fn no_world(w: usize, len: usize) -> SimError {
+    crate::gpu::GpuError::Worlds(format!("world {w} of {len} asked for")).into()
 }
 
 impl Worlds for GpuBatch {

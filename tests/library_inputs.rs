@@ -8,6 +8,7 @@ mod common;
 use common::adapter;
 use glam::DVec3;
 use msc::config::{Config, SolverConfig, SolverMethod};
+use msc::cpu::CpuSimulation;
 use msc::gpu::{GpuError, GpuSolver, GpuWorlds};
 use msc::model::{Spring, System, SystemDesc};
 
@@ -99,4 +100,27 @@ fn chebyshev_records_beyond_max_buffer_size_are_a_limit_error() {
             .err()
             .expect("refused"),
     );
+}
+
+/// A world a CPU batch does not hold was an index panic; the GPU batch already named it.
+#[test]
+fn a_world_a_cpu_batch_does_not_hold_is_a_typed_error() {
+    use msc::simulator::{CpuWorlds, Worlds};
+    use msc::SimError;
+    let config = Config {
+        dt: 0.01,
+        ..Default::default()
+    };
+    let mut worlds = CpuWorlds(vec![CpuSimulation::new(&pair(), &config).expect("cpu")]);
+    worlds.state(0).expect("world 0");
+    let named = |e: SimError| {
+        assert!(
+            matches!(&e, SimError::Gpu(GpuError::Worlds(m)) if m == "world 3 of 1 asked for"),
+            "{e}"
+        )
+    };
+    named(worlds.state(3).unwrap_err());
+    named(worlds.energies(3).unwrap_err());
+    named(worlds.solve_stats(3).unwrap_err());
+    named(worlds.first_outside_f32(3).unwrap_err());
 }
