@@ -165,6 +165,40 @@ fn singular_distance(qmax: f64) -> f64 {
     2.0 * f64::MIN_POSITIVE.sqrt().max(overflow)
 }
 
+/// The pairs of [`System::check_coulomb`] for particles at `x` with charges `q` (a
+/// replacement state is checked as the initial one): the first two distinct charged
+/// particles whose exact Coulomb force with softening `softening` m is not finite in f64.
+pub(crate) fn check_coulomb_pairs(
+    x: &[DVec3],
+    q: &[f64],
+    softening: f64,
+) -> Result<(), ModelError> {
+    let charged: Vec<usize> = (0..q.len()).filter(|&i| q[i] != 0.0).collect();
+    if charged.len() < 2 {
+        return Ok(());
+    }
+    let xc: Vec<DVec3> = charged.iter().map(|&i| x[i]).collect();
+    let qc: Vec<f64> = charged.iter().map(|&i| q[i]).collect();
+    let qmax = qc.iter().fold(0.0, |m: f64, q| m.max(q.abs()));
+    let eps2 = softening * softening;
+    let found = close_pairs::first_close_pair(&xc, singular_distance(qmax), |a, b| {
+        singular_pair(
+            xc[a].distance_squared(xc[b]),
+            eps2,
+            COULOMB_K * qc[a] * qc[b],
+        )
+    });
+    match found {
+        Some((a, b)) => Err(ModelError::SingularCoulombPair {
+            i: charged[a],
+            j: charged[b],
+            distance: robust_length(xc[a] - xc[b]),
+            softening,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// A validated charged mass-spring system: constant parameters plus its initial state.
 ///
 /// Fields are read-only after construction; build one with [`System::new`], which checks
@@ -398,23 +432,8 @@ impl System {
                 });
             }
         }
-        if pairs && charged.len() > 1 {
-            let x: Vec<DVec3> = charged
-                .iter()
-                .map(|&i| self.positions[i as usize])
-                .collect();
-            let q: Vec<f64> = charged.iter().map(|&i| self.charges[i as usize]).collect();
-            let found = close_pairs::first_close_pair(&x, singular_distance(qmax), |a, b| {
-                singular_pair(x[a].distance_squared(x[b]), eps2, COULOMB_K * q[a] * q[b])
-            });
-            if let Some((a, b)) = found {
-                return Err(ModelError::SingularCoulombPair {
-                    i: charged[a] as usize,
-                    j: charged[b] as usize,
-                    distance: robust_length(x[a] - x[b]),
-                    softening,
-                });
-            }
+        if pairs {
+            check_coulomb_pairs(&self.positions, &self.charges, softening)?;
         }
         for (k, &(xe, qe)) in externals.iter().enumerate() {
             if qe == 0.0 {

@@ -6,9 +6,9 @@
 use glam::DVec3;
 
 use super::CpuSimulation;
-use crate::config::{Config, ConfigError, Integrator, SolverMethod};
+use crate::config::{Config, ConfigError, CoulombMethod, Integrator, SolverMethod};
 use crate::cpu::solvers::BlockLaplacian;
-use crate::model::{check_state, ModelError, System};
+use crate::model::{check_coulomb_pairs, check_state, ModelError, System};
 
 /// Why `config` fixes the per-particle and per-spring parameters of a running simulation
 /// (on both backends), if it does: DDEF builds its far field from the charges on the
@@ -46,9 +46,15 @@ pub enum UpdateError {
 }
 
 impl CpuSimulation {
-    /// Replaces the positions and velocities; the time and step count stay.
+    /// Replaces the positions and velocities; the time and step count stay. Checked as
+    /// the initial state is: lengths, finite values, and no two charged particles so
+    /// close that their Coulomb force is not finite (`System::check_coulomb`).
     pub fn set_state(&mut self, x: &[DVec3], v: &[DVec3]) -> Result<(), ModelError> {
         check_state(self.system.len(), x, v)?;
+        if self.config.coulomb.method != CoulombMethod::None {
+            let q = self.system.charges();
+            check_coulomb_pairs(x, q, self.config.coulomb.softening)?;
+        }
         self.state.x.copy_from_slice(x);
         self.state.v.copy_from_slice(v);
         // Velocity Verlet's field forces were evaluated at the old positions.

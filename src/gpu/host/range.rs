@@ -110,15 +110,17 @@ fn f32_singular_distance(qs_max: f64) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// Checks a state written into a running solver: the positions and velocities bounds of
-/// [`check`].
-pub fn check_state(x: &[DVec3], v: &[DVec3]) -> Result<(), GpuError> {
+/// Checks a state written into a running solver with charges `q`: the positions and
+/// velocities bounds of [`check`], and its charged pairs as [`check`] checks the initial
+/// ones.
+pub fn check_state(x: &[DVec3], v: &[DVec3], q: &[f64], config: &Config) -> Result<(), GpuError> {
     let (x_max, v_max) = (max_coordinate(), (F32_MAX / 3.0).sqrt());
     for (i, (xi, vi)) in x.iter().zip(v).enumerate() {
         vec_at_most("position of particle", i, *xi, x_max, " m")?;
         vec_at_most("velocity of particle", i, *vi, v_max, " m/s")?;
     }
-    Ok(())
+    let qs_max = q.iter().fold(0.0, |m: f64, q| m.max(q.abs())) * COULOMB_K.sqrt();
+    check_pairs(x, q, config, qs_max, false)
 }
 
 /// Checks every value [`super::GpuSolver`] uploads (see the module comment).
@@ -292,22 +294,26 @@ pub fn check(system: &System, config: &Config) -> Result<(), GpuError> {
         }
         qs_max = qs_max.max(c.charge.abs() * sqrt_k);
     }
-    check_pairs(system, config, qs_max)
+    check_pairs(system.positions(), system.charges(), config, qs_max, true)
 }
 
-/// Charged pairs (and external charges with charged particles at t = 0) whose f32
-/// Coulomb term is not finite, at the f32 positions the GPU gets.
-fn check_pairs(system: &System, config: &Config, qs_max: f64) -> Result<(), GpuError> {
+/// Charged pairs of particles at `positions` with charges `charges` (and, with
+/// `externals`, external charges with charged particles at t = 0) whose f32 Coulomb term
+/// is not finite, at the f32 positions the GPU gets.
+fn check_pairs(
+    positions: &[DVec3],
+    charges: &[f64],
+    config: &Config,
+    qs_max: f64,
+    externals: bool,
+) -> Result<(), GpuError> {
     let sqrt_k = COULOMB_K.sqrt();
     let eps2 = f64::from((config.coulomb.softening * config.coulomb.softening) as f32);
-    let charged = system.charged_indices();
-    let x: Vec<DVec3> = charged
-        .iter()
-        .map(|&i| f32r(system.positions()[i as usize]))
-        .collect();
+    let charged: Vec<usize> = (0..charges.len()).filter(|&i| charges[i] != 0.0).collect();
+    let x: Vec<DVec3> = charged.iter().map(|&i| f32r(positions[i])).collect();
     let qs: Vec<f64> = charged
         .iter()
-        .map(|&i| f64::from((system.charges()[i as usize] * sqrt_k) as f32))
+        .map(|&i| f64::from((charges[i] * sqrt_k) as f32))
         .collect();
     let pair_error = |what: String, d: DVec3| GpuError::F32Pair {
         what,
@@ -329,7 +335,7 @@ fn check_pairs(system: &System, config: &Config, qs_max: f64) -> Result<(), GpuE
         }
     }
     for (k, c) in config.external_charges.iter().enumerate() {
-        if c.charge == 0.0 {
+        if !externals || c.charge == 0.0 {
             continue;
         }
         let xe = f32r(c.position_at(0.0));

@@ -577,6 +577,8 @@ impl GpuSolver {
 pub(super) struct Fixed {
     pub(super) topology: Topology,
     pub(super) config: Config,
+    /// The charges now (a written state's pairs are checked with them).
+    pub(super) charges: Vec<f64>,
 }
 
 impl Fixed {
@@ -584,6 +586,7 @@ impl Fixed {
         Self {
             topology: Topology::of(system),
             config: config.clone(),
+            charges: system.charges().to_vec(),
         }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use glam::DVec3;
 
 use super::gpu_solver::{Fixed, GpuSolver};
-use crate::config::Integrator;
+use crate::config::{CoulombMethod, Integrator};
 use crate::cpu::parameters_fixed;
 use crate::gpu::device::{poll_error, scoped};
 use crate::gpu::error::GpuError;
@@ -16,7 +16,7 @@ use crate::gpu::host::buffers::Buf;
 use crate::gpu::host::params::TimeStep;
 use crate::gpu::host::range;
 use crate::gpu::host::rows::{local_global_init, particle_props, spring_params, state_vec4};
-use crate::model::{check_state, System};
+use crate::model::{check_coulomb_pairs, check_state, System};
 
 impl GpuSolver {
     fn fixed(&self, what: &str) -> Result<&Fixed, GpuError> {
@@ -32,12 +32,17 @@ impl GpuSolver {
 
     /// Replaces the positions and velocities (one per particle, SI units) from the host;
     /// the time and step count stay. Queued behind the steps already submitted, so it
-    /// applies after them. Checked as the initial state is: lengths, finite values and
-    /// the f32 bounds of `range::check`.
+    /// applies after them. Checked as the initial state is: lengths, finite values, the
+    /// f32 bounds of `range::check` and no charged pair whose Coulomb force is not finite
+    /// (in f64, or in the kernels' f32).
     pub fn write_state(&mut self, x: &[DVec3], v: &[DVec3]) -> Result<(), GpuError> {
-        self.fixed("writing a state")?;
+        let fixed = self.fixed("writing a state")?;
         check_state(self.n as usize, x, v)?;
-        range::check_state(x, v)?;
+        let (config, q) = (&fixed.config, &fixed.charges);
+        if config.coulomb.method != CoulombMethod::None {
+            check_coulomb_pairs(x, q, config.coulomb.softening)?;
+        }
+        range::check_state(x, v, q, config)?;
         let (x4, v4) = state_vec4(x, v)?;
         let queue = &self.host.queue;
         queue.write_buffer(self.buffer(Buf::X), 0, bytemuck::cast_slice(&x4));
@@ -63,6 +68,7 @@ impl GpuSolver {
         }
         config.validate_for(system)?;
         range::check(system, config)?;
+        let charges = system.charges().to_vec();
         let props = particle_props(system)?;
         let sparams = spring_params(system)?;
         let lg = match self.integrator {
@@ -84,6 +90,9 @@ impl GpuSolver {
             // The constant matrix P = M + h C_L + h^2 L and its diagonal.
             write(Buf::SpringBlocks, sf);
             write(Buf::RhsDiagonal, bd);
+        }
+        if let Some(f) = self.fixed.as_mut() {
+            f.charges = charges;
         }
         // Verlet's forces were computed with the old charges and springs.
         self.field_fresh.store(false, Ordering::Relaxed);
