@@ -1,5 +1,6 @@
-//! Stop requests on `msc run` and `msc fit`: a stop right after an output step records that
-//! step once (its row and frame were written twice), a second signal, which ends the
+//! Stop requests on `msc run`, `msc sweep` and `msc fit`: a stop right after an output step
+//! records that step once (its row and frame were written twice), alone or in a GPU batch
+//! of worlds, a second signal, which ends the
 //! process at once, never claims the clean status 130 ("every output written"), and an
 //! interrupted fit counts iterations, not steps.
 
@@ -7,8 +8,8 @@
 
 mod common;
 
-use common::{msc, read_json, stderr, tiny};
-use std::path::Path;
+use common::{gpu_available, msc, read_json, skip_no_adapter, stderr, stdout, tiny};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -29,22 +30,30 @@ fn start(dir: &Path, out: &str, set: &[&str]) -> Child {
     for s in set {
         args.extend(["--set", s]);
     }
+    spawn_until_logging(dir, &args, &[dir.join(out)])
+}
+
+/// `msc ARGS` in `dir`, under way (every folder of `runs` has its energy log) when this
+/// returns.
+fn spawn_until_logging(dir: &Path, args: &[&str], runs: &[PathBuf]) -> Child {
     let child = Command::new(env!("CARGO_BIN_EXE_msc"))
-        .args(&args)
+        .args(args)
         .current_dir(dir)
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let started = Instant::now();
-    let run = dir.join(out);
-    while !std::fs::read_dir(&run)
-        .map(|d| {
-            d.flatten()
-                .any(|e| e.file_name().to_string_lossy().contains("energy"))
-        })
-        .unwrap_or(false)
-    {
-        assert!(started.elapsed().as_secs() < 60, "the run did not start");
+    let logging = |run: &PathBuf| {
+        std::fs::read_dir(run)
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.file_name().to_string_lossy().contains("energy"))
+            })
+            .unwrap_or(false)
+    };
+    while !runs.iter().all(logging) {
+        assert!(started.elapsed().as_secs() < 120, "the runs did not start");
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(300));
@@ -71,7 +80,51 @@ fn a_stop_after_an_output_step_records_it_once() {
     signal(&child, "INT");
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
-    let run = tmp.path().join("r");
+    assert_recorded_once(tmp.path(), "r");
+}
+
+/// The same on the GPU's batched worlds (a sweep stepping its runs together), which record
+/// through the same driver as one run.
+#[test]
+fn a_stop_in_a_batch_of_worlds_records_each_step_once() {
+    if !gpu_available() {
+        skip_no_adapter("batched sweep");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    tiny(tmp.path());
+    let args = [
+        "sweep",
+        "tiny.toml",
+        "--vary",
+        "integrator.dt=0.001,0.002",
+        "--set",
+        "output.every=1",
+        "--set",
+        "output.frames=\"ply\"",
+        "--steps",
+        "100000000",
+        "--backend",
+        "gpu",
+        "--out",
+        "s",
+    ];
+    let runs = ["s/integrator.dt=0.001", "s/integrator.dt=0.002"];
+    let folders: Vec<PathBuf> = runs.iter().map(|r| tmp.path().join(r)).collect();
+    let child = spawn_until_logging(tmp.path(), &args, &folders);
+    signal(&child, "INT");
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(stdout(&o).contains("stepped together"), "{}", stdout(&o));
+    for r in runs {
+        assert_recorded_once(tmp.path(), r);
+    }
+}
+
+/// Run folder `dir/run` of an interrupted run: each step's energy row and frame once, the
+/// summary's step the last row's, and the log plots.
+fn assert_recorded_once(dir: &Path, run: &str) {
+    let run = dir.join(run);
     let csv = std::fs::read_to_string(run.join("energy.csv")).unwrap();
     let steps: Vec<u64> = csv
         .lines()
@@ -90,7 +143,7 @@ fn a_stop_after_an_output_step_records_it_once() {
     assert_eq!(frames, steps.len());
     assert_eq!(s["frames"].as_u64(), Some(steps.len() as u64));
     // The log plots: its times increase.
-    let o = msc(&["plot", "r"], tmp.path());
+    let o = msc(&["plot", run.to_str().unwrap()], dir);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
