@@ -78,7 +78,13 @@ impl PySystem {
             None => Vec::new(),
         };
         let ns = pairs.len();
+        let has_springs = given(springs).is_some();
         let per_spring = |o: Option<&Bound<'_, PyAny>>, what: &str| -> PyResult<Option<Vec<f64>>> {
+            // Without springs= (not even an empty array) it would be dropped unread.
+            if !has_springs && given(o).is_some() {
+                let message = format!("{what} is given without springs (an (m, 2) index array)");
+                return Err(error(py, Kind::Model, message));
+            }
             given(o).map(|v| scalars(&v, what, Some(ns))).transpose()
         };
         let stiffness = per_spring(stiffness, "stiffness")?;

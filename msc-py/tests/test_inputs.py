@@ -155,3 +155,12 @@ def test_a_coulomb_workload_larger_than_a_system_is_a_model_error() -> None:
     for n in [2**31, 2**62]:
         with pytest.raises(msc.ModelError, match="particles"):
             msc.bench_workload("coulomb", n)
+
+
+def test_per_spring_values_without_springs_are_refused() -> None:
+    for kw in ["stiffness", "rest_length", "damping"]:
+        with pytest.raises(msc.ModelError, match=f"{kw} is given without springs"):
+            msc.System(X, 1.0, **{kw: 1.0})
+    # An empty springs array is springs given: a builder may pass its stiffness anyway.
+    s = msc.System(X, 1.0, springs=np.zeros((0, 2), dtype=int), stiffness=5.0)
+    assert s.springs.shape == (0, 2)
