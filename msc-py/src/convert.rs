@@ -4,7 +4,7 @@
 
 use glam::DVec3;
 use numpy::{AllowTypeChange, PyArray1, PyArrayLikeDyn, PyArrayMethods, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyMapping, PyString};
 
@@ -24,15 +24,19 @@ fn shape_text(shape: &[usize]) -> String {
 }
 
 /// An array-like of float64 (any numeric dtype is converted, as `numpy.asarray` would).
+/// A sequence numpy cannot make one of (ragged rows, an int too large for a float) is a
+/// ModelError with numpy's reason; any other object a TypeError.
 fn floats<'py>(
     obj: &Bound<'py, PyAny>,
     what: &str,
 ) -> PyResult<PyArrayLikeDyn<'py, f64, AllowTypeChange>> {
-    obj.extract().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "{what}: expected an array of numbers, got {}",
-            type_name(obj)
-        ))
+    let py = obj.py();
+    obj.extract().map_err(|e: PyErr| {
+        let got = type_name(obj);
+        if e.is_instance_of::<PyValueError>(py) || e.is_instance_of::<PyOverflowError>(py) {
+            return model_error(py, format!("{what}: not an array of numbers ({got}): {e}"));
+        }
+        PyTypeError::new_err(format!("{what}: expected an array of numbers, got {got}"))
     })
 }
 
@@ -98,10 +102,21 @@ pub fn scalars(obj: &Bound<'_, PyAny>, what: &str, len: Option<usize>) -> PyResu
     }
 }
 
-/// `numpy.asarray(obj)` with its dtype's kind (`"b"`, `"i"`, `"u"`, `"f"`, ...).
-fn as_array<'py>(obj: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, String)> {
-    let np = obj.py().import("numpy")?;
-    let a = np.call_method1("asarray", (obj,))?;
+/// `numpy.asarray(obj)` with its dtype's kind (`"b"`, `"i"`, `"u"`, `"f"`, ...); ragged
+/// rows are a ModelError naming `what`.
+fn as_array<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<(Bound<'py, PyAny>, String)> {
+    let py = obj.py();
+    let np = py.import("numpy")?;
+    let a = np.call_method1("asarray", (obj,)).map_err(|e| {
+        if e.is_instance_of::<PyValueError>(py) {
+            model_error(
+                py,
+                format!("{what}: not an array ({}): {e}", type_name(obj)),
+            )
+        } else {
+            e
+        }
+    })?;
     let kind: String = a.getattr("dtype")?.getattr("kind")?.extract()?;
     Ok((a, kind))
 }
@@ -115,7 +130,7 @@ pub fn index_rows(
     n: usize,
 ) -> PyResult<Vec<Vec<u32>>> {
     let py = obj.py();
-    let (a, kind) = as_array(obj)?;
+    let (a, kind) = as_array(obj, what)?;
     let size: usize = a.getattr("size")?.extract()?;
     if size == 0 {
         return Ok(Vec::new());
@@ -159,7 +174,7 @@ pub fn index_rows(
 /// A boolean mask of length n, or a list of particle indices.
 pub fn mask(obj: &Bound<'_, PyAny>, what: &str, n: usize) -> PyResult<Vec<bool>> {
     let py = obj.py();
-    let (a, kind) = as_array(obj)?;
+    let (a, kind) = as_array(obj, what)?;
     let shape: Vec<usize> = a.getattr("shape")?.extract()?;
     if shape.len() != 1 {
         return Err(model_error(

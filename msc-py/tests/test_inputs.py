@@ -164,3 +164,14 @@ def test_per_spring_values_without_springs_are_refused() -> None:
     # An empty springs array is springs given: a builder may pass its stiffness anyway.
     s = msc.System(X, 1.0, springs=np.zeros((0, 2), dtype=int), stiffness=5.0)
     assert s.springs.shape == (0, 2)
+
+
+def test_ragged_or_unrepresentable_arrays_are_model_errors_naming_the_argument() -> None:
+    with pytest.raises(msc.ModelError, match="positions: not an array of numbers"):
+        msc.System([[0, 0, 0], [1, 0]], 1.0)
+    with pytest.raises(msc.ModelError, match="springs: not an array"):
+        msc.System(X, 1.0, springs=[[0, 1], [1]], stiffness=1.0)
+    with pytest.raises(msc.ModelError, match="masses: not an array of numbers"):
+        msc.System(X, 10**400)
+    with pytest.raises(TypeError, match="positions: expected an array of numbers, got dict"):
+        msc.System({}, 1.0)  # type: ignore[arg-type]
