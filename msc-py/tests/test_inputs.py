@@ -175,3 +175,13 @@ def test_ragged_or_unrepresentable_arrays_are_model_errors_naming_the_argument()
         msc.System(X, 10**400)
     with pytest.raises(TypeError, match="positions: expected an array of numbers, got dict"):
         msc.System({}, 1.0)  # type: ignore[arg-type]
+
+
+def test_sweep_and_fit_take_numpy_arrays_of_values(tiny: Path, tmp_path: Path) -> None:
+    # What mypy checks against the stub, which took only sequences.
+    rows = msc.sweep(tiny, {"material.charge": np.array([1e-6, 2e-6])}, out=tmp_path / "s",
+                     steps=2, backend="cpu")
+    assert [r["material.charge"] for r in rows] == [1e-6, 2e-6]
+    # The init array is taken; the fit goes on to find that this folder has no frames.
+    with pytest.raises(msc.FitError, match="no frames"):
+        msc.fit(tiny, tmp_path, "charge", init=np.array([1e-6]), backend="cpu")

@@ -231,7 +231,7 @@ def run(
 ) -> dict[str, Any]: ...
 def sweep(
     scene: PathLike,
-    vary: Mapping[str, Sequence[Any]],
+    vary: Mapping[str, Union[Sequence[Any], npt.NDArray[Any]]],
     *,
     out: PathLike,
     set: Overrides = None,
@@ -245,7 +245,9 @@ def fit(
     target: PathLike,
     params: Union[str, Sequence[str]],
     *,
-    init: Optional[Sequence[Union[float, Sequence[float]]]] = None,
+    init: Union[
+        Sequence[Union[float, Sequence[float], npt.NDArray[Any]]], npt.NDArray[Any], None
+    ] = None,
     set: Overrides = None,
     frames: Literal["all", "last"] = "all",
     starts: int = 1,
