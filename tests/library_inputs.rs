@@ -204,3 +204,56 @@ fn a_written_state_with_coincident_charges_is_refused_on_both_backends() {
     cpu.set_parameters(&one_charged).unwrap();
     cpu.set_state(&x, &v).expect("one charge");
 }
+
+/// A tangent direction's entries were converted to f32 unchecked: a NaN or infinite one
+/// gave NaN tangents, and one below f32's normal range (1e-50) was flushed to 0, a zero
+/// tangent. Now each is named with its direction and index.
+#[test]
+fn tangent_directions_the_kernels_cannot_hold_are_named() {
+    use msc::grad::{Direction, GpuTangents};
+    let Some((device, queue)) = device_with(wgpu::Limits::default()) else {
+        return;
+    };
+    let (system, config) = (
+        pair(),
+        Config {
+            dt: 0.01,
+            ..Default::default()
+        },
+    );
+    let build = |d: Direction| GpuTangents::new(&device, &queue, &system, &config, &[d]);
+    let dq = |q: f64| Direction {
+        dq: Some(vec![0.0, q]),
+        ..Default::default()
+    };
+    let mut fine = build(dq(1.0)).expect("a unit charge direction");
+    fine.step(2).unwrap();
+    let (_, tangents) = fine.read().unwrap();
+    assert!(tangents[0].dx.iter().all(|d| d.is_finite()));
+    for (d, names) in [
+        (
+            dq(f64::NAN),
+            "tangent direction 0: charge tangent of particle 1 is not finite",
+        ),
+        (
+            Direction {
+                dk: Some(vec![f64::INFINITY]),
+                ..Default::default()
+            },
+            "tangent direction 0: stiffness tangent of spring 0 is not finite",
+        ),
+    ] {
+        match build(d).err().expect("refused") {
+            GpuError::Unsupported(m) => assert!(m.contains(names), "{m}"),
+            other => panic!("expected {names}, got {other}"),
+        }
+    }
+    match build(dq(1e-50)).err().expect("refused") {
+        e @ GpuError::F32Range { .. } => assert!(
+            e.to_string()
+                .contains("charge tangent of particle 1 in tangent direction 0 = 1e-50"),
+            "{e}"
+        ),
+        other => panic!("expected an f32 range error, got {other}"),
+    }
+}

@@ -60,11 +60,12 @@ use crate::config::{Config, CoulombMethod, Integrator};
 use crate::gpu::error::GpuError;
 use crate::gpu::host::buffers::{Buf, Buffers};
 use crate::gpu::host::params::{to_f32, vec4};
+use crate::gpu::host::range::F32_MIN_NORMAL;
 use crate::gpu::host::recorder::{refuse, Recorder};
 use crate::gpu::host::recording::Op;
 use crate::gpu::kernels::tangents::{TangentBit, TangentEnd, TANGENT_COULOMB, TANGENT_INTEGRATE};
 use crate::gpu::layout::{Dispatch, SLOT_RESIDUAL};
-use crate::model::{System, COULOMB_K};
+use crate::model::{System, COULOMB_K, F32_MAX};
 
 /// One parameter direction as the tangent kernels read it: d(parameter)/dtheta per
 /// particle charge, spring stiffness and external charge (charge and position at t = 0);
@@ -135,6 +136,33 @@ pub(in crate::gpu) fn check(
         if dir.dxe.len() > ne {
             return Err(bad("dxe", dir.dxe.len(), ne));
         }
+        let sqrt_k = COULOMB_K.sqrt();
+        for (i, &v) in dir.dq.unwrap_or(&[]).iter().enumerate() {
+            check_entry(d, "charge tangent of particle", i, v)?;
+            check_entry(
+                d,
+                "charge tangent times sqrt(k_c) of particle",
+                i,
+                v * sqrt_k,
+            )?;
+        }
+        for (k, &v) in dir.dk.unwrap_or(&[]).iter().enumerate() {
+            check_entry(d, "stiffness tangent of spring", k, v)?;
+        }
+        for (e, &v) in dir.dqe.iter().enumerate() {
+            check_entry(d, "charge tangent of external charge", e, v)?;
+            check_entry(
+                d,
+                "charge tangent times sqrt(k_c) of external charge",
+                e,
+                v * sqrt_k,
+            )?;
+        }
+        for (e, v) in dir.dxe.iter().enumerate() {
+            for c in v.to_array() {
+                check_entry(d, "position tangent of external charge", e, c)?;
+            }
+        }
         // DDEF's tangent freezes its structure, the charged set included
         // (`crate::ddef::lattice_tangent`): a charge tangent on an uncharged particle
         // would add a source, and has no derivative there.
@@ -150,6 +178,24 @@ pub(in crate::gpu) fn check(
         }
     }
     Ok(())
+}
+
+/// One entry of direction `d` as the kernels take it: finite, and 0 or a normal f32 (a
+/// smaller one would be flushed to 0, the direction silently dropped).
+fn check_entry(d: usize, what: &str, index: usize, value: f64) -> Result<(), GpuError> {
+    if !value.is_finite() {
+        return Err(GpuError::Unsupported(format!(
+            "tangent direction {d}: {what} {index} is not finite ({value})"
+        )));
+    }
+    if value == 0.0 || (F32_MIN_NORMAL..=F32_MAX).contains(&value.abs()) {
+        return Ok(());
+    }
+    Err(GpuError::F32Range {
+        what: format!("{what} {index} in tangent direction {d}"),
+        value,
+        limit: format!("0 or {F32_MIN_NORMAL:e} <= |value| <= {F32_MAX:e}"),
+    })
 }
 
 /// The tangents' part of a solver: how many directions, and the kernels each step adds
