@@ -257,3 +257,47 @@ fn tangent_directions_the_kernels_cannot_hold_are_named() {
         other => panic!("expected an f32 range error, got {other}"),
     }
 }
+
+/// The GPU adjoint scaled every cotangent by `AdjointSetup::scale` unchecked: the
+/// default 0 gave a zero gradient and NaN a NaN one, and a NaN target seeded a NaN
+/// loss. Now each is refused before it runs.
+#[test]
+fn adjoint_scales_and_targets_that_give_no_gradient_are_refused() {
+    use msc::gpu::{AdjointSetup, GpuAdjoint};
+    let Some((device, queue)) = device_with(wgpu::Limits::default()) else {
+        return;
+    };
+    let (system, config) = (
+        pair(),
+        Config {
+            dt: 0.01,
+            ..Default::default()
+        },
+    );
+    let setup = |scale| AdjointSetup {
+        frames: 1,
+        charges: true,
+        scale,
+        ..Default::default()
+    };
+    for scale in [0.0, f64::NAN, 1e-50] {
+        match GpuAdjoint::new(&device, &queue, &system, &config, &setup(scale)) {
+            Err(GpuError::Unsupported(m)) => assert!(m.contains("loss scale"), "{m}"),
+            other => panic!("scale {scale}: expected a refusal, got {:?}", other.err()),
+        }
+    }
+    let mut adjoint =
+        GpuAdjoint::new(&device, &queue, &system, &config, &setup(0.5)).expect("adjoint");
+    adjoint.advance(1, true).unwrap();
+    match adjoint.seed(0, &[DVec3::NAN, DVec3::ZERO]) {
+        Err(GpuError::Unsupported(m)) => {
+            assert!(m.contains("particle 0 has a non-finite position"), "{m}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    adjoint.seed(0, &[DVec3::X, DVec3::ZERO]).unwrap();
+    adjoint.reverse().unwrap();
+    let read = adjoint.read().unwrap();
+    assert!(read.losses[0] > 0.0 && read.charges.iter().all(|g| g.is_finite()));
+    assert!(read.charges.iter().any(|&g| g != 0.0), "{:?}", read.charges);
+}

@@ -23,10 +23,11 @@ use super::tangent::{TangentDirection, TangentHooks};
 use crate::config::{Config, Integrator, SolverMethod};
 use crate::gpu::error::GpuError;
 use crate::gpu::host::buffers::{Buf, Buffers, Shape};
+use crate::gpu::host::range::F32_MIN_NORMAL;
 use crate::gpu::host::recorder::Recorder;
 use crate::gpu::host::recording::Op;
 use crate::gpu::kernels::springs::SpringMode;
-use crate::model::System;
+use crate::model::{System, F32_MAX};
 
 /// The reversed step and the seeds, recorded once.
 pub(in crate::gpu) struct AdjointProgram {
@@ -52,6 +53,15 @@ pub(in crate::gpu) fn check(_config: &Config, setup: &AdjointSetup) -> Result<()
         return Err(GpuError::Unsupported(
             "the adjoint's CG needs at least one iteration".into(),
         ));
+    }
+    // Every cotangent is scaled by it: 0 (the default), a subnormal one (flushed to 0 in
+    // f32) or a non-finite one would give a zero or NaN gradient without an error.
+    let scale = setup.scale;
+    if !(scale > 0.0 && (F32_MIN_NORMAL..=F32_MAX).contains(&scale)) {
+        return Err(GpuError::Unsupported(format!(
+            "the adjoint's loss scale (1 / (F n)) must be positive and a normal f32, got {}",
+            crate::display::num(scale)
+        )));
     }
     Ok(())
 }

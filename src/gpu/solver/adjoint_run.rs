@@ -261,6 +261,12 @@ impl GpuAdjoint {
                 target.len()
             )));
         }
+        if let Some(i) = target.iter().position(|p| !p.is_finite()) {
+            // f32 would carry it into a NaN loss and gradient.
+            return Err(GpuError::Unsupported(format!(
+                "target frame {frame}: particle {i} has a non-finite position"
+            )));
+        }
         let data = target
             .iter()
             .enumerate()
