@@ -3,6 +3,7 @@
 //! a worker thread that Ctrl-C stops as it stops the command. They return the run's
 //! summary, the rows of `runs.csv` and `fit.json` as Python objects.
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
@@ -104,8 +105,11 @@ pub fn run<'py>(
     }
 }
 
+/// The string values given for each varied key: their cells stay text ("007", "true").
+type Texts = HashMap<String, HashSet<String>>;
+
 /// The rows of a `runs.csv`: one dict per run, numbers as numbers, empty fields as None.
-fn rows<'py>(py: Python<'py>, csv: &Path) -> PyResult<Bound<'py, PyList>> {
+fn rows<'py>(py: Python<'py>, csv: &Path, texts: &Texts) -> PyResult<Bound<'py, PyList>> {
     let text = std::fs::read_to_string(csv)
         .map_err(|e| PyOSError::new_err(format!("cannot read {}: {e}", csv.display())))?;
     let mut lines = text.lines();
@@ -114,16 +118,18 @@ fn rows<'py>(py: Python<'py>, csv: &Path) -> PyResult<Bound<'py, PyList>> {
     for line in lines.filter(|l| !l.is_empty()) {
         let d = PyDict::new(py);
         for (k, v) in header.iter().zip(msc::batch::record::parse_csv_line(line)) {
-            d.set_item(k, field(py, k, &v)?)?;
+            let text = texts.get(k).is_some_and(|t| t.contains(&v));
+            d.set_item(k, field(py, k, &v, text)?)?;
         }
         list.append(d)?;
     }
     Ok(list)
 }
 
-/// A field of runs.csv: text columns stay text; others become int, float, bool or None.
-fn field<'py>(py: Python<'py>, column: &str, v: &str) -> PyResult<Bound<'py, PyAny>> {
-    if matches!(column, "run" | "status" | "backend" | "reason") {
+/// A field of runs.csv: text columns and `text` fields stay text; others become int,
+/// float, bool or None.
+fn field<'py>(py: Python<'py>, column: &str, v: &str, text: bool) -> PyResult<Bound<'py, PyAny>> {
+    if text || matches!(column, "run" | "status" | "backend" | "reason") {
         return Ok(v.into_pyobject(py)?.into_any());
     }
     Ok(if v.is_empty() {
@@ -163,10 +169,17 @@ pub fn sweep<'py>(
     let out = PathBuf::from(path_arg(out)?);
     let mut args = common(set, backend, steps)?;
     args.push(opt("out", out.to_string_lossy()));
+    let mut texts = Texts::new();
     for item in vary.items()?.iter() {
         let (key, values): (String, Bound<'_, PyAny>) = item.extract()?;
         let values = list_values(&values, &format!("vary[{key:?}]"))?
-            .map(|v| Ok(toml_value(&v?, &key)?.to_string()))
+            .map(|v| {
+                let value = toml_value(&v?, &key)?;
+                if let toml::Value::String(s) = &value {
+                    texts.entry(key.clone()).or_default().insert(s.clone());
+                }
+                Ok(value.to_string())
+            })
             .collect::<PyResult<Vec<_>>>()?;
         args.push(opt("vary", format!("{key}={}", values.join(","))));
     }
@@ -179,10 +192,10 @@ pub fn sweep<'py>(
     let outcome = interruptible(py, || msc::cli::sweep::execute(&sweep_args))?;
     let csv = out.join(msc::batch::RUNS_CSV);
     match outcome {
-        Ok(_) => rows(py, &csv),
-        Err(CliError::Batch(BatchError::RunsFailed { .. })) if !check => rows(py, &csv),
+        Ok(_) => rows(py, &csv, &texts),
+        Err(CliError::Batch(BatchError::RunsFailed { .. })) if !check => rows(py, &csv, &texts),
         Err(e @ CliError::Batch(BatchError::RunsFailed { .. })) => {
-            let table = rows(py, &csv)?;
+            let table = rows(py, &csv, &texts)?;
             Err(with_attrs(py, e.raise(py), [("rows", table.into_any())]))
         }
         Err(e) => Err(e.raise(py)),

@@ -185,3 +185,12 @@ def test_sweep_and_fit_take_numpy_arrays_of_values(tiny: Path, tmp_path: Path) -
     # The init array is taken; the fit goes on to find that this folder has no frames.
     with pytest.raises(msc.FitError, match="no frames"):
         msc.fit(tiny, tmp_path, "charge", init=np.array([1e-6]), backend="cpu")
+
+
+def test_string_values_of_a_sweep_come_back_as_strings(tiny: Path, tmp_path: Path) -> None:
+    # runs.csv has no types: "007" read back as a number was 7, "true" True.
+    names = ["007", "true", "1e3"]
+    rows = msc.sweep(tiny, {"name": names, "material.charge": [1e-6]}, out=tmp_path / "s",
+                     steps=2, backend="cpu")
+    assert [r["name"] for r in rows] == names
+    assert [r["material.charge"] for r in rows] == [1e-6] * 3
