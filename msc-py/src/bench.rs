@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 use crate::config::PyConfig;
 use crate::errors::{Classify, Kind, OrRaise};
 use crate::scene::PySystem;
+use crate::steps::count;
 
 impl Classify for WorkloadError {
     fn kind(&self) -> Kind {
@@ -22,15 +23,17 @@ impl Classify for WorkloadError {
 /// `sweeps` and `charged_fraction` shape the cloth. A value the workload does not read
 /// raises ValueError, as `msc bench` refuses it.
 #[pyfunction]
-#[pyo3(signature = (name, n, *, sweeps=DEFAULT_SWEEPS, charged_fraction=0.0, cloud="cube"))]
+#[pyo3(signature = (name, n, *, sweeps=i128::from(DEFAULT_SWEEPS), charged_fraction=0.0, cloud="cube"))]
 pub fn bench_workload(
     py: Python<'_>,
     name: &str,
-    n: usize,
-    sweeps: u32,
+    n: i128,
+    sweeps: i128,
     charged_fraction: f64,
     cloud: &str,
 ) -> PyResult<(PySystem, PyConfig)> {
+    let n: usize = count(n, "n")?;
+    let sweeps: u32 = count(sweeps, "sweeps")?;
     let Some(cloud) = Cloud::from_name(cloud) else {
         let names: Vec<_> = Cloud::ALL
             .iter()

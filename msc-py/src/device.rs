@@ -9,6 +9,7 @@ use pyo3::types::PyList;
 
 use crate::convert::to_py;
 use crate::errors::OrRaise;
+use crate::steps::count;
 
 #[pyclass(module = "msc", name = "Device", frozen)]
 pub struct PyDevice {
@@ -21,7 +22,8 @@ impl PyDevice {
     /// WGPU_ADAPTER_NAME).
     #[new]
     #[pyo3(signature = (index=0, *, allow_software=true))]
-    fn new(py: Python<'_>, index: usize, allow_software: bool) -> PyResult<Self> {
+    fn new(py: Python<'_>, index: i128, allow_software: bool) -> PyResult<Self> {
+        let index: usize = count(index, "index")?;
         let options = HeadlessOptions { allow_software };
         let device = py
             .detach(|| open_headless_device_on(&options, index))

@@ -43,7 +43,7 @@ fn common(
     steps: Option<i128>,
 ) -> PyResult<Vec<String>> {
     crate::simulator::backend_arg(backend)?;
-    let steps = steps.map(|n| count(n, "steps")).transpose()?;
+    let steps = steps.map(|n| count::<u64>(n, "steps")).transpose()?;
     let mut a = vec![opt("backend", backend), "--quiet".into()];
     for s in overrides(set)? {
         a.push(opt("set", s));
@@ -217,11 +217,11 @@ pub fn fit<'py>(
     init: Option<&Bound<'py, PyAny>>,
     set: Option<&Bound<'py, PyAny>>,
     frames: &str,
-    starts: u32,
-    max_iters: u32,
+    starts: i128,
+    max_iters: i128,
     optimizer: &str,
     learning_rate: Option<f64>,
-    window: Option<u64>,
+    window: Option<i128>,
     exact_solves: bool,
     backend: &str,
     out: Option<&Bound<'py, PyAny>>,
@@ -250,14 +250,14 @@ pub fn fit<'py>(
         }
     }
     args.push(opt("frames", frames));
-    args.push(opt("starts", starts));
-    args.push(opt("max-iters", max_iters));
+    args.push(opt("starts", count::<u32>(starts, "starts")?));
+    args.push(opt("max-iters", count::<u32>(max_iters, "max_iters")?));
     args.push(opt("optimizer", optimizer));
     if let Some(r) = learning_rate {
         args.push(opt("learning-rate", r));
     }
     if let Some(w) = window {
-        args.push(opt("window", w));
+        args.push(opt("window", count::<u64>(w, "window")?));
     }
     if exact_solves {
         args.push("--exact-solves".into());

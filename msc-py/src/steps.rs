@@ -16,14 +16,15 @@ use crate::errors::{Classify, OrRaise};
 /// The wall time a chunk of steps grows to.
 pub const CHUNK_SECONDS: f64 = 0.05;
 
-/// A step count from Python: a negative one is a ValueError (pyo3's own conversion to an
-/// unsigned integer raises OverflowError for it, which `except ValueError` misses).
-pub fn count(n: i128, what: &str) -> PyResult<u64> {
-    u64::try_from(n).map_err(|_| {
+/// A count from Python (steps, an index, a size): a negative one is a ValueError (pyo3's
+/// own conversion to an unsigned integer raises OverflowError for it, which `except
+/// ValueError` misses).
+pub fn count<T: TryFrom<i128>>(n: i128, what: &str) -> PyResult<T> {
+    T::try_from(n).map_err(|_| {
         if n < 0 {
             PyValueError::new_err(format!("{what} must not be negative, got {n}"))
         } else {
-            PyOverflowError::new_err(format!("{what} = {n} is more than {}", u64::MAX))
+            PyOverflowError::new_err(format!("{what} = {n} is too large"))
         }
     })
 }

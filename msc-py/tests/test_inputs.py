@@ -194,3 +194,15 @@ def test_string_values_of_a_sweep_come_back_as_strings(tiny: Path, tmp_path: Pat
                      steps=2, backend="cpu")
     assert [r["name"] for r in rows] == names
     assert [r["material.charge"] for r in rows] == [1e-6] * 3
+
+
+def test_other_negative_counts_are_value_errors(tiny: Path) -> None:
+    calls: list[Callable[[], object]] = [
+        lambda: msc.Device(-1), lambda: msc.bench_workload("cloth", -1),
+        lambda: msc.bench_workload("cloth", 256, sweeps=-1),
+        lambda: msc.fit(tiny, tiny, "charge", starts=-1),
+        lambda: msc.fit(tiny, tiny, "charge", max_iters=-1),
+        lambda: msc.fit(tiny, tiny, "charge", window=-1)]
+    for call in calls:
+        with pytest.raises(ValueError, match="must not be negative"):
+            call()
