@@ -301,3 +301,37 @@ fn adjoint_scales_and_targets_that_give_no_gradient_are_refused() {
     assert!(read.losses[0] > 0.0 && read.charges.iter().all(|g| g.is_finite()));
     assert!(read.charges.iter().any(|&g| g != 0.0), "{:?}", read.charges);
 }
+
+/// `profile(0)` profiled nothing but marked Verlet's first field evaluation done, so the
+/// next step kicked with a zero force: a silently different trajectory. Now it leaves
+/// the solver as it was.
+#[test]
+fn profiling_no_step_leaves_verlet_s_first_step_as_it_was() {
+    use msc::config::Integrator;
+    let Some(adapter) = adapter() else {
+        return;
+    };
+    if !adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        common::skip_missing_feature("profiling_no_step", "TIMESTAMP_QUERY");
+        return;
+    }
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        required_features: wgpu::Features::TIMESTAMP_QUERY,
+        ..Default::default()
+    }))
+    .expect("device with timestamps");
+    let config = Config {
+        integrator: Integrator::Verlet,
+        dt: 0.01,
+        ..Default::default()
+    };
+    let run = |profile_first: bool| {
+        let mut solver = GpuSolver::new(&device, &queue, &pair(), &config).expect("solver");
+        if profile_first {
+            assert!(solver.profile(0).expect("profile").is_empty());
+        }
+        solver.advance(3).unwrap();
+        solver.read_state().unwrap()
+    };
+    assert_eq!(run(true), run(false));
+}

@@ -545,6 +545,10 @@ impl GpuSolver {
             )));
         }
         self.host.check_lost()?;
+        if steps == 0 {
+            // Nothing runs, so Verlet's prologue stays due for the next step.
+            return Ok(Vec::new());
+        }
         let mut first = self.program.step.clone();
         if !self.field_fresh.swap(true, Ordering::Relaxed) {
             // Verlet's first field evaluation, profiled with the first step.
