@@ -1,8 +1,9 @@
 //! Stop requests on `msc run`, `msc sweep` and `msc fit`: a stop right after an output step
 //! records that step once (its row and frame were written twice), alone or in a GPU batch
 //! of worlds, a second signal, which ends the
-//! process at once, never claims the clean status 130 ("every output written"), and an
-//! interrupted fit counts iterations, not steps.
+//! process at once, never claims the clean status 130 ("every output written"), an
+//! interrupted fit counts iterations, not steps, and a killed `msc bench` keeps the rows
+//! it finished in `--out`.
 
 #![cfg(unix)]
 
@@ -243,4 +244,56 @@ fn an_interrupted_fit_names_the_iteration() {
     assert!(rest.contains("interrupted after iteration"), "{seen}{rest}");
     let fit = read_json(&dir.path().join("fit/fit.json"));
     assert_eq!(fit["interrupted"], true);
+}
+
+/// `msc bench --out` holds the rows finished so far after each one: a benchmark killed
+/// half-way through a size keeps the sizes before it, each a whole JSON line.
+#[test]
+fn a_killed_benchmark_keeps_its_finished_rows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("rows.jsonl");
+    // The CPU reference's all-pairs sum: 1K charges take milliseconds a step, 256K about
+    // 65G pairs, far more than this test waits.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_msc"))
+        .args([
+            "bench",
+            "--backend",
+            "cpu",
+            "--workload",
+            "coulomb",
+            "--sizes",
+            "1K,2K,256K",
+            "--steps",
+            "1",
+            "--repeats",
+            "1",
+            "--warmup-ms",
+            "0",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .current_dir(tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let rows = |text: &str| text.lines().count();
+    while rows(&std::fs::read_to_string(&out).unwrap_or_default()) < 2 {
+        assert!(started.elapsed().as_secs() < 120, "no rows written");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let text = std::fs::read_to_string(&out).unwrap();
+    let sizes: Vec<u64> = text
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            v["n"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(sizes, [1024, 2048], "{text}");
 }

@@ -4,7 +4,7 @@
 pub use super::bench_args::BenchArgs;
 use super::CliError;
 use crate::bench::{self, BenchError, Event, Record, Status, Workload};
-use crate::output::{AtomicFile, OutputError};
+use crate::output::{LinesFile, OutputError};
 use crate::run::RunError;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -21,7 +21,7 @@ fn stdout_error(source: std::io::Error) -> OutputError {
 pub fn execute(args: &BenchArgs) -> Result<Vec<Record>, CliError> {
     let opts = args.options();
     let mut file = match &args.out {
-        Some(p) => Some(AtomicFile::create(p)?),
+        Some(p) => Some(LinesFile::create(p)?),
         None => None,
     };
     let show = !args.quiet;
@@ -64,7 +64,7 @@ pub fn execute(args: &BenchArgs) -> Result<Vec<Record>, CliError> {
                     .and_then(|_| out.flush())
                     .map_err(stdout_error)?;
                 if let Some(f) = file.as_mut() {
-                    f.write_bytes(format!("{line}\n").as_bytes())?;
+                    f.push(&line)?;
                 }
                 if show {
                     say(&table_row(r));
@@ -81,9 +81,6 @@ pub fn execute(args: &BenchArgs) -> Result<Vec<Record>, CliError> {
         BenchError::Gpu(g) => CliError::from(RunError::Gpu(g)),
         BenchError::Output(o) => CliError::from(o),
     })?;
-    if let Some(f) = file {
-        f.commit()?;
-    }
     if show {
         footer(&records, args.out.as_deref());
     }

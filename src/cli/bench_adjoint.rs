@@ -11,7 +11,7 @@ use crate::config::{Config, CoulombMethod, DdefConfig};
 use crate::grad::checkpoint::{CheckpointOptions, DEFAULT_MEMORY_BUDGET};
 use crate::grad::cost::{measure, CostOptions, CostRecord};
 use crate::grad::{GradBackend, GradError, Param, TangentSolve};
-use crate::output::{AtomicFile, OutputError};
+use crate::output::{LinesFile, OutputError};
 use crate::run::RunError;
 use std::io::Write;
 use std::path::PathBuf;
@@ -93,7 +93,7 @@ pub(super) fn execute(args: &BenchArgs) -> Result<(), CliError> {
         adjoint_solve: args.adjoint_solve.mode(),
     };
     let mut file = match &args.out {
-        Some(p) => Some(AtomicFile::create(p)?),
+        Some(p) => Some(LinesFile::create(p)?),
         None => None,
     };
     if !args.quiet {
@@ -133,7 +133,7 @@ pub(super) fn execute(args: &BenchArgs) -> Result<(), CliError> {
             println!("{line}");
             let _ = std::io::stdout().flush();
             if let Some(f) = file.as_mut() {
-                f.write_bytes(format!("{line}\n").as_bytes())?;
+                f.push(&line)?;
             }
             if !args.quiet {
                 eprintln!("{}", row(r));
@@ -161,9 +161,6 @@ pub(super) fn execute(args: &BenchArgs) -> Result<(), CliError> {
             });
             run(&config, &[vec![Param::ChargeScale]])?;
         }
-    }
-    if let Some(f) = file {
-        f.commit()?;
     }
     Ok(())
 }

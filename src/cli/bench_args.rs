@@ -164,7 +164,8 @@ pub struct BenchArgs {
     /// Adjoint workload: its checkpointing (auto, all, two-level, two-level:C, binomial:S)
     #[arg(long, value_name = "POLICY", default_value = "auto")]
     pub checkpoint: crate::grad::Checkpointing,
-    /// Also write the JSON lines to FILE (atomically, when the benchmark ends)
+    /// Also write the JSON lines to FILE (replaced atomically after each row, so a
+    /// stopped benchmark leaves its finished rows)
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// No table or progress on stderr (the JSON lines still go to stdout)

@@ -6,11 +6,14 @@
 //!   vouches for the rest;
 //! - `scene.toml`: the resolved scene, to re-run it.
 //!
+//! Outside run folders, `msc bench --out` ([`lines`]) holds its records so far after each.
+//!
 //! [`RunDir`] lays these out in one folder.
 
 pub mod atomic;
 pub mod energy;
 pub mod inputs;
+pub mod lines;
 pub mod lock;
 pub mod ply;
 pub mod ply_read;
@@ -19,6 +22,7 @@ pub mod summary;
 
 pub use atomic::{write_atomic, AtomicFile};
 pub use energy::EnergyLog;
+pub use lines::LinesFile;
 pub use run_dir::RunDir;
 pub use summary::Summary;
 
