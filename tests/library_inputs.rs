@@ -335,3 +335,39 @@ fn profiling_no_step_leaves_verlet_s_first_step_as_it_was() {
     };
     assert_eq!(run(true), run(false));
 }
+
+/// Profiled DDEF steps were not counted as DDEF evaluations (`ddef_evaluations` said 0
+/// after two profiled steps); they are now counted as stepped ones are.
+#[test]
+fn profiled_ddef_steps_count_their_evaluations() {
+    let Some(adapter) = adapter() else {
+        return;
+    };
+    if !adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        common::skip_missing_feature("profiled_ddef_steps", "TIMESTAMP_QUERY");
+        return;
+    }
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        required_features: wgpu::Features::TIMESTAMP_QUERY,
+        ..Default::default()
+    }))
+    .expect("device with timestamps");
+    let mut rng = common::Rng(3);
+    let x: Vec<DVec3> = (0..64).map(|_| rng.vec(1.0)).collect();
+    let system = common::cloud(&x, &[1e-9; 64]);
+    let config = common::ddef_cloud_config(
+        msc::config::DdefSamples::Count(50),
+        Default::default(),
+        1e-2,
+    );
+    let mut stepped = GpuSolver::new(&device, &queue, &system, &config).expect("solver");
+    stepped.advance(2).unwrap();
+    let mut profiled = GpuSolver::new(&device, &queue, &system, &config).expect("solver");
+    assert!(!profiled.profile(2).expect("profile").is_empty());
+    assert_eq!(stepped.ddef_evaluations(), Some(2));
+    assert_eq!(profiled.ddef_evaluations(), Some(2));
+    assert_eq!(
+        profiled.read_state().unwrap(),
+        stepped.read_state().unwrap()
+    );
+}

@@ -21,7 +21,7 @@ pub struct KernelTime {
 /// Runs `steps` steps (`first`, then `step` for the others) with a timestamp query
 /// around every dispatch, counting each finished step in `steps_done`; returns the GPU
 /// time per kernel, in the order the kernels first run. The device must offer
-/// TIMESTAMP_QUERY and the recordings must hold no DDEF evaluation.
+/// TIMESTAMP_QUERY; the caller counts the DDEF evaluations the steps ran.
 pub(in crate::gpu) fn profile(
     host: &Submitter,
     engine: &Engine,

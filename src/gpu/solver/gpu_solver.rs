@@ -438,16 +438,16 @@ impl GpuSolver {
                 engine.replay(pass, &program.step);
             }
         });
-        if let Some(d) = &self.ddef {
-            let per_step = self.ddef_per_step(&self.program.step);
-            let prologue = if prologue {
-                self.ddef_per_step(&self.program.prologue)
-            } else {
-                0
-            };
-            d.count(prologue + per_step * u64::from(n));
-        }
+        self.count_ddef(prologue, u64::from(n));
         self.steps_done += u64::from(n);
+    }
+
+    /// Counts the DDEF evaluations of `n` steps run (after the prologue, when it ran).
+    fn count_ddef(&self, prologue: bool, n: u64) {
+        if let Some(d) = &self.ddef {
+            let first = prologue.then(|| self.ddef_per_step(&self.program.prologue));
+            d.count(first.unwrap_or(0) + self.ddef_per_step(&self.program.step) * n);
+        }
     }
 
     /// DDEF evaluations in `ops` (one `ddef_gather` each).
@@ -550,7 +550,8 @@ impl GpuSolver {
             return Ok(Vec::new());
         }
         let mut first = self.program.step.clone();
-        if !self.field_fresh.swap(true, Ordering::Relaxed) {
+        let prologue = !self.field_fresh.swap(true, Ordering::Relaxed);
+        if prologue {
             // Verlet's first field evaluation, profiled with the first step.
             first.splice(0..0, self.program.prologue.iter().copied());
         }
@@ -562,6 +563,7 @@ impl GpuSolver {
             steps,
             &mut self.steps_done,
         )?;
+        self.count_ddef(prologue, u64::from(steps));
         self.host.check_lost()?;
         Ok(times)
     }
