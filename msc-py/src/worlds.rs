@@ -27,8 +27,20 @@ type Batch = Box<dyn Worlds + Send>;
 
 struct Inner {
     batch: Batch,
-    /// Steps done by every world.
-    steps: u64,
+    /// Steps done by each world: the same but after an error in a step, which stops the
+    /// worlds at different steps (those before the failing one finished theirs).
+    steps: Vec<u64>,
+}
+
+impl Inner {
+    /// Each world's step count as the world itself holds it (kept where it cannot be read).
+    fn resync(&mut self) {
+        for (w, s) in self.steps.iter_mut().enumerate() {
+            if let Ok(state) = self.batch.state(w) {
+                *s = state.step;
+            }
+        }
+    }
 }
 
 #[pyclass(module = "msc", name = "Worlds", frozen)]
@@ -138,7 +150,10 @@ impl PyWorlds {
             backend: batch.backend_name(),
             dts: list.iter().map(|(_, c)| c.dt).collect(),
             sizes: list.iter().map(|(s, _)| s.len()).collect(),
-            inner: Mutex::new(Inner { batch, steps: 0 }),
+            inner: Mutex::new(Inner {
+                batch,
+                steps: vec![0; list.len()],
+            }),
         })
     }
 
@@ -150,11 +165,16 @@ impl PyWorlds {
     #[pyo3(signature = (n=1))]
     fn step(&self, py: Python<'_>, n: i128) -> PyResult<()> {
         in_chunks(py, count(n, "n")?, |k| match self.inner.lock() {
-            Ok(mut g) => {
-                g.batch.step(k)?;
-                g.steps += k;
-                Ok(())
-            }
+            Ok(mut g) => match g.batch.step(k) {
+                Ok(()) => {
+                    g.steps.iter_mut().for_each(|s| *s += k);
+                    Ok(())
+                }
+                Err(e) => {
+                    g.resync();
+                    Err(e)
+                }
+            },
             Err(_) => Err(SimError::Unsupported(
                 "stepping a batch an earlier call panicked on".into(),
             )),
@@ -206,16 +226,16 @@ impl PyWorlds {
         energies_dict(py, &e)
     }
 
-    /// Steps done (the same for every world).
+    /// Steps done by every world (after an error in `step`, some may have done more).
     #[getter]
     fn step_count(&self, py: Python<'_>) -> PyResult<u64> {
-        self.with(py, |b| Ok(b.steps))
+        self.with(py, |b| Ok(b.steps.iter().copied().min().unwrap_or(0)))
     }
 
-    /// World `w`'s simulated time (s): its own time step times the step count.
+    /// World `w`'s simulated time (s): its own time step times its own step count.
     fn time(&self, py: Python<'_>, w: isize) -> PyResult<f64> {
         let w = self.world(w)?;
-        let steps = self.step_count(py)?;
+        let steps = self.with(py, move |b| Ok(b.steps[w]))?;
         Ok(msc::measures::time_at(steps, self.dts[w]))
     }
 

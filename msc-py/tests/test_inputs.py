@@ -206,3 +206,19 @@ def test_other_negative_counts_are_value_errors(tiny: Path) -> None:
     for call in calls:
         with pytest.raises(ValueError, match="must not be negative"):
             call()
+
+
+def test_worlds_keep_each_worlds_time_after_a_step_fails() -> None:
+    # World 1 diverges under DDEF partway through a chunk of steps: world 0 has finished
+    # that chunk; the batch's step count was the count before it, for every world.
+    ok = msc.load_scene("torus")
+    bad = msc.load_scene("torus", set={"coulomb.method": "ddef", "material.charge": 1e-3,
+                                       "integrator.method": "symplectic_euler", "integrator.dt": 50.0})
+    worlds = msc.Worlds([ok, bad], backend="cpu")
+    with pytest.raises(msc.DivergenceError):
+        worlds.step(200)
+    done = round(worlds.time(0) / ok.config.dt)
+    alone = msc.Simulator(ok, backend="cpu")
+    alone.step(done)
+    np.testing.assert_array_equal(worlds.positions(0), alone.positions())
+    assert worlds.step_count == round(worlds.time(1) / bad.config.dt) < done
