@@ -371,3 +371,54 @@ fn profiled_ddef_steps_count_their_evaluations() {
         stepped.read_state().unwrap()
     );
 }
+
+/// A caller's device with fewer workgroups per dimension than a DDEF dispatch needs: the
+/// solver was built, and the dispatch failed only when the steps were submitted (from
+/// the caller's encoder an uncaptured validation error, which panics by default). Now
+/// the build names the kernel, the count and the limit; the all-pairs solver, whose
+/// dispatches fit, still runs there.
+#[test]
+fn dispatches_beyond_the_device_s_workgroups_per_dimension_are_a_limit_error() {
+    let Some(adapter) = adapter() else {
+        return;
+    };
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        required_limits: wgpu::Limits {
+            max_compute_workgroups_per_dimension: 12,
+            ..adapter.limits()
+        },
+        ..Default::default()
+    }))
+    .expect("device with 12 workgroups per dimension");
+    let mut rng = common::Rng(5);
+    let x: Vec<DVec3> = (0..2000).map(|_| rng.vec(1.0)).collect();
+    let system = common::cloud(&x, &[1e-9; 2000]);
+    let ddef = common::ddef_cloud_config(msc::config::DdefSamples::Auto, Default::default(), 1e-2);
+    match GpuSolver::new(&device, &queue, &system, &ddef) {
+        Err(GpuError::LimitExceeded {
+            what,
+            needed,
+            limit,
+        }) => {
+            assert!(
+                what.contains("ddef") && what.contains("per dimension"),
+                "{what}"
+            );
+            assert!(needed > 12, "{needed}");
+            assert_eq!(limit, 12);
+        }
+        other => panic!("expected a limit error, got {:?}", other.err()),
+    }
+    let all_pairs = Config {
+        coulomb: msc::config::CoulombConfig {
+            softening: 1e-2,
+            ..Default::default()
+        },
+        ..ddef.clone()
+    };
+    let mut solver = GpuSolver::new(&device, &queue, &system, &all_pairs).expect("all pairs");
+    let mut encoder = device.create_command_encoder(&Default::default());
+    solver.record_steps(&mut encoder, 2).unwrap();
+    queue.submit([encoder.finish()]);
+    assert!(solver.read_state().unwrap().is_finite());
+}

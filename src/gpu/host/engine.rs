@@ -31,6 +31,8 @@ pub(in crate::gpu) struct Engine {
     records: Vec<Dispatch>,
     record_index: HashMap<[u32; 8], usize>,
     record_stride: u32,
+    /// The device's `max_compute_workgroups_per_dimension`, which every grid must meet.
+    max_groups: u32,
     /// The records' uniform buffer, once [`Self::seal`]ed.
     dispatch_group: Option<wgpu::BindGroup>,
     /// A batch of worlds: the world table's layout and bind group (group 2).
@@ -97,6 +99,7 @@ impl Engine {
             records: Vec::new(),
             record_index: HashMap::new(),
             record_stride: (std::mem::size_of::<Dispatch>() as u32).div_ceil(align) * align,
+            max_groups: device.limits().max_compute_workgroups_per_dimension,
             dispatch_group: None,
             worlds_layout: None,
             worlds_group: None,
@@ -239,6 +242,19 @@ impl Engine {
         grid: [u32; 2],
     ) -> Result<Op, GpuError> {
         check_bindings(k, bufs)?;
+        // wgpu would refuse it only when the pass is submitted (in a caller's encoder, as
+        // an uncaptured error).
+        if let Some(&g) = grid.iter().find(|&&g| g > self.max_groups) {
+            return Err(GpuError::LimitExceeded {
+                what: format!(
+                    "workgroups per dimension of a {} dispatch (limit \
+                     max_compute_workgroups_per_dimension)",
+                    k.name
+                ),
+                needed: g.into(),
+                limit: self.max_groups.into(),
+            });
+        }
         let pipeline = self.pipeline(device, k);
         let group = self.bind_group(device, buffers, pipeline, bufs)?;
         Ok(Op::Dispatch(DispatchOp {
