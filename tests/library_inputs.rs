@@ -422,3 +422,73 @@ fn dispatches_beyond_the_device_s_workgroups_per_dimension_are_a_limit_error() {
     queue.submit([encoder.finish()]);
     assert!(solver.read_state().unwrap().is_finite());
 }
+
+/// A tangent solve that stops before its first iteration (`max_iterations` 0, or a
+/// tolerance of 1 or more, which the starting guess meets) gave a zero gradient, forward
+/// and adjoint, without an error. Now it is refused, naming both values.
+#[test]
+fn a_tangent_solve_that_never_iterates_is_refused() {
+    use msc::grad::{
+        evaluate, simulate, GradError, GradMode, GradOptions, Param, ParamSet, TangentSolve, Target,
+    };
+    let config = Config {
+        dt: 0.01,
+        ..Default::default()
+    };
+    let set = ParamSet::new(&pair(), &config, &[Param::StiffnessScale]).expect("set");
+    let theta = set.initial();
+    let targets = [Target {
+        step: 5,
+        positions: vec![DVec3::X * 0.1, DVec3::X * 0.9],
+    }];
+    for mode in [GradMode::Forward, GradMode::Adjoint] {
+        let options = |tangent_solve| GradOptions {
+            mode,
+            tangent_solve,
+            ..Default::default()
+        };
+        let good = evaluate(
+            &set,
+            &theta,
+            &targets,
+            &options(TangentSolve::default()),
+            true,
+            false,
+        )
+        .expect("gradient");
+        assert!(good.gradient[0] != 0.0);
+        for (bad, says) in [
+            (
+                TangentSolve {
+                    max_iterations: 0,
+                    ..Default::default()
+                },
+                "got 0 and 1e-12",
+            ),
+            (
+                TangentSolve {
+                    tolerance: 1.0,
+                    ..Default::default()
+                },
+                "got 20000 and 1",
+            ),
+            (
+                TangentSolve {
+                    tolerance: f64::INFINITY,
+                    ..Default::default()
+                },
+                "got 20000 and inf",
+            ),
+        ] {
+            match evaluate(&set, &theta, &targets, &options(bad), true, false) {
+                Err(GradError::Param(m)) => assert!(
+                    m.contains("the tangent solve needs max_iterations >= 1") && m.contains(says),
+                    "{m}"
+                ),
+                other => panic!("{mode:?} {bad:?}: expected a refusal, got {other:?}"),
+            }
+            // The forward run alone solves no tangent: still accepted.
+            simulate(&set, &theta, &[5], &options(bad)).expect("forward only");
+        }
+    }
+}

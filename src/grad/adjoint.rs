@@ -72,6 +72,9 @@ pub(crate) fn evaluate(
     options: &GradOptions,
 ) -> Result<Evaluation, GradError> {
     check_supported(options)?;
+    if options.adjoint_solve == AdjointSolve::Exact || options.exact_forward {
+        options.tangent_solve.check()?;
+    }
     let steps = check_targets(set, targets)?;
     super::sensitivity::check_frames(&steps)?;
     let (system, config) = set.instantiate(theta)?;

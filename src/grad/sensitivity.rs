@@ -175,6 +175,9 @@ pub(crate) fn drive_cpu(
     mut on_frame: impl FnMut(usize, &State, &[Tangent]) -> Result<(), GradError>,
 ) -> Result<GradStats, GradError> {
     check_frames(frames)?;
+    if with_tangents || options.exact_forward {
+        options.tangent_solve.check()?;
+    }
     if options.window == Some(0) {
         return Err(GradError::Frames(
             "the window must be at least 1 step".into(),

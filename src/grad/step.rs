@@ -130,6 +130,24 @@ impl Default for TangentSolve {
     }
 }
 
+impl TangentSolve {
+    /// Refuses a solve that would stop before its first iteration (no iteration, or a
+    /// tolerance the starting guess already meets): the tangents, and so the gradient,
+    /// would be 0 without an error.
+    pub(crate) fn check(&self) -> Result<(), super::GradError> {
+        let tol = self.tolerance;
+        if self.max_iterations == 0 || !(0.0..1.0).contains(&tol) {
+            return Err(super::GradError::Param(format!(
+                "the tangent solve needs max_iterations >= 1 and a tolerance in [0, 1), got \
+                 {} and {}",
+                self.max_iterations,
+                crate::display::num(tol)
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// How the CPU adjoint solves its linear systems A mu = g (IMEX) and P mu = r
 /// (local-global); see the module documentation of [`crate::grad`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
