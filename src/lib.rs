@@ -3,9 +3,10 @@
 //! Springs are integrated implicitly and Coulomb forces explicitly (IMEX, arXiv 2403.03005).
 //! The crate is layered (docs/architecture.md; `tests/layers.rs` checks it): a module
 //! imports only from the layers listed before its own.
-//! 1. [`display`] (numbers in messages), [`digest`] (SHA-256 of files), [`interrupt`]
-//!    (SIGINT/SIGTERM as a stop request), [`progress`] (progress bars), [`measures`] (what a
-//!    backend reports: energies, solve stats, the step-to-time rule);
+//! 1. [`display`] (numbers in messages), [`digest`] (SHA-256 of files), [`files`] (reading
+//!    only regular files), [`interrupt`] (SIGINT/SIGTERM as a stop request), [`progress`]
+//!    (progress bars), [`measures`] (what a backend reports: energies, solve stats, the
+//!    step-to-time rule);
 //! 2. [`model`]: particles, springs, meshes and the CSR adjacency;
 //! 3. [`config`]: integrator, solver, Coulomb and world settings (data and range checks);
 //! 4. [`physics`] (the f64 formulas with their derivatives), [`scene`] (TOML scene files
@@ -37,6 +38,7 @@ pub mod cpu;
 pub mod ddef;
 pub mod digest;
 pub mod display;
+pub mod files;
 pub mod gpu;
 pub mod grad;
 pub mod interrupt;

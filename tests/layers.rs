@@ -13,7 +13,14 @@ use std::path::{Path, PathBuf};
 
 /// The layers, lowest first. A module may import any module of a lower layer.
 const LAYERS: &[&[&str]] = &[
-    &["display", "digest", "interrupt", "progress", "measures"],
+    &[
+        "display",
+        "digest",
+        "files",
+        "interrupt",
+        "progress",
+        "measures",
+    ],
     &["model"],
     &["config"],
     &["physics", "scene"],

@@ -241,7 +241,7 @@ struct ManifestRun {
 /// manifest, or a built-in name) with the manifest's `set`, the run's `set`, then
 /// `extra_set` (the command line's `--set`, which wins).
 pub fn manifest(path: &Path, extra_set: &[String]) -> Result<Plan, BatchError> {
-    let text = std::fs::read_to_string(path).map_err(|source| BatchError::ReadManifest {
+    let text = crate::files::read_to_string(path).map_err(|source| BatchError::ReadManifest {
         path: path.to_path_buf(),
         source,
     })?;

@@ -184,7 +184,7 @@ impl PlanFile {
     /// Reads `DIR/plan.json`.
     pub fn read(dir: &Path) -> Result<Self, BatchError> {
         let path = dir.join(PLAN_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|source| BatchError::ReadPlan {
+        let text = crate::files::read_to_string(&path).map_err(|source| BatchError::ReadPlan {
             path: path.clone(),
             message: if source.kind() == std::io::ErrorKind::NotFound {
                 "not found: is this the --out folder of a sharded sweep or batch \

@@ -37,7 +37,7 @@ pub struct PlyFrame {
 
 /// Reads and parses one PLY file.
 pub fn read_ply(path: &Path) -> Result<PlyFrame, PlyReadError> {
-    let bytes = std::fs::read(path).map_err(|source| PlyReadError::Io {
+    let bytes = crate::files::read(path).map_err(|source| PlyReadError::Io {
         path: path.to_path_buf(),
         source,
     })?;

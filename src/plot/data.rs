@@ -62,7 +62,7 @@ impl EnergyTable {
         } else {
             run.to_path_buf()
         };
-        let text = std::fs::read_to_string(&path).map_err(|source| PlotError::Read {
+        let text = crate::files::read_to_string(&path).map_err(|source| PlotError::Read {
             path: path.clone(),
             source,
         })?;

@@ -70,7 +70,7 @@ pub fn parse_ply(path: &Path, data: &[u8], index: u64) -> Result<Frame, RenderEr
 
 /// Reads one PLY file.
 pub fn read_ply(path: &Path, index: u64) -> Result<Frame, RenderError> {
-    let data = std::fs::read(path).map_err(|source| RenderError::Read {
+    let data = crate::files::read(path).map_err(|source| RenderError::Read {
         path: path.to_path_buf(),
         source,
     })?;

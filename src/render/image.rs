@@ -57,7 +57,7 @@ impl Image {
             path: path.to_path_buf(),
             message,
         };
-        let file = std::fs::File::open(path).map_err(|source| RenderError::Read {
+        let file = crate::files::open(path).map_err(|source| RenderError::Read {
             path: path.to_path_buf(),
             source,
         })?;

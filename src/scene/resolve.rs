@@ -15,7 +15,7 @@ pub(super) struct Source {
 pub(super) fn resolve(scene: &str) -> Result<Source, SceneError> {
     let path = Path::new(scene);
     let read = |path: &Path| -> Result<Source, SceneError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SceneError::Read {
+        let text = crate::files::read_to_string(path).map_err(|source| SceneError::Read {
             path: path.to_path_buf(),
             source,
         })?;

@@ -216,7 +216,8 @@ pub fn load_file(
             message: f.message,
         });
     }
-    let bytes = std::fs::read(path).map_err(|e| err(super::text::fail(None, e.to_string())))?;
+    let bytes =
+        crate::files::read(path).map_err(|e| err(super::text::fail(None, e.to_string())))?;
     load_bytes(&named, &bytes, format, options)
 }
 

@@ -17,7 +17,7 @@ pub(super) fn load(path: &Path, scale: f64) -> Result<Mesh, (PathBuf, Fail)> {
     let node = path.with_extension("node");
     let ele = path.with_extension("ele");
     let read =
-        |p: &Path| std::fs::read(p).map_err(|e| (p.to_path_buf(), fail(None, e.to_string())));
+        |p: &Path| crate::files::read(p).map_err(|e| (p.to_path_buf(), fail(None, e.to_string())));
     let (nb, eb) = (read(&node)?, read(&ele)?);
     let nb = strip_bom(&nb).map_err(inside(&node))?;
     let (positions, first) = nodes(nb).map_err(inside(&node))?;
