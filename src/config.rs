@@ -52,6 +52,11 @@ impl Integrator {
     }
 }
 
+/// The most solver iterations a step may take, all local-global solves together: the GPU
+/// records a dispatch or more per iteration (`u32::MAX` never finished building), and a
+/// step that long takes minutes on any device.
+pub const MAX_SOLVER_ITERATIONS_PER_STEP: u64 = 1 << 24;
+
 /// Matrix-free linear solver (docs/physics.md §7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -424,6 +429,17 @@ impl Config {
             return Err(ConfigError::new(
                 "integrator.local_global_iterations",
                 "must be at least 1",
+            ));
+        }
+        let solves = match self.integrator {
+            Integrator::LocalGlobal => u64::from(self.local_global_iterations),
+            _ => u64::from(self.integrator.is_implicit()),
+        };
+        let per_step = u64::from(self.solver.iterations) * solves;
+        if per_step > MAX_SOLVER_ITERATIONS_PER_STEP {
+            return Err(ConfigError::new(
+                "integrator.solver.iterations",
+                format!("{per_step} per step (local-global: times local_global_iterations) is over the limit of {MAX_SOLVER_ITERATIONS_PER_STEP}"),
             ));
         }
         finite3("gravity", self.gravity)?;

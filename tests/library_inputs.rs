@@ -492,3 +492,55 @@ fn a_tangent_solve_that_never_iterates_is_refused() {
         }
     }
 }
+
+/// A step of `u32::MAX` solver iterations (or 65536 local-global alternations of 65537)
+/// never finished building its GPU recording, with no way to stop it; the CPU reference
+/// would run it for days. Both backends refuse it, naming the key and the limit.
+#[test]
+fn a_step_of_more_solver_iterations_than_the_limit_is_refused() {
+    use msc::config::{ConfigError, Integrator, MAX_SOLVER_ITERATIONS_PER_STEP};
+    let system = pair();
+    let cases = [
+        (Integrator::Imex, u32::MAX, 1),
+        (Integrator::LocalGlobal, 65536, 65537),
+    ];
+    let check = |e: &ConfigError| {
+        let said = e.to_string();
+        assert!(said.contains("integrator.solver.iterations"), "{said}");
+        assert!(
+            said.contains(&MAX_SOLVER_ITERATIONS_PER_STEP.to_string()),
+            "{said}"
+        );
+    };
+    for (integrator, iterations, alternations) in cases {
+        let config = Config {
+            integrator,
+            local_global_iterations: alternations,
+            solver: SolverConfig {
+                iterations,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        match CpuSimulation::new(&system, &config) {
+            Err(e) => check(&e),
+            Ok(_) => panic!("{integrator:?}: accepted"),
+        }
+        if let Some((device, queue)) = device_with(wgpu::Limits::default()) {
+            match GpuSolver::new(&device, &queue, &system, &config) {
+                Err(GpuError::Config(e)) => check(&e),
+                Err(e) => panic!("{integrator:?}: expected a config error, got {e}"),
+                Ok(_) => panic!("{integrator:?}: accepted"),
+            }
+        }
+    }
+    // At the limit it is accepted (IMEX, 2^24 iterations of one solve).
+    let at = Config {
+        solver: SolverConfig {
+            iterations: MAX_SOLVER_ITERATIONS_PER_STEP as u32,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    assert!(at.validate().is_ok());
+}

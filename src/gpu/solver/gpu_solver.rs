@@ -320,7 +320,11 @@ impl GpuSolver {
             // Per step, as the CPU reports it: local-global sums its alternations' solves.
             iterations: match config.integrator {
                 Integrator::LocalGlobal => {
-                    config.solver.iterations * config.local_global_iterations
+                    // At most 2^24 (`Config::validate`).
+                    config
+                        .solver
+                        .iterations
+                        .saturating_mul(config.local_global_iterations)
                 }
                 _ => config.solver.iterations,
             },
