@@ -8,8 +8,9 @@
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
+pub use super::key::BatchKey;
 use super::pack::{batch_shape, pack, Packed, Span};
-use crate::config::{Config, CoulombMethod, DdefGrid, Integrator, SolverMethod};
+use crate::config::{Config, Integrator, SolverMethod};
 use crate::cpu::solvers::chebyshev_weights;
 use crate::gpu::device::adapter::{AdapterSummary, HeadlessOptions};
 use crate::gpu::device::readback;
@@ -28,62 +29,11 @@ use crate::gpu::layout::{
     Params, World, MAX_STORAGE_BUFFERS, SCALAR_SLOTS, SLOT_ENERGY, SLOT_RESIDUAL, TILE,
 };
 use crate::gpu::solver::assemble::{is_cpu, Parts};
-use crate::gpu::solver::ddef::{delaunay_refused, SolverDdef, WorldPlan};
+use crate::gpu::solver::ddef::{SolverDdef, WorldPlan};
 use crate::gpu::solver::gpu_solver::{headless_host, GpuSolver};
 use crate::gpu::solver::program::{self, NoHooks};
 use crate::measures::{Energies, SolveStats};
 use crate::model::{State, System};
-
-/// What worlds of one batch must share: the kernels and dispatch sequence of a step.
-/// Everything else (sizes, topology, every physical parameter) may differ per world.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct BatchKey {
-    pub integrator: Integrator,
-    pub method: SolverMethod,
-    pub iterations: u32,
-    pub local_global_iterations: u32,
-    /// The Coulomb sum runs (all pairs or DDEF) or is off.
-    pub coulomb: bool,
-    /// The Coulomb sum is DDEF on the lattice grid (each world its own plan, m,
-    /// variant and softening).
-    pub ddef: bool,
-}
-
-impl BatchKey {
-    /// The key of `config`, or why it cannot run in a batch (the Delaunay grid runs on
-    /// the CPU only).
-    pub fn of(config: &Config) -> Result<Self, GpuError> {
-        let (coulomb, ddef) = match config.coulomb.method {
-            CoulombMethod::AllPairs => (true, false),
-            CoulombMethod::None => (false, false),
-            CoulombMethod::Ddef(d) if d.grid == DdefGrid::Delaunay => {
-                return Err(delaunay_refused())
-            }
-            CoulombMethod::Ddef(_) => (true, true),
-        };
-        // The explicit integrators solve nothing: their solver settings do not matter.
-        let implicit = config.integrator.is_implicit();
-        Ok(Self {
-            integrator: config.integrator,
-            method: if implicit {
-                config.solver.method
-            } else {
-                SolverMethod::Jacobi
-            },
-            iterations: if implicit {
-                config.solver.iterations
-            } else {
-                0
-            },
-            local_global_iterations: match config.integrator {
-                Integrator::LocalGlobal => config.local_global_iterations,
-                _ => 0,
-            },
-            coulomb,
-            ddef,
-        })
-    }
-}
 
 /// Worlds one [`GpuWorlds`] holds at most (a reduction's second stage runs one workgroup
 /// per world, within the 65535 of one grid dimension).
@@ -416,9 +366,9 @@ fn check(worlds: &[(&System, &Config)]) -> Result<BatchKey, GpuError> {
         let k = BatchKey::of(config)?;
         if k != key {
             return Err(GpuError::Worlds(format!(
-                "world {w} differs from world 0 in what a batch shares \
-                 ({k:?} against {key:?}): group worlds by integrator, solver method, \
-                 iterations and Coulomb method"
+                "world {w} differs from world 0 in what a batch shares ({}): group worlds \
+                 by integrator, solver method, iterations and Coulomb method",
+                k.differences(&key)
             )));
         }
         GpuWorlds::check_world(system, config)?;
