@@ -317,14 +317,11 @@ impl GpuSolver {
             host,
             summary,
             integrator: config.integrator,
-            // Per step, as the CPU reports it: local-global sums its alternations' solves.
+            // Per step, as the CPU reports it: local-global sums its alternations' solves
+            // (at most 2^24: `Config::validate`).
             iterations: match config.integrator {
                 Integrator::LocalGlobal => {
-                    // At most 2^24 (`Config::validate`).
-                    config
-                        .solver
-                        .iterations
-                        .saturating_mul(config.local_global_iterations)
+                    config.solver.iterations * config.local_global_iterations
                 }
                 _ => config.solver.iterations,
             },
