@@ -46,6 +46,21 @@ fn device_with(limits: wgpu::Limits) -> Option<(wgpu::Device, wgpu::Queue)> {
     )
 }
 
+/// A device of the caller's with timestamp queries (what `profile` needs), or `None`
+/// (test `name` skipped) without an adapter that has them.
+fn timestamp_device(name: &str) -> Option<(wgpu::Device, wgpu::Queue)> {
+    let adapter = adapter()?;
+    if !adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        common::skip_missing_feature(name, "TIMESTAMP_QUERY");
+        return None;
+    }
+    let device = adapter.request_device(&wgpu::DeviceDescriptor {
+        required_features: wgpu::Features::TIMESTAMP_QUERY,
+        ..Default::default()
+    });
+    Some(pollster::block_on(device).expect("device with timestamps"))
+}
+
 /// A Chebyshev solve records one dispatch record per iteration; past the device's
 /// `max_buffer_size` their uniform buffer was created anyway and wgpu panicked
 /// ("Failed to get mapped range"). Now a limit error names the buffer and both sizes.
@@ -308,18 +323,9 @@ fn adjoint_scales_and_targets_that_give_no_gradient_are_refused() {
 #[test]
 fn profiling_no_step_leaves_verlet_s_first_step_as_it_was() {
     use msc::config::Integrator;
-    let Some(adapter) = adapter() else {
+    let Some((device, queue)) = timestamp_device("profiling_no_step") else {
         return;
     };
-    if !adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
-        common::skip_missing_feature("profiling_no_step", "TIMESTAMP_QUERY");
-        return;
-    }
-    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-        required_features: wgpu::Features::TIMESTAMP_QUERY,
-        ..Default::default()
-    }))
-    .expect("device with timestamps");
     let config = Config {
         integrator: Integrator::Verlet,
         dt: 0.01,
@@ -340,18 +346,9 @@ fn profiling_no_step_leaves_verlet_s_first_step_as_it_was() {
 /// after two profiled steps); they are now counted as stepped ones are.
 #[test]
 fn profiled_ddef_steps_count_their_evaluations() {
-    let Some(adapter) = adapter() else {
+    let Some((device, queue)) = timestamp_device("profiled_ddef_steps") else {
         return;
     };
-    if !adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
-        common::skip_missing_feature("profiled_ddef_steps", "TIMESTAMP_QUERY");
-        return;
-    }
-    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-        required_features: wgpu::Features::TIMESTAMP_QUERY,
-        ..Default::default()
-    }))
-    .expect("device with timestamps");
     let mut rng = common::Rng(3);
     let x: Vec<DVec3> = (0..64).map(|_| rng.vec(1.0)).collect();
     let system = common::cloud(&x, &[1e-9; 64]);
