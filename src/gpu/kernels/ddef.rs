@@ -206,7 +206,7 @@ impl Recorder<'_> {
         // WG / (its targets) workgroups of LANES per work item (its shape, `Tuning`).
         let shape = self.engine.spec().ddef_gather(self.device);
         let per = WORKGROUP_SIZE / shape.targets_per_workgroup();
-        let grid = self.grid(self.gather_items(&layout) * per * WORKGROUP_SIZE);
+        let grid = self.grid(gather_invocations(self.gather_items(&layout), per)?);
         ops.push(self.grid_dispatch(
             DDEF_GATHER,
             &[
@@ -263,9 +263,35 @@ impl Recorder<'_> {
     }
 }
 
+/// The near gather's invocations: `per` workgroups for each of `items` work items. A u32
+/// index (several million cells at m of millions would wrap, silently dropping work).
+fn gather_invocations(items: u32, per: u32) -> Result<u32, GpuError> {
+    let needed = u64::from(items) * u64::from(per) * u64::from(WORKGROUP_SIZE);
+    u32::try_from(needed).map_err(|_| GpuError::LimitExceeded {
+        what: "near gather invocations (a u32 index; lower coulomb.samples)".into(),
+        needed,
+        limit: u32::MAX.into(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn near_gather_invocations_past_u32_are_a_limit_error() {
+        assert_eq!(
+            gather_invocations(1000, 2).unwrap(),
+            1000 * 2 * WORKGROUP_SIZE
+        );
+        let items = u32::MAX / WORKGROUP_SIZE / 4 + 1;
+        match gather_invocations(items, 4) {
+            Err(GpuError::LimitExceeded { needed, limit, .. }) => {
+                assert!(needed > limit, "{needed} {limit}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
     use crate::ddef::stencil::Stencils;
     use crate::gpu::layout::TILE;
     use crate::gpu::shader::GatherLanes;
