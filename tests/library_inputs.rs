@@ -30,6 +30,14 @@ fn pair() -> System {
     .expect("system")
 }
 
+/// The default settings at h = 10 ms.
+fn at_10_ms() -> Config {
+    Config {
+        dt: 0.01,
+        ..Default::default()
+    }
+}
+
 /// A device of the caller's with `limits`, or `None` (test skipped) without an adapter.
 fn device_with(limits: wgpu::Limits) -> Option<(wgpu::Device, wgpu::Queue)> {
     let adapter = adapter()?;
@@ -229,13 +237,7 @@ fn tangent_directions_the_kernels_cannot_hold_are_named() {
     let Some((device, queue)) = device_with(wgpu::Limits::default()) else {
         return;
     };
-    let (system, config) = (
-        pair(),
-        Config {
-            dt: 0.01,
-            ..Default::default()
-        },
-    );
+    let (system, config) = (pair(), at_10_ms());
     let build = |d: Direction| GpuTangents::new(&device, &queue, &system, &config, &[d]);
     let dq = |q: f64| Direction {
         dq: Some(vec![0.0, q]),
@@ -282,13 +284,7 @@ fn adjoint_scales_and_targets_that_give_no_gradient_are_refused() {
     let Some((device, queue)) = device_with(wgpu::Limits::default()) else {
         return;
     };
-    let (system, config) = (
-        pair(),
-        Config {
-            dt: 0.01,
-            ..Default::default()
-        },
-    );
+    let (system, config) = (pair(), at_10_ms());
     let setup = |scale| AdjointSetup {
         frames: 1,
         charges: true,
