@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{gpu_available, msc, read_json, skip_no_adapter, stderr, stdout, tiny};
+use common::{gpu_available, msc, read_json, skip_no_adapter, stderr, stdout, tiny, tiny_run_args};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,19 +18,8 @@ use std::time::{Duration, Instant};
 /// (its energy log started) when this returns.
 fn start(dir: &Path, out: &str, set: &[&str]) -> Child {
     tiny(dir);
-    let mut args = vec![
-        "run",
-        "tiny.toml",
-        "--backend",
-        "cpu",
-        "--quiet",
-        "--out",
-        out,
-    ];
+    let mut args = tiny_run_args(out, set);
     args.extend(["--steps", "100000000"]);
-    for s in set {
-        args.extend(["--set", s]);
-    }
     spawn_until_logging(dir, &args, &[dir.join(out)])
 }
 

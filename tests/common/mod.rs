@@ -105,10 +105,9 @@ pub fn targets_of(
         .collect()
 }
 
-/// `msc run tiny.toml --backend cpu --quiet --out OUT`, with `--set` overrides, in `dir`
-/// (where it writes tiny.toml); the run must succeed.
-pub fn run_tiny(dir: &Path, out: &str, sets: &[&str]) {
-    tiny(dir);
+/// The arguments of `msc run tiny.toml --backend cpu --quiet --out OUT` with `--set`
+/// overrides (tiny.toml written by [`tiny`]).
+pub fn tiny_run_args<'a>(out: &'a str, sets: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "run",
         "tiny.toml",
@@ -121,6 +120,14 @@ pub fn run_tiny(dir: &Path, out: &str, sets: &[&str]) {
     for s in sets {
         args.extend(["--set", s]);
     }
+    args
+}
+
+/// `msc run tiny.toml --backend cpu --quiet --out OUT`, with `--set` overrides, in `dir`
+/// (where it writes tiny.toml); the run must succeed.
+pub fn run_tiny(dir: &Path, out: &str, sets: &[&str]) {
+    tiny(dir);
+    let args = tiny_run_args(out, sets);
     let o = msc(&args, dir);
     assert!(o.status.success(), "msc {args:?}: {}", stderr(&o));
 }
