@@ -63,40 +63,38 @@ impl BatchKey {
             (true, false) => "all_pairs",
             (true, true) => "ddef",
         };
-        let fields = [
-            (
-                "integrator.method",
-                self.integrator.name().to_string(),
-                other.integrator.name().to_string(),
-            ),
-            (
-                "integrator.solver.method",
-                self.method.name().to_string(),
-                other.method.name().to_string(),
-            ),
-            (
-                "integrator.solver.iterations",
-                self.iterations.to_string(),
-                other.iterations.to_string(),
-            ),
-            (
-                "integrator.local_global_iterations",
-                self.local_global_iterations.to_string(),
-                other.local_global_iterations.to_string(),
-            ),
-            (
-                "coulomb.method",
-                coulomb(self).to_string(),
-                coulomb(other).to_string(),
-            ),
-        ];
-        // Another integrator reads other solver keys: name it alone.
-        let same_integrator = self.integrator == other.integrator;
+        let mut fields = vec![(
+            "integrator.method",
+            self.integrator.name().to_string(),
+            other.integrator.name().to_string(),
+        )];
+        // The solver keys matter only between worlds of one integrator.
+        if self.integrator == other.integrator {
+            fields.extend([
+                (
+                    "integrator.solver.method",
+                    self.method.name().to_string(),
+                    other.method.name().to_string(),
+                ),
+                (
+                    "integrator.solver.iterations",
+                    self.iterations.to_string(),
+                    other.iterations.to_string(),
+                ),
+                (
+                    "integrator.local_global_iterations",
+                    self.local_global_iterations.to_string(),
+                    other.local_global_iterations.to_string(),
+                ),
+            ]);
+        }
+        fields.push((
+            "coulomb.method",
+            coulomb(self).to_string(),
+            coulomb(other).to_string(),
+        ));
         let differ: Vec<String> = fields
             .iter()
-            .enumerate()
-            .filter(|(i, _)| same_integrator || !(1..=3).contains(i))
-            .map(|(_, f)| f)
             .filter(|(_, a, b)| a != b)
             .map(|(key, a, b)| format!("{key} {a}, not {b}"))
             .collect();
