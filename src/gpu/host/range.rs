@@ -41,7 +41,11 @@ fn at_most(
 }
 
 /// 0, or a normal f32 in magnitude: [`F32_MIN_NORMAL`] <= |value| <= [`F32_MAX`].
-fn zero_or_normal(what: impl FnOnce() -> String, value: f64, unit: &str) -> Result<(), GpuError> {
+pub(in crate::gpu) fn zero_or_normal(
+    what: impl FnOnce() -> String,
+    value: f64,
+    unit: &str,
+) -> Result<(), GpuError> {
     if value == 0.0 || (F32_MIN_NORMAL..=F32_MAX).contains(&value.abs()) {
         Ok(())
     } else {

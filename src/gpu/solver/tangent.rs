@@ -60,12 +60,12 @@ use crate::config::{Config, CoulombMethod, Integrator};
 use crate::gpu::error::GpuError;
 use crate::gpu::host::buffers::{Buf, Buffers};
 use crate::gpu::host::params::{to_f32, vec4};
-use crate::gpu::host::range::F32_MIN_NORMAL;
+use crate::gpu::host::range::zero_or_normal;
 use crate::gpu::host::recorder::{refuse, Recorder};
 use crate::gpu::host::recording::Op;
 use crate::gpu::kernels::tangents::{TangentBit, TangentEnd, TANGENT_COULOMB, TANGENT_INTEGRATE};
 use crate::gpu::layout::{Dispatch, SLOT_RESIDUAL};
-use crate::model::{System, COULOMB_K, F32_MAX};
+use crate::model::{System, COULOMB_K};
 
 /// One parameter direction as the tangent kernels read it: d(parameter)/dtheta per
 /// particle charge, spring stiffness and external charge (charge and position at t = 0);
@@ -188,14 +188,11 @@ fn check_entry(d: usize, what: &str, index: usize, value: f64) -> Result<(), Gpu
             "tangent direction {d}: {what} {index} is not finite ({value})"
         )));
     }
-    if value == 0.0 || (F32_MIN_NORMAL..=F32_MAX).contains(&value.abs()) {
-        return Ok(());
-    }
-    Err(GpuError::F32Range {
-        what: format!("{what} {index} in tangent direction {d}"),
+    zero_or_normal(
+        || format!("{what} {index} in tangent direction {d}"),
         value,
-        limit: format!("0 or {F32_MIN_NORMAL:e} <= |value| <= {F32_MAX:e}"),
-    })
+        "",
+    )
 }
 
 /// The tangents' part of a solver: how many directions, and the kernels each step adds
