@@ -9,7 +9,7 @@
 
 use super::field::{Ddef, Evaluation, Grid};
 use super::lattice_field::LatticeDdef;
-use super::plan::{bounds, Frame, LatticePlan};
+use super::plan::{bounds, Frame, LatticePlan, KUHN};
 use super::{DdefConfig, DdefError, DdefGrid};
 use glam::DVec3;
 use std::sync::Arc;
@@ -99,6 +99,23 @@ impl DdefSolver {
         let (lo, hi) = bounds((0..x.len()).filter(|&i| q[i] != 0.0).map(|i| (i, x[i])))?;
         let n = q.iter().filter(|&&c| c != 0.0).count();
         LatticePlan::new(lo, hi, config.samples.resolve(n))
+    }
+
+    /// Charges of (x, q) per lattice cell under `plan`, located in the frame of their
+    /// bounding box as `plan`'s first evaluation locates them (`Frame::tet_id`'s cell
+    /// order): how crowded the cells are, which the GPU's near gather is shaped by.
+    pub fn cell_counts(plan: &LatticePlan, x: &[DVec3], q: &[f64]) -> Result<Vec<u32>, DdefError> {
+        let charged = || (0..x.len()).filter(|&i| q.get(i).is_some_and(|&c| c != 0.0));
+        let frame = {
+            let (lo, hi) = bounds(charged().map(|i| (i, x[i])))?;
+            plan.frame(lo, hi)
+        };
+        let mut counts = vec![0u32; plan.cells()];
+        for i in charged() {
+            let at = frame.locate(x[i]);
+            counts[at.tet as usize / KUHN] += 1;
+        }
+        Ok(counts)
     }
 
     /// The f64 reference's lattice evaluation of (x, q) under [`Self::plan_for`]'s plan:
@@ -218,5 +235,52 @@ impl DdefSolver {
             self.hints[i as usize] = ddef.source_tets()[s];
         }
         Ok(ddef)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DdefSamples;
+
+    /// The counts are the reference's own: per cell, its 6 tetrahedra's sorted ranges.
+    #[test]
+    fn cell_counts_are_the_reference_structures_per_cell() {
+        let mut s = 7u64;
+        let mut r = || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 11) as f64 / (1u64 << 53) as f64
+        };
+        // Half of the charges crowded into a corner, one particle uncharged.
+        let x: Vec<DVec3> = (0..3000)
+            .map(|i| {
+                let p = DVec3::new(r(), r(), r());
+                if i % 2 == 0 {
+                    p * 0.1
+                } else {
+                    p
+                }
+            })
+            .collect();
+        let mut q: Vec<f64> = (0..x.len())
+            .map(|i| if i % 3 == 0 { -1.0 } else { 1.0 })
+            .collect();
+        q[5] = 0.0;
+        let config = DdefConfig {
+            samples: DdefSamples::Count(200),
+            ..DdefConfig::default()
+        };
+        let plan = DdefSolver::plan_for(config, &x, &q).unwrap();
+        let counts = DdefSolver::cell_counts(&plan, &x, &q).unwrap();
+        let lattice = LatticeDdef::new(&plan, &x, &q, 0.01).unwrap();
+        let st = lattice.tet_starts();
+        assert_eq!(counts.len() * KUHN + 1, st.len());
+        for (c, &k) in counts.iter().enumerate() {
+            assert_eq!(k, st[KUHN * c + KUHN] - st[KUHN * c], "cell {c}");
+        }
+        assert_eq!(counts.iter().sum::<u32>(), 2999);
+        assert!(*counts.iter().max().unwrap() > 4 * 2999 / counts.len() as u32);
     }
 }
