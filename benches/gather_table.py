@@ -9,7 +9,8 @@ are grouped by the two shapes, the size and m over the files (the rounds). Per s
 size: the step time (median over every timed block of every round, with the smallest and
 largest), the `ddef_gather` and `ddef_far` kernels' median times from the profile, and the
 step time relative to the default shapes (cell/256/unrolled, staged). Every shape gives the
-same forces: the force error is shown to check it. Rows of the `paper` variant
+same forces: the force error is shown to check it. A shape `auto` picked (the default,
+`--ddef-gather auto`) shows as auto:SHAPE. Rows of the `paper` variant
 (`--ddef-variant paper`, the default shapes without the `corrected` sums) are marked so;
 their force error differs by design. Rows of a crowded cloud (`--cloud
 sphere|torus|sheet`) are marked with it; the gather's time per near pair in picoseconds
@@ -32,7 +33,10 @@ def main(paths):
                 r = json.loads(line)
                 if r.get("workload") != "ddef" or r.get("status") != "ok":
                     continue
-                shape = f'{r["ddef_gather"]} {r.get("ddef_far") or "staged"}'
+                gather = r["ddef_gather"]
+                if r.get("ddef_gather_auto"):
+                    gather = f"auto:{gather}"
+                shape = f'{gather} {r.get("ddef_far") or "staged"}'
                 if r.get("ddef_variant") == "paper":
                     shape += " paper"
                 if r.get("cloud") not in (None, "cube"):

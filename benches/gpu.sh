@@ -13,15 +13,16 @@
 # default): `--only coulomb,ddef` is the DDEF targets and their all-pairs crossover.
 # `--only gather` (not in the default) times the shapes of the DDEF near gather and far
 # field (`msc bench --ddef-gather`, `--ddef-far`; not the 64-lane ones, 1.4-2.2x slower on
-# an H100; cell/128/dual: two targets per invocation, for 256K) and the default shapes under the `paper` variant (`--ddef-variant paper`: no
-# `corrected` sums, so the difference is their cost) at 256K and 1M charges, m auto,
-# rounds interleaved (--rounds N, default 3), and prints their table
-# (benches/gather_table.py) instead of the main one; `--shapes` takes a comma-separated
-# subset of its shapes (the default, cell/256/unrolled, always runs: the ratios are to
-# it). `--only crowded` (not in the default either) runs the default shapes at 256K and
-# 1M, m auto, on the charges uniform in the cube and crowded onto a sphere, a torus and a
-# wavy sheet (`msc bench --cloud`), rounds interleaved, with the gather's time per near
-# pair beside each (the same table).
+# an H100; cell/128/dual: two targets per invocation; auto: the default, the shape picked
+# by the cells' load, cell/128/unrolled or cell/256/unrolled) and the default shapes under
+# the `paper` variant (`--ddef-variant paper`: no `corrected` sums, so the difference is
+# their cost) at 256K and 1M charges, m auto, rounds interleaved (--rounds N, default 3),
+# and prints their table (benches/gather_table.py) instead of the main one; `--shapes`
+# takes a comma-separated subset of its shapes (cell/256/unrolled always runs: the ratios
+# are to it). `--only crowded` (not in the default either) runs the default shapes at 256K
+# and 1M, m auto, on the charges uniform in the cube and crowded onto a sphere, a torus
+# and a wavy sheet (`msc bench --cloud`), rounds interleaved, with the gather's time per
+# near pair beside each (the same table).
 # Results go to $OUT if set, else to bench-results/<UTC date and time>; the table is printed
 # and written to table.md there. $PYTHON picks the Python that has JAX (default python3);
 # nvcc is taken from PATH, else $CUDA_HOME/bin or /usr/local/cuda/bin.
@@ -34,7 +35,7 @@ peers=1
 only=cloth,coulomb,ddef,worlds,adjoint,peers
 rounds=3
 all_shapes=cell/256,packed/256,cell/128,packed/128,cell/256/unrolled,cell/128/unrolled
-all_shapes+=,cell/128/dual
+all_shapes+=,cell/128/dual,auto
 all_shapes+=,far:direct/1,far:direct/2,far:direct/4,variant:paper
 shapes=$all_shapes
 msc=""

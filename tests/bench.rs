@@ -469,7 +469,9 @@ fn ddef_rows_report_time_error_and_rebuilds_per_size_and_sample_count() {
         assert_eq!(u(r, "ddef_samples"), m, "samples run in increasing order");
         assert_eq!(u(r, "ddef_rebuild_every"), 1);
         assert_eq!(r["ddef_variant"], "corrected", "the default variant");
-        assert_eq!(r["ddef_gather"], "cell/256/unrolled", "the default shape");
+        // The option's value: the CPU backend runs no gather shape.
+        assert_eq!(r["ddef_gather"], "auto", "the default choice");
+        assert!(r["ddef_gather_auto"].is_null(), "{r}");
         assert_eq!(r["ddef_far"], "staged", "the default shape");
         // The lattice is planned once and followed at every evaluation: 3 evaluations
         // (1 warm-up + 2 timed) in which the cloud cannot drift from its plan.
@@ -613,6 +615,13 @@ fn gpu_ddef_rows_measure_the_same_error_as_the_cpu_reference() {
     assert!(f(g, "host_ms_per_step") >= 0.0, "{g}");
     assert!(f(g, "submissions_per_step") <= 1.0, "{g}");
     assert_eq!(f(g, "ddef_host_ms_per_eval"), 0.0, "{g}");
+    // The gather's shape that ran, which `auto` (the default) picked.
+    assert_eq!(g["ddef_gather_auto"], true, "{g}");
+    let shape = g["ddef_gather"].as_str().unwrap_or_default();
+    assert!(
+        ["cell/128/unrolled", "cell/256/unrolled"].contains(&shape),
+        "{g}"
+    );
     assert!(
         c["ddef_host_ms_per_eval"].is_null(),
         "the CPU backend has no host stage"

@@ -18,7 +18,8 @@ use glam::DVec3;
 use msc::config::{Config, DdefSamples, DdefVariant};
 use msc::ddef::error_study::random_points;
 use msc::gpu::{
-    DdefFar, DdefGather, GpuError, GpuSolver, HeadlessOptions, TangentDirection, Tuning,
+    DdefFar, DdefGather, GatherChoice, GpuError, GpuSolver, HeadlessOptions, TangentDirection,
+    Tuning,
 };
 use msc::model::System;
 
@@ -91,7 +92,12 @@ fn the_staged_gather_gives_the_unstaged_ones_bits() {
             let Some(plain) = results(system, &c, &dx, &dq, None) else {
                 return;
             };
-            let staged = results(system, &c, &dx, &dq, Some(Tuning::default())).expect("adapter");
+            // The default shape here; `Auto` picks one of the shapes compared below.
+            let default = Tuning {
+                ddef_gather: GatherChoice::Fixed(DdefGather::default()),
+                ..Tuning::default()
+            };
+            let staged = results(system, &c, &dx, &dq, Some(default)).expect("adapter");
             assert!(
                 plain.0.iter().any(|f| *f != DVec3::ZERO),
                 "{name}: no forces"
@@ -126,13 +132,13 @@ fn the_staged_gather_gives_the_unstaged_ones_bits() {
             // their forces.
             let gathers = DdefGather::all()
                 .filter(|s| *s != DdefGather::default())
-                .map(|ddef_gather| Tuning {
-                    ddef_gather,
-                    ..Tuning::default()
+                .map(|g| Tuning {
+                    ddef_gather: GatherChoice::Fixed(g),
+                    ..default
                 });
             let fars = DdefFar::ALL[1..].iter().map(|&ddef_far| Tuning {
                 ddef_far,
-                ..Tuning::default()
+                ..default
             });
             let differ: Vec<(String, usize)> = gathers
                 .chain(fars)
@@ -151,4 +157,43 @@ fn the_staged_gather_gives_the_unstaged_ones_bits() {
             );
         }
     }
+}
+
+/// `GatherChoice::Auto` gives cells of few charges 128 lanes and crowded ones 256
+/// (`DdefGather::for_load`), from the charges' cells at set-up; a fixed shape is kept.
+#[test]
+fn the_automatic_gather_shape_follows_the_cells_load() {
+    let options = HeadlessOptions {
+        allow_software: true,
+    };
+    let q = vec![1e-6; 4000];
+    let points = random_points(DVec3::ZERO, DVec3::ONE, 4000, 9);
+    let system = cloud(&points, &q);
+    let shape = |m: u32, ddef_gather: GatherChoice| {
+        let c = config(DdefSamples::Count(m), DdefVariant::Corrected, 1e-2);
+        let tuning = Tuning {
+            ddef_gather,
+            staged_on_cpu: true,
+            ..Tuning::default()
+        };
+        match GpuSolver::headless_tuned(&system, &c, None, &options, tuning) {
+            Ok(g) => Some(g.ddef_gather().expect("a DDEF solver").to_string()),
+            Err(GpuError::NoAdapter(why)) => {
+                skip_no_adapter(&why);
+                None
+            }
+            Err(e) => panic!("building the GPU solver failed: {e}"),
+        }
+    };
+    // About 10 charges a cell at m = 400; about 500 at m = 8 (every cell over 128).
+    let Some(spread) = shape(400, GatherChoice::Auto) else {
+        return;
+    };
+    assert_eq!(spread, "cell/128/unrolled");
+    assert_eq!(
+        shape(8, GatherChoice::Auto).as_deref(),
+        Some("cell/256/unrolled")
+    );
+    let packed: DdefGather = "packed/64".parse().expect("a shape");
+    assert_eq!(shape(8, packed.into()).as_deref(), Some("packed/64"));
 }

@@ -8,7 +8,7 @@ use super::timing;
 use super::DDEF_ERROR_TARGETS;
 use super::{bytes, workload, Backend, BenchError, BenchOptions, Event, StageFn, Stop, Workload};
 use crate::cpu::CpuSimulation;
-use crate::gpu::{GpuError, GpuSolver, Tuning};
+use crate::gpu::{GatherChoice, GpuError, GpuSolver, Tuning};
 use crate::output::OutputError;
 use crate::simulator::Simulator;
 use std::time::Instant;
@@ -120,6 +120,10 @@ fn measure_gpu(
     rec.setup_seconds = Some(t.elapsed().as_secs_f64());
     rec.adapter = solver.adapter().cloned();
     rec.dispatches_per_step = Some(solver.dispatches_per_step());
+    if let Some(g) = solver.ddef_gather() {
+        rec.ddef_gather = Some(g.to_string());
+        rec.ddef_gather_auto = Some(opts.ddef_gather == GatherChoice::Auto);
+    }
     if let Some((total, largest)) = solver.ddef_structure_bytes() {
         rec.ddef_structure_bytes = Some(total);
         rec.ddef_largest_binding_bytes = Some(largest);

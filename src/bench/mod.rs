@@ -37,7 +37,7 @@ pub mod workload;
 mod worlds;
 
 use crate::config::{DdefSamples, DdefVariant};
-use crate::gpu::{AdapterSummary, DdefFar, DdefGather, GpuError};
+use crate::gpu::{AdapterSummary, DdefFar, GatherChoice, GpuError};
 use crate::output::OutputError;
 use crate::simulator::SimError;
 use derive::derive;
@@ -118,7 +118,7 @@ pub struct BenchOptions {
     pub cloud: Cloud,
     /// DDEF workload on a GPU: the near gather's and the far field's shapes (`Tuning`;
     /// the same results).
-    pub ddef_gather: DdefGather,
+    pub ddef_gather: GatherChoice,
     pub ddef_far: DdefFar,
     /// Worlds workload: the world counts W, run in increasing order.
     pub worlds: Vec<usize>,
@@ -146,7 +146,7 @@ impl Default for BenchOptions {
             ddef_rebuild_every: 1,
             ddef_variant: DdefVariant::default(),
             cloud: Cloud::default(),
-            ddef_gather: DdefGather::default(),
+            ddef_gather: GatherChoice::default(),
             ddef_far: DdefFar::default(),
             worlds: DEFAULT_WORLDS.to_vec(),
             mesh: None,

@@ -134,8 +134,10 @@ pub struct Record {
     /// Coulomb and DDEF rows: where the charges lie (`--cloud`).
     pub cloud: Option<super::Cloud>,
     /// DDEF rows: the near gather's and the far field's shapes on a GPU (`--ddef-gather`,
-    /// `--ddef-far`).
+    /// `--ddef-far`); on the GPU backend the gather's is the shape that ran, with
+    /// `ddef_gather_auto` true when `auto` picked it.
     pub ddef_gather: Option<String>,
+    pub ddef_gather_auto: Option<bool>,
     pub ddef_far: Option<String>,
     /// DDEF on the GPU: host seconds per evaluation over the timed steps, in ms (0:
     /// every stage runs on the device, nothing is read back or uploaded per step).
@@ -264,6 +266,7 @@ impl Record {
             ddef_variant: samples.map(|_| opts.ddef_variant.name().to_string()),
             cloud: matches!(workload, Workload::Coulomb | Workload::Ddef).then_some(opts.cloud),
             ddef_gather: samples.map(|_| opts.ddef_gather.to_string()),
+            ddef_gather_auto: None,
             ddef_far: samples.map(|_| opts.ddef_far.to_string()),
             ddef_rebuilds: None,
             ddef_host_ms_per_eval: None,

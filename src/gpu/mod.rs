@@ -90,7 +90,9 @@ pub use device::adapter::{
 pub use error::GpuError;
 pub use host::profile::KernelTime;
 pub use host::{adjacency, limits};
-pub use shader::tuning::{DdefFar, DdefGather, GatherLanes, GatherPairs, GatherStaging, Tuning};
+pub use shader::tuning::{
+    CellLoad, DdefFar, DdefGather, GatherChoice, GatherLanes, GatherPairs, GatherStaging, Tuning,
+};
 pub use solver::adjoint::AdjointSetup;
 pub use solver::adjoint_run::{adjoint_state_bytes, AdjointRead, GpuAdjoint};
 pub use solver::gpu_solver::{GpuSolver, HostCounts};

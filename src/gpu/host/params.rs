@@ -207,6 +207,7 @@ pub(in crate::gpu) fn specialization(config: &Config) -> Specialization {
     Specialization {
         block_diag: block_diag(config),
         tuning: Default::default(),
+        ddef_load: Default::default(),
     }
 }
 

@@ -33,7 +33,9 @@ pub mod tuning;
 use std::borrow::Cow;
 
 use crate::gpu::layout::{world_wgsl, Params, World, TILE, WORKGROUP_SIZE};
-pub use tuning::{DdefFar, DdefGather, GatherLanes, GatherPairs, GatherStaging, Tuning};
+pub use tuning::{
+    CellLoad, DdefFar, DdefGather, GatherChoice, GatherLanes, GatherPairs, GatherStaging, Tuning,
+};
 
 /// How a kernel accesses a storage binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -373,6 +375,8 @@ pub struct Specialization {
     pub block_diag: bool,
     /// The caller's kernel shapes.
     pub tuning: Tuning,
+    /// The cells' load at set-up, which `GatherChoice::Auto` shapes `ddef_gather` by.
+    pub ddef_load: CellLoad,
 }
 
 impl Specialization {
@@ -382,11 +386,12 @@ impl Specialization {
         !is_cpu(device) || self.tuning.staged_on_cpu
     }
 
-    /// The shape `ddef_gather` runs on `device`: the tuning's on its staged path; on a
-    /// CPU adapter's direct path (one invocation per WG targets' group) the default.
+    /// The shape `ddef_gather` runs on `device`: the tuning's choice for the cells' load
+    /// on its staged path; on a CPU adapter's direct path (one invocation per WG targets'
+    /// group) the default.
     pub fn ddef_gather(&self, device: &wgpu::Device) -> DdefGather {
         if self.staged_on(device) {
-            self.tuning.ddef_gather
+            self.tuning.ddef_gather.shape(self.ddef_load)
         } else {
             DdefGather::default()
         }

@@ -67,8 +67,9 @@ pub struct DdefGather {
 }
 
 /// `cell/256/unrolled`: 9-10% faster steps than `cell/256` at 256K and 1M charges on an
-/// H200, the fastest shape at both (BENCHMARKS.md, "The near gather's and far field's
-/// shapes").
+/// H200, the fastest shape there of those with 256 lanes (BENCHMARKS.md, "The near
+/// gather's and far field's shapes"); [`GatherChoice::Auto`] takes it for crowded cells.
+/// Also the one shape of a CPU adapter's direct path.
 impl Default for DdefGather {
     fn default() -> Self {
         Self {
@@ -116,6 +117,27 @@ impl DdefGather {
     }
 }
 
+impl DdefGather {
+    /// The shape [`GatherChoice::Auto`] runs for `load`: `cell/128/unrolled` while at most
+    /// 15% of the charges lie in cells of more than 128 (`CellLoad::crowded`), else
+    /// `cell/256/unrolled`. A cell of at most 128 charges leaves half as many invocations
+    /// idle in a 128-lane workgroup, a fuller one takes two such workgroups, each walking
+    /// the whole neighbourhood. On an H200 the gather with 128 lanes was 8-22% faster at
+    /// crowded fractions 0 to 0.06, equal at 0.23, 7-13% slower from 0.51 (uniform and
+    /// crowded clouds, 64K to 1M charges; BENCHMARKS.md, "The gather's lanes by cell load").
+    pub fn for_load(load: CellLoad) -> Self {
+        let lanes = if 20 * load.crowded <= 3 * load.charges {
+            GatherLanes::L128
+        } else {
+            GatherLanes::L256
+        };
+        Self {
+            lanes,
+            ..Self::default()
+        }
+    }
+}
+
 impl fmt::Display for DdefGather {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let staging = match self.staging {
@@ -144,6 +166,89 @@ impl FromStr for DdefGather {
                  N = 64, 128 or 256, or cell/N/dual, N = 64 or 128"
             )
             })
+    }
+}
+
+/// How crowded a solver's lattice cells are at set-up: its charges at their initial
+/// positions under their first DDEF plan, every world of a batch together. The gather's
+/// shape is fixed when its pipeline is made, so a re-plan keeps it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CellLoad {
+    /// Charges located.
+    pub charges: u64,
+    /// Those of them in cells of more than 128 charges (`GatherLanes::L128`).
+    pub crowded: u64,
+}
+
+impl CellLoad {
+    /// The load of cells holding `counts` charges.
+    pub fn of_counts(counts: &[u32]) -> Self {
+        let most = GatherLanes::L128.count();
+        counts.iter().fold(Self::default(), |l, &c| Self {
+            charges: l.charges + u64::from(c),
+            crowded: l.crowded + if c > most { u64::from(c) } else { 0 },
+        })
+    }
+}
+
+/// Both loads together (the worlds of a batch).
+impl std::ops::Add for CellLoad {
+    type Output = Self;
+
+    fn add(self, other: Self) -> Self {
+        Self {
+            charges: self.charges + other.charges,
+            crowded: self.crowded + other.crowded,
+        }
+    }
+}
+
+/// Which shape `ddef_gather` runs: chosen from the cells' load at set-up (the default), or
+/// the caller's. Written and parsed as `auto` or a shape's name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GatherChoice {
+    /// [`DdefGather::for_load`].
+    #[default]
+    Auto,
+    Fixed(DdefGather),
+}
+
+impl GatherChoice {
+    /// The shape for cells of `load`.
+    pub fn shape(self, load: CellLoad) -> DdefGather {
+        match self {
+            Self::Auto => DdefGather::for_load(load),
+            Self::Fixed(g) => g,
+        }
+    }
+}
+
+impl From<DdefGather> for GatherChoice {
+    fn from(g: DdefGather) -> Self {
+        Self::Fixed(g)
+    }
+}
+
+impl fmt::Display for GatherChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Auto => write!(f, "auto"),
+            Self::Fixed(g) => g.fmt(f),
+        }
+    }
+}
+
+impl FromStr for GatherChoice {
+    /// What a value that names no shape was, and the shapes there are.
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.trim() == "auto" {
+            return Ok(Self::Auto);
+        }
+        s.parse()
+            .map(Self::Fixed)
+            .map_err(|e| format!("{e}, or auto"))
     }
 }
 
@@ -201,7 +306,7 @@ impl FromStr for DdefFar {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tuning {
     /// `ddef_gather`'s shape on a GPU (on a CPU adapter, with `staged_on_cpu`).
-    pub ddef_gather: DdefGather,
+    pub ddef_gather: GatherChoice,
     /// `ddef_far`'s shape on a GPU (on a CPU adapter, with `staged_on_cpu`).
     pub ddef_far: DdefFar,
     /// On a CPU adapter, keep the DDEF far field's and near gathers' staged path
@@ -265,5 +370,48 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn the_automatic_gather_takes_128_lanes_while_few_charges_crowd() {
+        // Cells of 128 charges are not crowded, of 129 are.
+        let load = CellLoad::of_counts(&[0, 5, 128, 129, 300]);
+        assert_eq!(
+            load,
+            CellLoad {
+                charges: 562,
+                crowded: 429
+            }
+        );
+        assert_eq!(
+            load + load,
+            CellLoad {
+                charges: 1124,
+                crowded: 858
+            }
+        );
+        let lanes = |charges, crowded| {
+            let g = GatherChoice::Auto.shape(CellLoad { charges, crowded });
+            assert_eq!(
+                (g.staging, g.pairs),
+                (GatherStaging::PerCell, GatherPairs::Unrolled)
+            );
+            g.lanes.count()
+        };
+        assert_eq!(lanes(0, 0), 128);
+        assert_eq!(lanes(1000, 150), 128);
+        assert_eq!(lanes(1000, 151), 256);
+        assert_eq!(lanes(1000, 1000), 256);
+        let fixed: DdefGather = "packed/64".parse().unwrap();
+        assert_eq!(GatherChoice::from(fixed).shape(load), fixed);
+        assert_eq!("auto".parse::<GatherChoice>(), Ok(GatherChoice::Auto));
+        assert_eq!(GatherChoice::Auto.to_string(), "auto");
+        assert_eq!(GatherChoice::default(), GatherChoice::Auto);
+        for g in DdefGather::all() {
+            let c = GatherChoice::Fixed(g);
+            assert_eq!(c.to_string().parse::<GatherChoice>(), Ok(c));
+        }
+        let e = "cell/32".parse::<GatherChoice>().unwrap_err();
+        assert!(e.contains("'cell/32'") && e.ends_with("or auto"), "{e}");
     }
 }

@@ -103,6 +103,7 @@ pub(in crate::gpu) fn assemble(
         }
         let spec = Specialization {
             tuning,
+            ddef_load: ddef.as_ref().map(SolverDdef::load).unwrap_or_default(),
             ..params::specialization(config)
         };
         let mut engine = Engine::new(device, spec);

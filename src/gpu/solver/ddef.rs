@@ -15,6 +15,7 @@ use crate::gpu::error::GpuError;
 use crate::gpu::host::buffers::{Buf, Buffers, DdefSizes};
 use crate::gpu::host::ddef_layout::DdefLayout;
 use crate::gpu::layout::{DdefWorld, DDEF_PLAN_BYTES};
+use crate::gpu::shader::CellLoad;
 use crate::model::System;
 use glam::DVec3;
 
@@ -24,6 +25,8 @@ pub(in crate::gpu) struct WorldPlan {
     pub plan: LatticePlan,
     pub variant: DdefVariant,
     pub eps2: f32,
+    /// Its cells' load at the initial positions (the gather's shape for `Auto`).
+    pub load: CellLoad,
 }
 
 impl WorldPlan {
@@ -37,16 +40,23 @@ impl WorldPlan {
         if d.grid == DdefGrid::Delaunay {
             return Err(delaunay_refused());
         }
-        let plan = if system.charged_count() == 0 {
-            LatticePlan::new(DVec3::ZERO, DVec3::ZERO, 0)?
+        let (x, q) = (system.positions(), system.charges());
+        let (plan, load) = if system.charged_count() == 0 {
+            (
+                LatticePlan::new(DVec3::ZERO, DVec3::ZERO, 0)?,
+                CellLoad::default(),
+            )
         } else {
-            DdefSolver::plan_for(d, system.positions(), system.charges())?
+            let plan = DdefSolver::plan_for(d, x, q)?;
+            let counts = DdefSolver::cell_counts(&plan, x, q)?;
+            (plan, CellLoad::of_counts(&counts))
         };
         let eps = config.coulomb.softening;
         Ok(Some(Self {
             plan,
             variant: d.variant,
             eps2: crate::gpu::host::params::to_f32(eps * eps, "coulomb softening^2", 0)?,
+            load,
         }))
     }
 }
@@ -87,6 +97,14 @@ impl SolverDdef {
             worlds: Mutex::new(worlds),
             evaluations: AtomicU64::new(0),
         }
+    }
+
+    /// Every world's cells' load at set-up, together.
+    pub(in crate::gpu) fn load(&self) -> CellLoad {
+        let worlds = self.worlds.lock().unwrap_or_else(|e| e.into_inner());
+        worlds
+            .iter()
+            .fold(CellLoad::default(), |sum, w| sum + w.load)
     }
 
     /// What the DDEF buffers are sized for.

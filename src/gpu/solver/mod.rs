@@ -4,7 +4,7 @@
 //! explicit integrators and local-global; `adjoint_setup` what they share) and the
 //! solver that runs it
 //! (`adjoint_run`), writes into a running solver (`update`), the DDEF plans and re-plans
-//! (`ddef`), a solver's parts assembled in order (`assemble`) and
+//! (`ddef`) and what a solver reports of them (`ddef_report`), a solver's parts assembled in order (`assemble`) and
 //! [`gpu_solver::GpuSolver`], which runs them.
 
 pub mod adjoint;
@@ -13,6 +13,7 @@ mod adjoint_setup;
 mod adjoint_steps;
 pub(crate) mod assemble;
 pub(crate) mod ddef;
+mod ddef_report;
 pub mod gpu_solver;
 pub(crate) mod program;
 pub mod reads;
