@@ -300,7 +300,7 @@ fn main() {
     } else {
         fit_growing(&set, &theta0, &targets, &options)
     };
-    let k = set.values(&out.theta);
+    let k = set.values(&out.theta).expect("values");
     let rel: Vec<f64> = k
         .iter()
         .zip(truth.springs())

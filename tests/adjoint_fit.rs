@@ -166,7 +166,7 @@ fn a_stiff_band_in_a_soft_cloth_is_recovered_per_spring() {
     })
     .unwrap();
     assert!(out.loss < 1e-4 * out.initial_loss, "{:?}", out.reason);
-    let k = set.values(&out.theta);
+    let k = set.values(&out.theta).unwrap();
     let rms = rms_error(&k, &truth);
     for (name, which) in [("band", true), ("soft", false)] {
         let errs: Vec<f64> = k
@@ -244,7 +244,7 @@ fn a_smoothness_continuation_ends_without_the_penalty_from_the_penalized_result(
     assert!(out.history[b - 1].theta != theta0);
     assert_eq!(out.initial_loss, out.history[0].loss);
     assert_eq!(out.loss, out.history.last().unwrap().loss);
-    let rms = rms_error(&set.values(&out.theta), &truth);
+    let rms = rms_error(&set.values(&out.theta).unwrap(), &truth);
     assert!(rms <= 0.05, "relative RMS error {rms}");
 }
 

@@ -327,7 +327,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     let reference = fit_job::display_factors(&specs, &set);
     // The initial values, relative to each parameter's reference (theta0 is their image:
     // logarithms for --log).
-    let mut values0 = set.values(&set.initial());
+    let mut values0 = set.values(&set.initial()).map_err(grad_error)?;
     if !args.init.is_empty() {
         if args.init.len() != specs.len() {
             return Err(option_error(
@@ -435,7 +435,10 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     // theta -> the values shown (physical, in each parameter's display unit).
     let display = |theta: &[f64]| fit_job::display(&set, &reference, theta);
     let shown = |theta: &[f64]| -> String {
-        let shown = display(theta);
+        let shown = match display(theta) {
+            Ok(shown) => shown,
+            Err(e) => return e.to_string(),
+        };
         if theta.len() > 4 {
             let mean = shown.iter().sum::<f64>() / theta.len() as f64;
             return format!("{} components, mean {mean:.6e}", theta.len());
@@ -518,7 +521,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         .map_or(theta0.as_slice(), |s| &s.thetas[s.best]);
     let outcome = grad::fit(&set, from, &targets, &options, progress).map_err(grad_error)?;
     let wall = start.elapsed().as_secs_f64();
-    let values: Vec<f64> = display(&outcome.theta);
+    let values: Vec<f64> = display(&outcome.theta).map_err(grad_error)?;
 
     let inputs = FitInputs {
         scene: &scene,
@@ -531,7 +534,9 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         starts: starts.as_ref(),
         wall_seconds: wall,
     };
-    let path = FitRecord::new(&inputs, &outcome).write(&out)?;
+    let path = FitRecord::new(&inputs, &outcome)
+        .map_err(grad_error)?
+        .write(&out)?;
 
     // The gradient is that of exact linear solves (crate::grad); say so when the scene's
     // solver stops far from one.

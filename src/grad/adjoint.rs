@@ -132,7 +132,7 @@ pub(crate) fn evaluate(
     if !loss.is_finite() {
         return Err(GradError::NonFiniteLoss);
     }
-    let gradient = set.pullback(&tape.cot, theta);
+    let gradient = set.pullback(&tape.cot, theta)?;
     let mut stats = tape.stats;
     stats.steps = last;
     stats.checkpoint = Some(CheckpointStats {

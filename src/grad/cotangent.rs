@@ -3,6 +3,7 @@
 //! sweep, and their pull-back onto theta through a [`ParamSet`].
 
 use super::params::{Param, ParamSet};
+use super::GradError;
 use glam::DVec3;
 
 /// Which physical cotangents a parameter set needs (the rest are not computed).
@@ -75,8 +76,12 @@ impl Cotangent {
 impl ParamSet {
     /// dL/dtheta from the physical cotangents at `theta`: the transpose of
     /// [`ParamSet::directions_at`], without building one direction per component (a
-    /// per-element parameter maps its accumulator one to one).
-    pub fn pullback(&self, cot: &Cotangent, theta: &[f64]) -> Vec<f64> {
+    /// per-element parameter maps its accumulator one to one). [`GradError::Param`] when
+    /// theta has the wrong length, or a cotangent field the parameters read is not sized
+    /// for the base system (naming it).
+    pub fn pullback(&self, cot: &Cotangent, theta: &[f64]) -> Result<Vec<f64>, GradError> {
+        let derivatives = self.value_derivatives(theta)?;
+        self.check_cotangent(cot)?;
         let b = self.base_system();
         let mut g = Vec::with_capacity(self.len());
         let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
@@ -103,9 +108,52 @@ impl ParamSet {
                 }
             }
         }
-        for (gc, d) in g.iter_mut().zip(self.value_derivatives(theta)) {
+        for (gc, d) in g.iter_mut().zip(derivatives) {
             *gc *= d;
         }
-        g
+        Ok(g)
+    }
+
+    /// Each cotangent field that [`Self::pullback`] reads has one entry per element of
+    /// the base system and configuration.
+    fn check_cotangent(&self, cot: &Cotangent) -> Result<(), GradError> {
+        let n = self.base_system().len();
+        let ns = self.base_system().springs().len();
+        let ne = self.base_config().external_charges.len();
+        for p in self.params() {
+            let (field, got, expected, whole, of) = match p {
+                Param::ChargeScale | Param::Charges => {
+                    ("charges", cot.charges.len(), n, "system has", "particles")
+                }
+                Param::StiffnessScale | Param::Stiffnesses | Param::StiffnessBlocks { .. } => (
+                    "stiffnesses",
+                    cot.stiffnesses.len(),
+                    ns,
+                    "system has",
+                    "springs",
+                ),
+                Param::Masses => ("masses", cot.masses.len(), n, "system has", "particles"),
+                Param::ExternalCharge { .. } => (
+                    "external_charges",
+                    cot.external_charges.len(),
+                    ne,
+                    "configuration has",
+                    "external charges",
+                ),
+                Param::ExternalPosition { .. } => (
+                    "external_positions",
+                    cot.external_positions.len(),
+                    ne,
+                    "configuration has",
+                    "external charges",
+                ),
+            };
+            if got != expected {
+                return Err(GradError::Param(format!(
+                    "the cotangent's {field} has {got} entries, the {whole} {expected} {of}"
+                )));
+            }
+        }
+        Ok(())
     }
 }

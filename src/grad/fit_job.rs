@@ -60,10 +60,11 @@ pub fn display_factors(params: &[FitParam], set: &ParamSet) -> Vec<f64> {
 }
 
 /// `theta`'s values in each parameter's display unit (`reference` from
-/// [`display_factors`]; a log parameter's theta is its logarithm).
-pub fn display(set: &ParamSet, reference: &[f64], theta: &[f64]) -> Vec<f64> {
-    let v = set.values(theta);
-    v.iter().zip(reference).map(|(t, r)| t * r).collect()
+/// [`display_factors`]; a log parameter's theta is its logarithm). An error as
+/// [`ParamSet::values`] gives one.
+pub fn display(set: &ParamSet, reference: &[f64], theta: &[f64]) -> Result<Vec<f64>, GradError> {
+    let v = set.values(theta)?;
+    Ok(v.iter().zip(reference).map(|(t, r)| t * r).collect())
 }
 
 /// Sets `theta` (one parameter's components, as values relative to its reference, not
@@ -267,17 +268,26 @@ pub struct FitInputs<'a> {
 }
 
 impl FitRecord {
-    /// The record of `outcome`, fitted from `inputs`.
-    pub fn new(inputs: &FitInputs, outcome: &FitOutcome) -> Self {
+    /// The record of `outcome`, fitted from `inputs`; an error when one of its thetas
+    /// does not fit `inputs.set` ([`ParamSet::values`]).
+    pub fn new(inputs: &FitInputs, outcome: &FitOutcome) -> Result<Self, GradError> {
         let set = inputs.set;
         let reference = display_factors(inputs.params, set);
         let display = |theta: &[f64]| display(set, &reference, theta);
         let small = set.len() <= 16;
-        let listed = |theta: &[f64]| small.then(|| display(theta));
-        let values = display(&outcome.theta);
+        let listed = |theta: &[f64]| small.then(|| display(theta)).transpose();
+        let values = display(&outcome.theta)?;
+        let initial = display(inputs.theta0)?;
+        let history = (outcome.history.iter())
+            .map(|h| listed(&h.theta))
+            .collect::<Result<Vec<_>, _>>()?;
+        let start_values = (inputs.starts.iter())
+            .flat_map(|s| &s.thetas)
+            .map(|t| listed(t))
+            .collect::<Result<Vec<_>, _>>()?;
         let scene = inputs.scene;
         let grad = &inputs.options.grad;
-        Self {
+        Ok(Self {
             msc_version: env!("CARGO_PKG_VERSION"),
             scene: scene.name.clone(),
             target: inputs.target.display().to_string(),
@@ -289,7 +299,7 @@ impl FitRecord {
                     name: p.label.clone(),
                     unit: p.unit,
                     components: set.range(a).len(),
-                    initial: display(inputs.theta0)[set.range(a)].to_vec(),
+                    initial: initial[set.range(a)].to_vec(),
                     log: set.is_log(a),
                     result: values[set.range(a)].to_vec(),
                 })
@@ -305,11 +315,11 @@ impl FitRecord {
             interrupted: outcome.reason == StopReason::Interrupted,
             iterations: outcome.history.last().map_or(0, |h| h.iteration),
             evaluations: outcome.evaluations,
-            history: (outcome.history.iter())
-                .map(|h| HistoryRecord {
+            history: (outcome.history.iter().zip(history))
+                .map(|(h, values)| HistoryRecord {
                     iteration: h.iteration,
                     loss: h.loss,
-                    values: listed(&h.theta),
+                    values,
                     gradient_norm: h.gradient_norm,
                     lambda: h.lambda,
                     step_norm: h.step_norm,
@@ -349,15 +359,15 @@ impl FitRecord {
                 chosen: s.best,
                 evaluation: "forward runs of every start as worlds of one batch",
                 wall_seconds: s.seconds,
-                points: (s.thetas.iter().zip(&s.losses))
-                    .map(|(t, l)| StartRecord {
-                        values: listed(t),
+                points: (start_values.into_iter().zip(&s.losses))
+                    .map(|(values, l)| StartRecord {
+                        values,
                         loss: l.as_ref().ok().copied(),
                         error: l.as_ref().err().map(|e| e.to_string()),
                     })
                     .collect(),
             }),
-        }
+        })
     }
 
     /// Writes the record as `dir/fit.json` (the folder created if needed), atomically;

@@ -130,7 +130,7 @@ pub(crate) fn evaluate(
     if !loss.is_finite() {
         return Err(GradError::NonFiniteLoss);
     }
-    let gradient = set.pullback(&cot, theta);
+    let gradient = set.pullback(&cot, theta)?;
     if !gradient.iter().all(|g| g.is_finite()) {
         return Err(GradError::NonFiniteGradient);
     }

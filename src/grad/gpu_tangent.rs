@@ -138,7 +138,7 @@ pub(crate) fn drive(
         Tangents(GpuTangents),
     }
     let mut run = if with_tangents {
-        let dirs = set.directions_at(theta);
+        let dirs = set.directions_at(theta)?;
         stats.tangents = dirs.len();
         Run::Tangents(GpuTangents::headless(&system, &config, &dirs, &hopts)?)
     } else {

@@ -268,7 +268,9 @@ impl ParamSet {
     }
 
     /// The physical value of each component (theta itself for a linear parameter).
-    pub fn values(&self, theta: &[f64]) -> Vec<f64> {
+    /// [`GradError::Param`] when theta has the wrong length or a non-finite component.
+    pub fn values(&self, theta: &[f64]) -> Result<Vec<f64>, GradError> {
+        self.check_len(theta)?;
         let mut v = theta.to_vec();
         for a in 0..self.params.len() {
             if self.log[a] {
@@ -277,7 +279,7 @@ impl ParamSet {
                 }
             }
         }
-        v
+        Ok(v)
     }
 
     /// theta for physical values (the inverse of [`Self::values`]); a log component whose
@@ -304,7 +306,9 @@ impl ParamSet {
     }
 
     /// d value / d theta per component (1 for linear, the value for log).
-    pub fn value_derivatives(&self, theta: &[f64]) -> Vec<f64> {
+    /// [`GradError::Param`] when theta has the wrong length or a non-finite component.
+    pub fn value_derivatives(&self, theta: &[f64]) -> Result<Vec<f64>, GradError> {
+        self.check_len(theta)?;
         let mut d = vec![1.0; theta.len()];
         for a in 0..self.params.len() {
             if self.log[a] {
@@ -313,7 +317,7 @@ impl ParamSet {
                 }
             }
         }
-        d
+        Ok(d)
     }
 
     pub fn params(&self) -> &[Param] {
@@ -366,8 +370,9 @@ impl ParamSet {
             .expect("with_log checked that every log base value is non-zero")
     }
 
-    /// The base system's physical values.
-    fn linear_initial(&self) -> Vec<f64> {
+    /// The base system's physical values (those of [`Self::initial`], exactly so for a
+    /// linear parameter).
+    pub(crate) fn linear_initial(&self) -> Vec<f64> {
         let mut theta = Vec::with_capacity(self.len());
         for p in &self.params {
             match *p {
@@ -393,8 +398,7 @@ impl ParamSet {
     /// The system and configuration that theta describes, validated (a negative stiffness
     /// or a non-finite value is a [`GradError::Model`] or [`GradError::Config`]).
     pub fn instantiate(&self, theta: &[f64]) -> Result<(System, Config), GradError> {
-        self.check_len(theta)?;
-        let values = self.values(theta);
+        let values = self.values(theta)?;
         let theta = values.as_slice();
         let b = &self.base_system;
         let mut desc = SystemDesc {
@@ -438,15 +442,16 @@ impl ParamSet {
 
     /// d(physical quantities)/d(theta_p) for every component p at `theta` (the linear
     /// directions scaled by d value / d theta for log parameters).
-    pub fn directions_at(&self, theta: &[f64]) -> Vec<Direction> {
-        let scale = self.value_derivatives(theta);
+    /// [`GradError::Param`] when theta has the wrong length or a non-finite component.
+    pub fn directions_at(&self, theta: &[f64]) -> Result<Vec<Direction>, GradError> {
+        let scale = self.value_derivatives(theta)?;
         let mut dirs = self.directions();
         for (d, s) in dirs.iter_mut().zip(scale) {
             if s != 1.0 {
                 d.scale(s);
             }
         }
-        dirs
+        Ok(dirs)
     }
 
     /// d(physical quantities)/d(theta_p) for every component p of the linear

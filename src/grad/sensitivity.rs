@@ -186,7 +186,7 @@ pub(crate) fn drive_cpu(
     let (system, config) = set.instantiate(theta)?;
     let config = forward_config(&config, options);
     let dirs: Vec<Direction> = if with_tangents {
-        set.directions_at(theta)
+        set.directions_at(theta)?
     } else {
         Vec::new()
     };

@@ -41,7 +41,7 @@ impl Smoothness {
                 _ => continue,
             };
             let r = set.range(a);
-            let base = set.values(&set.initial());
+            let base = set.linear_initial();
             let scale = if set.is_log(a) {
                 1.0
             } else {
