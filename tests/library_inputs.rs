@@ -537,3 +537,95 @@ fn a_step_of_more_solver_iterations_than_the_limit_is_refused() {
     };
     assert!(at.validate().is_ok());
 }
+
+/// `ParamSet::values`, `value_derivatives`, `directions_at` and `pullback` indexed theta
+/// unchecked: a theta of the wrong length panicked (index out of bounds at a log
+/// parameter) or came back as short as it went in. Now each names theta and both lengths.
+#[test]
+fn a_theta_of_the_wrong_length_is_a_typed_error() {
+    use msc::grad::cotangent::Wants;
+    use msc::grad::{Cotangent, GradError, Param, ParamSet};
+    let params = [Param::Charges, Param::StiffnessScale, Param::Masses];
+    let set = ParamSet::new(&pair(), &at_10_ms(), &params)
+        .and_then(|s| s.with_log(&[false, false, true]))
+        .expect("set");
+    let cot = Cotangent::zeros(Wants::of(&set), 2, 1, 0);
+    let good = set.initial();
+    assert_eq!(set.values(&good).expect("values").len(), 5);
+    assert_eq!(set.value_derivatives(&good).expect("derivatives").len(), 5);
+    assert_eq!(set.directions_at(&good).expect("directions").len(), 5);
+    assert_eq!(set.pullback(&cot, &good).expect("pullback").len(), 5);
+    for len in [4, 6] {
+        let theta = vec![0.5; len];
+        let says = format!("theta has {len} components, the parameters have 5");
+        let check = |what: &str, e: Option<GradError>| match e {
+            Some(GradError::Param(m)) => assert!(m.contains(&says), "{what}: {m}"),
+            other => panic!("{what}: expected a parameter error, got {other:?}"),
+        };
+        check("values", set.values(&theta).err());
+        check("value_derivatives", set.value_derivatives(&theta).err());
+        check("directions_at", set.directions_at(&theta).err());
+        check("pullback", set.pullback(&cot, &theta).err());
+    }
+}
+
+/// `ParamSet::pullback` read a cotangent built for another system unchecked: a short
+/// `charges` zipped short or gave a short gradient, a short `stiffnesses` panicked under
+/// stiffness blocks, an empty `external_charges` panicked. Now each names the field and
+/// both lengths.
+#[test]
+fn a_cotangent_of_the_wrong_size_is_a_typed_error() {
+    use msc::config::ExternalCharge;
+    use msc::grad::cotangent::Wants;
+    use msc::grad::{Cotangent, GradError, Param, ParamSet};
+    let config = Config {
+        external_charges: vec![ExternalCharge {
+            charge: 1e-7,
+            position: DVec3::new(0.5, 1.0, 0.0),
+            orbit: None,
+        }],
+        ..at_10_ms()
+    };
+    let params = [
+        Param::ChargeScale,
+        Param::StiffnessBlocks { count: 1 },
+        Param::Masses,
+        Param::ExternalCharge { index: 0 },
+        Param::ExternalPosition { index: 0 },
+    ];
+    let set = ParamSet::new(&pair(), &config, &params).expect("set");
+    let theta = set.initial();
+    let good = Cotangent::zeros(Wants::of(&set), 2, 1, 1);
+    assert_eq!(set.pullback(&good, &theta).expect("pullback").len(), 8);
+    type Spoil = fn(&mut Cotangent);
+    let cases: [(Spoil, &str); 5] = [
+        (
+            |c| c.charges.truncate(1),
+            "charges has 1 entries, the system has 2 particles",
+        ),
+        (
+            |c| c.stiffnesses.clear(),
+            "stiffnesses has 0 entries, the system has 1 springs",
+        ),
+        (
+            |c| c.masses.push(0.0),
+            "masses has 3 entries, the system has 2 particles",
+        ),
+        (
+            |c| c.external_charges.clear(),
+            "external_charges has 0 entries, the configuration has 1 external charges",
+        ),
+        (
+            |c| c.external_positions.push(DVec3::ZERO),
+            "external_positions has 2 entries, the configuration has 1 external charges",
+        ),
+    ];
+    for (spoil, says) in cases {
+        let mut cot = good.clone();
+        spoil(&mut cot);
+        match set.pullback(&cot, &theta) {
+            Err(GradError::Param(m)) => assert!(m.contains(says) && m.contains("cotangent"), "{m}"),
+            other => panic!("{says}: expected a parameter error, got {other:?}"),
+        }
+    }
+}
