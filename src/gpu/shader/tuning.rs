@@ -107,24 +107,14 @@ impl DdefGather {
             .chain(dual)
     }
 
-    /// Targets one workgroup takes (`LANES`, twice that `Dual`): a divisor of
-    /// `WORKGROUP_SIZE`, whose work items each take `WORKGROUP_SIZE / this` workgroups.
-    pub const fn targets_per_workgroup(self) -> u32 {
-        match self.pairs {
-            GatherPairs::Dual => 2 * self.lanes.count(),
-            _ => self.lanes.count(),
-        }
-    }
-}
-
-impl DdefGather {
     /// The shape [`GatherChoice::Auto`] runs for `load`: `cell/128/unrolled` while at most
     /// 15% of the charges lie in cells of more than 128 (`CellLoad::crowded`), else
     /// `cell/256/unrolled`. A cell of at most 128 charges leaves half as many invocations
     /// idle in a 128-lane workgroup, a fuller one takes two such workgroups, each walking
     /// the whole neighbourhood. On an H200 the gather with 128 lanes was 8-22% faster at
-    /// crowded fractions 0 to 0.06, equal at 0.23, 7-13% slower from 0.51 (uniform and
-    /// crowded clouds, 64K to 1M charges; BENCHMARKS.md, "The gather's lanes by cell load").
+    /// crowded fractions 0 to 0.06, equal at 0.23, and from 0.51 up between as fast and 22%
+    /// slower (uniform and crowded clouds, 64K to 1M charges; BENCHMARKS.md, "The gather's
+    /// lanes by cell load").
     pub fn for_load(load: CellLoad) -> Self {
         let lanes = if 20 * load.crowded <= 3 * load.charges {
             GatherLanes::L128
@@ -134,6 +124,15 @@ impl DdefGather {
         Self {
             lanes,
             ..Self::default()
+        }
+    }
+
+    /// Targets one workgroup takes (`LANES`, twice that `Dual`): a divisor of
+    /// `WORKGROUP_SIZE`, whose work items each take `WORKGROUP_SIZE / this` workgroups.
+    pub const fn targets_per_workgroup(self) -> u32 {
+        match self.pairs {
+            GatherPairs::Dual => 2 * self.lanes.count(),
+            _ => self.lanes.count(),
         }
     }
 }
