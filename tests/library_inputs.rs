@@ -601,23 +601,23 @@ fn a_cotangent_of_the_wrong_size_is_a_typed_error() {
     let cases: [(Spoil, &str); 5] = [
         (
             |c| c.charges.truncate(1),
-            "charges has 1 entries, the system has 2 particles",
+            "charges has 1 entries, for 2 particles",
         ),
         (
             |c| c.stiffnesses.clear(),
-            "stiffnesses has 0 entries, the system has 1 springs",
+            "stiffnesses has 0 entries, for 1 springs",
         ),
         (
             |c| c.masses.push(0.0),
-            "masses has 3 entries, the system has 2 particles",
+            "masses has 3 entries, for 2 particles",
         ),
         (
             |c| c.external_charges.clear(),
-            "external_charges has 0 entries, the configuration has 1 external charges",
+            "external_charges has 0 entries, for 1 external charges",
         ),
         (
             |c| c.external_positions.push(DVec3::ZERO),
-            "external_positions has 2 entries, the configuration has 1 external charges",
+            "external_positions has 2 entries, for 1 external charges",
         ),
     ];
     for (spoil, says) in cases {

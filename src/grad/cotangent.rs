@@ -121,36 +121,31 @@ impl ParamSet {
         let ns = self.base_system().springs().len();
         let ne = self.base_config().external_charges.len();
         for p in self.params() {
-            let (field, got, expected, whole, of) = match p {
+            // (field, its entries, the entries wanted, of what)
+            let (field, got, expected, of) = match p {
                 Param::ChargeScale | Param::Charges => {
-                    ("charges", cot.charges.len(), n, "system has", "particles")
+                    ("charges", cot.charges.len(), n, "particles")
                 }
-                Param::StiffnessScale | Param::Stiffnesses | Param::StiffnessBlocks { .. } => (
-                    "stiffnesses",
-                    cot.stiffnesses.len(),
-                    ns,
-                    "system has",
-                    "springs",
-                ),
-                Param::Masses => ("masses", cot.masses.len(), n, "system has", "particles"),
+                Param::StiffnessScale | Param::Stiffnesses | Param::StiffnessBlocks { .. } => {
+                    ("stiffnesses", cot.stiffnesses.len(), ns, "springs")
+                }
+                Param::Masses => ("masses", cot.masses.len(), n, "particles"),
                 Param::ExternalCharge { .. } => (
                     "external_charges",
                     cot.external_charges.len(),
                     ne,
-                    "configuration has",
                     "external charges",
                 ),
                 Param::ExternalPosition { .. } => (
                     "external_positions",
                     cot.external_positions.len(),
                     ne,
-                    "configuration has",
                     "external charges",
                 ),
             };
             if got != expected {
                 return Err(GradError::Param(format!(
-                    "the cotangent's {field} has {got} entries, the {whole} {expected} {of}"
+                    "the cotangent's {field} has {got} entries, for {expected} {of}"
                 )));
             }
         }
