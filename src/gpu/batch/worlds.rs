@@ -28,7 +28,6 @@ use crate::gpu::host::recording::Op;
 use crate::gpu::layout::{
     Params, World, MAX_STORAGE_BUFFERS, SCALAR_SLOTS, SLOT_ENERGY, SLOT_RESIDUAL, TILE,
 };
-use crate::gpu::shader::Specialization;
 use crate::gpu::solver::assemble::{is_cpu, Parts};
 use crate::gpu::solver::ddef::{SolverDdef, WorldPlan};
 use crate::gpu::solver::gpu_solver::{headless_host, GpuSolver};
@@ -499,10 +498,10 @@ fn assemble(
         device,
         buffers.get(Buf::Worlds)?,
         buffers.get(Buf::WorldTable)?,
-        Specialization {
-            ddef_load: ddef.as_ref().map(|(d, _)| d.load()).unwrap_or_default(),
-            ..specialization(config)
-        },
+        specialization(
+            config,
+            ddef.as_ref().map(|(d, _)| d.load()).unwrap_or_default(),
+        ),
     );
     let ns = system.springs().len() as u32;
     let configs: Vec<&Config> = worlds.iter().map(|(_, c)| *c).collect();

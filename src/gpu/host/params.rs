@@ -10,7 +10,7 @@ use super::adjacency;
 use crate::config::{Config, ExternalField, Integrator, SolverMethod};
 use crate::gpu::error::GpuError;
 use crate::gpu::layout::{ExtCharge, FieldKind, Params, World, MAX_EXT_CHARGES};
-use crate::gpu::shader::Specialization;
+use crate::gpu::shader::{CellLoad, Specialization};
 use crate::model::{System, COULOMB_K};
 
 /// `value` in f32, or a typed error naming `what` and `index` when f32 cannot hold it.
@@ -202,12 +202,13 @@ pub(in crate::gpu) fn block_diag(config: &Config) -> bool {
         )
 }
 
-/// The pipeline constants of `config`'s solver.
-pub(in crate::gpu) fn specialization(config: &Config) -> Specialization {
+/// The pipeline constants of `config`'s solver whose DDEF cells hold `ddef_load` at
+/// set-up, with the default kernel shapes.
+pub(in crate::gpu) fn specialization(config: &Config, ddef_load: CellLoad) -> Specialization {
     Specialization {
         block_diag: block_diag(config),
         tuning: Default::default(),
-        ddef_load: Default::default(),
+        ddef_load,
     }
 }
 

@@ -101,10 +101,10 @@ pub(in crate::gpu) fn assemble(
         if let Some(d) = &ddef {
             d.create_buffers(device, &mut buffers, &tables);
         }
+        let load = ddef.as_ref().map(SolverDdef::load).unwrap_or_default();
         let spec = Specialization {
             tuning,
-            ddef_load: ddef.as_ref().map(SolverDdef::load).unwrap_or_default(),
-            ..params::specialization(config)
+            ..params::specialization(config, load)
         };
         let mut engine = Engine::new(device, spec);
         let mut recorder = Recorder::new(device, &mut engine, &buffers, system, config, dt);
