@@ -26,7 +26,7 @@ impl Rerun {
     /// The shell command that reruns shard `shard` (`K/N`).
     pub fn command(&self, shard: &str) -> String {
         let mut words = vec![shell_quote(&self.program.to_string_lossy())];
-        words.extend(self.args.iter().map(|a| shell_quote(a)));
+        words.extend(self.shell_args());
         words.push("--shard".into());
         words.push(shard.to_string());
         format!(
@@ -37,7 +37,39 @@ impl Rerun {
     }
 }
 
+/// The options of a rerun command that take a value.
+const VALUE_OPTIONS: [&str; 6] = [
+    "--set",
+    "--vary",
+    "--out",
+    "--backend",
+    "--steps",
+    "--devices",
+];
+
 impl Rerun {
+    /// The arguments as shell words that msc reads back as given. clap takes a word that
+    /// starts with `-` for an option, so such a value is joined to its option (`--out -x`
+    /// becomes `--out=-x`) and such a scene or manifest path is written `./-x.toml`.
+    pub fn shell_args(&self) -> Vec<String> {
+        let mut words = Vec::with_capacity(self.args.len());
+        let mut args = self.args.iter().enumerate().peekable();
+        while let Some((i, a)) = args.next() {
+            let word = if VALUE_OPTIONS.contains(&a.as_str()) {
+                match args.next_if(|(_, v)| v.starts_with('-')) {
+                    Some((_, v)) => format!("{a}={v}"),
+                    None => a.clone(),
+                }
+            } else if i == 1 && a.starts_with('-') {
+                format!("./{a}")
+            } else {
+                a.clone()
+            };
+            words.push(shell_quote(&word));
+        }
+        words
+    }
+
     /// This command for a batch folder now at `dir`: when its `--out` (relative to its
     /// `cwd`) is no longer that folder (the folder was moved or copied), `--out` names
     /// `dir` instead, as an absolute path.
@@ -386,6 +418,20 @@ mod tests {
         assert_eq!(
             r.command("2/4"),
             r#"cd '/a b' && /bin/msc sweep --set 'output.frames="none"' 'it'\''s' --shard 2/4"#
+        );
+        // Words clap would read as options stay values.
+        let r = Rerun {
+            cwd: "/a".into(),
+            program: "/bin/msc".into(),
+            args: [
+                "sweep", "-s.toml", "--out", "-o", "--set", "a=-1", "--quiet",
+            ]
+            .map(String::from)
+            .to_vec(),
+        };
+        assert_eq!(
+            r.command("0/2"),
+            "cd /a && /bin/msc sweep ./-s.toml --out=-o --set a=-1 --quiet --shard 0/2"
         );
     }
 }

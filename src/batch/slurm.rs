@@ -131,7 +131,7 @@ impl SlurmJob {
             shell_quote(&self.command.cwd.to_string_lossy())
         ));
         let mut words = vec![shell_quote(&self.command.program.to_string_lossy())];
-        words.extend(self.command.args.iter().map(|a| shell_quote(a)));
+        words.extend(self.command.shell_args());
         s.push_str(&format!("exec {}\n", words.join(" ")));
         Ok(s)
     }

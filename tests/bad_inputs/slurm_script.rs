@@ -212,3 +212,59 @@ fn a_submission_without_a_job_id_is_an_error() {
         crate::common::stdout(&o)
     );
 }
+
+/// A folder or scene whose name starts with `-` (given as `--out=-o` and after `--`):
+/// the script's command must not hand clap a word it takes for an option, so the task
+/// runs its shard instead of failing at argument parsing.
+#[cfg(unix)]
+#[test]
+fn names_that_start_with_a_dash_stay_values_in_the_script() {
+    let dir = fixture();
+    std::fs::copy(dir.path().join("small.toml"), dir.path().join("-s.toml")).unwrap();
+    let o = msc(
+        &[
+            "sweep",
+            "--vary",
+            "material.stiffness=5,10",
+            "--backend",
+            "cpu",
+            "--quiet",
+            "--slurm",
+            "--out=-o",
+            "--",
+            "-s.toml",
+        ],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let script_path = dir.path().join("-o/slurm-array.sh");
+    let script = std::fs::read_to_string(&script_path).unwrap();
+    let ran = std::process::Command::new("bash")
+        .arg(&script_path)
+        .env("SLURM_ARRAY_TASK_ID", "0")
+        .env("SLURM_ARRAY_TASK_MIN", "0")
+        .env("SLURM_ARRAY_TASK_COUNT", "2")
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{}\n{script}", stderr(&ran));
+    let table = dir.path().join("-o/runs.shard-0-of-2.csv");
+    let text =
+        std::fs::read_to_string(&table).unwrap_or_else(|e| panic!("{}: {e}", table.display()));
+    assert_eq!(text.lines().count(), 2, "{text}");
+    // merge's rerun command for the missing shard parses too.
+    let o = msc(&["merge", "./-o"], dir.path());
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let line = err
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("rerun with: "))
+        .unwrap_or_else(|| panic!("no rerun command: {err}"));
+    let rerun = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(line)
+        .output()
+        .unwrap();
+    assert!(rerun.status.success(), "{line}: {}", stderr(&rerun));
+    assert!(dir.path().join("-o/runs.shard-1-of-2.csv").exists());
+}
