@@ -99,3 +99,29 @@ fn a_window_start_that_is_not_a_number_is_refused() {
     assert!(stderr(&o).contains("--from"), "{}", stderr(&o));
     assert!(!tmp.path().join("x.png").exists());
 }
+
+/// Options the chosen plot would not use are refused, not ignored: `--term` on one run's
+/// plot of every term, `--reference` without `--relative-error`.
+#[test]
+fn options_the_plot_would_ignore_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    log(tmp.path(), "a", &["0,0,1,1,1,0,0,3", "1,1,2,1,1,0,0,4"]);
+    log(tmp.path(), "b", &["0,0,1,1,1,0,0,3", "1,1,2,2,1,0,0,5"]);
+    let cases: [(&[&str], &str); 2] = [
+        (&["plot", "a", "--term", "kinetic"], "--term kinetic"),
+        (&["plot", "a", "--reference", "b"], "--relative-error"),
+    ];
+    for (args, fragment) in cases {
+        let o = msc(args, tmp.path());
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(fragment), "{args:?}: {err}");
+        assert!(!tmp.path().join("a/energy.png").exists(), "{args:?}");
+    }
+    // --term still picks the term where it applies.
+    let o = msc(
+        &["plot", "a", "b", "--term", "kinetic", "-o", "k.png"],
+        tmp.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

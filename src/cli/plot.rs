@@ -20,7 +20,7 @@ pub struct PlotArgs {
     #[arg(long, requires = "reference")]
     pub relative_error: bool,
     /// The reference run for --relative-error, e.g. Verlet at a fine time step
-    #[arg(long, value_name = "RUN")]
+    #[arg(long, value_name = "RUN", requires = "relative_error")]
     pub reference: Option<PathBuf>,
     /// With --relative-error: plot its mean and standard deviation over t >= --from
     /// against each run's time step, one curve per integrator
@@ -37,9 +37,9 @@ pub struct PlotArgs {
     /// Plot |E(t) - E(0)| / |E(0)| of each run (log scale)
     #[arg(long, conflicts_with = "relative_error")]
     pub drift: bool,
-    /// The energy term overlaid or compared
-    #[arg(long, value_enum, default_value_t = Term::Total)]
-    pub term: Term,
+    /// The energy term overlaid or compared [default: total]
+    #[arg(long, value_enum)]
+    pub term: Option<Term>,
     /// Legend label of each run, in order [default: the run folders' names]
     #[arg(long = "label", value_name = "TEXT")]
     pub labels: Vec<String>,
@@ -77,6 +77,15 @@ pub fn execute(args: &PlotArgs) -> Result<Plotted, CliError> {
         _ if args.runs.len() == 1 => Mode::Terms,
         _ => Mode::Overlay,
     };
+    // One run's plot draws every term: a --term would be ignored without a word.
+    if let (Mode::Terms, Some(term)) = (&mode, args.term) {
+        return Err(plot::PlotError::Usage(format!(
+            "--term {}: the plot of one run shows all its energy terms; --term picks the \
+             term of several runs, or of --drift or --relative-error",
+            term.name()
+        ))
+        .into());
+    }
     // A missing run is named before anything else (not mistaken for a missing --out).
     if let Some(missing) = args.runs.iter().find(|r| !r.exists()) {
         return Err(plot::PlotError::Read {
@@ -120,7 +129,7 @@ pub fn execute(args: &PlotArgs) -> Result<Plotted, CliError> {
         runs: args.runs.clone(),
         labels: args.labels.clone(),
         mode,
-        term: args.term,
+        term: args.term.unwrap_or(Term::Total),
         title: args.title.clone(),
         size: args.size,
         out,
