@@ -574,6 +574,8 @@ fn bad_files_and_options_are_named() {
         (&["render", "/nonexistent/run"], 2, "/nonexistent/run"),
         (&["render", "noframes"], 2, "no frames"),
         (&["render", "noframes", "--fps", "0"], 2, "fps"),
+        // Slower than GIF's longest delay: it was clamped to 655.35 s without a word.
+        (&["render", "noframes", "--fps", "0.001"], 2, "655.35 s"),
         (&["render", "noframes", "--size", "0x10"], 2, "size"),
         (&["sweep", "small.toml", "--out", "s"], 2, "--vary"),
         (

@@ -112,10 +112,12 @@ pub struct RenderArgs {
 }
 
 fn parse_fps(s: &str) -> Result<f64, String> {
+    let min = crate::render::GifWriter::MIN_FPS;
     match s.parse::<f64>() {
-        Ok(f) if f.is_finite() && f > 0.0 && f <= 100.0 => Ok(f),
+        Ok(f) if f.is_finite() && f >= min && f <= 100.0 => Ok(f),
         _ => Err(format!(
-            "expected a frame rate above 0 and at most 100, got '{s}'"
+            "expected a frame rate from {min:.5} (GIF's longest delay, 655.35 s) to 100, \
+             got '{s}'"
         )),
     }
 }

@@ -124,6 +124,10 @@ pub struct GifWriter {
 }
 
 impl GifWriter {
+    /// The slowest frame rate a GIF holds: its longest delay is 65535 hundredths of a
+    /// second (a slower rate would be clamped to it, silently).
+    pub const MIN_FPS: f64 = 100.0 / 65535.0;
+
     /// Starts a looping GIF of `width` x `height` at `fps` frames per second (GIF delays
     /// are in hundredths of a second, so the rate is rounded to 100 / delay).
     pub fn create(path: &Path, width: u32, height: u32, fps: f64) -> Result<Self, RenderError> {
@@ -142,7 +146,15 @@ impl GifWriter {
         if !(fps.is_finite() && fps > 0.0) {
             return Err(err(format!("the frame rate must be positive, got {fps}")));
         }
-        let delay = (100.0 / fps).round().clamp(1.0, 65535.0) as u16;
+        let delay = (100.0 / fps).round().max(1.0);
+        if delay > 65535.0 {
+            return Err(err(format!(
+                "{fps} frames per second is slower than GIF's longest delay (655.35 s), \
+                 {:.5} frames per second",
+                Self::MIN_FPS
+            )));
+        }
+        let delay = delay as u16;
         let file = AtomicFile::create(path)?;
         let mut encoder = gif::Encoder::new(file, w, h, &[]).map_err(|e| err(e.to_string()))?;
         encoder
@@ -217,6 +229,20 @@ mod tests {
         assert_eq!(img.rgba.len(), 24);
         assert_eq!(img.pixel(2, 0), [9, 10, 11, 12]);
         assert_eq!(img.pixel(0, 1), [101, 102, 103, 104]);
+    }
+
+    #[test]
+    fn a_gif_slower_than_its_longest_delay_is_refused() {
+        let dir = std::env::temp_dir().join(format!("msc-gif-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("a.gif");
+        let e = GifWriter::create(&path, 2, 2, 0.001)
+            .err()
+            .expect("0.001 fps");
+        assert!(e.to_string().contains("655.35 s"), "{e}");
+        assert!(!path.exists());
+        assert!(GifWriter::create(&path, 2, 2, GifWriter::MIN_FPS).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
