@@ -602,6 +602,34 @@ fn bad_files_and_options_are_named() {
             2,
             "given twice",
         ),
+        // One value in two spellings would run the same scene twice.
+        (
+            &[
+                "sweep",
+                "small.toml",
+                "--out",
+                "s",
+                "--vary",
+                "integrator.dt=0.01,1e-2",
+            ],
+            2,
+            "given twice",
+        ),
+        // The varied values come after --set: this --set would be dropped from every run.
+        (
+            &[
+                "sweep",
+                "small.toml",
+                "--out",
+                "s",
+                "--vary",
+                "integrator.dt=0.01,0.02",
+                "--set",
+                "integrator.dt=0.5",
+            ],
+            2,
+            "replaces --set integrator.dt=0.5",
+        ),
         (
             &["sweep", "small.toml", "--out", "s", "--vary", "a b=1,2"],
             2,

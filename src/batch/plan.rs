@@ -52,11 +52,25 @@ impl Vary {
             return Err(err(format!("'{key}' is not a dotted scene key")));
         }
         let values = split_values(raw).map_err(err)?;
-        let mut seen = HashSet::new();
+        // Compared as the scene reads them: `0.01` and `1e-2` would run one scene twice.
+        let mut seen: Vec<(&str, Option<toml::Value>)> = Vec::new();
         for v in &values {
-            if !seen.insert(v.as_str()) {
-                return Err(err(format!("the value {v} is given twice")));
+            let parsed = crate::scene::parse_override(&format!("{key}={v}"))
+                .ok()
+                .map(|(_, value)| value);
+            let same = |(w, p): &&(&str, Option<toml::Value>)| match (p, &parsed) {
+                (Some(p), Some(q)) => p == q,
+                _ => *w == v.as_str(),
+            };
+            if let Some((w, _)) = seen.iter().find(same) {
+                let also = if *w == v {
+                    String::new()
+                } else {
+                    format!(" (as {w})")
+                };
+                return Err(err(format!("the value {v} is given twice{also}")));
             }
+            seen.push((v.as_str(), parsed));
         }
         Ok(Self {
             key: key.to_string(),
@@ -118,6 +132,31 @@ pub fn sweep(scene: &str, base_set: &[String], varies: &[Vary]) -> Result<Plan, 
                 arg: format!("{}=...", v.key),
                 message: "this key is varied twice; list all its values in one --vary".into(),
             });
+        }
+    }
+    // `--set` comes before the varied values, so one on a varied key (or inside a varied
+    // table) would be replaced in every run: refused, not dropped.
+    let key_of = |arg: &str| {
+        crate::scene::parse_override(arg)
+            .map(|(k, _)| k)
+            .unwrap_or_else(|_| arg.split_once('=').map_or(arg, |(k, _)| k).trim().into())
+    };
+    for s in base_set {
+        let set_key = key_of(s);
+        for v in varies {
+            let vary_key = key_of(&format!("{}=0", v.key));
+            let inside = set_key
+                .strip_prefix(vary_key.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']));
+            if inside {
+                return Err(BatchError::Vary {
+                    arg: format!("{}=...", v.key),
+                    message: format!(
+                        "it replaces --set {s} in every run; drop that --set or give its \
+                         value in --vary"
+                    ),
+                });
+            }
         }
     }
     let mut combos: Vec<Vec<&str>> = vec![vec![]];
@@ -367,6 +406,43 @@ mod tests {
         assert_eq!(v.values, ["\"a,b\"", "verlet"]);
         for bad in ["novalue", "=1,2", "a.b=1,,2", "a.b=[1,2", "a.b=1,1", "a.b="] {
             assert!(Vary::parse(bad).is_err(), "{bad}");
+        }
+        // Values that the scene reads as one are one value given twice.
+        for twice in [
+            "a.b=0.01,0.010",
+            "a.b=0.01,1e-2",
+            "a.b=cg,\"cg\"",
+            "a.b=[1, 2],[1,2]",
+        ] {
+            let e = Vary::parse(twice).unwrap_err().to_string();
+            assert!(e.contains("given twice"), "{twice}: {e}");
+        }
+        assert!(Vary::parse("a.b=1,2,\"1\"").is_ok());
+    }
+
+    #[test]
+    fn a_set_that_every_run_would_replace_is_refused() {
+        let dt = [Vary::parse("integrator.dt=0.01,0.02").unwrap()];
+        let solver =
+            [Vary::parse("integrator.solver={method=\"cg\"},{method=\"jacobi\"}").unwrap()];
+        for (set, varies) in [
+            ("integrator.dt=0.5", &dt),
+            (" integrator.dt = 0.5", &dt),
+            ("integrator.solver.iterations=5", &solver),
+        ] {
+            let e = sweep("t", &[set.into()], varies).unwrap_err().to_string();
+            assert!(
+                e.contains("replaces --set") && e.contains(set),
+                "{set}: {e}"
+            );
+        }
+        // A --set beside (not inside) a varied key, or around it, applies.
+        for set in [
+            "integrator.dt_x=1",
+            "integrator.steps=5",
+            "integrator={method=\"imex\"}",
+        ] {
+            assert!(sweep("t", &[set.into()], &dt).is_ok(), "{set}");
         }
     }
 

@@ -142,6 +142,14 @@ pub fn load(scene: &str, overrides: &[String]) -> Result<LoadedScene, SceneError
     load_checked(scene, overrides, |_, _| Ok(()))
 }
 
+/// The dotted key (normalized: `integrator.dt`, `external_charges[0].charge`) and TOML
+/// value of one `--set KEY=VALUE`, read as [`load`] reads it: for callers that compare
+/// overrides (a sweep's values) without loading a scene.
+pub fn parse_override(arg: &str) -> Result<(String, toml::Value), SceneError> {
+    let o = overrides::parse(arg)?;
+    Ok((o.key(), o.value))
+}
+
 /// [`load`], with a check of the scene's size before its mesh is built (a mesh file:
 /// after reading the file, before the system): first against the host memory available
 /// ([`available_memory`]), then by `device` (e.g. a GPU adapter's buffer limits). A
