@@ -237,7 +237,8 @@ impl PlanFile {
 
     /// What every shard and `msc merge` rely on: at least one run, run names that are
     /// distinct folder names inside the batch folder (a tampered `../x` would read outside
-    /// it, a duplicate would drop a run), and a shard count from 1 to the number of runs.
+    /// it, a duplicate would drop a run), one value per column for each run, and a shard
+    /// count from 1 to the number of runs.
     fn check(&self) -> Result<(), String> {
         if self.runs.is_empty() {
             return Err("it lists no run".into());
@@ -247,6 +248,16 @@ impl PlanFile {
             super::plan::check_name(&r.name).map_err(|e| format!("run name {e}"))?;
             if !seen.insert(r.name.as_str()) {
                 return Err(format!("the run name '{}' appears twice", r.name));
+            }
+            // Each run's values fill the table's columns: one more or less shifts its row.
+            if r.columns.len() != self.columns.len() {
+                return Err(format!(
+                    "run '{}' has {} column values for the {} columns ({})",
+                    r.name,
+                    r.columns.len(),
+                    self.columns.len(),
+                    self.columns.join(", ")
+                ));
             }
         }
         if self.shards == 0 || self.shards > self.runs.len() {

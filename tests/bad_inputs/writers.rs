@@ -384,10 +384,19 @@ fn shard_counts_and_plan_files_are_checked_before_they_are_trusted() {
         std::fs::write(&plan_path, serde_json::to_string(&v).unwrap()).unwrap();
     };
     type Edit<'a> = &'a dyn Fn(&mut serde_json::Value);
-    let cases: [(Edit, &str); 4] = [
+    let cases: [(Edit, &str); 6] = [
         (
             &|v| v["shards"] = serde_json::json!(u64::MAX),
             "shard count",
+        ),
+        // A run's values that do not fill the columns shifted its row of runs.csv.
+        (
+            &|v| v["runs"][0]["columns"] = serde_json::json!(["5", "extra"]),
+            "2 column values for the 1 columns",
+        ),
+        (
+            &|v| v["columns"] = serde_json::json!([]),
+            "for the 0 columns",
         ),
         (&|v| v["shards"] = serde_json::json!(0), "shard count"),
         (
