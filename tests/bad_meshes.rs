@@ -595,3 +595,42 @@ fn bad_vtk_vtu_tetgen_and_medit_files() {
         &["2147483648 vertices"],
     );
 }
+
+/// A vertex beyond what the solver holds (f32), in the file or after `mesh.scale`, is
+/// refused by index: it loaded as inf, or its overflowing edge lengths read as a
+/// "degenerate" tetrahedron.
+#[test]
+fn far_vertices_are_refused_by_index() {
+    let far = "v 1e300 0 0\nv 0 1 0\nv 0 0 1\nf 1 2 3\n";
+    let (s, at) = refused("far.obj", far.as_bytes(), Some(MeshFormat::Obj));
+    assert!(s.contains("vertex 0") && s.contains("1e300"), "{s}");
+    assert!(matches!(
+        at,
+        Some(At::Element {
+            what: "vertex",
+            index: 0,
+            ..
+        })
+    ));
+    // Finite in the file, infinite once scaled.
+    let scaled = "v 0 0 0\nv 1 0 0\nv 0 1e300 0\nf 1 2 3\n";
+    let o = FileOptions {
+        scale: 1e10,
+        ..FileOptions::default()
+    };
+    let e = mesh::load_bytes("s.obj", scaled.as_bytes(), MeshFormat::Obj, &o).unwrap_err();
+    let s = e.to_string();
+    assert!(s.contains("vertex 2") && s.contains("scale 1e10"), "{s}");
+    let vtk = "# vtk DataFile Version 4.2\nt\nASCII\nDATASET UNSTRUCTURED_GRID\nPOINTS 4 double\n\
+               0 0 0 1e300 0 0 0 1 0 0 0 1\nCELLS 1 5\n4 0 1 2 3\nCELL_TYPES 1\n10\n";
+    let s = refused("far.vtk", vtk.as_bytes(), None).0;
+    assert!(s.contains("node 1") && !s.contains("degenerate"), "{s}");
+    let e = mesh::load_bytes(
+        "s.vtk",
+        vtk.replace("1e300", "1e30").as_bytes(),
+        MeshFormat::Vtk,
+        &o,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("node 1"), "{e}");
+}

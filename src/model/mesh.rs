@@ -117,6 +117,34 @@ impl MeshCounts {
     }
 }
 
+/// File vertex `index` (a `vertex` or `node`) times `scale`, refused where a coordinate
+/// leaves what the solver holds (beyond `f32::MAX`, or infinite after scaling): its
+/// spring lengths would overflow to inf and read as a degenerate element, or load as inf.
+fn scaled(p: DVec3, scale: f64, what: &'static str, index: usize) -> text::Parsed<DVec3> {
+    let q = p * scale;
+    if q.to_array()
+        .iter()
+        .all(|c| c.abs() <= crate::model::F32_MAX)
+    {
+        return Ok(q);
+    }
+    Err(text::fail(
+        At::Element {
+            what,
+            index: index as u64,
+            line: None,
+        },
+        format!(
+            "{what} ({:e}, {:e}, {:e}) times mesh scale {scale:e} is beyond {:e}, the largest \
+             coordinate the solver holds (f32)",
+            p.x,
+            p.y,
+            p.z,
+            crate::model::F32_MAX
+        ),
+    ))
+}
+
 /// An empty vector with room for `n` items, or [`MeshError::OutOfMemory`]: a mesh too
 /// large for memory fails with a message instead of aborting the process.
 fn try_vec<T>(param: &'static str, what: &'static str, n: usize) -> Result<Vec<T>, MeshError> {

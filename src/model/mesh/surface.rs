@@ -3,7 +3,7 @@
 //! coincident vertices merged and unused ones dropped.
 
 use super::text::{fail, Parsed};
-use super::{try_vec, unique_edges, At, Mesh};
+use super::{scaled, try_vec, unique_edges, At, Mesh};
 use crate::model::System;
 use glam::DVec3;
 use std::collections::HashMap;
@@ -85,7 +85,7 @@ pub(super) fn build(soup: Soup, policy: Polygons, merge: Merge, scale: f64) -> P
         if !used[v] {
             continue;
         }
-        let p = *p * scale;
+        let p = scaled(*p, scale, "vertex", v)?;
         particle[v] = merger.find_or_add(p, &mut out);
         if out.len() > System::MAX_PARTICLES {
             return Err(fail(

@@ -11,7 +11,7 @@
 
 use super::file::At;
 use super::text::{fail, Parsed};
-use super::{try_vec, unique_edges, Mesh};
+use super::{scaled, try_vec, unique_edges, Mesh};
 use crate::model::System;
 use glam::DVec3;
 
@@ -53,6 +53,10 @@ pub(super) fn build(t: Tets, scale: f64) -> Parsed<Mesh> {
         index: k as u64,
         line: lines.get(k).map(|&l| l as usize),
     };
+    // Far nodes first: their edge lengths overflow and would read as degenerate.
+    for &i in tets.iter().flatten() {
+        scaled(positions[i as usize], scale, "node", i as usize)?;
+    }
     let mut negative = 0usize;
     let mut first = [None::<usize>; 2];
     for (k, &tet) in tets.iter().enumerate() {
@@ -116,7 +120,7 @@ pub(super) fn build(t: Tets, scale: f64) -> Parsed<Mesh> {
     for (i, p) in positions.iter().enumerate() {
         if particle[i] == 0 {
             particle[i] = out.len() as u32;
-            out.push(*p * scale);
+            out.push(scaled(*p, scale, "node", i)?);
         }
     }
     for t in &mut tets {
