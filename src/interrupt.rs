@@ -3,8 +3,11 @@
 //! and writes every output so far (exit 130). A second signal ends the process at once,
 //! with [`EXIT_CODE_AT_ONCE`]: the run under way is then incomplete (no `summary.json`;
 //! the rows so far are in its hidden `.energy.csv.tmp-*` file), as after a SIGKILL.
+//! An embedder running several calls at once stops one of them with a [`Scope`] of its
+//! own, which neither clears nor raises the others' requests.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// The exit status of a run stopped by a signal (128 + SIGINT, the shell convention),
@@ -51,9 +54,15 @@ pub fn install() -> Result<(), std::io::Error> {
     result.clone().map_err(std::io::Error::other)
 }
 
-/// True once a stop was requested.
+/// True once a stop was requested: by a signal or [`request`], or, on a thread running
+/// inside a [`Scope`], by that scope. A thread outside every scope (one a run spawned)
+/// also stops while any live scope is raised, as it cannot tell whose work it does.
 pub fn requested() -> bool {
     flag().load(Ordering::Relaxed)
+        || SCOPE.with(|s| match &*s.borrow() {
+            Some(own) => own.0.load(Ordering::Relaxed),
+            None => RAISED.load(Ordering::Relaxed) > 0,
+        })
 }
 
 /// Asks the run loops to stop, as a signal would (tests, and embedders with their own
@@ -65,4 +74,67 @@ pub fn request() {
 /// Clears a request (an embedder that goes on after an interrupted run).
 pub fn clear() {
     flag().store(false, Ordering::Relaxed);
+}
+
+thread_local! {
+    /// The scope this thread's work runs in, if any.
+    static SCOPE: RefCell<Option<Arc<ScopeFlag>>> = const { RefCell::new(None) };
+}
+
+/// How many live scopes are raised (read by threads outside every scope).
+static RAISED: AtomicUsize = AtomicUsize::new(0);
+
+struct ScopeFlag(AtomicBool);
+
+impl Drop for ScopeFlag {
+    fn drop(&mut self) {
+        if self.0.load(Ordering::Relaxed) {
+            RAISED.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One caller's own stop request: work run through [`Scope::run`] stops when this scope
+/// is raised (or on a signal), and raising it does not stop another scope's work.
+#[derive(Clone)]
+pub struct Scope(Arc<ScopeFlag>);
+
+impl Default for Scope {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Scope {
+    /// A scope not yet raised.
+    pub fn new() -> Self {
+        Self(Arc::new(ScopeFlag(AtomicBool::new(false))))
+    }
+
+    /// Asks the work running in this scope to stop (idempotent).
+    pub fn request(&self) {
+        if !self.0 .0.swap(true, Ordering::Relaxed) {
+            RAISED.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// True once this scope was raised.
+    pub fn requested(&self) -> bool {
+        self.0 .0.load(Ordering::Relaxed)
+    }
+
+    /// Runs `work` on this thread inside this scope; the thread's previous scope comes
+    /// back after it, a panic included.
+    pub fn run<T>(&self, work: impl FnOnce() -> T) -> T {
+        struct Restore(Option<Arc<ScopeFlag>>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                let previous = self.0.take();
+                SCOPE.with(|s| *s.borrow_mut() = previous);
+            }
+        }
+        let previous = SCOPE.with(|s| s.borrow_mut().replace(self.0.clone()));
+        let _restore = Restore(previous);
+        work()
+    }
 }

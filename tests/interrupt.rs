@@ -286,3 +286,32 @@ fn a_killed_benchmark_keeps_its_finished_rows() {
         .collect();
     assert_eq!(sizes, [1024, 2048], "{text}");
 }
+
+/// An embedder's concurrent calls each stop through their own scope: raising one stops
+/// the work run in it, not another scope's work, and a dropped scope stops nothing.
+#[test]
+fn a_scope_stops_its_own_work_and_no_other_calls() {
+    use msc::interrupt::{requested, Scope};
+    let (a, b) = (Scope::new(), Scope::new());
+    a.request();
+    assert!(a.run(requested));
+    assert!(!b.run(requested), "b's work stopped by a's request");
+    assert!(
+        !std::thread::spawn(move || b.run(requested)).join().unwrap(),
+        "b's work on another thread stopped by a's request"
+    );
+    // A thread a run spawned (outside every scope) cannot tell whose work it does, so it
+    // stops while any scope is raised, and not once that scope is gone.
+    assert!(std::thread::spawn(requested).join().unwrap());
+    drop(a);
+    assert!(!std::thread::spawn(requested).join().unwrap());
+    // A nested scope gives the thread its outer one back.
+    let outer = Scope::new();
+    outer.run(|| {
+        let inner = Scope::new();
+        inner.request();
+        assert!(inner.run(requested));
+        assert!(!requested());
+    });
+    assert!(!requested());
+}

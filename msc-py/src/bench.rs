@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use crate::config::PyConfig;
 use crate::errors::{Classify, Kind, OrRaise};
 use crate::scene::PySystem;
-use crate::steps::count;
+use crate::steps::{abandonable, count};
 
 impl Classify for WorkloadError {
     fn kind(&self) -> Kind {
@@ -67,8 +67,8 @@ pub fn bench_workload(
         ));
     }
     let built = match name {
-        "cloth" => py.detach(|| cloth(n, sweeps, charged_fraction)),
-        "coulomb" => py.detach(|| coulomb_on(n, cloud)),
+        "cloth" => abandonable(py, move || cloth(n, sweeps, charged_fraction))?,
+        "coulomb" => abandonable(py, move || coulomb_on(n, cloud))?,
         other => {
             return Err(PyValueError::new_err(format!(
                 "workload must be \"cloth\" or \"coulomb\", got {other:?}"

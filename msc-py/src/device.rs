@@ -9,7 +9,7 @@ use pyo3::types::PyList;
 
 use crate::convert::to_py;
 use crate::errors::OrRaise;
-use crate::steps::count;
+use crate::steps::{abandonable, count};
 
 #[pyclass(module = "msc", name = "Device", frozen)]
 pub struct PyDevice {
@@ -25,9 +25,8 @@ impl PyDevice {
     fn new(py: Python<'_>, index: i128, allow_software: bool) -> PyResult<Self> {
         let index: usize = count(index, "index")?;
         let options = HeadlessOptions { allow_software };
-        let device = py
-            .detach(|| open_headless_device_on(&options, index))
-            .or_raise(py)?;
+        let device =
+            abandonable(py, move || open_headless_device_on(&options, index))?.or_raise(py)?;
         Ok(Self { device })
     }
     /// The adapter's name.

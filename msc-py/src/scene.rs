@@ -9,7 +9,7 @@ use pyo3::types::PyList;
 use crate::config::PyConfig;
 use crate::convert::{index_rows, mask, overrides, scalars, vec3_array, vectors};
 use crate::errors::{error, Kind, OrRaise};
-use crate::steps::count;
+use crate::steps::{abandonable, count};
 
 #[pyclass(module = "msc", name = "System", frozen)]
 pub struct PySystem {
@@ -287,9 +287,8 @@ pub fn load_scene(
     let steps = steps.map(|n| count(n, "steps")).transpose()?;
     let name = path_or_name(scene)?;
     let set = overrides(set)?;
-    let loaded = py
-        .detach(|| msc::run::load::load(&name, &set, steps))
-        .or_raise(py)?;
+    // A large mesh loads for seconds: Ctrl-C abandons it.
+    let loaded = abandonable(py, move || msc::run::load::load(&name, &set, steps))?.or_raise(py)?;
     Ok(PyScene {
         name: loaded.name,
         system: Py::new(

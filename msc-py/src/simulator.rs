@@ -20,7 +20,7 @@ use crate::convert::{f32_rows, float_dtype, scalars, vec3_array, vectors};
 use crate::device::PyDevice;
 use crate::errors::{class, error, poisoned, Kind, OrRaise};
 use crate::scene::{PyScene, PySystem};
-use crate::steps::{count, in_chunks};
+use crate::steps::{abandonable, count, in_chunks};
 
 /// `backend=`.
 pub fn backend_arg(name: &str) -> PyResult<BackendArg> {
@@ -202,7 +202,7 @@ impl PySimulator {
     ) -> PyResult<Self> {
         let choice = backend_arg(backend)?;
         let (system, config) = system_and_config(source, config)?;
-        let (sim, note): (Backend, Option<String>) = match device {
+        let (sim, note, system, config): (Backend, Option<String>, System, Config) = match device {
             Some(d) => {
                 if choice == BackendArg::Cpu {
                     return Err(PyValueError::new_err(
@@ -210,14 +210,20 @@ impl PySimulator {
                     ));
                 }
                 let dev = &d.get().device;
-                let solver = py
-                    .detach(|| GpuSolver::new(&dev.device, &dev.queue, &system, &config))
-                    .or_raise(py)?;
-                (Box::new(solver), None)
+                let (device, queue) = (dev.device.clone(), dev.queue.clone());
+                // Building a large system's solver takes seconds: Ctrl-C abandons it.
+                let (solver, system, config) = abandonable(py, move || {
+                    let solver = GpuSolver::new(&device, &queue, &system, &config);
+                    (solver, system, config)
+                })?;
+                (Box::new(solver.or_raise(py)?), None, system, config)
             }
             None => {
-                let b = py.detach(|| start(choice, &system, &config)).or_raise(py)?;
-                (b.sim, b.fallback_note)
+                let (b, system, config) = abandonable(py, move || {
+                    (start(choice, &system, &config), system, config)
+                })?;
+                let b = b.or_raise(py)?;
+                (b.sim, b.fallback_note, system, config)
             }
         };
         if let Some(note) = note {

@@ -3,12 +3,14 @@
 //! Ctrl-C raises KeyboardInterrupt after a whole chunk (the step count says how far it
 //! got). Chunks double until one takes [`CHUNK_SECONDS`], so cheap steps are not slowed
 //! by the checks and long runs still answer within about that time. Whole runs (`run`,
-//! `sweep`, `fit`) go to a worker thread; on a signal the crate's stop request makes them
-//! finish the step under way and write every output, as the command line does.
+//! `sweep`, `fit`) go to a worker thread; on a signal the call's own stop scope makes them
+//! finish the step under way and write every output, as the command line does. Work that
+//! cannot stop part way (loading a scene, building a system or a solver) runs on a thread
+//! of its own that a signal abandons.
 
 use std::time::{Duration, Instant};
 
-use pyo3::exceptions::{PyOverflowError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::errors::{Classify, OrRaise};
@@ -51,15 +53,17 @@ pub fn in_chunks<E: Classify + Send>(
 }
 
 /// Runs `work` on a worker thread while this one waits with the GIL released, checking
-/// for signals every 50 ms. On a signal the crate's stop request is raised, the work
+/// for signals every 50 ms. On a signal this call's own stop scope is raised, the work
 /// finishes what it must write, and the signal's exception (KeyboardInterrupt) is
-/// returned.
+/// returned. The scope is this call's alone: another thread's call neither clears it nor
+/// is stopped by it (the process-wide request is left to the command line).
 pub fn interruptible<T: Send>(py: Python<'_>, work: impl FnOnce() -> T + Send) -> PyResult<T> {
-    msc::interrupt::clear();
+    let stop = msc::interrupt::Scope::new();
     std::thread::scope(|scope| {
         let waiting = std::thread::current();
+        let inside = stop.clone();
         let worker = scope.spawn(move || {
-            let out = work();
+            let out = inside.run(work);
             waiting.unpark();
             out
         });
@@ -69,17 +73,46 @@ pub fn interruptible<T: Send>(py: Python<'_>, work: impl FnOnce() -> T + Send) -
             if signal.is_none() {
                 if let Err(e) = py.check_signals() {
                     // The work stops after its current step and writes its outputs.
-                    msc::interrupt::request();
+                    stop.request();
                     signal = Some(e);
                 }
             }
         }
         let joined = py.detach(|| worker.join());
-        msc::interrupt::clear();
         match (joined, signal) {
             (Err(panic), _) => std::panic::resume_unwind(panic),
             (Ok(_), Some(e)) => Err(e),
             (Ok(v), None) => Ok(v),
         }
     })
+}
+
+/// Runs `work`, which cannot stop part way (loading a scene, building a system or a
+/// solver), on a thread of its own while this one waits with the GIL released, checking
+/// for signals every 50 ms. On a signal its exception (KeyboardInterrupt) is returned at
+/// once; the work finishes alone and its result is dropped, as it writes nothing.
+pub fn abandonable<T: Send + 'static>(
+    py: Python<'_>,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> PyResult<T> {
+    let waiting = std::thread::current();
+    let worker = std::thread::Builder::new()
+        .name("msc-build".into())
+        .spawn(move || {
+            let out = work();
+            waiting.unpark();
+            out
+        })
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
+    loop {
+        if worker.is_finished() {
+            return match worker.join() {
+                Ok(v) => Ok(v),
+                Err(panic) => std::panic::resume_unwind(panic),
+            };
+        }
+        py.detach(|| std::thread::park_timeout(Duration::from_millis(50)));
+        // On a signal the handle is dropped: the thread ends alone.
+        py.check_signals()?;
+    }
 }

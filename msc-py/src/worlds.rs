@@ -21,7 +21,7 @@ use crate::convert::{float_dtype, vec3_array};
 use crate::device::PyDevice;
 use crate::errors::{poisoned, OrRaise};
 use crate::simulator::{backend_arg, energies_dict, system_and_config, warn_fallback};
-use crate::steps::{count, in_chunks};
+use crate::steps::{abandonable, count, in_chunks};
 
 type Batch = Box<dyn Worlds + Send>;
 
@@ -63,6 +63,40 @@ fn gpu_worlds(worlds: &[(System, Config)], allow_software: bool) -> Result<Batch
     let refs: Vec<(&System, &Config)> = worlds.iter().map(|(s, c)| (s, c)).collect();
     let batch = GpuWorlds::headless(&refs, &HeadlessOptions { allow_software })?;
     Ok(Box::new(GpuBatch::new(batch)))
+}
+
+/// Why a batch was not built: the GPU's error or the CPU reference's.
+enum BuildError {
+    Gpu(GpuError),
+    Sim(SimError),
+}
+
+/// The batch on the caller's device or on `choice` of backend, with the note of an
+/// "auto" that fell back to the CPU.
+fn build(
+    device: Option<(wgpu::Device, wgpu::Queue)>,
+    choice: BackendArg,
+    list: &[(System, Config)],
+) -> Result<(Batch, Option<String>), BuildError> {
+    let cpu = |list| cpu_worlds(list).map_err(BuildError::Sim);
+    let batch: Batch = match (device, choice) {
+        (Some((device, queue)), _) => {
+            let refs: Vec<(&System, &Config)> = list.iter().map(|(s, c)| (s, c)).collect();
+            let b = GpuWorlds::new(&device, &queue, &refs).map_err(BuildError::Gpu)?;
+            Box::new(GpuBatch::new(b))
+        }
+        (None, BackendArg::Cpu) => cpu(list)?,
+        (None, BackendArg::Gpu) => gpu_worlds(list, true).map_err(BuildError::Gpu)?,
+        (None, BackendArg::Auto) => match gpu_worlds(list, false) {
+            Ok(b) => b,
+            Err(e) if falls_back(&e) => {
+                let note = format!("{e}; running the CPU reference instead");
+                return Ok((cpu(list)?, Some(note)));
+            }
+            Err(e) => return Err(BuildError::Gpu(e)),
+        },
+    };
+    Ok((batch, None))
 }
 
 impl PyWorlds {
@@ -117,31 +151,21 @@ impl PyWorlds {
         if list.is_empty() {
             return Err(PyValueError::new_err("Worlds needs at least one world"));
         }
-        let mut note = None;
-        let batch: Batch = match (device, choice) {
-            (Some(_), BackendArg::Cpu) => {
-                return Err(PyValueError::new_err(
-                    "device= runs the GPU batch: use backend=\"gpu\" or \"auto\"",
-                ))
-            }
-            (Some(d), _) => {
-                let dev = &d.get().device;
-                let refs: Vec<(&System, &Config)> = list.iter().map(|(s, c)| (s, c)).collect();
-                let b = py
-                    .detach(|| GpuWorlds::new(&dev.device, &dev.queue, &refs))
-                    .or_raise(py)?;
-                Box::new(GpuBatch::new(b))
-            }
-            (None, BackendArg::Cpu) => py.detach(|| cpu_worlds(&list)).or_raise(py)?,
-            (None, BackendArg::Gpu) => py.detach(|| gpu_worlds(&list, true)).or_raise(py)?,
-            (None, BackendArg::Auto) => match py.detach(|| gpu_worlds(&list, false)) {
-                Ok(b) => b,
-                Err(e) if falls_back(&e) => {
-                    note = Some(format!("{e}; running the CPU reference instead"));
-                    py.detach(|| cpu_worlds(&list)).or_raise(py)?
-                }
-                Err(e) => return Err(e).or_raise(py),
-            },
+        if let (Some(_), BackendArg::Cpu) = (device, choice) {
+            return Err(PyValueError::new_err(
+                "device= runs the GPU batch: use backend=\"gpu\" or \"auto\"",
+            ));
+        }
+        let device = device.map(|d| {
+            let dev = &d.get().device;
+            (dev.device.clone(), dev.queue.clone())
+        });
+        // Building many large worlds takes seconds: Ctrl-C abandons it.
+        let (built, list) = abandonable(py, move || (build(device, choice, &list), list))?;
+        let (batch, note) = match built {
+            Ok(b) => b,
+            Err(BuildError::Gpu(e)) => return Err(e).or_raise(py),
+            Err(BuildError::Sim(e)) => return Err(e).or_raise(py),
         };
         if let Some(n) = note {
             warn_fallback(py, &n)?;

@@ -3,8 +3,12 @@ failures as exceptions."""
 
 from __future__ import annotations
 
+import _thread
 import json
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,3 +80,39 @@ def test_fit_takes_each_optimizer_the_command_offers(ball: Path, tmp_path: Path)
                      out=tmp_path / "fit", backend="cpu")
     assert result["optimizer"] == "lbfgs"
     assert result["loss"] < 1e-6 * result["initial_loss"]
+
+
+def test_ctrl_c_stops_only_the_run_it_interrupts(tiny: Path, tmp_path: Path) -> None:
+    """Runs on another thread, started and ended while Ctrl-C stops the main thread's run,
+    neither clear that stop nor are stopped by it: each stop request is its call's own."""
+    summaries: list[dict[str, Any]] = []
+    errors: list[BaseException] = []
+    quit_at = time.monotonic() + 2.5
+
+    def others() -> None:
+        try:
+            i = 0
+            while time.monotonic() < quit_at:
+                summaries.append(msc.run(tiny, out=tmp_path / f"other{i}", steps=20000, backend="cpu"))
+                i += 1
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    worker = threading.Thread(target=others)
+    worker.start()
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    start = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            # About 200 s unless stopped.
+            msc.run(tiny, out=tmp_path / "main", steps=10_000_000, backend="cpu")
+    finally:
+        timer.cancel()
+        worker.join()
+    assert time.monotonic() - start < 30
+    assert json.loads((tmp_path / "main" / "summary.json").read_text())["interrupted"]
+    assert not errors, errors
+    assert summaries
+    for s in summaries:
+        assert s["steps"] == 20000 and not s["interrupted"], s
