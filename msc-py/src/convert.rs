@@ -31,6 +31,20 @@ fn floats<'py>(
     what: &str,
 ) -> PyResult<PyArrayLikeDyn<'py, f64, AllowTypeChange>> {
     let py = obj.py();
+    // numpy casts complex to float64 dropping the imaginary part, with only a warning.
+    if let Ok(dtype) = obj.getattr("dtype") {
+        if dtype
+            .getattr("kind")
+            .and_then(|k| k.extract::<String>())
+            .ok()
+            == Some("c".into())
+        {
+            return Err(model_error(
+                py,
+                format!("{what} must be real numbers, got complex dtype {dtype}"),
+            ));
+        }
+    }
     obj.extract().map_err(|e: PyErr| {
         let got = type_name(obj);
         if e.is_instance_of::<PyValueError>(py) || e.is_instance_of::<PyOverflowError>(py) {
@@ -141,9 +155,7 @@ pub fn index_rows(
             format!("{what} must hold integer particle indices, got dtype kind '{kind}'"),
         ));
     }
-    let a = a.call_method1("astype", ("int64",))?;
-    let a: PyArrayLikeDyn<'_, i64, AllowTypeChange> = a.extract()?;
-    let shape = a.shape().to_vec();
+    let shape: Vec<usize> = a.getattr("shape")?.extract()?;
     if shape.len() != 2 || shape[1] != width {
         return Err(model_error(
             py,
@@ -153,6 +165,19 @@ pub fn index_rows(
             ),
         ));
     }
+    if kind == "u" {
+        // Past i64::MAX an index would wrap negative in the int64 copy: named as given.
+        let max: u64 = a.call_method0("max")?.extract()?;
+        if max >= n as u64 {
+            let k = a.call_method0("argmax")?.extract::<usize>()? / width;
+            return Err(model_error(
+                py,
+                format!("{what} {k}: index {max} is out of range (the system has {n} particles)"),
+            ));
+        }
+    }
+    let a = a.call_method1("astype", ("int64",))?;
+    let a: PyArrayLikeDyn<'_, i64, AllowTypeChange> = a.extract()?;
     let view = a.as_array();
     let mut rows = Vec::with_capacity(shape[0]);
     for (k, row) in view.rows().into_iter().enumerate() {

@@ -5,6 +5,9 @@ OverflowError that `except ValueError` misses), and the stub types what the code
 
 from __future__ import annotations
 
+import _thread
+import threading
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -222,3 +225,31 @@ def test_worlds_keep_each_worlds_time_after_a_step_fails() -> None:
     alone.step(done)
     np.testing.assert_array_equal(worlds.positions(0), alone.positions())
     assert worlds.step_count == round(worlds.time(1) / bad.config.dt) < done
+
+
+def test_complex_arrays_and_huge_unsigned_indices_are_named() -> None:
+    pos = np.array([[0.0, 0, 0], [1, 0, 0], [0, 1, 0]])
+    # numpy casts complex to float dropping the imaginary part, with only a warning.
+    with pytest.raises(msc.ModelError, match="positions must be real numbers"):
+        msc.System(pos + 1j, np.ones(3))
+    with pytest.raises(msc.ModelError, match="charges must be real numbers"):
+        msc.System(pos, np.ones(3), charges=np.ones(3, dtype=complex))
+    # An index past int64 wrapped negative in the message.
+    springs = np.array([[0, 1], [1, 2**63]], dtype=np.uint64)
+    with pytest.raises(msc.ModelError, match=f"springs 1: index {2**63} is out of range"):
+        msc.System(pos, np.ones(3), springs=springs, stiffness=1.0)
+
+
+def test_ctrl_c_abandons_a_long_build() -> None:
+    # A 4M-particle cloth takes seconds to build; Ctrl-C answered only once it was built.
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    start = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            msc.bench_workload("cloth", 4_000_000)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - start < 1.5
+    system, _ = msc.bench_workload("cloth", 100)
+    assert len(system) == 100
