@@ -634,3 +634,44 @@ fn far_vertices_are_refused_by_index() {
     .unwrap_err();
     assert!(e.to_string().contains("node 1"), "{e}");
 }
+
+/// One polygon's diagonals grow as n^2 / 2: a 40000-vertex face (a 2 MB OBJ) asked for
+/// 8e8 springs and aborted the process allocating them. Past the limit the face is named
+/// under the default policy; "triangulate" reads it.
+#[test]
+fn a_polygon_with_too_many_diagonals_is_named() {
+    let n = 2000u64;
+    assert!(n * (n - 3) / 2 > mesh::MAX_POLYGON_DIAGONALS);
+    let mut obj = String::new();
+    for i in 0..n {
+        let a = i as f64 * std::f64::consts::TAU / n as f64;
+        obj.push_str(&format!("v {} {} 0\n", a.cos(), a.sin()));
+    }
+    obj.push_str("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 2001 2002 2003\nf");
+    for i in 1..=n {
+        obj.push_str(&format!(" {i}"));
+    }
+    obj.push('\n');
+    let (s, at) = refused("poly.obj", obj.as_bytes(), Some(MeshFormat::Obj));
+    assert!(
+        s.contains("2000 vertices") && s.contains("triangulate"),
+        "{s}"
+    );
+    assert!(
+        matches!(
+            at,
+            Some(At::Element {
+                what: "face",
+                index: 1,
+                ..
+            })
+        ),
+        "{at:?}"
+    );
+    let o = FileOptions {
+        polygons: mesh::Polygons::Triangulate,
+        ..FileOptions::default()
+    };
+    let m = mesh::load_bytes("poly.obj", obj.as_bytes(), MeshFormat::Obj, &o).unwrap();
+    assert_eq!(m.edges.len() as u64, 3 + n + (n - 3));
+}

@@ -29,6 +29,11 @@ impl Polygons {
     pub const NAMES: [&'static str; 3] = ["triangulate", "edges", "both_diagonals"];
 }
 
+/// The most diagonals one polygon gets under [`Polygons::BothDiagonals`] (a polygon of
+/// about 1450 vertices): they grow as n^2 / 2, so a 2 MB file holding one polygon of 40000
+/// vertices asked for 8e8 springs and aborted the process allocating them.
+pub const MAX_POLYGON_DIAGONALS: u64 = 1 << 20;
+
 /// How coincident vertices are found.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Merge {
@@ -111,6 +116,22 @@ pub(super) fn build(soup: Soup, policy: Polygons, merge: Merge, scale: f64) -> P
                 .iter()
                 .map(|&v| particle[v as usize]),
         );
+        let n = poly.len() as u64;
+        let diagonals = n * n.saturating_sub(3) / 2;
+        if policy == Polygons::BothDiagonals && diagonals > MAX_POLYGON_DIAGONALS {
+            return Err(fail(
+                At::Element {
+                    what: "face",
+                    index: k as u64,
+                    line: None,
+                },
+                format!(
+                    "a polygon of {n} vertices has {diagonals} diagonals under mesh.polygons = \
+                     \"both_diagonals\", more than the limit of {MAX_POLYGON_DIAGONALS}: use \
+                     \"triangulate\" or \"edges\""
+                ),
+            ));
+        }
         polygon_edges(&poly, policy, &mut edges);
         for i in 2..poly.len() {
             let f = [poly[0], poly[i - 1], poly[i]];
