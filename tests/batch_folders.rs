@@ -136,3 +136,66 @@ fn an_unsharded_sweep_into_a_sharded_folder_must_run_its_plan() {
     let o = sweep("0.01,0.02,0.03,0.04", None);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
+
+/// A manifest's built-in scene is the built-in wherever the batch runs from, and so is a
+/// sharded sweep's when merge checks it: a file of the same name in the current folder
+/// (which `msc run torus` would read) was run, or vouched for, instead.
+#[test]
+fn a_built_in_scene_of_a_plan_is_never_a_file_of_its_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let elsewhere = d.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::copy(tiny(d), elsewhere.join("torus")).unwrap();
+    std::fs::write(
+        d.join("m.toml"),
+        "[[runs]]\nscene = \"torus\"\nname = \"t\"\nset = ['output.frames=\"none\"']\n",
+    )
+    .unwrap();
+    let o = msc(
+        &[
+            "batch",
+            "../m.toml",
+            "--out",
+            "../b",
+            "--backend",
+            "cpu",
+            "--quiet",
+            "--steps",
+            "1",
+        ],
+        &elsewhere,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let scene = std::fs::read_to_string(d.join("b/t/scene.toml")).unwrap();
+    assert!(scene.contains("name = \"torus\""), "{scene}");
+    // A sweep of the built-in, sharded here; merge runs where a file named torus lies.
+    for k in ["0/2", "1/2"] {
+        let o = msc(
+            &[
+                "sweep",
+                "torus",
+                "--vary",
+                "material.stiffness=5,10",
+                "--set",
+                "output.frames=\"none\"",
+                "--steps",
+                "1",
+                "--backend",
+                "cpu",
+                "--quiet",
+                "--out",
+                "s",
+                "--shard",
+                k,
+            ],
+            d,
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let o = msc(&["merge", "../s"], &elsewhere);
+    let said = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{said}");
+    let table = std::fs::read_to_string(d.join("s/runs.csv")).unwrap();
+    assert_eq!(table.matches(",ok,").count(), 2, "{table}");
+}

@@ -349,7 +349,8 @@ fn manifest_from_str(text: &str, path: &Path, extra_set: &[String]) -> Result<Pl
 }
 
 /// A manifest's scene: a file beside the manifest when there is one (or when it looks like
-/// a path, so that the error names the file looked for), else a built-in name as given.
+/// a path, so that the error names the file looked for), else a built-in name, pinned as
+/// `builtin:NAME`: a file of that name in the current folder is not the manifest's scene.
 fn resolve_scene(base: &Path, scene: &str) -> String {
     let p = Path::new(scene);
     if p.is_absolute() {
@@ -358,6 +359,11 @@ fn resolve_scene(base: &Path, scene: &str) -> String {
     let joined = base.join(p);
     let looks_like_path = scene.ends_with(".toml") || scene.contains('/') || scene.contains('\\');
     if joined.is_file() || looks_like_path {
+        joined.to_string_lossy().into_owned()
+    } else if crate::scene::builtin_text(scene).is_some() {
+        format!("{}{scene}", crate::scene::BUILTIN_PREFIX)
+    } else if p.exists() {
+        // Not beside the manifest: the error names where it was looked for.
         joined.to_string_lossy().into_owned()
     } else {
         scene.to_string()
@@ -519,7 +525,7 @@ name = "builtin"
             ["output.every=5", "integrator.dt=0.03", "integrator.steps=3"]
         );
         assert_eq!(a.columns, ["a.toml", "integrator.dt=0.03"]);
-        assert_eq!(plan.runs[1].scene, "torus");
+        assert_eq!(plan.runs[1].scene, "builtin:torus");
         assert_eq!(plan.runs[1].name, "builtin");
         std::fs::remove_dir_all(&dir).unwrap();
     }

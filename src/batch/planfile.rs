@@ -154,6 +154,8 @@ impl PlanFile {
         steps: Option<u64>,
         rerun: Rerun,
     ) -> Self {
+        // Merge loads the scenes from its own folder: a file by its absolute path, a
+        // built-in as `builtin:NAME` (a file of that name there is not the plan's scene).
         let absolute = |scene: &str| {
             let p = Path::new(scene);
             if p.is_file() {
@@ -161,7 +163,7 @@ impl PlanFile {
                     .map(|a| a.to_string_lossy().into_owned())
                     .unwrap_or_else(|_| scene.to_string())
             } else {
-                scene.to_string()
+                crate::scene::pin_builtin(scene)
             }
         };
         Self {

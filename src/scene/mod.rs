@@ -268,6 +268,20 @@ pub fn builtin_names() -> Vec<(&'static str, &'static str)> {
         .collect()
 }
 
+/// A scene spelled `builtin:NAME` is the built-in scene NAME, never a file of that name.
+pub const BUILTIN_PREFIX: &str = "builtin:";
+
+/// `builtin:NAME` for a built-in scene's name that is not a file in the current folder
+/// (which [`load`] would read instead), so that the run loads the built-in from anywhere;
+/// anything else unchanged.
+pub fn pin_builtin(scene: &str) -> String {
+    if builtin::find(scene).is_some() && !Path::new(scene).is_file() {
+        format!("{BUILTIN_PREFIX}{scene}")
+    } else {
+        scene.to_string()
+    }
+}
+
 /// The TOML text of a built-in scene (e.g. to copy it as a starting point).
 pub fn builtin_text(name: &str) -> Option<&'static str> {
     builtin::find(name).map(|b| b.text)

@@ -30,10 +30,13 @@ pub(super) fn resolve(scene: &str) -> Result<Source, SceneError> {
                 .unwrap_or_else(|| scene.to_string()),
         })
     };
-    if path.is_file() {
+    // `builtin:NAME` is the built-in scene whatever files the current folder holds: a
+    // batch's plan names its built-in scenes so, as its runs may load them from elsewhere.
+    let explicit = scene.strip_prefix(super::BUILTIN_PREFIX);
+    if explicit.is_none() && path.is_file() {
         return read(path);
     }
-    if let Some(b) = builtin::find(scene) {
+    if let Some(b) = builtin::find(explicit.unwrap_or(scene)) {
         return Ok(Source {
             text: b.text.to_string(),
             origin: format!("built-in scene '{}'", b.name),
@@ -42,10 +45,11 @@ pub(super) fn resolve(scene: &str) -> Result<Source, SceneError> {
             default_name: b.name.to_string(),
         });
     }
-    let looks_like_path = scene.ends_with(".toml")
-        || scene.contains('/')
-        || scene.contains(std::path::MAIN_SEPARATOR)
-        || path.exists();
+    let looks_like_path = explicit.is_none()
+        && (scene.ends_with(".toml")
+            || scene.contains('/')
+            || scene.contains(std::path::MAIN_SEPARATOR)
+            || path.exists());
     if looks_like_path {
         return read(path);
     }
