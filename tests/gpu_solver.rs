@@ -799,6 +799,47 @@ fn verlet_field_reuse_survives_diagnostics_between_steps() {
     );
 }
 
+/// One `record_steps` call of more dispatches than `MAX_RECORDED_DISPATCHES` (u32::MAX
+/// steps would take gigabytes of host memory before anything ran) is a limit error that
+/// records and counts nothing; a call within it still records.
+#[test]
+fn recording_more_dispatches_than_the_limit_is_refused() {
+    let Some((device, queue)) = device() else {
+        return;
+    };
+    let system = random_system(Random {
+        seed: 52,
+        ..Default::default()
+    });
+    let mut solver = GpuSolver::new(&device, &queue, &system, &external_world()).unwrap();
+    let per_step = solver.dispatches_per_step() as u64;
+    let most = (msc::gpu::MAX_RECORDED_DISPATCHES - per_step) / per_step;
+    let mut encoder = device.create_command_encoder(&Default::default());
+    match solver.record_steps(&mut encoder, u32::MAX) {
+        Err(GpuError::LimitExceeded {
+            what,
+            needed,
+            limit,
+        }) => {
+            assert!(what.contains("record_steps"), "{what}");
+            assert!(needed > limit, "{needed} {limit}");
+            assert_eq!(limit, msc::gpu::MAX_RECORDED_DISPATCHES);
+        }
+        other => panic!("expected a limit error, got {other:?}"),
+    }
+    assert!(
+        matches!(
+            solver.record_steps(&mut encoder, (most + 2) as u32),
+            Err(GpuError::LimitExceeded { .. })
+        ),
+        "{most} + 2 steps"
+    );
+    assert_eq!(solver.steps_done(), 0);
+    solver.record_steps(&mut encoder, 3).unwrap();
+    queue.submit([encoder.finish()]);
+    assert_eq!(solver.state().unwrap().step, 3);
+}
+
 #[test]
 fn recording_into_a_caller_encoder_matches_step() {
     let Some((device, queue)) = device() else {

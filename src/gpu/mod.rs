@@ -95,6 +95,6 @@ pub use shader::tuning::{
 };
 pub use solver::adjoint::AdjointSetup;
 pub use solver::adjoint_run::{adjoint_state_bytes, AdjointRead, GpuAdjoint};
-pub use solver::gpu_solver::{GpuSolver, HostCounts};
+pub use solver::gpu_solver::{GpuSolver, HostCounts, MAX_RECORDED_DISPATCHES};
 pub use solver::reads::DdefStructure;
 pub use solver::tangent::{TangentDirection, TangentVectors};

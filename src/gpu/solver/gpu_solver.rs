@@ -49,6 +49,12 @@ pub struct HostCounts {
 /// one): bounds the command buffer's host memory when steps have many solver sweeps.
 const DISPATCHES_PER_SUBMIT: u64 = 8192;
 
+/// The most dispatches one [`GpuSolver::record_steps`] call records (a step's times the
+/// steps): wgpu keeps a pass's commands in host memory until the encoder is finished (a
+/// few hundred bytes a dispatch), so a call of millions of steps would take gigabytes
+/// before any ran. More steps: several calls, each encoder submitted before the next.
+pub const MAX_RECORDED_DISPATCHES: u64 = 1 << 20;
+
 /// Opens a device of its own (see [`GpuSolver::headless`]) with a device-lost callback
 /// that the submitter checks.
 pub(in crate::gpu) fn headless_host(
@@ -416,11 +422,27 @@ impl GpuSolver {
     /// Records `n` steps into the caller's encoder (one compute pass). The solver counts
     /// them as done: the caller must submit the encoder before reading the state back.
     /// Every configuration records (DDEF included: all its stages run on the device).
+    /// More than [`MAX_RECORDED_DISPATCHES`] dispatches in one call is a
+    /// [`GpuError::LimitExceeded`], with nothing recorded.
     pub fn record_steps(
         &mut self,
         encoder: &mut wgpu::CommandEncoder,
         n: u32,
     ) -> Result<(), GpuError> {
+        let per_step = self.dispatches_per_step().max(1) as u64;
+        let needed = per_step * u64::from(n) + dispatch_count(&self.program.prologue) as u64;
+        if needed > MAX_RECORDED_DISPATCHES {
+            return Err(GpuError::LimitExceeded {
+                what: format!(
+                    "dispatches of one record_steps call ({per_step} a step: record at most \
+                     {} steps per call, submitting each encoder)",
+                    (MAX_RECORDED_DISPATCHES - dispatch_count(&self.program.prologue) as u64)
+                        / per_step
+                ),
+                needed,
+                limit: MAX_RECORDED_DISPATCHES,
+            });
+        }
         self.record_unchecked(encoder, n);
         Ok(())
     }
