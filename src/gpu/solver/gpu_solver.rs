@@ -50,9 +50,9 @@ pub struct HostCounts {
 const DISPATCHES_PER_SUBMIT: u64 = 8192;
 
 /// The most dispatches one [`GpuSolver::record_steps`] call records (a step's times the
-/// steps): wgpu keeps a pass's commands in host memory until the encoder is finished (a
-/// few hundred bytes a dispatch), so a call of millions of steps would take gigabytes
-/// before any ran. More steps: several calls, each encoder submitted before the next.
+/// steps): wgpu keeps a pass's commands in host memory until the encoder is finished, so
+/// a call of u32::MAX steps would grow without bound before any ran. More steps: several
+/// calls, each encoder submitted before the next.
 pub const MAX_RECORDED_DISPATCHES: u64 = 1 << 20;
 
 /// Opens a device of its own (see [`GpuSolver::headless`]) with a device-lost callback
