@@ -675,3 +675,38 @@ fn a_polygon_with_too_many_diagonals_is_named() {
     let m = mesh::load_bytes("poly.obj", obj.as_bytes(), MeshFormat::Obj, &o).unwrap();
     assert_eq!(m.edges.len() as u64, 3 + n + (n - 3));
 }
+
+/// Polygons under the limit each, repeated over the same vertices: their springs merge
+/// only at the end, so 538 copies of a 1000-vertex face (a 2.6 MB OBJ) asked for 2.7e8
+/// springs (2 GB) first. The total is now bounded before any is pushed.
+#[test]
+fn repeated_polygons_past_the_spring_limit_are_refused() {
+    let n = 1000u64;
+    let mut obj = String::new();
+    for i in 0..n {
+        let a = i as f64 * std::f64::consts::TAU / n as f64;
+        obj.push_str(&format!("v {} {} 0\n", a.cos(), a.sin()));
+    }
+    let mut face = String::from("f");
+    for i in 1..=n {
+        face.push_str(&format!(" {i}"));
+    }
+    face.push('\n');
+    let copies = mesh::MAX_FILE_SPRINGS / (n + n * (n - 3) / 2) + 1;
+    obj.push_str(&face.repeat(copies as usize));
+    let s = refused("many.obj", obj.as_bytes(), Some(MeshFormat::Obj)).0;
+    assert!(
+        s.contains("springs before merging") && s.contains("limit"),
+        "{s}"
+    );
+    // One copy is read.
+    let one = obj[..obj.len() - face.len() * (copies as usize - 1)].to_string();
+    let m = mesh::load_bytes(
+        "one.obj",
+        one.as_bytes(),
+        MeshFormat::Obj,
+        &FileOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(m.edges.len() as u64, n * (n - 1) / 2);
+}

@@ -25,7 +25,7 @@ mod vtu_tests;
 pub use file::{load_bytes, load_file, At, FileOptions, MeshFormat, STL_MERGE_TOLERANCE};
 pub use obj::obj;
 pub use procedural::{grid, icosphere, lattice, torus};
-pub use surface::{Polygons, MAX_POLYGON_DIAGONALS};
+pub use surface::{Polygons, MAX_FILE_SPRINGS, MAX_POLYGON_DIAGONALS};
 pub use text::Fail;
 
 use crate::model::System;

@@ -34,6 +34,10 @@ impl Polygons {
 /// vertices asked for 8e8 springs and aborted the process allocating them.
 pub const MAX_POLYGON_DIAGONALS: u64 = 1 << 20;
 
+/// The most springs a surface file's faces and lines may give before duplicates merge
+/// (2 GiB of indices): far beyond what a GPU's spring buffers hold.
+pub const MAX_FILE_SPRINGS: u64 = 1 << 28;
+
 /// How coincident vertices are found.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Merge {
@@ -105,7 +109,23 @@ pub(super) fn build(soup: Soup, policy: Polygons, merge: Merge, scale: f64) -> P
             "the file has no vertices used by a face or line",
         ));
     }
-    let mut edges = Vec::new();
+    // Many polygons over the same vertices repeat springs that are merged only at the
+    // end: their count is bounded before any is pushed.
+    let total = (0..starts.len() - 1)
+        .map(|k| springs_of(starts[k + 1] - starts[k], policy))
+        .fold(segments.len() as u64, u64::saturating_add);
+    if total > MAX_FILE_SPRINGS {
+        return Err(fail(
+            None,
+            format!(
+                "the faces and lines give {total} springs before merging, more than the limit \
+                 of {MAX_FILE_SPRINGS} (mesh.polygons = \"triangulate\" or \"edges\" gives \
+                 large polygons fewer)"
+            ),
+        ));
+    }
+    let mut edges: Vec<[u32; 2]> =
+        try_vec("path", "springs", total as usize).map_err(|_| oom("springs"))?;
     let mut faces = Vec::new();
     edges.extend(segments.iter().map(|s| s.map(|v| particle[v as usize])));
     let mut poly: Vec<u32> = Vec::new();
@@ -146,6 +166,20 @@ pub(super) fn build(soup: Soup, policy: Polygons, merge: Merge, scale: f64) -> P
         edges: unique_edges(edges),
         faces,
     })
+}
+
+/// How many springs [`polygon_edges`] pushes for a polygon of `n` vertices.
+fn springs_of(n: usize, policy: Polygons) -> u64 {
+    let n = n as u64;
+    match n {
+        0 | 1 => 0,
+        2 | 3 => n,
+        _ => match policy {
+            Policy::Edges => n,
+            Policy::Triangulate => n + n - 3,
+            Policy::BothDiagonals => n + n * (n - 3) / 2,
+        },
+    }
 }
 
 /// The springs of one polygon (its vertex indices, in order) under `policy`.
