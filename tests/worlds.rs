@@ -581,3 +581,43 @@ fn what_fitting_accepts_a_device_with_those_limits_builds() {
         }
     }
 }
+
+/// The same for DDEF worlds, whose gather, far field and scans have grids of their own
+/// (a 145-charge torus: 258 gather work items): with 50 workgroups per dimension `fitting`
+/// allows a few of 12 and that batch builds, while all 12 need more and are refused with a
+/// typed limit error. (`fitting` counted only the per-particle grids: it allowed all 12.)
+#[test]
+fn what_fitting_accepts_of_ddef_worlds_builds() {
+    let Some(adapter) = common::adapter() else {
+        assert!(!require_gpu());
+        return;
+    };
+    use msc::wgpu;
+    let worlds: Vec<(System, Config)> = (0..12)
+        .map(|_| scene("torus", &["coulomb.method = \"ddef\""]))
+        .collect();
+    let refs: Vec<(&System, &Config)> = worlds.iter().map(|(s, c)| (s, c)).collect();
+    let limits = wgpu::Limits {
+        max_compute_workgroups_per_dimension: 50,
+        ..adapter.limits()
+    };
+    let k = GpuWorlds::fitting(&limits, &refs);
+    assert!((1..refs.len()).contains(&k), "{k} of {}", refs.len());
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("msc test: lowered limits"),
+        required_features: wgpu::Features::empty(),
+        required_limits: limits,
+        ..Default::default()
+    }))
+    .expect("a device with lowered limits");
+    let b = GpuWorlds::new(&device, &queue, &refs[..k])
+        .unwrap_or_else(|e| panic!("fitting said {k} worlds fit: {e}"));
+    assert_eq!(b.len(), k);
+    match GpuWorlds::new(&device, &queue, &refs) {
+        Err(GpuError::LimitExceeded { what, .. }) => {
+            assert!(what.contains("per dimension"), "{what}")
+        }
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("12 DDEF worlds built beyond the limits"),
+    }
+}

@@ -25,6 +25,7 @@ use crate::gpu::host::params::{specialization, world, TimeStep};
 use crate::gpu::host::profile::KernelTime;
 use crate::gpu::host::recorder::{chebyshev_rho, Recorder};
 use crate::gpu::host::recording::Op;
+use crate::gpu::kernels::ddef::ddef_grids_fit;
 use crate::gpu::layout::{
     Params, World, MAX_STORAGE_BUFFERS, SCALAR_SLOTS, SLOT_ENERGY, SLOT_RESIDUAL, TILE,
 };
@@ -90,7 +91,8 @@ impl GpuWorlds {
 
     /// How many of `worlds` (taken in order from the first) fit one batch on a device
     /// with `limits`: every limit [`Self::new`] checks met (so `new` never refuses a
-    /// batch this accepts for its limits), all buffers within [`BATCH_BYTES`], at most
+    /// batch this accepts for its limits; DDEF's dispatch grids as a GPU's or a CPU
+    /// adapter's, whichever needs more), all buffers within [`BATCH_BYTES`], at most
     /// [`MAX_BATCH_WORLDS`]. 0 when not even the first world fits alone: `new` would refuse it,
     /// naming the limit.
     pub fn fitting(limits: &wgpu::Limits, worlds: &[(&System, &Config)]) -> usize {
@@ -114,14 +116,23 @@ impl GpuWorlds {
         } else {
             Vec::new()
         };
+        let max = limits.max_compute_workgroups_per_dimension;
         let fits = |k: usize| {
             let mut shape = batch_shape(&worlds[..k], config, key.coulomb);
+            let mut grids = true;
             if key.ddef {
+                // Sizes as a CPU adapter lays them out (more far-field chunks); the grids
+                // of both layouts, a GPU's gather with up to two workgroups an item (its
+                // `auto` shape: 128 or 256 lanes), a CPU adapter's with one.
                 let (state, tables) = batch_ddef(&worlds[..k], plans[..k].to_vec(), true);
                 shape.ddef = state.sizes(tables.len());
+                let (gpu, _) = batch_ddef(&worlds[..k], plans[..k].to_vec(), false);
+                let nc = shape.nc as u32;
+                grids = ddef_grids_fit(&state.layout, nc, 1, max)
+                    && ddef_grids_fit(&gpu.layout, nc, 2, max);
             }
             let total: u64 = shape.created().map(|(_, s)| s.bytes).sum();
-            check_batch_limits(limits, &shape).is_ok() && total <= BATCH_BYTES
+            grids && check_batch_limits(limits, &shape).is_ok() && total <= BATCH_BYTES
         };
         if !fits(1) {
             return 0;

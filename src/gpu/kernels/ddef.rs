@@ -183,7 +183,6 @@ impl Recorder<'_> {
             &layout.cell_scan,
             layout.tet_scan.len(),
         )?;
-        let blocks = layout.sites.div_ceil(u64::from(WORKGROUP_SIZE)) as u32;
         ops.push(self.grid_dispatch(
             DDEF_FAR,
             &[
@@ -194,7 +193,7 @@ impl Recorder<'_> {
                 Buf::FarPart,
             ],
             m0,
-            [blocks, layout.chunks as u32],
+            far_grid(&layout),
         )?);
         let sites = layout.sites as u32;
         ops.push(self.dispatch(
@@ -206,7 +205,7 @@ impl Recorder<'_> {
         // WG / (its targets) workgroups of LANES per work item (its shape, `Tuning`).
         let shape = self.engine.spec().ddef_gather(self.device);
         let per = WORKGROUP_SIZE / shape.targets_per_workgroup();
-        let grid = self.grid(gather_invocations(self.gather_items(&layout), per)?);
+        let grid = self.grid(gather_invocations(gather_items(&layout, self.nc), per)?);
         ops.push(self.grid_dispatch(
             DDEF_GATHER,
             &[
@@ -224,10 +223,9 @@ impl Recorder<'_> {
         Ok(())
     }
 
-    /// The length the near gathers' work list can reach: one item per occupied cell and
-    /// one per WG targets beyond, in every world.
+    /// [`gather_items`] of this recording's sources.
     pub(in crate::gpu) fn gather_items(&self, layout: &DdefLayout) -> u32 {
-        layout.cells as u32 + self.nc.div_ceil(WORKGROUP_SIZE) + layout.worlds.len() as u32
+        gather_items(layout, self.nc)
     }
 
     /// A `ddef_scan` of `input` into the starts: its levels up, then down; `first` is the
@@ -240,15 +238,14 @@ impl Recorder<'_> {
         first: usize,
     ) -> Result<(), GpuError> {
         let bufs = [input, Buf::Starts, Buf::ScanScratch, Buf::DdefTables];
-        let blocks = |l: &ScanLevel| u64::from(l.len).div_ceil(SCAN_BLOCK) as u32;
         for (i, l) in levels.iter().enumerate() {
             let rec = self.scan_record(first + i, ScanMode::Up);
-            let grid = self.grid(blocks(l) * WORKGROUP_SIZE);
+            let grid = self.grid(scan_blocks(l) * WORKGROUP_SIZE);
             ops.push(self.grid_dispatch(DDEF_SCAN, &bufs, rec, grid)?);
         }
         for (i, l) in levels.iter().enumerate().rev().skip(1) {
             let rec = self.scan_record(first + i, ScanMode::Down);
-            let grid = self.grid(blocks(l) * WORKGROUP_SIZE);
+            let grid = self.grid(scan_blocks(l) * WORKGROUP_SIZE);
             ops.push(self.grid_dispatch(DDEF_SCAN, &bufs, rec, grid)?);
         }
         Ok(())
@@ -261,6 +258,42 @@ impl Recorder<'_> {
             ..Default::default()
         })
     }
+}
+
+/// The length the near gathers' work list can reach over `nc` sources: one item per
+/// occupied cell and one per WG targets beyond, in every world.
+pub(in crate::gpu) fn gather_items(layout: &DdefLayout, nc: u32) -> u32 {
+    layout.cells as u32 + nc.div_ceil(WORKGROUP_SIZE) + layout.worlds.len() as u32
+}
+
+/// `ddef_far`'s grid: site blocks by source chunks (not folded).
+fn far_grid(layout: &DdefLayout) -> [u32; 2] {
+    let blocks = layout.sites.div_ceil(u64::from(WORKGROUP_SIZE));
+    [blocks as u32, layout.chunks as u32]
+}
+
+/// `ddef_scan`'s workgroups over one level.
+fn scan_blocks(l: &ScanLevel) -> u32 {
+    u64::from(l.len).div_ceil(SCAN_BLOCK) as u32
+}
+
+/// Whether every dispatch of one evaluation (`Recorder::ddef`, the same counts) over `nc`
+/// sources with `per` gather workgroups a work item fits `max` workgroups per dimension:
+/// a 1D dispatch folded into max x max, `ddef_frame` and `ddef_far` as they are. For
+/// `GpuWorlds::fitting`, which has no device: a batch it accepts then records.
+pub(in crate::gpu) fn ddef_grids_fit(layout: &DdefLayout, nc: u32, per: u32, max: u32) -> bool {
+    let folded = |items: u64| items.div_ceil(u64::from(WORKGROUP_SIZE)) <= u64::from(max).pow(2);
+    let gather = gather_invocations(gather_items(layout, nc), per).map(u64::from);
+    let scans = layout.tet_scan.iter().chain(&layout.cell_scan);
+    [u64::from(nc), layout.cells, layout.sites]
+        .into_iter()
+        .all(folded)
+        && scans
+            .map(|l| u64::from(scan_blocks(l)))
+            .all(|b| b <= u64::from(max).pow(2))
+        && gather.is_ok_and(folded)
+        && layout.worlds.len() as u64 <= u64::from(max)
+        && far_grid(layout).iter().all(|&g| g <= max)
 }
 
 /// The near gather's invocations: `per` workgroups for each of `items` work items. A u32
