@@ -2,27 +2,31 @@
 //! `ddef_gather`'s work items, targets laid out in KUHN_ORDER, the 24 `corrected` sums on
 //! the lanes `near_correction` gives them), three counts from the f64 reference's
 //! structures (no GPU):
-//! - `wg_entries`: (workgroup, neighbour cell) steps, each with its staging and barriers;
-//! - `warp_entries`: (warp, neighbour cell) steps, idle warps included (each reads its
-//!   membership rows and waits at the barriers);
+//! - `wg_entries`: (workgroup, neighbour cell, tile of TILE sources) steps, each with its
+//!   staging and barriers;
+//! - `warp_entries`: (warp, neighbour cell, tile) steps, idle warps included (each reads
+//!   its membership rows and waits at the barriers);
 //! - `slots`: pair slots the warps walk (per warp, the sources of every tetrahedron any of
 //!   its lanes' near or `corrected` sums takes, the near and correction loops apart);
 //!
 //! and `needed_entries`, the (warp, neighbour cell) steps of the direct shape (`direct/N`:
-//! nothing staged, a warp skips the cells none of its sums takes). A least-squares fit
+//! nothing staged, one pass over a cell, a warp skips the cells none of its sums takes). A least-squares fit
 //! of measured gather times to the three counts predicts a shape's time (BENCHMARKS.md,
 //! "A gather without staging").
 //!
-//! `cargo run --release --example gather_cost -- N M[,M...]` (default 262144 2918).
+//! `cargo run --release --example gather_cost -- N M[,M...] [CLOUD]` (default 262144 2918
+//! cube; CLOUD as `msc bench --cloud`).
 
 use msc::bench::{workload, Cloud};
 use msc::config::DdefVariant;
 use msc::ddef::stencil::{offset_cell, valid_slots, Stencils};
 use msc::ddef::DdefSolver;
 
-/// A work item's targets (`ddef_gather`'s WG) and NVIDIA's warp.
+/// A work item's targets (`ddef_gather`'s WG), NVIDIA's warp, and the sources a staged
+/// tile holds (`gpu::layout::TILE`).
 const ITEM: usize = 256;
 const WARP: usize = 32;
+const TILE: u32 = 256;
 /// `near_walk.wgsl`'s KUHN_ORDER.
 const ORDER: [usize; 6] = [3, 2, 0, 1, 4, 5];
 
@@ -44,8 +48,11 @@ fn main() {
             .map(|m| m.parse().expect("M: whole numbers, comma-separated"))
             .collect()
     });
+    let cloud = args.get(2).map_or(Cloud::Cube, |c| {
+        Cloud::from_name(c).expect("CLOUD: cube, sphere, torus or sheet")
+    });
     for m in ms {
-        let built = workload::ddef(n, m, 1, DdefVariant::Corrected, Cloud::Cube).expect("workload");
+        let built = workload::ddef(n, m, 1, DdefVariant::Corrected, cloud).expect("workload");
         let (system, config) = (&built.system, &built.config);
         let Some(d) = config.coulomb.method.ddef() else {
             unreachable!("the DDEF workload")
@@ -55,8 +62,12 @@ fn main() {
         for lanes in [128, 256] {
             let c = counts(&cpu, lanes);
             println!(
-                "n {n} m {m} lanes {lanes}: wg_entries {} warp_entries {} slots {} needed_entries {}",
-                c.wg_entries, c.warp_entries, c.slots, c.needed_entries
+                "n {n} m {m} {} lanes {lanes}: wg_entries {} warp_entries {} slots {} needed_entries {}",
+                cloud.name(),
+                c.wg_entries,
+                c.warp_entries,
+                c.slots,
+                c.needed_entries
             );
         }
     }
@@ -112,7 +123,10 @@ fn counts(cpu: &msc::ddef::lattice_field::LatticeDdef, lanes: usize) -> Counts {
                 let busy = (first + lanes).min(item_end) - first;
                 // near_correction: the last 24 lanes when the targets leave them free.
                 let corr_first = if busy <= lanes - 24 { lanes - 24 } else { 0 };
-                out.wg_entries += sources.iter().flatten().count() as u64;
+                // Tiles of each neighbour cell inside the lattice (one at least).
+                let tiles =
+                    |src: &[u32; 6]| u64::from(src.iter().sum::<u32>().div_ceil(TILE).max(1));
+                out.wg_entries += sources.iter().flatten().map(tiles).sum::<u64>();
                 for w in (0..lanes).step_by(WARP) {
                     let types = (w..w + WARP)
                         .filter(|&l| l < busy)
@@ -127,7 +141,7 @@ fn counts(cpu: &msc::ddef::lattice_field::LatticeDdef, lanes: usize) -> Counts {
                             .filter(|k| types >> k & 1 == 1)
                             .fold(0, |b, k| b | near(k, e));
                         let cb = sums.iter().fold(0, |b, &(k, v)| b | corr(k, v, e));
-                        out.warp_entries += 1;
+                        out.warp_entries += tiles(src);
                         out.needed_entries += u64::from(nb | cb != 0);
                         out.slots += (0..6)
                             .map(|t| u64::from((nb >> t & 1) + (cb >> t & 1)) * u64::from(src[t]))
