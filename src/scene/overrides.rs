@@ -249,7 +249,13 @@ fn not_a(arg: &str, here: &str, v: &Value, seg: &Seg) -> SceneError {
         Seg::Key(_) => "a table",
         Seg::Index(_) => "an array",
     };
-    err(arg, format!("{here} is a {}, not {wanted}", v.type_str()))
+    let kind = v.type_str();
+    let a = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    err(arg, format!("{here} is {a} {kind}, not {wanted}"))
 }
 
 fn step<'v>(

@@ -144,6 +144,11 @@ fn an_index_into_a_missing_array_says_the_array_is_missing() {
     assert!(e.contains("integrator is a table, not an array"), "{e}");
     let e = refused(BASE, &["integrator.dt.x=1"]);
     assert!(e.contains("integrator.dt is a float, not a table"), "{e}");
+    let e = refused(BASE, &["integrator.steps.x=1"]);
+    assert!(
+        e.contains("integrator.steps is an integer, not a table"),
+        "{e}"
+    );
 }
 
 #[test]
