@@ -202,6 +202,12 @@ fn bad_scene_values_name_their_key() {
         (&["--set", "integrator.dt=nan"], 2, "integrator.dt"),
         (&["--set", "integrator.dt=inf"], 2, "integrator.dt"),
         (&["--set", "integrator.dt=1e300"], 1, "diverged at step 1"),
+        // Nothing was integrated at step 0: the time step is not what to change.
+        (
+            &["--set", "material.rest_length_scale=1e300"],
+            1,
+            "initial state is already non-finite",
+        ),
         (&["--set", "integrator.steps=0"], 2, "integrator.steps"),
         (&["--set", "integrator.steps=-1"], 2, "integrator.steps"),
         (&["--set", "integrator.dtt=0.1"], 2, "integrator.dtt"),

@@ -16,10 +16,10 @@ pub enum CliError {
     /// The run stopped because energies or the state became non-finite.
     #[error(
         "the simulation diverged at step {step} (t = {} s): {why}; \
-         outputs so far are in {} (summary.json has \"finite\": false). \
-         Try a smaller integrator.dt or an implicit integrator",
+         outputs so far are in {} (summary.json has \"finite\": false). {}",
         crate::display::num(*time),
-        out.display()
+        out.display(),
+        diverged_hint(*step)
     )]
     Diverged {
         step: u64,
@@ -77,6 +77,18 @@ pub enum CliError {
     /// `msc validate` found the backends further apart than the tolerance.
     #[error("GPU and CPU differ by more than the tolerance {tolerance:e}: {worst}")]
     Mismatch { tolerance: f64, worst: String },
+}
+
+/// What to try after a divergence: at step 0 nothing was integrated yet, so the time step
+/// is not to blame but a value of the scene (see the guide's Limits).
+fn diverged_hint(step: u64) -> &'static str {
+    if step == 0 {
+        "The initial state is already non-finite, before any step: a value of the scene \
+         (a stiffness, rest length, mass, charge or position) is too large or too small for \
+         the energies to be computed"
+    } else {
+        "Try a smaller integrator.dt or an implicit integrator"
+    }
 }
 
 impl From<OutputError> for CliError {
