@@ -420,7 +420,8 @@ fn bad_scene_values_name_their_key() {
                 "mesh.scale=1e300",
             ],
             2,
-            "mesh.scale: edge 0",
+            // The first vertex the scale takes past f32, named before any edge is built.
+            "vertex 1 (counting from 0): vertex (1e0, 0e0, 0e0) times mesh scale 1e300",
         ),
         (&["--set", "mesh.center=[0, nan, 0]"], 2, "mesh.center"),
         (&["--set", "pin.indices=[99]"], 2, "pin"),
