@@ -4,7 +4,8 @@
 //! with [`EXIT_CODE_AT_ONCE`]: the run under way is then incomplete (no `summary.json`;
 //! the rows so far are in its hidden `.energy.csv.tmp-*` file), as after a SIGKILL.
 //! An embedder running several calls at once stops one of them with a [`Scope`] of its
-//! own, which neither clears nor raises the others' requests.
+//! own, which neither clears nor raises the others' requests; a run's own threads run in
+//! its caller's scope ([`current`], [`run_in`]).
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -79,6 +80,21 @@ pub fn clear() {
 thread_local! {
     /// The scope this thread's work runs in, if any.
     static SCOPE: RefCell<Option<Arc<ScopeFlag>>> = const { RefCell::new(None) };
+}
+
+/// The scope this thread runs in, if any: for a thread it spawns to run in too
+/// ([`run_in`]), so the spawned work stops with this call's scope and no other.
+pub fn current() -> Option<Scope> {
+    SCOPE.with(|s| s.borrow().clone().map(Scope))
+}
+
+/// Runs `work` in `scope` when there is one (what [`current`] gave the spawning thread),
+/// else as this thread is.
+pub fn run_in<T>(scope: Option<&Scope>, work: impl FnOnce() -> T) -> T {
+    match scope {
+        Some(s) => s.run(work),
+        None => work(),
+    }
 }
 
 /// How many live scopes are raised (read by threads outside every scope).

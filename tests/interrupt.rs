@@ -315,3 +315,43 @@ fn a_scope_stops_its_own_work_and_no_other_calls() {
     });
     assert!(!requested());
 }
+
+/// A sweep run in a call's own scope (as Python's `msc.sweep` runs it) is not stopped by
+/// another call's raised scope: its worker threads run in its scope. (They ran outside
+/// every scope, where any raised scope stops them, so every run was left undone.)
+#[test]
+fn a_sweep_in_its_own_scope_runs_on_while_another_scope_is_raised() {
+    use clap::Parser;
+    use msc::cli::{Cli, Command};
+    use msc::interrupt::Scope;
+    let dir = tempfile::tempdir().unwrap();
+    let scene = tiny(dir.path());
+    let out = dir.path().join("sweep");
+    let argv = [
+        "msc",
+        "sweep",
+        "--vary",
+        "integrator.dt=0.001,0.002",
+        "--steps",
+        "20",
+        "--backend",
+        "cpu",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        scene.to_str().unwrap(),
+    ];
+    let Command::Sweep(args) = Cli::try_parse_from(argv).unwrap().command else {
+        unreachable!("a sweep")
+    };
+    let other = Scope::new();
+    other.request();
+    let report = Scope::new()
+        .run(|| msc::cli::sweep::execute(&args))
+        .unwrap()
+        .expect("a report");
+    assert_eq!(report.records.len(), 2);
+    assert_eq!(report.count("ok"), 2, "{:?}", report.records);
+    drop(other);
+}

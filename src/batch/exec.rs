@@ -131,45 +131,50 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
     let mut done = 0;
     let mut opened = 0;
     let mut write_error = None;
+    // The workers stop with the caller's own stop scope (a Python call's), not another's.
+    let within = crate::interrupt::current();
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::channel::<Message>();
         let mut handles = Vec::with_capacity(workers.len());
         for (&device, mine) in workers.iter().zip(dealt) {
             let tx = tx.clone();
             let (plan, planned_for) = (&plan, planned_for.as_ref());
+            let within = within.clone();
             handles.push(scope.spawn(move || {
-                let mut gpu = SharedGpu::new(options.backend, device);
-                for unit in mine {
-                    if crate::interrupt::requested() {
-                        break;
-                    }
-                    let done = match unit {
-                        Unit::One(run) => {
-                            let i = run.i;
-                            let (record, redo) = run_one(*run, plan, &mut gpu);
-                            vec![Done {
-                                i,
-                                record,
-                                redo,
-                                note: gpu.note.take(),
-                            }]
+                crate::interrupt::run_in(within.as_ref(), || {
+                    let mut gpu = SharedGpu::new(options.backend, device);
+                    for unit in mine {
+                        if crate::interrupt::requested() {
+                            break;
                         }
-                        Unit::Batch(chunk) => run_chunk(chunk, plan, planned_for, &mut gpu),
-                    };
-                    let stop = done.into_iter().any(|d| {
-                        tx.send(Message::Run {
-                            i: d.i,
-                            record: Box::new(d.record),
-                            redo: d.redo,
-                            note: d.note,
-                        })
-                        .is_err()
-                    });
-                    if stop {
-                        break;
+                        let done = match unit {
+                            Unit::One(run) => {
+                                let i = run.i;
+                                let (record, redo) = run_one(*run, plan, &mut gpu);
+                                vec![Done {
+                                    i,
+                                    record,
+                                    redo,
+                                    note: gpu.note.take(),
+                                }]
+                            }
+                            Unit::Batch(chunk) => run_chunk(chunk, plan, planned_for, &mut gpu),
+                        };
+                        let stop = done.into_iter().any(|d| {
+                            tx.send(Message::Run {
+                                i: d.i,
+                                record: Box::new(d.record),
+                                redo: d.redo,
+                                note: d.note,
+                            })
+                            .is_err()
+                        });
+                        if stop {
+                            break;
+                        }
                     }
-                }
-                let _ = tx.send(Message::Opened(gpu.opened));
+                    let _ = tx.send(Message::Opened(gpu.opened));
+                })
             }));
         }
         drop(tx);
