@@ -333,6 +333,20 @@ fn bad_scene_values_name_their_key() {
             2,
             "mesh.subdivisions",
         ),
+        // Past the particle limit, the limit (its spring count would have saturated at
+        // 2^64 - 1 in a memory estimate).
+        (
+            &[
+                "--set",
+                "mesh.kind=\"icosphere\"",
+                "--set",
+                "mesh.radius=1",
+                "--set",
+                "mesh.subdivisions=30",
+            ],
+            2,
+            "mesh.subdivisions: 30 gives more than the limit of 2147483647 vertices",
+        ),
         (
             &[
                 "--set",

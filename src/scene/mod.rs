@@ -315,7 +315,10 @@ fn build(
             .and_then(|()| device(&size, &config))
             .map_err(|s| too_large(size, s))
     };
-    let estimated = size::estimate(&f.mesh);
+    // Past the particle limit the mesh builder refuses the mesh by its parameter, before
+    // allocating; the estimate's counts and bytes would have saturated there.
+    let estimated = size::estimate(&f.mesh)
+        .filter(|s| s.particles <= crate::model::System::MAX_PARTICLES as u64);
     let planned = estimated.is_some();
     if let Some(size) = estimated {
         check_size(size)?;
