@@ -5,7 +5,7 @@
 //! the rows so far are in its hidden `.energy.csv.tmp-*` file), as after a SIGKILL.
 //! An embedder running several calls at once stops one of them with a [`Scope`] of its
 //! own, which neither clears nor raises the others' requests; a run's own threads run in
-//! its caller's scope ([`current`], [`run_in`]).
+//! its caller's scope ([`current`], [`Scope::enter`]).
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -83,18 +83,9 @@ thread_local! {
 }
 
 /// The scope this thread runs in, if any: for a thread it spawns to run in too
-/// ([`run_in`]), so the spawned work stops with this call's scope and no other.
+/// ([`Scope::enter`]), so the spawned work stops with this call's scope and no other.
 pub fn current() -> Option<Scope> {
     SCOPE.with(|s| s.borrow().clone().map(Scope))
-}
-
-/// Runs `work` in `scope` when there is one (what [`current`] gave the spawning thread),
-/// else as this thread is.
-pub fn run_in<T>(scope: Option<&Scope>, work: impl FnOnce() -> T) -> T {
-    match scope {
-        Some(s) => s.run(work),
-        None => work(),
-    }
 }
 
 /// How many live scopes are raised (read by threads outside every scope).
@@ -142,15 +133,25 @@ impl Scope {
     /// Runs `work` on this thread inside this scope; the thread's previous scope comes
     /// back after it, a panic included.
     pub fn run<T>(&self, work: impl FnOnce() -> T) -> T {
-        struct Restore(Option<Arc<ScopeFlag>>);
-        impl Drop for Restore {
-            fn drop(&mut self) {
-                let previous = self.0.take();
-                SCOPE.with(|s| *s.borrow_mut() = previous);
-            }
-        }
-        let previous = SCOPE.with(|s| s.borrow_mut().replace(self.0.clone()));
-        let _restore = Restore(previous);
+        let _entered = self.enter();
         work()
+    }
+
+    /// Puts this thread in this scope until the guard drops, when its previous scope
+    /// comes back (a panic included).
+    pub fn enter(&self) -> Entered {
+        let previous = SCOPE.with(|s| s.borrow_mut().replace(self.0.clone()));
+        Entered(previous, std::marker::PhantomData)
+    }
+}
+
+/// A thread inside a [`Scope`] ([`Scope::enter`]); not `Send`, as it restores the
+/// thread's own previous scope.
+pub struct Entered(Option<Arc<ScopeFlag>>, std::marker::PhantomData<*const ()>);
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        let previous = self.0.take();
+        SCOPE.with(|s| *s.borrow_mut() = previous);
     }
 }

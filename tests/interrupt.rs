@@ -289,8 +289,12 @@ fn a_killed_benchmark_keeps_its_finished_rows() {
 
 /// An embedder's concurrent calls each stop through their own scope: raising one stops
 /// the work run in it, not another scope's work, and a dropped scope stops nothing.
+/// The scope tests share the process's count of raised scopes: one at a time.
+static SCOPES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn a_scope_stops_its_own_work_and_no_other_calls() {
+    let _one = SCOPES.lock().unwrap_or_else(|e| e.into_inner());
     use msc::interrupt::{requested, Scope};
     let (a, b) = (Scope::new(), Scope::new());
     a.request();
@@ -321,6 +325,7 @@ fn a_scope_stops_its_own_work_and_no_other_calls() {
 /// every scope, where any raised scope stops them, so every run was left undone.)
 #[test]
 fn a_sweep_in_its_own_scope_runs_on_while_another_scope_is_raised() {
+    let _one = SCOPES.lock().unwrap_or_else(|e| e.into_inner());
     use clap::Parser;
     use msc::cli::{Cli, Command};
     use msc::interrupt::Scope;

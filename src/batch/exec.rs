@@ -138,43 +138,41 @@ pub fn run_batch(plan: &Plan, options: &BatchOptions) -> Result<BatchReport, Bat
         let mut handles = Vec::with_capacity(workers.len());
         for (&device, mine) in workers.iter().zip(dealt) {
             let tx = tx.clone();
-            let (plan, planned_for) = (&plan, planned_for.as_ref());
-            let within = within.clone();
+            let (plan, planned_for, within) = (&plan, planned_for.as_ref(), within.clone());
             handles.push(scope.spawn(move || {
-                crate::interrupt::run_in(within.as_ref(), || {
-                    let mut gpu = SharedGpu::new(options.backend, device);
-                    for unit in mine {
-                        if crate::interrupt::requested() {
-                            break;
-                        }
-                        let done = match unit {
-                            Unit::One(run) => {
-                                let i = run.i;
-                                let (record, redo) = run_one(*run, plan, &mut gpu);
-                                vec![Done {
-                                    i,
-                                    record,
-                                    redo,
-                                    note: gpu.note.take(),
-                                }]
-                            }
-                            Unit::Batch(chunk) => run_chunk(chunk, plan, planned_for, &mut gpu),
-                        };
-                        let stop = done.into_iter().any(|d| {
-                            tx.send(Message::Run {
-                                i: d.i,
-                                record: Box::new(d.record),
-                                redo: d.redo,
-                                note: d.note,
-                            })
-                            .is_err()
-                        });
-                        if stop {
-                            break;
-                        }
+                let _scope = within.as_ref().map(crate::interrupt::Scope::enter);
+                let mut gpu = SharedGpu::new(options.backend, device);
+                for unit in mine {
+                    if crate::interrupt::requested() {
+                        break;
                     }
-                    let _ = tx.send(Message::Opened(gpu.opened));
-                })
+                    let done = match unit {
+                        Unit::One(run) => {
+                            let i = run.i;
+                            let (record, redo) = run_one(*run, plan, &mut gpu);
+                            vec![Done {
+                                i,
+                                record,
+                                redo,
+                                note: gpu.note.take(),
+                            }]
+                        }
+                        Unit::Batch(chunk) => run_chunk(chunk, plan, planned_for, &mut gpu),
+                    };
+                    let stop = done.into_iter().any(|d| {
+                        tx.send(Message::Run {
+                            i: d.i,
+                            record: Box::new(d.record),
+                            redo: d.redo,
+                            note: d.note,
+                        })
+                        .is_err()
+                    });
+                    if stop {
+                        break;
+                    }
+                }
+                let _ = tx.send(Message::Opened(gpu.opened));
             }));
         }
         drop(tx);
