@@ -58,3 +58,24 @@ fn far_cursor(world: DdefWorld, p: vec3<u32>, r: vec3<u32>, idx: u32) -> vec3<u3
     }
     return c;
 }
+
+// far_cursor of site p from the start to source `first`, without walking M_j's ranges when
+// they all end at or before `first` (most chunks of a far site, whose walk read up to 48
+// stencil entries): the stencil's last tetrahedron in the lattice ends after every range,
+// as its ranges come in increasing order. The same cursor either way.
+fn far_start(world: DdefWorld, p: vec3<u32>, first: u32) -> vec3<u32> {
+    let dims = world.dims.xyz;
+    for (var i = SITE_ENTRIES; i > 0u; i = i - 1u) {
+        let e = tables[SITE_STENCIL + i - 1u];
+        let c = ddef_offset_cell(dims, p, ddef_entry_offset(e));
+        if (c.x < 0) {
+            continue;
+        }
+        let t = world.base.x + KUHN * ddef_cell_index(dims, vec3<u32>(c)) + (e >> 12u);
+        if (starts[t + 1u] <= first) {
+            return vec3<u32>(NO_RANK, NO_RANK, SITE_ENTRIES);
+        }
+        break;
+    }
+    return far_cursor(world, p, vec3<u32>(0u), first);
+}

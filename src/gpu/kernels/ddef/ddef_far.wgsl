@@ -62,6 +62,7 @@ fn main(
     if (valid) {
         p = ddef_site_point(dims, local);
         u = ddef_site(world, p);
+        r = far_start(world, p, span.x);
     }
     let eps2 = world.eps2.x;
     var acc = vec3<f32>(0.0);
@@ -126,7 +127,7 @@ fn far_site(world: DdefWorld, block: u32, lid: u32, i: u32, first: u32) -> FarSi
     if (i < TARGETS && local < dims.x * dims.y * dims.z) {
         s.p = ddef_site_point(dims, local);
         s.u = ddef_site(world, s.p);
-        s.r = far_cursor(world, s.p, vec3<u32>(0u), first);
+        s.r = far_start(world, s.p, first);
         s.valid = true;
     }
     return s;

@@ -44,6 +44,7 @@ fn main(
     if (valid) {
         p = ddef_site_point(dims, local);
         u = ddef_site(world, p);
+        r = far_start(world, p, span.x);
     }
     let eps2 = world.eps2.x;
     var acc = vec3<f32>(0.0);
