@@ -13,9 +13,8 @@
 # default): `--only coulomb,ddef` is the DDEF targets and their all-pairs crossover.
 # `--only gather` (not in the default) times the shapes of the DDEF near gather and far
 # field (`msc bench --ddef-gather`, `--ddef-far`; not the 64-lane ones, 1.4-2.2x slower on
-# an H100; cell/128/dual: two targets per invocation; direct/N: nothing staged; auto: the
-# default, the shape picked by the cells' load, cell/128/unrolled or cell/256/unrolled)
-# and the default shapes under
+# an H100; cell/128/dual: two targets per invocation; auto: the default, the shape picked
+# by the cells' load, cell/128/unrolled or cell/256/unrolled) and the default shapes under
 # the `paper` variant (`--ddef-variant paper`: no `corrected` sums, so the difference is
 # their cost) at 256K and 1M charges, m auto, rounds interleaved (--rounds N, default 3),
 # and prints their table (benches/gather_table.py) instead of the main one; `--shapes`
@@ -36,7 +35,7 @@ peers=1
 only=cloth,coulomb,ddef,worlds,adjoint,peers
 rounds=3
 all_shapes=cell/256,packed/256,cell/128,packed/128,cell/256/unrolled,cell/128/unrolled
-all_shapes+=,cell/128/dual,direct/128,direct/256,auto
+all_shapes+=,cell/128/dual,auto
 all_shapes+=,far:direct/1,far:direct/2,far:direct/4,variant:paper
 shapes=$all_shapes
 msc=""

@@ -121,10 +121,9 @@ pub struct BenchArgs {
     #[arg(long, value_name = "SHAPE", default_value = "cube", value_parser = parse_cloud)]
     pub cloud: Cloud,
     /// DDEF workload on a GPU: the near gather's shape, auto (by how crowded the cells
-    /// are at set-up: cell/128/unrolled or cell/256/unrolled), cell/N, cell/N/unrolled,
-    /// packed/N or direct/N (nothing staged) with N = 64, 128 or 256 invocations per
-    /// workgroup, or cell/N/dual (two targets per invocation) with N = 64 or 128 (the same
-    /// results; for measuring them)
+    /// are at set-up: cell/128/unrolled or cell/256/unrolled), cell/N, cell/N/unrolled or
+    /// packed/N with N = 64, 128 or 256 invocations per workgroup, or cell/N/dual (two
+    /// targets per invocation) with N = 64 or 128 (the same results; for measuring them)
     #[arg(long, value_name = "SHAPE", default_value = "auto")]
     pub ddef_gather: crate::gpu::GatherChoice,
     /// DDEF workload on a GPU: the far field's shape, staged or direct/N with N = 1, 2 or

@@ -438,8 +438,6 @@ fn pipeline_constants(
         constants.push(("UNROLLED", f64::from(u8::from(unrolled))));
         let dual = g.pairs == GatherPairs::Dual;
         constants.push(("DUAL", f64::from(u8::from(dual))));
-        let direct = g.staging == GatherStaging::Direct;
-        constants.push(("DIRECT", f64::from(u8::from(direct))));
     }
     if let Some(&(_, budget)) = LOOP_BUDGET_ON_CPU.iter().find(|(n, _)| cpu && *n == k.name) {
         constants.push(("LOOP_BUDGET", f64::from(budget)));

@@ -39,10 +39,6 @@ pub enum GatherStaging {
     /// The neighbourhood's cells one after another as one list (`PACKED`): full tiles,
     /// fewer barriers, when cells hold fewer sources than a tile.
     Packed,
-    /// Nothing staged (`DIRECT`, with `Unrolled` pairs): every invocation reads its
-    /// sources from storage and walks only the neighbour cells its sums take, no barrier
-    /// per cell, so no warp waits for another.
-    Direct,
 }
 
 /// How `ddef_gather`'s per-cell walk adds a tetrahedron's staged sources (`UNROLLED`).
@@ -66,8 +62,7 @@ pub enum GatherPairs {
 pub struct DdefGather {
     pub staging: GatherStaging,
     pub lanes: GatherLanes,
-    /// `Unrolled` and `Dual` with `PerCell` staging only, but `Direct`, always `Unrolled`;
-    /// `Dual` with at most 128 lanes.
+    /// `Unrolled` and `Dual` with `PerCell` staging only; `Dual` with at most 128 lanes.
     pub pairs: GatherPairs,
 }
 
@@ -105,17 +100,11 @@ impl DdefGather {
             lanes,
             pairs: GatherPairs::Dual,
         });
-        let direct = GatherLanes::ALL.map(|lanes| Self {
-            staging: GatherStaging::Direct,
-            lanes,
-            pairs: GatherPairs::Unrolled,
-        });
         cell(GatherPairs::Plain)
             .into_iter()
             .chain(packed)
             .chain(cell(GatherPairs::Unrolled))
             .chain(dual)
-            .chain(direct)
     }
 
     /// The shape [`GatherChoice::Auto`] runs for `load`: `cell/128/unrolled` while at most
@@ -153,8 +142,6 @@ impl fmt::Display for DdefGather {
         let staging = match self.staging {
             GatherStaging::PerCell => "cell",
             GatherStaging::Packed => "packed",
-            // Its pairs are always unrolled.
-            GatherStaging::Direct => return write!(f, "direct/{}", self.lanes.count()),
         };
         write!(f, "{staging}/{}", self.lanes.count())?;
         match self.pairs {
@@ -174,8 +161,8 @@ impl FromStr for DdefGather {
             .find(|g| g.to_string() == s.trim())
             .ok_or_else(|| {
                 format!(
-                "unknown DDEF gather shape '{s}': expected cell/N, cell/N/unrolled, packed/N or \
-                 direct/N, N = 64, 128 or 256, or cell/N/dual, N = 64 or 128"
+                "unknown DDEF gather shape '{s}': expected cell/N, cell/N/unrolled or packed/N, \
+                 N = 64, 128 or 256, or cell/N/dual, N = 64 or 128"
             )
             })
     }
@@ -340,7 +327,7 @@ mod tests {
         for g in DdefGather::all() {
             assert_eq!(g.to_string().parse::<DdefGather>(), Ok(g));
         }
-        assert_eq!(DdefGather::all().count(), 14);
+        assert_eq!(DdefGather::all().count(), 11);
         for g in DdefGather::all() {
             let per = g.targets_per_workgroup();
             assert!(
@@ -367,14 +354,6 @@ mod tests {
                 .map(|g| g.targets_per_workgroup()),
             Ok(256)
         );
-        assert_eq!(
-            "direct/128".parse::<DdefGather>(),
-            Ok(DdefGather {
-                staging: GatherStaging::Direct,
-                lanes: GatherLanes::L128,
-                pairs: GatherPairs::Unrolled,
-            })
-        );
         for bad in [
             "cell/32",
             "packed",
@@ -382,8 +361,6 @@ mod tests {
             "packed/256/unrolled",
             "cell/256/dual",
             "packed/128/dual",
-            "direct/128/unrolled",
-            "direct/32",
             "",
         ] {
             let e = bad.parse::<DdefGather>().unwrap_err();

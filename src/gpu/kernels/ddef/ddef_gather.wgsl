@@ -32,7 +32,6 @@
 // UNROLLED, LANES at most WG / 2) gives each invocation two consecutive targets, which
 // share each staged source read, the loop and, when of one Kuhn type (all but at most
 // five invocations of a cell), the membership bits: a workgroup takes 2 LANES targets.
-// DIRECT (per-cell walk, UNROLLED) stages nothing: see direct_sums.
 // Every staged shape lays a cell's targets out by Kuhn type in near_walk's KUHN_ORDER.
 
 override STAGED: bool = true;
@@ -40,7 +39,6 @@ override LANES: u32 = WG;
 override PACKED: bool = false;
 override UNROLLED: bool = false;
 override DUAL: bool = false;
-override DIRECT: bool = false;
 
 // Entries of the near neighbourhood a PACKED workgroup holds (the tables' 63, checked on
 // the host).
@@ -334,60 +332,6 @@ fn corner_sums(world: DdefWorld, dims: vec3<u32>, cp: vec3<u32>, corner: u32, ep
     return array<vec3<f32>, KUHN>(c0, c1, c2, c3, c4, c5);
 }
 
-// DIRECT: near_run4 over sorted positions [lo, hi), each source read from storage.
-fn direct_run4(acc0: vec3<f32>, me: vec3<f32>, lo: u32, hi: u32, eps2: f32) -> vec3<f32> {
-    var acc = acc0;
-    var j = lo;
-    for (; j + 4u <= hi; j = j + 4u) {
-        acc = near_pull(acc, me, sorted_src[j], eps2, true);
-        acc = near_pull(acc, me, sorted_src[j + 1u], eps2, true);
-        acc = near_pull(acc, me, sorted_src[j + 2u], eps2, true);
-        acc = near_pull(acc, me, sorted_src[j + 3u], eps2, true);
-    }
-    for (; j < hi; j = j + 1u) {
-        acc = near_pull(acc, me, sorted_src[j], eps2, true);
-    }
-    return acc;
-}
-
-// DIRECT: the near and `corrected` sums of target `tg` and correction `c` without
-// workgroup memory. Each invocation reads its tetrahedra's sources from storage (a
-// warp's lanes read one source at once) and skips the neighbour cells none of its sums
-// takes, with no barrier, so a warp never waits at a neighbour cell for the others
-// (the staged walk's barriers and staging cost about a quarter of its time on an H200,
-// BENCHMARKS.md). The same terms in the same order as the staged walk.
-fn direct_sums(it: NearItem, tg: NearTarget, c: NearCorrection, me: vec3<f32>, eps2: f32, acc: ptr<function, vec3<f32>>, cacc: ptr<function, vec3<f32>>) {
-    let own = cell_tets(it.world, it.dims, it.cp);
-    for (var d = 0u; d < it.nd; d = d + 1u) {
-        let t0 = near_tets(it, d);
-        if (t0 == NO_RANK) {
-            continue;
-        }
-        let bits = near_bits(it, d, tg, c);
-        for (var t = 0u; t < KUHN; t = t + 1u) {
-            let near = ((bits.x >> t) & 1u) != 0u;
-            let co = ((bits.y >> t) & 1u) != 0u;
-            if (!near && !co) {
-                continue;
-            }
-            let b = starts[t0 + t];
-            let e = starts[t0 + t + 1u];
-            if (near && t0 != own) {
-                *acc = direct_run4(*acc, me, b, e, eps2);
-            } else if (near) {
-                for (var j = b; j < e; j = j + 1u) {
-                    *acc = near_pull(*acc, me, sorted_src[j], eps2, j != tg.k);
-                }
-            }
-            if (co) {
-                for (var j = b; j < e; j = j + 1u) {
-                    *cacc = site_pull(*cacc, c.site, sorted_src[j], eps2);
-                }
-            }
-        }
-    }
-}
-
 // Sources [base, min(base + TILE, end)) into the tile, for the whole workgroup.
 fn stage_tile(base: u32, end: u32, lid: u32) {
     for (var r = 0u; r < TILE / LANES; r = r + 1u) {
@@ -606,12 +550,10 @@ fn main(
     var cacc = vec3<f32>(0.0);
     if (PACKED) {
         packed_sums(it, tg, c, me.xyz, lid, eps2, &acc, &cacc);
-    } else if (DIRECT) {
-        direct_sums(it, tg, c, me.xyz, eps2, &acc, &cacc);
     }
     // The item's own cell's first tetrahedron: only there may a target meet its own source.
     let own = cell_tets(it.world, it.dims, it.cp);
-    for (var d = 0u; d < it.nd && !PACKED && !DIRECT; d = d + 1u) {
+    for (var d = 0u; d < it.nd && !PACKED; d = d + 1u) {
         let t0 = near_tets(it, d);
         if (t0 == NO_RANK) {
             continue;
