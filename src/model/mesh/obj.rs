@@ -15,7 +15,7 @@ use std::path::Path;
 /// `l` records are polylines: a chain of springs between consecutive vertices, never a
 /// face (`l 1 2` is one spring). `p`, texture and normal records, groups, materials and
 /// smoothing are ignored (`mtllib` is not opened). Indices may be negative (relative) and
-/// carry `/vt/vn` parts. Coordinates are parsed as f64 (correctly rounded), so distinct
+/// carry `/vt/vn` parts (not read, but each an integer or empty). Coordinates are parsed as f64 (correctly rounded), so distinct
 /// values in the file stay distinct particles. Vertices not used by any face or line are
 /// dropped, and vertices with equal positions (e.g. repeated by separate `o`/`g` groups;
 /// -0 equals 0) are merged into one particle, because two charged particles at one point
@@ -83,10 +83,27 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Soup> {
             "f" | "l" => {
                 poly.clear();
                 for w in words {
-                    let first = w.split('/').next().unwrap_or("");
+                    let (first, rest) = w.split_once('/').unwrap_or((w, ""));
                     let ix: i64 = first
                         .parse()
                         .map_err(|_| fail(at.clone(), format!("`{w}` is not a vertex index")))?;
+                    // The texture and normal parts are not read, but a malformed one (`1/x`,
+                    // `1/2/3/4`) means the file is not what it claims: refused, not skipped.
+                    let parts = if w.contains('/') {
+                        rest.split('/').count()
+                    } else {
+                        0
+                    };
+                    if parts > 2
+                        || rest
+                            .split('/')
+                            .any(|p| !p.is_empty() && p.parse::<i64>().is_err())
+                    {
+                        return Err(fail(
+                            at,
+                            format!("`{w}` is not a vertex reference (v, v/vt, v/vt/vn or v//vn)"),
+                        ));
+                    }
                     let n = soup.positions.len() as i64;
                     let v = match ix {
                         0 => return Err(fail(at, "vertex index 0: OBJ indices start at 1")),

@@ -110,6 +110,35 @@ fn obj_self_loop_lines_are_refused() {
 }
 
 #[test]
+fn obj_malformed_texture_and_normal_parts_are_refused() {
+    let v = "v 0 0 0\nv 1 0 0\nv 0 1 0\n";
+    for ok in [
+        "f 1 2 3",
+        "f 1/1 2/2 3/3",
+        "f 1/1/1 2/2/2 3/3/3",
+        "f 1//1 2//2 3//3",
+        "f -3/-1 -2 -1",
+    ] {
+        let soup = obj::parse(format!("{v}{ok}\n").as_bytes());
+        assert!(soup.is_ok(), "{ok}: {soup:?}");
+    }
+    for (line, word) in [
+        ("f 1/x 2 3", "1/x"),
+        ("f 1 2/1/1/1 3", "2/1/1/1"),
+        ("f 1 2 3//n", "3//n"),
+        ("l 1/1.5 2", "1/1.5"),
+    ] {
+        let e = obj::parse(format!("{v}{line}\n").as_bytes()).unwrap_err();
+        assert!(
+            e.message
+                .contains(&format!("`{word}` is not a vertex reference")),
+            "{line}: {e:?}"
+        );
+        assert_eq!(e.at, Some(At::Line(4)), "{e:?}");
+    }
+}
+
+#[test]
 fn tetgen_errors_name_the_file_they_are_in() {
     let dir = tempfile::tempdir().unwrap();
     let node = dir.path().join("box.node");
