@@ -228,12 +228,22 @@ impl PlanFile {
                 source.to_string()
             },
         })?;
-        let plan: Self = serde_json::from_str(&text).map_err(|e| BatchError::ReadPlan {
+        let mut plan: Self = serde_json::from_str(&text).map_err(|e| BatchError::ReadPlan {
             path: path.clone(),
             message: e.to_string(),
         })?;
         plan.check()
             .map_err(|message| BatchError::ReadPlan { path, message })?;
+        // A plan written before built-ins were pinned holds a built-in's bare name, which
+        // was then always the built-in (a file was written by its absolute path): the same
+        // scene as `builtin:NAME`, so its later shards and merge still agree with it.
+        for r in &mut plan.runs {
+            let bare = !r.scene.starts_with(crate::scene::BUILTIN_PREFIX)
+                && !Path::new(&r.scene).is_absolute();
+            if bare && crate::scene::builtin_text(&r.scene).is_some() {
+                r.scene = format!("{}{}", crate::scene::BUILTIN_PREFIX, r.scene);
+            }
+        }
         Ok(plan)
     }
 
@@ -414,6 +424,39 @@ mod tests {
         );
         // The file is the first shard's still.
         assert_eq!(PlanFile::read(dir.path()).unwrap(), a);
+    }
+
+    #[test]
+    fn a_plan_from_before_built_ins_were_pinned_is_the_same_plan() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = plan_file(2, &["0.01", "0.02"]);
+        assert_eq!(a.runs[0].scene, "builtin:torus");
+        // As an earlier binary wrote it: the built-in's bare name.
+        let mut old = a.clone();
+        for r in &mut old.runs {
+            r.scene = "torus".into();
+        }
+        let json = serde_json::to_string_pretty(&old).unwrap();
+        std::fs::write(dir.path().join(PLAN_FILE), json).unwrap();
+        assert_eq!(PlanFile::read(dir.path()).unwrap(), a);
+        a.write_or_check(dir.path()).unwrap();
+        // A bare name that is no built-in stays as written, and another plan.
+        for r in &mut old.runs {
+            r.scene = "no-such-scene".into();
+        }
+        std::fs::write(
+            dir.path().join(PLAN_FILE),
+            serde_json::to_string_pretty(&old).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            PlanFile::read(dir.path()).unwrap().runs[0].scene,
+            "no-such-scene"
+        );
+        assert!(matches!(
+            a.write_or_check(dir.path()),
+            Err(BatchError::PlanMismatch { .. })
+        ));
     }
 
     #[test]
