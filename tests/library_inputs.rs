@@ -629,3 +629,37 @@ fn a_cotangent_of_the_wrong_size_is_a_typed_error() {
         }
     }
 }
+
+/// `System::with_charge_scale` and `with_stiffness_scale` scaled a copy without the checks
+/// of `System::new`: a scale of -1 gave a negative stiffness and a NaN scale NaN charges,
+/// which both backends then stepped (the CPU reference took the NaN charges too). Now the
+/// product is checked as `System::new` checks it and names the spring or particle.
+#[test]
+fn scaled_parameters_are_checked_as_a_new_system_is() {
+    use msc::model::ModelError;
+    let s = pair();
+    assert_eq!(s.with_charge_scale(2.0).unwrap().charges(), &[2e-6; 2]);
+    assert_eq!(
+        s.with_stiffness_scale(0.5).unwrap().springs()[0].stiffness,
+        5.0
+    );
+    for scale in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        match s.with_charge_scale(scale) {
+            Err(ModelError::NonFinite {
+                index: 0,
+                what: "charge",
+            }) => {}
+            other => panic!("charge scale {scale}: expected a non-finite charge, got {other:?}"),
+        }
+    }
+    for scale in [-1.0, f64::NAN, f64::INFINITY] {
+        match s.with_stiffness_scale(scale) {
+            Err(ModelError::BadSpringParameter {
+                spring: 0,
+                what: "stiffness",
+                ..
+            }) => {}
+            other => panic!("stiffness scale {scale}: expected a bad stiffness, got {other:?}"),
+        }
+    }
+}

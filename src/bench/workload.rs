@@ -444,18 +444,24 @@ pub fn worlds(
     charged_fraction: f64,
 ) -> Result<Vec<Built>, WorkloadError> {
     let base = world_base(scene, sweeps, charged_fraction)?;
-    Ok((0..count)
+    let n = base.system.len();
+    (0..count)
         .map(|w| {
             let [q, k, h] = world_factors(w);
             let mut config = base.config.clone();
             config.dt *= h;
-            Built {
-                system: base.system.with_charge_scale(q).with_stiffness_scale(k),
+            let system = base
+                .system
+                .with_charge_scale(q)
+                .and_then(|s| s.with_stiffness_scale(k))
+                .map_err(|source| WorkloadError::Model { n, source })?;
+            Ok(Built {
+                system,
                 config,
                 grid: base.grid,
-            }
+            })
         })
-        .collect())
+        .collect()
 }
 
 #[cfg(test)]

@@ -454,17 +454,19 @@ impl System {
         Ok(())
     }
 
-    /// A copy with every charge multiplied by `scale` (parameter sweeps, gradients).
-    pub fn with_charge_scale(&self, scale: f64) -> Self {
-        let mut s = self.clone();
-        s.charges.iter_mut().for_each(|q| *q *= scale);
-        s
+    /// A copy with every charge multiplied by `scale` (parameter sweeps, gradients),
+    /// checked as [`System::new`] checks charges: a non-finite product (a NaN or infinite
+    /// `scale`) names the particle.
+    pub fn with_charge_scale(&self, scale: f64) -> Result<Self, ModelError> {
+        let charges: Vec<f64> = self.charges.iter().map(|q| q * scale).collect();
+        self.with_charges(&charges)
     }
-    /// A copy with every spring stiffness multiplied by `scale`.
-    pub fn with_stiffness_scale(&self, scale: f64) -> Self {
-        let mut s = self.clone();
-        s.springs.iter_mut().for_each(|sp| sp.stiffness *= scale);
-        s
+    /// A copy with every spring stiffness multiplied by `scale`, checked as
+    /// [`System::new`] checks stiffnesses: a negative, NaN or infinite product names the
+    /// spring.
+    pub fn with_stiffness_scale(&self, scale: f64) -> Result<Self, ModelError> {
+        let stiffnesses: Vec<f64> = self.springs.iter().map(|s| s.stiffness * scale).collect();
+        self.with_stiffnesses(&stiffnesses)
     }
 
     /// The initial state of a run.
