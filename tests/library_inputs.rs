@@ -663,3 +663,28 @@ fn scaled_parameters_are_checked_as_a_new_system_is() {
         }
     }
 }
+
+/// A batch's DDEF counts of a world it does not hold came back as a count (no plans and
+/// every evaluation of the batch) instead of an error; `world_range` already named it.
+#[test]
+fn ddef_counts_of_a_world_a_batch_does_not_hold_are_a_typed_error() {
+    let Some((device, queue)) = device_with(wgpu::Limits::default()) else {
+        return;
+    };
+    let config = Config {
+        coulomb: msc::config::CoulombConfig {
+            method: msc::config::CoulombMethod::Ddef(Default::default()),
+            softening: 0.0,
+        },
+        ..at_10_ms()
+    };
+    let system = pair();
+    let mut batch = GpuWorlds::new(&device, &queue, &[(&system, &config)]).expect("batch");
+    batch.advance(2).expect("steps");
+    let counts = batch.ddef_counts(0).expect("world 0").expect("DDEF");
+    assert_eq!((counts.rebuilds, counts.evaluations), (1, 2));
+    match batch.ddef_counts(1) {
+        Err(GpuError::Worlds(m)) => assert_eq!(m, "world 1 of 1 asked for"),
+        other => panic!("expected a world error, got {other:?}"),
+    }
+}

@@ -495,7 +495,7 @@ fn ddef_worlds_step_as_they_do_alone_bit_for_bit() {
         let (state, e, _) = alone(system, config, steps).unwrap();
         assert!(same_bits(&states[w], &state), "world {w}: state");
         assert_eq!(energies[w], e, "world {w}: energies");
-        let counts = b.ddef_counts(w).unwrap();
+        let counts = b.ddef_counts(w).unwrap().unwrap();
         assert_eq!(counts.evaluations, steps, "world {w}");
         assert_eq!(counts.rebuilds, 1, "world {w}");
     }

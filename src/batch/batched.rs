@@ -139,7 +139,7 @@ fn batch(now: &[Ready], plan: &Plan, gpu: &mut SharedGpu) -> Vec<Done> {
                 .enumerate()
                 .map(|(w, ((r, d), driven))| {
                     let on = RanOn {
-                        ddef: worlds.worlds().ddef_counts(w),
+                        ddef: worlds.worlds().ddef_counts(w).ok().flatten(),
                         ..on.clone()
                     };
                     driven.and_then(|driven| finish_folder(&r.run.scene, d, driven, on))

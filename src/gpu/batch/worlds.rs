@@ -311,13 +311,17 @@ impl GpuWorlds {
     }
 
     /// World `w`'s DDEF plans made and force evaluations so far (`None` unless the
-    /// batch runs DDEF), as one solver reports them.
-    pub fn ddef_counts(&self, w: usize) -> Option<crate::measures::DdefCounts> {
-        let (rebuilds, evaluations) = self.solver.ddef_world_counts(w)?;
-        Some(crate::measures::DdefCounts {
-            rebuilds,
-            evaluations,
-        })
+    /// batch runs DDEF), as one solver reports them; a typed error when the batch has no
+    /// world `w`.
+    pub fn ddef_counts(&self, w: usize) -> Result<Option<crate::measures::DdefCounts>, GpuError> {
+        self.world_range(w)?;
+        Ok(self
+            .solver
+            .ddef_world_counts(w)
+            .map(|(rebuilds, evaluations)| crate::measures::DdefCounts {
+                rebuilds,
+                evaluations,
+            }))
     }
 
     /// Every world's last linear solve (implicit integrators; `None` otherwise and before
