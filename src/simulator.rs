@@ -326,4 +326,10 @@ impl Worlds for GpuBatch {
             .map(|a| a.name.clone())
             .unwrap_or_default()
     }
+    /// `None` for every world it holds (f32 state, see [`Simulator::first_outside_f32`]);
+    /// a typed error for a world it does not.
+    fn first_outside_f32(&mut self, w: usize) -> Result<Option<usize>, SimError> {
+        self.worlds.world_range(w)?;
+        Ok(None)
+    }
 }

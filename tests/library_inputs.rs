@@ -688,3 +688,30 @@ fn ddef_counts_of_a_world_a_batch_does_not_hold_are_a_typed_error() {
         other => panic!("expected a world error, got {other:?}"),
     }
 }
+
+/// A GPU batch answered `first_outside_f32` for a world it does not hold with `Ok(None)`
+/// (the trait's default), where its other reads and the CPU batch name the world.
+#[test]
+fn a_world_a_gpu_batch_does_not_hold_is_a_typed_error() {
+    use msc::simulator::{GpuBatch, Worlds};
+    use msc::SimError;
+    let Some((device, queue)) = device_with(wgpu::Limits::default()) else {
+        return;
+    };
+    let system = pair();
+    let config = at_10_ms();
+    let batch = GpuWorlds::new(&device, &queue, &[(&system, &config)]).expect("batch");
+    let mut worlds = GpuBatch::new(batch);
+    worlds.step(1).expect("step");
+    assert_eq!(worlds.first_outside_f32(0).expect("world 0"), None);
+    let named = |e: SimError| {
+        assert!(
+            matches!(&e, SimError::Gpu(GpuError::Worlds(m)) if m == "world 3 of 1 asked for"),
+            "{e}"
+        )
+    };
+    named(worlds.state(3).unwrap_err());
+    named(worlds.energies(3).unwrap_err());
+    named(worlds.solve_stats(3).unwrap_err());
+    named(worlds.first_outside_f32(3).unwrap_err());
+}
