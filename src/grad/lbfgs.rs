@@ -108,6 +108,12 @@ pub fn minimize<T, E>(
         let mut accepted = None;
         for _ in 0..40 {
             let trial: Vec<f64> = (0..n).map(|k| at.x[k] + alpha * d[k] * scale[k]).collect();
+            if trial.iter().any(|x| !x.is_finite()) {
+                // A step past f64's range (an absurd first step): shorter, as for a
+                // trial that blows up, rather than an evaluation at infinity.
+                alpha *= 0.25;
+                continue;
+            }
             evaluations += 1;
             match f(&trial) {
                 Ok((ft, gt, report)) if ft.is_finite() && ft <= at.f + 1e-4 * alpha * slope => {
@@ -251,6 +257,34 @@ mod tests {
         assert_eq!(stop, LbfgsStop::Target, "{p:?}");
         assert!((p.x[0] - 1.0).abs() < 1e-8 && (p.x[1] - 1.0).abs() < 1e-8);
         assert!(evals < 150, "{evals} evaluations");
+    }
+
+    /// A first step past f64's range (`msc fit --learning-rate 1e300`) shortens the step
+    /// like a failed trial: the function, which refuses a non-finite point with an
+    /// unrecoverable error (as `ParamSet` does), is never called there.
+    #[test]
+    fn a_step_past_f64_range_is_shortened_not_evaluated() {
+        let f = |x: &[f64]| -> Result<(f64, Vec<f64>, ()), &'static str> {
+            if !x[0].is_finite() {
+                return Err("non-finite point");
+            }
+            Ok((x[0] * x[0], vec![2.0 * x[0]], ()))
+        };
+        let start = Point {
+            x: vec![1.0],
+            f: 1.0,
+            gradient: vec![2.0],
+            report: (),
+        };
+        let opts = LbfgsOptions {
+            max_iterations: 5,
+            initial_step: 1e300,
+            ..Default::default()
+        };
+        let no_progress = &mut |_: u32, _: &Point<()>, _: f64, _: u32| {};
+        let (p, _, _) = minimize(start, &[1e10], &opts, f, |_| false, || false, no_progress)
+            .expect("a non-finite trial ended the search");
+        assert!(p.f <= 1.0 && p.x[0].is_finite(), "{p:?}");
     }
 
     /// An ill-scaled 200-dimensional quadratic (scales 1e-7 to 1e2, as charges and

@@ -436,7 +436,9 @@ fn levenberg_marquardt(
                 m[a * p + a] += lambda * diag[a].max(floor).max(f64::MIN_POSITIVE);
             }
             let rhs: Vec<f64> = current.jtr.iter().map(|g| -g).collect();
-            let Some(delta) = solve_dense(&mut m, rhs, p) else {
+            let Some(delta) =
+                solve_dense(&mut m, rhs, p).filter(|d| d.iter().all(|v| v.is_finite()))
+            else {
                 lambda *= 10.0;
                 continue;
             };
@@ -535,8 +537,15 @@ fn adam(
             step[a] = -lr * mh / (vh.sqrt() + eps) * scale[a];
         }
         let trial: Vec<f64> = x.iter().zip(&step).map(|(x, d)| x + d).collect();
-        *evaluations += 1;
-        match objective(set, &trial, targets, &options.grad, false, smooth) {
+        // A step past f64's range (an absurd learning rate) backs off as a blown-up run
+        // does, rather than ending the fit with an error about a non-finite theta.
+        let result = if trial.iter().all(|v| v.is_finite()) {
+            *evaluations += 1;
+            objective(set, &trial, targets, &options.grad, false, smooth)
+        } else {
+            Err(GradError::NonFiniteLoss)
+        };
+        match result {
             Ok(e) => {
                 x = trial;
                 at_x = e;
