@@ -104,7 +104,7 @@ pub struct FitArgs {
     pub log: Vec<String>,
     /// Initial value of each --param in its order, in the parameter's unit (x,y,z for a
     /// position; for charges and stiffnesses every component is set). Default: the scene's
-    #[arg(long = "init", value_name = "VALUE")]
+    #[arg(long = "init", value_name = "VALUE", allow_hyphen_values = true)]
     pub init: Vec<String>,
     /// Target frames in the loss
     #[arg(long, value_enum, default_value_t = FramesArg::All)]
@@ -124,7 +124,7 @@ pub struct FitArgs {
     #[arg(long, value_enum, default_value_t = OptimizerArg::Auto)]
     pub optimizer: OptimizerArg,
     /// Adam's relative step per iteration, and L-BFGS's first step
-    #[arg(long = "learning-rate", value_name = "R", default_value_t = 0.02)]
+    #[arg(long = "learning-rate", value_name = "R", default_value_t = DEFAULT_LEARNING_RATE)]
     pub learning_rate: f64,
     /// Forward sensitivities or the adjoint
     #[arg(long, value_enum, default_value_t = GradientArg::Auto)]
@@ -183,6 +183,9 @@ pub struct FitArgs {
     #[arg(long, short)]
     pub quiet: bool,
 }
+
+/// `--learning-rate`'s default.
+const DEFAULT_LEARNING_RATE: f64 = 0.02;
 
 fn parse_initial_tolerance(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -411,6 +414,36 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         let m = "is read by the CPU adjoint only (adjoint gradients, --backend cpu or auto)";
         return Err(option_error("--adjoint-solve", m));
     }
+    // Likewise the options a given value of which this fit would not read (their
+    // defaults cannot be told from an explicit default, and change nothing).
+    if !adjoint {
+        let m = "is read by the adjoint only (--gradient adjoint, or auto with per-element \
+                 parameters or more than 8 components); this fit uses forward gradients";
+        if args.checkpoint != grad::Checkpointing::Auto {
+            return Err(option_error("--checkpoint", m));
+        }
+        if args.checkpoint_memory != grad::checkpoint::DEFAULT_MEMORY_BUDGET >> 20 {
+            return Err(option_error("--checkpoint-memory", m));
+        }
+    }
+    if optimizer == Optimizer::LevenbergMarquardt && args.learning_rate != DEFAULT_LEARNING_RATE {
+        let m = "is read by L-BFGS and Adam only; this fit runs Levenberg-Marquardt \
+                 (--optimizer lbfgs or adam to use it)";
+        return Err(option_error("--learning-rate", m));
+    }
+    if !(args.start_factor.is_finite() && args.start_factor > 1.0) {
+        return Err(option_error("--start-factor", "must be a number above 1"));
+    }
+    if args.starts == 1 && args.start_factor != grad::starts::DEFAULT_START_FACTOR {
+        let m = "spreads the start points of --starts N, N > 1; there is one start here";
+        return Err(option_error("--start-factor", m));
+    }
+    if args.smoothness > 0.0 && grad::smooth::Smoothness::new(&set, args.smoothness).is_off() {
+        let m = "penalizes differences between neighbouring springs or particles of a \
+                 per-element parameter (charges, stiffnesses), and no --param here has \
+                 neighbours to compare";
+        return Err(option_error("--smoothness", m));
+    }
     let options = FitOptions {
         optimizer,
         max_iterations: args.max_iters,
@@ -487,11 +520,10 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
             h.gradient_norm
         );
     };
+    // An output folder that cannot be written fails now, not after the fit.
+    FitRecord::prepare(&out)?;
     let start = Instant::now();
     let starts = if args.starts > 1 {
-        if !(args.start_factor.is_finite() && args.start_factor > 1.0) {
-            return Err(option_error("--start-factor", "must be a number above 1"));
-        }
         let count = (args.starts as usize, args.start_factor);
         let starts = fit_job::evaluate_starts(&set, &values0, count, &targets, &options.grad)
             .map_err(grad_error)?;

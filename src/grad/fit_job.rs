@@ -100,6 +100,7 @@ pub fn load_targets(
     initial_tolerance: f64,
 ) -> Result<Vec<Target>, GradError> {
     let frames = target::read_target(path)?;
+    target::check_counts(&frames, initial.len())?;
     target::check_initial(&frames, initial, initial_tolerance)?;
     let end_time = crate::measures::time_at(config.steps, config.dt);
     let mut targets = target::to_targets(&frames, config.dt, end_time)?;
@@ -368,6 +369,22 @@ impl FitRecord {
                     .collect(),
             }),
         })
+    }
+
+    /// Makes sure `dir/fit.json` can be written before the fit runs, not after it: creates
+    /// the folder and a temporary file beside `fit.json` (removed again), and refuses a
+    /// `fit.json` that is a folder. Returns the path of `fit.json`.
+    pub fn prepare(dir: &Path) -> Result<PathBuf, OutputError> {
+        std::fs::create_dir_all(dir).map_err(|source| OutputError::CreateDir {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let path = dir.join("fit.json");
+        if path.is_dir() {
+            return Err(OutputError::NotAFile { path });
+        }
+        drop(crate::output::AtomicFile::create(&path)?);
+        Ok(path)
     }
 
     /// Writes the record as `dir/fit.json` (the folder created if needed), atomically;

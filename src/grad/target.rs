@@ -26,6 +26,13 @@ pub enum TargetError {
         path.display()
     )]
     Time { path: PathBuf, time: f64, dt: f64 },
+    /// A target frame whose particle count is not the scene's.
+    #[error("{}: {got} particles, the scene has {expected}", path.display())]
+    ParticleCount {
+        path: PathBuf,
+        got: usize,
+        expected: usize,
+    },
     #[error("{}: the frames are not in increasing time ({earlier} s, then {later} s)", path.display())]
     Order {
         path: PathBuf,
@@ -95,6 +102,19 @@ pub fn check_initial(
         });
     }
     Ok(())
+}
+
+/// Every frame must hold the scene's `expected` particles; the first that does not is named
+/// by its file (an index into the frames after t = 0 would not say which).
+pub fn check_counts(frames: &[TargetFrame], expected: usize) -> Result<(), TargetError> {
+    match frames.iter().find(|f| f.positions.len() != expected) {
+        Some(f) => Err(TargetError::ParticleCount {
+            path: f.path.clone(),
+            got: f.positions.len(),
+            expected,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// One target frame as read: positions, and the step and time its `msc` header comment

@@ -1,6 +1,8 @@
 //! `msc fit` with inputs that cannot be fitted: a target from another geometry is refused
 //! (it "converged" to nonsense); a start the GPU cannot hold is reported and passed over;
-//! a stop request during the starts ends them within a few steps.
+//! a stop request during the starts ends them within a few steps; an unwritable `--out`
+//! fails before the fit; a negative `--init` is a value; options the fit would not read are
+//! refused; an absurd learning rate backs off; a short frame is named by its file.
 
 use super::{assert_no_crash, fixture};
 use crate::common::{msc, read_json, stderr};
@@ -163,4 +165,150 @@ fn a_stop_request_ends_the_starts_within_seconds() {
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     let fit = read_json(&d.join("f/fit.json"));
     assert_eq!(fit["interrupted"], true, "{fit}");
+}
+
+/// `msc fit small.toml --target one --param charge` with `extra`, on the CPU, progress on.
+fn fit_one(d: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "fit",
+        "small.toml",
+        "--target",
+        "one",
+        "--param",
+        "charge",
+        "--backend",
+        "cpu",
+        "--max-iters",
+        "3",
+    ];
+    args.extend_from_slice(extra);
+    msc(&args, d)
+}
+
+/// An output folder that cannot be written failed only after the whole fit had run
+/// (its iterations lost); now before the first evaluation, naming the path.
+#[test]
+fn an_unwritable_out_fails_before_the_fit() {
+    let dir = fixture();
+    let d = dir.path();
+    target(d, "one", &[]);
+    std::fs::write(d.join("afile"), "x").unwrap();
+    std::fs::create_dir_all(d.join("taken/fit.json")).unwrap();
+    for (out, named) in [("afile/sub", "afile/sub"), ("taken", "fit.json")] {
+        let o = fit_one(d, &["--out", out]);
+        assert_no_crash(&o, out);
+        let err = stderr(&o);
+        assert_ne!(o.status.code(), Some(0), "{out}: {err}");
+        assert!(err.contains(named), "{out}: {err}");
+        assert!(!err.contains("iter   0"), "{out}: the fit ran first\n{err}");
+    }
+}
+
+/// `--init -1e-9` (a negative charge, or a position's negative x) was taken for an option
+/// by the parser and refused; it is a value.
+#[test]
+fn a_negative_init_is_a_value() {
+    let dir = fixture();
+    let d = dir.path();
+    target(d, "one", &[]);
+    let o = fit_one(d, &["--init", "-1e-9", "--quiet", "--out", "f"]);
+    assert_no_crash(&o, "--init -1e-9");
+    assert_ne!(o.status.code(), Some(2), "{}", stderr(&o));
+    let fit = read_json(&d.join("f/fit.json"));
+    assert_eq!(fit["parameters"][0]["initial"][0], -1e-9, "{fit}");
+}
+
+/// Options this fit does not read were silently ignored; a value given for one is refused
+/// (exit 2) naming it, before anything runs.
+#[test]
+fn options_the_fit_does_not_read_are_refused() {
+    let dir = fixture();
+    let d = dir.path();
+    target(d, "one", &[]);
+    let cases: [(&[&str], &str); 5] = [
+        // A scalar parameter has no neighbours to smooth over.
+        (
+            &["--smoothness", "1", "--optimizer", "lbfgs"],
+            "--smoothness",
+        ),
+        // One start: nothing to spread.
+        (&["--start-factor", "2"], "--start-factor"),
+        // Levenberg-Marquardt takes no learning rate.
+        (
+            &["--optimizer", "lm", "--learning-rate", "0.5"],
+            "--learning-rate",
+        ),
+        // Forward gradients keep no checkpoints.
+        (
+            &["--gradient", "forward", "--checkpoint", "all"],
+            "--checkpoint",
+        ),
+        (
+            &["--gradient", "forward", "--checkpoint-memory", "10"],
+            "--checkpoint-memory",
+        ),
+    ];
+    for (extra, option) in cases {
+        let mut args = extra.to_vec();
+        args.extend_from_slice(&["--out", "r"]);
+        let o = fit_one(d, &args);
+        assert_no_crash(&o, option);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains(option), "{extra:?}: {err}");
+        assert!(!d.join("r/fit.json").exists(), "{extra:?}");
+    }
+}
+
+/// A first step past f64's range (`--learning-rate 1e300`) ended the fit with "theta
+/// component 0 is not finite" and no fit.json; the optimizers now back off from it as
+/// from a trial that blows up.
+#[test]
+fn an_absurd_learning_rate_backs_off() {
+    let dir = fixture();
+    let d = dir.path();
+    target(d, "one", &[]);
+    for optimizer in ["lbfgs", "adam"] {
+        let out = format!("lr-{optimizer}");
+        let extra = [
+            "--init",
+            "2e-9",
+            "--optimizer",
+            optimizer,
+            "--learning-rate",
+            "1e300",
+            "--quiet",
+            "--out",
+            &out,
+        ];
+        let o = fit_one(d, &extra);
+        assert_no_crash(&o, optimizer);
+        let err = stderr(&o);
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{optimizer}: {err}");
+        let fit = read_json(&d.join(&out).join("fit.json"));
+        assert!(fit["loss"].as_f64().unwrap().is_finite(), "{fit}");
+    }
+}
+
+/// A run folder with one frame of another particle count was reported as "target frame
+/// 1", an index into the frames after t = 0 that names no file; now the file is named.
+#[test]
+fn a_frame_with_another_particle_count_is_named_by_its_file() {
+    let dir = fixture();
+    let d = dir.path();
+    target(d, "one", &[]);
+    let mut ply = String::from(
+        "ply\nformat ascii 1.0\ncomment msc 0.1.0 step 2 time 2e-2\nelement vertex 10\n\
+         property float x\nproperty float y\nproperty float z\nend_header\n",
+    );
+    for k in 0..10 {
+        ply.push_str(&format!("{} 0 0\n", k as f64 * 0.1));
+    }
+    std::fs::write(d.join("one/frames/frame_000002.ply"), ply).unwrap();
+    let o = fit_one(d, &["--quiet", "--out", "f"]);
+    assert_no_crash(&o, "a short frame");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("frame_000002.ply"), "{err}");
+    assert!(err.contains("10 particles") && err.contains("16"), "{err}");
 }
