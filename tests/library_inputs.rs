@@ -715,3 +715,39 @@ fn a_world_a_gpu_batch_does_not_hold_is_a_typed_error() {
     named(worlds.solve_stats(3).unwrap_err());
     named(worlds.first_outside_f32(3).unwrap_err());
 }
+
+/// A queue of another device than the one passed with it (of the same adapter, or of
+/// another wgpu instance) was accepted, and the first step panicked inside wgpu ("Device
+/// of CommandBuffer doesn't match Device of Queue", in that device's default error
+/// handler). Now the solver and the batch refuse the pair when they are built.
+#[test]
+fn a_queue_of_another_device_is_refused() {
+    let Some(adapter) = adapter() else {
+        return;
+    };
+    let open = |a: &wgpu::Adapter| {
+        pollster::block_on(a.request_device(&wgpu::DeviceDescriptor {
+            required_limits: a.limits(),
+            ..Default::default()
+        }))
+        .expect("device")
+    };
+    let (device, queue) = open(&adapter);
+    let (_other_device, other_queue) = open(&adapter);
+    // `common::adapter` makes a wgpu instance of its own at every call.
+    let other_instance = common::adapter().map(|a| open(&a));
+    let (system, config) = (pair(), at_10_ms());
+    let refused = |r: Result<(), GpuError>| match r {
+        Err(GpuError::Validation(m)) => assert!(m.contains("not that device's"), "{m}"),
+        other => panic!("expected the pair refused, got {other:?}"),
+    };
+    let mut queues = vec![&other_queue];
+    queues.extend(other_instance.as_ref().map(|(_, q)| q));
+    for q in queues {
+        refused(GpuSolver::new(&device, q, &system, &config).map(drop));
+        refused(GpuWorlds::new(&device, q, &[(&system, &config)]).map(drop));
+    }
+    let mut solver = GpuSolver::new(&device, &queue, &system, &config).expect("its own queue");
+    solver.advance(1).expect("step");
+    GpuWorlds::new(&device, &queue, &[(&system, &config)]).expect("its own queue");
+}

@@ -6,7 +6,6 @@
 //! segmented by world; Coulomb sums run only within a world.
 
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
 
 pub use super::key::BatchKey;
 use super::pack::{batch_shape, pack, Packed, Span};
@@ -66,7 +65,7 @@ impl GpuWorlds {
         let key = check(worlds)?;
         let summary =
             AdapterSummary::new(&device.adapter_info(), &device.limits(), device.features());
-        let host = Submitter::new(device.clone(), queue.clone(), Arc::new(Mutex::new(None)));
+        let host = Submitter::embedded(device, queue)?;
         Self::build(host, summary, worlds, key)
     }
 

@@ -24,6 +24,35 @@ pub(in crate::gpu) struct Submitter {
 }
 
 impl Submitter {
+    /// The submitter of a caller's device and queue (embedding), once the queue is known
+    /// to be the device's own: a queue of another device made the first submission
+    /// panic inside wgpu (in that device's default error handler), where the solver's
+    /// error scopes cannot see it. A closure registered on the queue runs when `device`
+    /// is polled only if the queue is that device's.
+    pub(in crate::gpu) fn embedded(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+    ) -> Result<Self, GpuError> {
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = done.clone();
+        queue.on_submitted_work_done(move || flag.store(true, Ordering::Release));
+        device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(poll_error)?;
+        if !done.load(Ordering::Acquire) {
+            return Err(GpuError::Validation(
+                "the queue passed with the device is not that device's: pass the queue \
+                 that the device's request_device returned with it"
+                    .into(),
+            ));
+        }
+        Ok(Self::new(
+            device.clone(),
+            queue.clone(),
+            Arc::new(Mutex::new(None)),
+        ))
+    }
+
     pub(in crate::gpu) fn new(
         device: wgpu::Device,
         queue: wgpu::Queue,

@@ -110,7 +110,8 @@ pub struct GpuSolver {
 impl GpuSolver {
     /// Builds the solver on the caller's device and queue (embedding). The device must
     /// offer the limits the kernels need (WebGPU defaults suffice for the kernels; buffer
-    /// sizes grow with the system) or a [`GpuError::LimitExceeded`] names the shortfall.
+    /// sizes grow with the system) or a [`GpuError::LimitExceeded`] names the shortfall;
+    /// `queue` must be `device`'s own (another device's is a [`GpuError::Validation`]).
     pub fn new(
         device: &wgpu::Device,
         queue: &wgpu::Queue,
@@ -209,7 +210,7 @@ impl GpuSolver {
         Self::check(system, config, None)?;
         let summary =
             AdapterSummary::new(&device.adapter_info(), &device.limits(), device.features());
-        let host = Submitter::new(device.clone(), queue.clone(), Arc::new(Mutex::new(None)));
+        let host = Submitter::embedded(device, queue)?;
         Self::build(
             host,
             summary,
@@ -251,7 +252,7 @@ impl GpuSolver {
     ) -> Result<Self, GpuError> {
         let summary =
             AdapterSummary::new(&device.adapter_info(), &device.limits(), device.features());
-        let host = Submitter::new(device.clone(), queue.clone(), Arc::new(Mutex::new(None)));
+        let host = Submitter::embedded(device, queue)?;
         Self::build(host, summary, system, config, directions, None, tuning)
     }
 
