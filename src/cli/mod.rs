@@ -13,6 +13,7 @@ pub mod bench_args;
 pub mod ddef_error;
 pub mod error;
 pub mod fit;
+mod fit_args;
 pub mod info;
 pub mod merge;
 pub mod plot;
