@@ -2,8 +2,8 @@
 //! records that step once (its row and frame were written twice), alone or in a GPU batch
 //! of worlds, a second signal, which ends the
 //! process at once, never claims the clean status 130 ("every output written"), an
-//! interrupted fit counts iterations, not steps, and a killed `msc bench` keeps the rows
-//! it finished in `--out`.
+//! interrupted fit counts iterations, not steps, a killed fit keeps its iterations so far
+//! in fit.json, and a killed `msc bench` keeps the rows it finished in `--out`.
 
 #![cfg(unix)]
 
@@ -170,16 +170,15 @@ fn a_second_signal_never_claims_the_clean_status() {
     }
 }
 
-/// A fit stops after the iteration under way and says which iteration (its message said
-/// "step" and gave the iteration's number).
-#[test]
-fn an_interrupted_fit_names_the_iteration() {
-    let dir = tempfile::tempdir().unwrap();
+/// `msc fit` (Adam, up to 1,000 iterations of about a tenth of a second each) of a torus
+/// scene's charge to a run of it in `dir`, under way (its first iteration's progress line
+/// read) when this returns; the rest of its stderr stays in the reader.
+fn start_fit(dir: &Path) -> (Child, std::io::BufReader<std::process::ChildStderr>, String) {
     let scene = "[mesh]\nkind = \"torus\"\nmajor_radius = 4.0\nminor_radius = 1.5\nrings = 12\n\
                  sides = 6\n[material]\nmass = 0.1\nstiffness = 10.0\ncharge = 6e-6\n\
                  [integrator]\nmethod = \"imex\"\ndt = 0.015\nsteps = 2000\n\
                  [output]\nevery = 500\nframes = \"ply\"\n";
-    std::fs::write(dir.path().join("t.toml"), scene).unwrap();
+    std::fs::write(dir.join("t.toml"), scene).unwrap();
     let target = msc(
         &[
             "run",
@@ -193,10 +192,9 @@ fn an_interrupted_fit_names_the_iteration() {
         .into_iter()
         .chain(["--set", "material.charge=7e-6"])
         .collect::<Vec<_>>(),
-        dir.path(),
+        dir,
     );
     assert!(target.status.success(), "{}", stderr(&target));
-    // Adam for up to 1,000 iterations of about a tenth of a second: under way at the signal.
     let mut child = Command::new(env!("CARGO_BIN_EXE_msc"))
         .args([
             "fit",
@@ -209,7 +207,7 @@ fn an_interrupted_fit_names_the_iteration() {
             "cpu",
         ])
         .args(["--optimizer", "adam", "--max-iters", "1000", "--out", "fit"])
-        .current_dir(dir.path())
+        .current_dir(dir)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -225,6 +223,15 @@ fn an_interrupted_fit_names_the_iteration() {
             break;
         }
     }
+    (child, err, seen)
+}
+
+/// A fit stops after the iteration under way and says which iteration (its message said
+/// "step" and gave the iteration's number).
+#[test]
+fn an_interrupted_fit_names_the_iteration() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, mut err, seen) = start_fit(dir.path());
     signal(&child, "INT");
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
@@ -233,6 +240,33 @@ fn an_interrupted_fit_names_the_iteration() {
     assert!(rest.contains("interrupted after iteration"), "{seen}{rest}");
     let fit = read_json(&dir.path().join("fit/fit.json"));
     assert_eq!(fit["interrupted"], true);
+}
+
+/// A fit killed outright (SIGKILL: no handler runs) keeps fit.json as it was after its
+/// first iteration, marked running, with that iteration's point as its result: before,
+/// fit.json was written only when the fit stopped, so every iteration was lost.
+#[test]
+fn a_killed_fit_keeps_its_iterations_so_far() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, _err, _seen) = start_fit(dir.path());
+    signal(&child, "KILL");
+    child.wait().unwrap();
+    let fit = read_json(&dir.path().join("fit/fit.json"));
+    assert_eq!(fit["reason"], "running", "{fit}");
+    assert_eq!(fit["interrupted"], false, "{fit}");
+    assert_eq!(fit["converged"], false, "{fit}");
+    let history = fit["history"].as_array().unwrap();
+    assert!(!history.is_empty(), "{fit}");
+    assert_eq!(history[0]["iteration"], 0, "{fit}");
+    let last = history.last().unwrap();
+    assert_eq!(fit["loss"], last["loss"], "{fit}");
+    assert_eq!(fit["initial_loss"], history[0]["loss"], "{fit}");
+    // The result is the last recorded iterate (one component: the charge).
+    assert_eq!(fit["parameters"][0]["result"], last["values"], "{fit}");
+    assert!(
+        fit["parameters"][0]["result"][0].as_f64().unwrap() > 0.0,
+        "{fit}"
+    );
 }
 
 /// `msc bench --out` holds the rows finished so far after each one: a benchmark killed

@@ -26,6 +26,25 @@ use std::time::Instant;
 use super::fit_args::DEFAULT_LEARNING_RATE;
 pub use super::fit_args::{AdjointSolveArg, FitArgs, FramesArg, GradientArg, OptimizerArg};
 
+/// How often a running fit rewrites `fit.json` at most (after its first iteration).
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// One progress line on stderr: the iteration's loss, parameters (`shown`) and gradient.
+fn report_iteration(h: &FitHistoryEntry, shown: impl Fn(&[f64]) -> String) {
+    let lambda = h
+        .lambda
+        .map(|l| format!(", lambda {l:.1e}"))
+        .unwrap_or_default();
+    eprintln!(
+        "iter {:>3}: loss {:.6e} m^2 (rms {:.3e} m), {}, |grad| {:.3e}{lambda}",
+        h.iteration,
+        h.loss,
+        h.loss.sqrt(),
+        shown(&h.theta),
+        h.gradient_norm
+    );
+}
+
 /// Forward residuals above this get a note: the loss and its gradient then describe
 /// noticeably different maps.
 const FORWARD_RESIDUAL_NOTE: f64 = 1e-4;
@@ -332,24 +351,6 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
             targets.last().map_or(0, |t| t.step),
         );
     }
-    let quiet = args.quiet;
-    let progress = |h: &FitHistoryEntry| {
-        if quiet {
-            return;
-        }
-        let lambda = h
-            .lambda
-            .map(|l| format!(", lambda {l:.1e}"))
-            .unwrap_or_default();
-        eprintln!(
-            "iter {:>3}: loss {:.6e} m^2 (rms {:.3e} m), {}, |grad| {:.3e}{lambda}",
-            h.iteration,
-            h.loss,
-            h.loss.sqrt(),
-            shown(&h.theta),
-            h.gradient_norm
-        );
-    };
     // An output folder that cannot be written fails now, not after the fit.
     FitRecord::prepare(&out)?;
     let start = Instant::now();
@@ -381,11 +382,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     let from = starts
         .as_ref()
         .map_or(theta0.as_slice(), |s| &s.thetas[s.best]);
-    let outcome = grad::fit(&set, from, &targets, &options, progress).map_err(grad_error)?;
-    let wall = start.elapsed().as_secs_f64();
-    let values: Vec<f64> = display(&outcome.theta).map_err(grad_error)?;
-
-    let inputs = FitInputs {
+    let inputs = |wall_seconds: f64| FitInputs {
         scene: &scene,
         target: &args.target,
         targets: &targets,
@@ -394,9 +391,61 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         theta0: &theta0,
         options: &options,
         starts: starts.as_ref(),
-        wall_seconds: wall,
+        wall_seconds,
     };
-    let path = FitRecord::new(&inputs, &outcome)
+    // fit.json after the first iteration and then at most once every CHECKPOINT_EVERY,
+    // marked `running` with the last accepted point: a fit killed before it stops (a
+    // second Ctrl-C, a scheduler's SIGKILL) keeps its progress. Only a small set's thetas
+    // are kept per iteration (the record lists no others).
+    let small = set.len() <= 16;
+    let penalty = (options.smoothness == 0.0).then_some(0.0);
+    let mut so_far: Vec<FitHistoryEntry> = Vec::new();
+    let mut last_theta: Vec<f64> = Vec::new();
+    let mut written: Option<Instant> = None;
+    let mut checkpoint: Result<(), CliError> = Ok(());
+    let progress = |h: &FitHistoryEntry| {
+        let mut kept = h.clone();
+        if !small {
+            kept.theta = Vec::new();
+        }
+        so_far.push(kept);
+        last_theta.clone_from(&h.theta);
+        let due = written.is_none_or(|t| t.elapsed() >= CHECKPOINT_EVERY);
+        if due && checkpoint.is_ok() {
+            written = Some(Instant::now());
+            let partial = FitOutcome::so_far(&so_far, &last_theta, penalty);
+            checkpoint = FitRecord::new(&inputs(start.elapsed().as_secs_f64()), &partial)
+                .map_err(grad_error)
+                .and_then(|r| r.write(&out).map(drop).map_err(CliError::from));
+        }
+        if !args.quiet {
+            report_iteration(h, shown);
+        }
+    };
+    let outcome = match grad::fit(&set, from, &targets, &options, progress) {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            // The iterations before the failure stay in fit.json, marked `failed`; the
+            // error itself is what the command reports.
+            if !so_far.is_empty() {
+                let mut partial = FitOutcome::so_far(&so_far, &last_theta, penalty);
+                partial.reason = StopReason::Failed;
+                let record = FitRecord::new(&inputs(start.elapsed().as_secs_f64()), &partial);
+                let written = record
+                    .map_err(|w| w.to_string())
+                    .and_then(|r| r.write(&out).map_err(|w| w.to_string()));
+                if let Err(w) = written {
+                    eprintln!("warning: fit.json keeps its last checkpoint: {w}");
+                }
+            }
+            return Err(grad_error(e));
+        }
+    };
+    checkpoint?;
+    let wall = start.elapsed().as_secs_f64();
+    let values: Vec<f64> = display(&outcome.theta).map_err(grad_error)?;
+
+    let path = FitRecord::new(&inputs(wall), &outcome)
         .map_err(grad_error)?
         .write(&out)?;
 

@@ -81,6 +81,7 @@ pub mod lbfgs;
 pub mod loss;
 pub mod objective;
 pub mod optim;
+mod outcome;
 mod pair_cotangent;
 mod pair_tangent;
 pub mod params;

@@ -5,10 +5,11 @@
 
 use super::dense::solve_dense;
 use super::lbfgs::{minimize, LbfgsOptions, LbfgsStop, Point};
-use super::loss::{Evaluation, FrameReport, Target};
+use super::loss::{Evaluation, Target};
 use super::objective::evaluate;
+pub use super::outcome::{FitHistoryEntry, FitOutcome, StopReason};
 use super::params::ParamSet;
-use super::sensitivity::{GradOptions, GradStats};
+use super::sensitivity::GradOptions;
 use super::smooth::Smoothness;
 use super::GradError;
 
@@ -88,78 +89,6 @@ impl Default for FitOptions {
             smoothness_release: false,
         }
     }
-}
-
-/// Why [`fit`](super::fit) stopped.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    /// The loss reached `loss_tol`.
-    LossTolerance,
-    /// The relative decrease fell below `ftol`.
-    SmallDecrease,
-    /// The step fell below `xtol`.
-    SmallStep,
-    /// The gradient is zero: the loss does not depend on the parameters here.
-    ZeroGradient,
-    /// No step lowers the loss (LM's lambda grew past its limit, Adam's step shrank away).
-    CannotReduce,
-    MaxIterations,
-    /// A stop request (SIGINT, SIGTERM) arrived; the best point so far is kept.
-    Interrupted,
-}
-
-impl StopReason {
-    pub fn converged(&self) -> bool {
-        matches!(
-            self,
-            Self::LossTolerance | Self::SmallDecrease | Self::SmallStep | Self::ZeroGradient
-        )
-    }
-    pub fn describe(&self) -> &'static str {
-        match self {
-            Self::LossTolerance => "converged: the loss reached its tolerance",
-            Self::SmallDecrease => "converged: the loss stopped decreasing (relative change below ftol)",
-            Self::SmallStep => "converged: the parameter step fell below xtol",
-            Self::ZeroGradient => "stopped: the gradient is zero (the loss does not depend on these parameters here)",
-            Self::CannotReduce => "stopped: no step reduces the loss further (a local minimum, or gradients too inexact for this horizon)",
-            Self::MaxIterations => "stopped: reached the iteration limit",
-            Self::Interrupted => "stopped: interrupted (Ctrl-C or SIGTERM) after an iteration",
-        }
-    }
-}
-
-/// One iteration of [`fit`](super::fit).
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct FitHistoryEntry {
-    pub iteration: u32,
-    pub loss: f64,
-    pub theta: Vec<f64>,
-    pub gradient_norm: f64,
-    /// LM damping used for the accepted step (None at iteration 0 and for Adam).
-    pub lambda: Option<f64>,
-    /// |delta theta| of the step that led here.
-    pub step_norm: f64,
-    /// Loss evaluations so far (rejected LM trials included).
-    pub evaluations: u32,
-}
-
-/// The result of [`fit`](super::fit).
-#[derive(Clone, Debug)]
-pub struct FitOutcome {
-    pub theta: Vec<f64>,
-    /// The objective at the result: the loss plus `penalty`.
-    pub loss: f64,
-    /// The smoothness penalty's share of `loss`.
-    pub penalty: f64,
-    pub initial_loss: f64,
-    pub reason: StopReason,
-    pub history: Vec<FitHistoryEntry>,
-    /// Per-frame loss and gradient norms at the result.
-    pub frames: Vec<FrameReport>,
-    /// Solver statistics of the evaluation at the result.
-    pub stats: GradStats,
-    pub evaluations: u32,
 }
 
 fn norm(v: &[f64]) -> f64 {
