@@ -387,6 +387,19 @@ fn msc_fit_chooses_and_reports_the_gradient_method() {
     let json = json.unwrap();
     assert_eq!(json["gradient"]["mode"], "forward");
     assert_eq!(json["optimizer"], "levenberg_marquardt");
+    // Per-particle masses from the command line (the guide listed them; the parser did
+    // not know the name): the adjoint, one component per particle, the loss lowered.
+    let (code, json) = fit_json(
+        "masses",
+        &["--param", "masses", "--init", "0.06", "--max-iters", "5"],
+    );
+    assert!(code == 0 || code == 3, "exit {code}");
+    let json = json.unwrap();
+    assert_eq!(json["gradient"]["mode"], "adjoint");
+    assert_eq!(json["parameters"][0]["name"], "masses");
+    assert_eq!(json["parameters"][0]["unit"], "kg");
+    assert_eq!(json["parameters"][0]["components"], 42);
+    assert!(json["loss"].as_f64().unwrap() < json["initial_loss"].as_f64().unwrap());
     // Refusals are usage errors, and no fit.json is written.
     for extra in [
         &[

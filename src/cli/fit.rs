@@ -93,6 +93,7 @@ fn parse_param(name: &str, scene: &LoadedScene) -> Result<FitParam, CliError> {
         }
         "charges" => spec(Param::Charges, Some(1.0), "C", "charges"),
         "stiffnesses" => spec(Param::Stiffnesses, Some(1.0), "N/m", "stiffnesses"),
+        "masses" => spec(Param::Masses, Some(1.0), "kg", "masses"),
         "external_charge" => spec(
             Param::ExternalCharge { index },
             Some(1.0),

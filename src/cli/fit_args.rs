@@ -72,7 +72,8 @@ pub struct FitArgs {
     pub target: PathBuf,
     /// Parameters to estimate: charge (C per charged particle, or a scale when the
     /// scene's charges differ), stiffness (N/m, or a scale), charges (per particle),
-    /// stiffnesses (per spring), `external_charge[:I]` (C), `external_position[:I]` (m, x,y,z).
+    /// stiffnesses (per spring), masses (kg, per particle), `external_charge[:I]` (C),
+    /// `external_position[:I]` (m, x,y,z).
     /// Repeat or separate with commas
     #[arg(
         long = "param",
