@@ -403,7 +403,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     let mut so_far: Vec<FitHistoryEntry> = Vec::new();
     let mut last_theta: Vec<f64> = Vec::new();
     let mut written: Option<Instant> = None;
-    let mut checkpoint: Result<(), CliError> = Ok(());
+    let mut checkpoint_failed = false;
     let progress = |h: &FitHistoryEntry| {
         let mut kept = h.clone();
         if !small {
@@ -412,12 +412,18 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         so_far.push(kept);
         last_theta.clone_from(&h.theta);
         let due = written.is_none_or(|t| t.elapsed() >= CHECKPOINT_EVERY);
-        if due && checkpoint.is_ok() {
+        if due && !checkpoint_failed {
             written = Some(Instant::now());
             let partial = FitOutcome::so_far(&so_far, &last_theta, penalty);
-            checkpoint = FitRecord::new(&inputs(start.elapsed().as_secs_f64()), &partial)
-                .map_err(grad_error)
-                .and_then(|r| r.write(&out).map(drop).map_err(CliError::from));
+            let record = FitRecord::new(&inputs(start.elapsed().as_secs_f64()), &partial);
+            let saved = record
+                .map_err(|w| w.to_string())
+                .and_then(|r| r.write(&out).map_err(|w| w.to_string()));
+            // The fit goes on (its result is still written at the end); said once.
+            if let Err(w) = saved {
+                eprintln!("warning: fit.json is not kept up to date while the fit runs: {w}");
+                checkpoint_failed = true;
+            }
         }
         if !args.quiet {
             report_iteration(h, shown);
@@ -430,7 +436,10 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
             // error itself is what the command reports.
             if !so_far.is_empty() {
                 let mut partial = FitOutcome::so_far(&so_far, &last_theta, penalty);
-                partial.reason = StopReason::Failed;
+                partial.reason = match e {
+                    GradError::Interrupted => StopReason::Interrupted,
+                    _ => StopReason::Failed,
+                };
                 let record = FitRecord::new(&inputs(start.elapsed().as_secs_f64()), &partial);
                 let written = record
                     .map_err(|w| w.to_string())
@@ -442,7 +451,6 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
             return Err(grad_error(e));
         }
     };
-    checkpoint?;
     let wall = start.elapsed().as_secs_f64();
     let values: Vec<f64> = display(&outcome.theta).map_err(grad_error)?;
 
