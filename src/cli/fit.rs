@@ -404,6 +404,12 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     let mut last_theta: Vec<f64> = Vec::new();
     let mut written: Option<Instant> = None;
     let mut checkpoint_failed = false;
+    // A record of the fit so far (`running` or `failed`) as fit.json.
+    let save = |partial: &FitOutcome| -> Result<(), String> {
+        let record = FitRecord::new(&inputs(start.elapsed().as_secs_f64()), partial);
+        let record = record.map_err(|w| w.to_string())?;
+        record.write(&out).map(drop).map_err(|w| w.to_string())
+    };
     let progress = |h: &FitHistoryEntry| {
         let mut kept = h.clone();
         if !small {
@@ -414,13 +420,8 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         let due = written.is_none_or(|t| t.elapsed() >= CHECKPOINT_EVERY);
         if due && !checkpoint_failed {
             written = Some(Instant::now());
-            let partial = FitOutcome::so_far(&so_far, &last_theta, penalty);
-            let record = FitRecord::new(&inputs(start.elapsed().as_secs_f64()), &partial);
-            let saved = record
-                .map_err(|w| w.to_string())
-                .and_then(|r| r.write(&out).map_err(|w| w.to_string()));
             // The fit goes on (its result is still written at the end); said once.
-            if let Err(w) = saved {
+            if let Err(w) = save(&FitOutcome::so_far(&so_far, &last_theta, penalty)) {
                 eprintln!("warning: fit.json is not kept up to date while the fit runs: {w}");
                 checkpoint_failed = true;
             }
@@ -440,11 +441,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
                     GradError::Interrupted => StopReason::Interrupted,
                     _ => StopReason::Failed,
                 };
-                let record = FitRecord::new(&inputs(start.elapsed().as_secs_f64()), &partial);
-                let written = record
-                    .map_err(|w| w.to_string())
-                    .and_then(|r| r.write(&out).map_err(|w| w.to_string()));
-                if let Err(w) = written {
+                if let Err(w) = save(&partial) {
                     eprintln!("warning: fit.json keeps its last checkpoint: {w}");
                 }
             }
