@@ -751,3 +751,73 @@ fn a_queue_of_another_device_is_refused() {
     solver.advance(1).expect("step");
     GpuWorlds::new(&device, &queue, &[(&system, &config)]).expect("its own queue");
 }
+
+/// `ddef_forces_vjp` and `ddef_forces_jvp` took a vector of any length (refused with an
+/// untyped message that named neither the argument nor which length was wanted) and
+/// uploaded NaN, infinite or beyond-f32 entries as they were, so the results came back
+/// NaN. Now each is a typed error naming the argument, its length or the index.
+#[test]
+fn ddef_vjp_and_jvp_vectors_of_the_wrong_length_or_not_finite_are_named() {
+    use msc::gpu::TangentDirection;
+    use msc::model::ModelError;
+    let Some((device, queue)) = device_with(wgpu::Limits::default()) else {
+        return;
+    };
+    let config = Config {
+        coulomb: msc::config::CoulombConfig {
+            method: msc::config::CoulombMethod::Ddef(Default::default()),
+            softening: 0.0,
+        },
+        ..at_10_ms()
+    };
+    let along = TangentDirection {
+        dq: None,
+        dk: None,
+        dqe: &[],
+        dxe: &[],
+    };
+    let mut g = GpuSolver::with_tangents(&device, &queue, &pair(), &config, &[along])
+        .expect("solver with tangents and DDEF");
+    let good = vec![DVec3::X; 2];
+    let (gx, gq) = g.ddef_forces_vjp(&good).expect("vjp of a good cotangent");
+    assert!(gx.iter().all(|v| v.is_finite()) && gq.iter().all(|q| q.is_finite()));
+    let jvp = g.ddef_forces_jvp(&good).expect("jvp of a good tangent");
+    assert!(jvp.iter().all(|v| v.is_finite()));
+    let bad = |i: usize, v: DVec3| {
+        let mut x = good.clone();
+        x[i] = v;
+        x
+    };
+    for (what, r) in [("w", 0), ("dx", 1)] {
+        let call = |g: &mut GpuSolver, x: &[DVec3]| match r {
+            0 => g.ddef_forces_vjp(x).map(drop),
+            _ => g.ddef_forces_jvp(x).map(drop),
+        };
+        for len in [0, 1, 3] {
+            match call(&mut g, &vec![DVec3::X; len]) {
+                Err(e @ GpuError::Model(ModelError::LengthMismatch { .. })) => {
+                    let says = format!("{what} has {len} entries, positions has 2");
+                    assert!(e.to_string().contains(&says), "{e}");
+                }
+                other => panic!("{what} of length {len}: expected a length error, got {other:?}"),
+            }
+        }
+        for v in [
+            DVec3::new(0.0, f64::NAN, 0.0),
+            DVec3::splat(f64::NEG_INFINITY),
+        ] {
+            match call(&mut g, &bad(1, v)) {
+                Err(GpuError::Model(ModelError::NonFinite { index: 1, what: w })) => {
+                    assert_eq!(w, what)
+                }
+                other => panic!("{what} with {v}: expected a non-finite error, got {other:?}"),
+            }
+        }
+        match call(&mut g, &bad(1, DVec3::new(0.0, 0.0, -1e300))) {
+            Err(GpuError::F32Range { what: w, value, .. }) => {
+                assert_eq!((w.as_str(), value), (format!("{what}[1]").as_str(), -1e300))
+            }
+            other => panic!("{what} beyond f32: expected a range error, got {other:?}"),
+        }
+    }
+}

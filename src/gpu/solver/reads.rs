@@ -14,7 +14,7 @@ use crate::gpu::host::buffers::Buf;
 use crate::gpu::host::recording::Op;
 use crate::gpu::layout::{DdefWorld, SCALAR_SLOTS, SLOT_ENERGY, SLOT_RESIDUAL};
 use crate::measures::{Energies, SolveStats};
-use crate::model::State;
+use crate::model::{ModelError, State, F32_MAX};
 
 /// A DDEF evaluation's structure as the GPU built it ([`GpuSolver::read_ddef_structure`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -118,7 +118,7 @@ impl GpuSolver {
                         .into(),
                 )),
             };
-        self.write_direction_dx(w)?;
+        self.write_direction_dx("w", w)?;
         let bytes = 16 * u64::from(self.n);
         let data = self.run_and_read_checked(ops, &[(Buf::DdefAdjOut, 0, bytes)])?;
         let sqrt_k = crate::model::COULOMB_K.sqrt();
@@ -144,7 +144,7 @@ impl GpuSolver {
                         .into(),
                 )),
             };
-        self.write_direction_dx(dx)?;
+        self.write_direction_dx("dx", dx)?;
         let size = self.buffers.get(Buf::RhsDiagonal)?.size();
         let data = self.run_and_read_checked(ops, &[(Buf::RhsDiagonal, 0, size)])?;
         let rows = readback::vectors(&data);
@@ -156,14 +156,28 @@ impl GpuSolver {
             .collect())
     }
 
-    /// Writes `dx` (one per particle) into direction 0's dx bank of `TanState`.
-    fn write_direction_dx(&self, dx: &[DVec3]) -> Result<(), GpuError> {
+    /// Writes `dx` (one per particle) into direction 0's dx bank of `TanState`. The
+    /// argument `what` is checked first: a wrong length or a component that is not a
+    /// finite f32 would otherwise be read short or turn the results into NaN silently.
+    fn write_direction_dx(&self, what: &'static str, dx: &[DVec3]) -> Result<(), GpuError> {
         if dx.len() != self.n as usize {
-            return Err(GpuError::Unsupported(format!(
-                "{} vectors for {} particles",
-                dx.len(),
-                self.n
-            )));
+            return Err(GpuError::Model(ModelError::LengthMismatch {
+                what,
+                got: dx.len(),
+                expected: self.n as usize,
+            }));
+        }
+        for (index, v) in dx.iter().enumerate() {
+            if !v.is_finite() {
+                return Err(GpuError::Model(ModelError::NonFinite { index, what }));
+            }
+            if let Some(c) = v.to_array().into_iter().find(|c| c.abs() > F32_MAX) {
+                return Err(GpuError::F32Range {
+                    what: format!("{what}[{index}]"),
+                    value: c,
+                    limit: format!("|value| <= {F32_MAX:e}"),
+                });
+            }
         }
         let data: Vec<[f32; 4]> = dx
             .iter()
