@@ -7,9 +7,9 @@ use super::planned::{fitting, Planned, MAX_CHUNK_WORLDS};
 use super::record::{RunRecord, SummaryRecord};
 use super::resume::clear;
 use crate::gpu::GpuWorlds;
-use crate::run::error::one_line;
+use crate::run::error::{one_line, RunError};
 use crate::run::{check_folder, drive_worlds, finish_folder, open_folder, RanOn};
-use crate::simulator::{GpuBatch, Worlds};
+use crate::simulator::{GpuBatch, SimError, Worlds};
 use std::time::Instant;
 
 /// One run done: its index in the plan, its record, why an earlier run in its folder was
@@ -138,11 +138,18 @@ fn batch(now: &[Ready], plan: &Plan, gpu: &mut SharedGpu) -> Vec<Done> {
                 .zip(driven)
                 .enumerate()
                 .map(|(w, ((r, d), driven))| {
-                    let on = RanOn {
-                        ddef: worlds.worlds().ddef_counts(w).ok().flatten(),
-                        ..on.clone()
-                    };
-                    driven.and_then(|driven| finish_folder(&r.run.scene, d, driven, on))
+                    // A failed read fails the run: read as "no DDEF" its summary would lie.
+                    let ddef = worlds.worlds().ddef_counts(w).map_err(|e| RunError::Sim {
+                        step: r.run.scene.config.steps,
+                        source: SimError::Gpu(e),
+                    });
+                    driven.and_then(|driven| {
+                        let on = RanOn {
+                            ddef: ddef?,
+                            ..on.clone()
+                        };
+                        finish_folder(&r.run.scene, d, driven, on)
+                    })
                 })
                 .collect::<Vec<_>>(),
         )
