@@ -6,7 +6,7 @@ use glam::DVec3;
 use numpy::{AllowTypeChange, PyArray1, PyArrayLikeDyn, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyMapping, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyMapping, PyString};
 
 use crate::errors::{error, Kind};
 
@@ -23,35 +23,73 @@ fn shape_text(shape: &[usize]) -> String {
     }
 }
 
-/// An array-like of float64 (any numeric dtype is converted, as `numpy.asarray` would).
-/// A sequence numpy cannot make one of (ragged rows, an int too large for a float) is a
-/// ModelError with numpy's reason; any other object a TypeError.
+/// An array-like of float64 (integer and float dtypes are converted, as
+/// `numpy.asarray` would). What numpy would turn into numbers by reinterpreting it is a
+/// TypeError naming `what`: None (NaN), strings (parsed), booleans (0 and 1), dates and
+/// durations (their tick counts); complex numbers are a ModelError. A sequence numpy
+/// cannot make one of (ragged rows, an int too large for a float) is a ModelError with
+/// numpy's reason; any other object a TypeError.
 fn floats<'py>(
     obj: &Bound<'py, PyAny>,
     what: &str,
 ) -> PyResult<PyArrayLikeDyn<'py, f64, AllowTypeChange>> {
     let py = obj.py();
-    // numpy casts complex to float64 dropping the imaginary part, with only a warning.
-    if let Ok(dtype) = obj.getattr("dtype") {
-        if dtype
-            .getattr("kind")
-            .and_then(|k| k.extract::<String>())
-            .ok()
-            == Some("c".into())
-        {
-            return Err(model_error(
-                py,
-                format!("{what} must be real numbers, got complex dtype {dtype}"),
-            ));
-        }
-    }
-    obj.extract().map_err(|e: PyErr| {
-        let got = type_name(obj);
+    let got = type_name(obj);
+    let not_numbers = |e: PyErr| {
         if e.is_instance_of::<PyValueError>(py) || e.is_instance_of::<PyOverflowError>(py) {
             return model_error(py, format!("{what}: not an array of numbers ({got}): {e}"));
         }
         PyTypeError::new_err(format!("{what}: expected an array of numbers, got {got}"))
-    })
+    };
+    if let Some(which) = not_a_number(obj) {
+        return Err(PyTypeError::new_err(format!(
+            "{what}: expected numbers, got {which}"
+        )));
+    }
+    let a = py
+        .import("numpy")?
+        .call_method1("asarray", (obj,))
+        .map_err(not_numbers)?;
+    let dtype = a.getattr("dtype")?;
+    let kind: String = dtype.getattr("kind")?.extract()?;
+    match kind.as_str() {
+        "f" | "i" | "u" => {}
+        // numpy casts complex to float64 dropping the imaginary part, with only a warning.
+        "c" => {
+            return Err(model_error(
+                py,
+                format!("{what} must be real numbers, got complex dtype {dtype}"),
+            ))
+        }
+        "O" => {
+            for item in a.call_method0("ravel")?.try_iter()? {
+                if let Some(which) = not_a_number(&item?) {
+                    return Err(PyTypeError::new_err(format!(
+                        "{what}: expected numbers, got {which} in an object array"
+                    )));
+                }
+            }
+        }
+        _ => {
+            return Err(PyTypeError::new_err(format!(
+                "{what}: expected numbers, got an array of dtype {dtype}"
+            )))
+        }
+    }
+    a.extract().map_err(not_numbers)
+}
+
+/// What a value that numpy would read as a number is instead: None, a string, a bool.
+fn not_a_number(obj: &Bound<'_, PyAny>) -> Option<&'static str> {
+    if obj.is_none() {
+        Some("None")
+    } else if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
+        Some("a string")
+    } else if obj.is_instance_of::<PyBool>() {
+        Some("a bool")
+    } else {
+        None
+    }
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -92,7 +130,9 @@ pub fn vectors(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<DVec3>> {
 pub fn scalars(obj: &Bound<'_, PyAny>, what: &str, len: Option<usize>) -> PyResult<Vec<f64>> {
     let py = obj.py();
     if let (Some(n), Ok(v)) = (len, obj.extract::<f64>()) {
-        if obj.is_instance_of::<PyFloat>() || obj.is_instance_of::<PyInt>() {
+        // A bool is an int to Python: `floats` refuses it.
+        let number = obj.is_instance_of::<PyFloat>() || obj.is_instance_of::<PyInt>();
+        if number && !obj.is_instance_of::<PyBool>() {
             return Ok(vec![v; n]);
         }
     }

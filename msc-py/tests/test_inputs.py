@@ -253,3 +253,42 @@ def test_ctrl_c_abandons_a_long_build() -> None:
     assert time.monotonic() - start < 1.5
     system, _ = msc.bench_workload("cloth", 100)
     assert len(system) == 100
+
+
+def test_values_numpy_would_reinterpret_as_numbers_are_type_errors() -> None:
+    # numpy reads None as NaN, "1.5" as 1.5, True as 1 and a date as its tick count: each
+    # was taken as a number (masses=None failed as "got NaN", a string array of
+    # positions was parsed, a boolean mask passed as masses weighed 1 kg).
+    sim = msc.Simulator(msc.System(X, 1.0, springs=[[0, 1]], stiffness=1.0), backend="cpu")
+    bad: list[tuple[str, Callable[[], object]]] = [
+        ("masses", lambda: msc.System(X, None)),  # type: ignore[arg-type]
+        ("masses", lambda: msc.System(X, "1.5")),
+        ("masses", lambda: msc.System(X, b"1.5")),
+        ("masses", lambda: msc.System(X, True)),
+        ("masses", lambda: msc.System(X, np.ones(4, dtype=bool))),
+        ("masses", lambda: msc.System(X, ["1", "2", "3", "4"])),
+        ("positions", lambda: msc.System(None, 1.0)),  # type: ignore[arg-type]
+        ("positions", lambda: msc.System(X.astype(str), 1.0)),
+        ("positions", lambda: msc.System(X.astype(bool), 1.0)),
+        ("positions", lambda: msc.System(np.zeros((4, 3), dtype="datetime64[s]"), 1.0)),
+        ("positions", lambda: msc.System(np.ones((4, 3), dtype="timedelta64[s]"), 1.0)),
+        ("positions", lambda: msc.System(np.array([[None, 0, 0]] * 4, dtype=object), 1.0)),
+        ("positions", lambda: msc.System(np.array([["1", 0, 0]] * 4, dtype=object), 1.0)),
+        ("velocities", lambda: msc.System(X, 1.0, velocities=X.astype(str))),
+        ("charges", lambda: msc.System(X, 1.0, charges="1e-6")),
+        ("charges", lambda: msc.System(X, 1.0).with_charges(None)),  # type: ignore[arg-type]
+        ("charges", lambda: sim.set_charges(None)),  # type: ignore[arg-type]
+        ("stiffness", lambda: sim.set_stiffness("3")),
+        ("stiffness", lambda: msc.System(X, 1.0, springs=[[0, 1]], stiffness=True)),
+        ("positions", lambda: sim.set_state(None, X)),  # type: ignore[arg-type]
+        ("velocities", lambda: sim.set_state(X, X.astype(bool))),
+    ]
+    for what, call in bad:
+        with pytest.raises(TypeError, match=f"^{what}: expected numbers, got "):
+            call()
+    assert sim.system.stiffness.tolist() == [1.0] and sim.step_count == 0
+    # Integer, float32, object (of numbers) and strided arrays are numbers.
+    for pos in [X.astype(int), X.astype(np.float32), X.astype(object), np.repeat(X, 2, 0)[::2]]:
+        s = msc.System(pos, np.array([1, 2, 3, 4], dtype=np.uint8), charges=np.float32(1e-6))
+        np.testing.assert_array_equal(s.positions, X)
+        np.testing.assert_array_equal(s.masses, [1, 2, 3, 4])
