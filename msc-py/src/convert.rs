@@ -353,7 +353,12 @@ pub fn toml_value(obj: &Bound<'_, PyAny>, key: &str) -> PyResult<toml::Value> {
         return Ok(toml::Value::String(obj.extract()?));
     }
     if obj.is_instance_of::<PyInt>() {
-        return Ok(toml::Value::Integer(obj.extract()?));
+        // TOML integers are i64: a larger one is named with its key (not pyo3's message).
+        return obj.extract().map(toml::Value::Integer).map_err(|_| {
+            PyOverflowError::new_err(format!(
+                "{key} = {obj} is too large (a setting's integers are 64-bit)"
+            ))
+        });
     }
     if obj.is_instance_of::<PyFloat>() {
         return Ok(toml::Value::Float(obj.extract()?));
@@ -389,6 +394,22 @@ pub fn toml_value(obj: &Bound<'_, PyAny>, key: &str) -> PyResult<toml::Value> {
     )))
 }
 
+/// An item of a mapping whose keys are dotted scene keys (`set=`, `vary`): a key that
+/// is not a string is a TypeError naming `what`.
+pub fn key_and_value<'py>(
+    item: &Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<(String, Bound<'py, PyAny>)> {
+    let (k, v): (Bound<'py, PyAny>, Bound<'py, PyAny>) = item.extract()?;
+    match k.extract::<String>() {
+        Ok(k) => Ok((k, v)),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "{what} keys must be strings (dotted scene keys), got {} {k}",
+            type_name(&k)
+        ))),
+    }
+}
+
 /// `set=`: a mapping of dotted keys to values, or a sequence of "key=value" strings (as
 /// `--set` takes them).
 pub fn overrides(set: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
@@ -401,7 +422,7 @@ pub fn overrides(set: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
     if let Ok(m) = set.cast::<PyMapping>() {
         let mut out = Vec::new();
         for item in m.items()?.iter() {
-            let (k, v): (String, Bound<'_, PyAny>) = item.extract()?;
+            let (k, v) = key_and_value(&item, "set=")?;
             out.push(format!("{k}={}", toml_value(&v, &k)?));
         }
         return Ok(out);

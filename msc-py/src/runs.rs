@@ -13,7 +13,7 @@ use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyList, PyMapping, PyString};
 
-use crate::convert::{json, overrides, to_py, toml_value};
+use crate::convert::{json, key_and_value, overrides, to_py, toml_value};
 use crate::errors::{fit_error, with_attrs, Classify};
 use crate::scene::path_or_name;
 use crate::steps::{count, interruptible};
@@ -62,11 +62,13 @@ fn list_values<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, 
             "{what} takes a list of values, not one string"
         )));
     }
-    obj.try_iter()
-}
-
-fn path_arg(p: &Bound<'_, PyAny>) -> PyResult<String> {
-    path_or_name(p)
+    obj.try_iter().map_err(|_| {
+        let got = obj.get_type().name().map(|n| n.to_string());
+        PyTypeError::new_err(format!(
+            "{what} takes a list of values, got {}",
+            got.unwrap_or_default()
+        ))
+    })
 }
 
 fn read_json<'py>(py: Python<'py>, path: &Path) -> PyResult<Bound<'py, PyAny>> {
@@ -93,9 +95,9 @@ pub fn run<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let mut args = common(set, backend, steps)?;
     if let Some(o) = out {
-        args.push(opt("out", path_arg(o)?));
+        args.push(opt("out", path_or_name(o, "out")?));
     }
-    let Command::Run(run_args) = command("run", args, path_arg(scene)?)? else {
+    let Command::Run(run_args) = command("run", args, path_or_name(scene, "scene")?)? else {
         unreachable!("parsed as run")
     };
     let outcome = interruptible(py, || msc::cli::run::execute(&run_args))?;
@@ -166,12 +168,12 @@ pub fn sweep<'py>(
     batch: bool,
     check: bool,
 ) -> PyResult<Bound<'py, PyList>> {
-    let out = PathBuf::from(path_arg(out)?);
+    let out = PathBuf::from(path_or_name(out, "out")?);
     let mut args = common(set, backend, steps)?;
     args.push(opt("out", out.to_string_lossy()));
     let mut texts = Texts::new();
     for item in vary.items()?.iter() {
-        let (key, values): (String, Bound<'_, PyAny>) = item.extract()?;
+        let (key, values) = key_and_value(&item, "vary")?;
         let values = list_values(&values, &format!("vary[{key:?}]"))?
             .map(|v| {
                 let value = toml_value(&v?, &key)?;
@@ -186,7 +188,7 @@ pub fn sweep<'py>(
     if !batch {
         args.push("--no-batch".into());
     }
-    let Command::Sweep(sweep_args) = command("sweep", args, path_arg(scene)?)? else {
+    let Command::Sweep(sweep_args) = command("sweep", args, path_or_name(scene, "scene")?)? else {
         unreachable!("parsed as sweep")
     };
     let outcome = interruptible(py, || msc::cli::sweep::execute(&sweep_args))?;
@@ -226,11 +228,17 @@ pub fn fit<'py>(
     backend: &str,
     out: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let mut args = vec![opt("target", path_arg(target)?)];
+    let mut args = vec![opt("target", path_or_name(target, "target")?)];
     args.extend(common(set, backend, None)?);
     let params: Vec<String> = match params.extract::<String>() {
         Ok(one) => vec![one],
-        Err(_) => params.extract()?,
+        Err(_) => params.extract().map_err(|_| {
+            let got = params.get_type().name().map(|n| n.to_string());
+            PyTypeError::new_err(format!(
+                "params takes a parameter name or a list of names, got {}",
+                got.unwrap_or_default()
+            ))
+        })?,
     };
     for p in params {
         args.push(opt("param", p));
@@ -263,9 +271,9 @@ pub fn fit<'py>(
         args.push("--exact-solves".into());
     }
     if let Some(o) = out {
-        args.push(opt("out", path_arg(o)?));
+        args.push(opt("out", path_or_name(o, "out")?));
     }
-    let Command::Fit(fit_args) = command("fit", args, path_arg(scene)?)? else {
+    let Command::Fit(fit_args) = command("fit", args, path_or_name(scene, "scene")?)? else {
         unreachable!("parsed as fit")
     };
     let outcome = interruptible(py, || msc::cli::fit::execute(&fit_args))?;

@@ -285,7 +285,7 @@ pub fn load_scene(
     steps: Option<i128>,
 ) -> PyResult<PyScene> {
     let steps = steps.map(|n| count(n, "steps")).transpose()?;
-    let name = path_or_name(scene)?;
+    let name = path_or_name(scene, "scene")?;
     let set = overrides(set)?;
     // A large mesh loads for seconds: Ctrl-C abandons it.
     let loaded = abandonable(py, move || msc::run::load::load(&name, &set, steps))?.or_raise(py)?;
@@ -308,13 +308,20 @@ pub fn load_scene(
     })
 }
 
-/// A scene argument: a built-in name, a path string or an os.PathLike.
-pub fn path_or_name(scene: &Bound<'_, PyAny>) -> PyResult<String> {
-    if let Ok(s) = scene.extract::<String>() {
+/// A path argument `what` (a scene also a built-in name): a string or an
+/// os.PathLike of one; anything else a TypeError naming `what`.
+pub fn path_or_name(p: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
+    if let Ok(s) = p.extract::<String>() {
         return Ok(s);
     }
-    let fspath = scene.py().import("os")?.call_method1("fspath", (scene,))?;
-    fspath.extract::<String>()
+    let fspath = p.py().import("os")?.call_method1("fspath", (p,));
+    match fspath.and_then(|f| f.extract::<String>()) {
+        Ok(s) => Ok(s),
+        Err(_) => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "{what} must be a str or os.PathLike[str] path, got {}",
+            p.get_type().name()?
+        ))),
+    }
 }
 
 /// The built-in scenes: (name, description) pairs.

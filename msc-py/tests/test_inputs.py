@@ -292,3 +292,32 @@ def test_values_numpy_would_reinterpret_as_numbers_are_type_errors() -> None:
         s = msc.System(pos, np.array([1, 2, 3, 4], dtype=np.uint8), charges=np.float32(1e-6))
         np.testing.assert_array_equal(s.positions, X)
         np.testing.assert_array_equal(s.masses, [1, 2, 3, 4])
+
+
+def test_settings_and_arguments_of_the_wrong_type_are_named(tiny: Path, tmp_path: Path) -> None:
+    # Each raised Python's own message, naming neither the argument nor the key.
+    too_large: list[tuple[str, Callable[[], object]]] = [
+        ("integrator.steps", lambda: msc.Config(steps=2**70)),
+        ("integrator.steps", lambda: msc.load_scene(tiny, set={"integrator.steps": 2**70})),
+        ("integrator.steps", lambda: msc.sweep(tiny, {"integrator.steps": [2**64]},
+                                               out=tmp_path / "s", backend="cpu")),
+    ]
+    for key, call in too_large:
+        with pytest.raises(OverflowError, match=f"^{key} = .* is too large"):
+            call()
+    wrong_type: list[tuple[str, Callable[[], object]]] = [
+        ("set= keys", lambda: msc.Config(set={1: 2})),  # type: ignore[dict-item]
+        ("vary keys", lambda: msc.sweep(tiny, {1: [1]}, out=tmp_path / "s", backend="cpu")),  # type: ignore[dict-item]
+        ('vary\\["material.charge"\\]', lambda: msc.sweep(
+            tiny, {"material.charge": None}, out=tmp_path / "s", backend="cpu")),  # type: ignore[dict-item]
+        ("params", lambda: msc.fit(tiny, tmp_path, 5, backend="cpu")),  # type: ignore[arg-type]
+        ("scene", lambda: msc.load_scene(b"torus")),  # type: ignore[arg-type]
+        ("scene", lambda: msc.run(None, out=tmp_path / "r", backend="cpu")),  # type: ignore[arg-type]
+        ("out", lambda: msc.run(tiny, out=5, backend="cpu")),  # type: ignore[arg-type]
+        ("out", lambda: msc.sweep(tiny, {"material.charge": [1e-6]}, out=None)),  # type: ignore[arg-type]
+        ("target", lambda: msc.fit(tiny, None, "charge", backend="cpu")),  # type: ignore[arg-type]
+    ]
+    for what, call in wrong_type:
+        with pytest.raises(TypeError, match=f"^{what}"):
+            call()
+    assert not (tmp_path / "s").exists() and not (tmp_path / "r").exists()
