@@ -710,3 +710,43 @@ fn repeated_polygons_past_the_spring_limit_are_refused() {
     .unwrap();
     assert_eq!(m.edges.len() as u64, n * (n - 1) / 2);
 }
+
+/// A face that names one vertex twice (`f 1 1 2`) gave a spring from the vertex to itself
+/// and a face of no area, both dropped silently: the file loaded as one spring.
+#[test]
+fn a_face_repeating_a_vertex_is_refused() {
+    let obj = Some(MeshFormat::Obj);
+    for (face, vertex) in [("f 1 1 2", 1), ("f 1 2 3 2", 2), ("f 1 2 -3", 1)] {
+        let text = format!("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n{face}\n");
+        let (s, at) = refused("rep.obj", text.as_bytes(), obj);
+        assert!(
+            s.contains(&format!("repeats vertex {vertex}")),
+            "{face}: {s}"
+        );
+        assert_eq!(at, Some(At::Line(5)), "{face}: {s}");
+    }
+    let ply = Some(MeshFormat::Ply);
+    let text = format!("{PLY_HEAD}0 0 0\n1 0 0\n0 1 0\n3 2 0 2\n");
+    let (s, at) = refused("rep.ply", text.as_bytes(), ply);
+    assert!(s.contains("repeats vertex 2"), "{s}");
+    assert_eq!(
+        at,
+        Some(At::Element {
+            what: "face",
+            index: 0,
+            line: Some(13)
+        })
+    );
+    // Binary, the same face.
+    let mut bin = PLY_HEAD
+        .replace("ascii", "binary_little_endian")
+        .into_bytes();
+    for v in [0f64, 0., 0., 1., 0., 0., 0., 1., 0.] {
+        bin.extend(v.to_le_bytes());
+    }
+    bin.push(3);
+    for i in [2i32, 0, 2] {
+        bin.extend(i.to_le_bytes());
+    }
+    says("rep_bin.ply", &bin, ply, &["face 0", "repeats vertex 2"]);
+}

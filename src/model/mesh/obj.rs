@@ -44,6 +44,7 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Soup> {
     let mut pending = String::new();
     let mut start_line = 0;
     let mut poly: Vec<u32> = Vec::new();
+    let mut sorted: Vec<u32> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         // A trailing backslash joins the next line.
         if pending.is_empty() {
@@ -132,6 +133,17 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Soup> {
                             format!("a face needs at least 3 vertices, got {}", poly.len()),
                         ));
                     }
+                    // A repeated vertex gives a spring to itself and a face of no area: both
+                    // were dropped silently (`f 1 1 2` read as one spring).
+                    if let Some(v) = super::surface::repeated(&poly, &mut sorted) {
+                        return Err(fail(
+                            at,
+                            format!(
+                                "the face repeats vertex {}: its vertices must differ",
+                                v + 1
+                            ),
+                        ));
+                    }
                     soup.corners.extend_from_slice(&poly);
                     soup.close_polygon();
                 } else {
@@ -167,3 +179,4 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Soup> {
     }
     Ok(soup)
 }
+

@@ -354,6 +354,7 @@ fn read_faces(r: &mut Reader, el: &Element, count: usize, d: &mut PlyData) -> Pa
     let Some(which) = lists("vertex_indices").or_else(|| lists("vertex_index")) else {
         return Err(fail(None, "the face element has no `vertex_indices` list"));
     };
+    let mut sorted = Vec::new();
     for f in 0..count {
         for (k, p) in el.properties.iter().enumerate() {
             let Property::List(c, i, _) = p else {
@@ -380,6 +381,15 @@ fn read_faces(r: &mut Reader, el: &Element, count: usize, d: &mut PlyData) -> Pa
                     ));
                 }
                 d.corners.push(v as u32);
+            }
+            let face = &d.corners[d.starts[d.starts.len() - 1]..];
+            // A repeated vertex gives a spring to itself and a face of no area: both were
+            // dropped silently (`3 0 0 1` read as one spring).
+            if let Some(v) = super::surface::repeated(face, &mut sorted) {
+                return Err(fail(
+                    r.element("face", f),
+                    format!("the face repeats vertex {v}: its vertices must differ"),
+                ));
             }
             d.starts.push(d.corners.len());
         }

@@ -267,6 +267,15 @@ impl Merger {
     }
 }
 
+/// A vertex a polygon names twice (the first in sorted order), if any; `scratch` is
+/// reused between polygons.
+pub(super) fn repeated(poly: &[u32], scratch: &mut Vec<u32>) -> Option<u32> {
+    scratch.clear();
+    scratch.extend_from_slice(poly);
+    scratch.sort_unstable();
+    scratch.windows(2).find(|w| w[0] == w[1]).map(|w| w[0])
+}
+
 /// A vertex index read from a file, checked against the vertex count.
 pub(super) fn vertex_index(at: At, what: &str, index: i64, vertices: usize) -> Parsed<u32> {
     if index >= 0 && (index as u64) < vertices as u64 {
