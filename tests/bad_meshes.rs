@@ -750,3 +750,43 @@ fn a_face_repeating_a_vertex_is_refused() {
     }
     says("rep_bin.ply", &bin, ply, &["face 0", "repeats vertex 2"]);
 }
+
+/// A triangle whose corners all merge into one point (an STL triangle of three equal
+/// vertices) has no springs; its point was kept as a particle no spring holds.
+#[test]
+fn a_face_collapsing_to_a_lone_point_is_refused() {
+    let stl = Some(MeshFormat::Stl);
+    let tri = [[0.0f32, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]];
+    let point = [[5.0f32, 5.0, 5.0]; 3];
+    let (s, at) = refused("point.stl", &binary_stl(&[tri, point], 2), stl);
+    assert!(s.contains("(5, 5, 5)") && s.contains("no springs"), "{s}");
+    assert!(
+        matches!(
+            at,
+            Some(At::Element {
+                what: "face",
+                index: 1,
+                ..
+            })
+        ),
+        "{at:?}"
+    );
+    // Collapsed onto a vertex other triangles hold: nothing is lost, it loads.
+    let on_corner = [[1.0f32, 0.0, 0.0]; 3];
+    let m = mesh::load_bytes(
+        "c.stl",
+        &binary_stl(&[tri, on_corner], 2),
+        MeshFormat::Stl,
+        &FileOptions::default(),
+    )
+    .unwrap();
+    assert_eq!((m.positions.len(), m.edges.len()), (3, 3));
+    // An OBJ line between two vertices at one point, used by nothing else.
+    let text = "v 0 0 0\nv 1 0 0\nv 0 1 0\nv 2 2 2\nv 2 2 2\nf 1 2 3\nl 4 5\n";
+    let (s, at) = refused("l.obj", text.as_bytes(), Some(MeshFormat::Obj));
+    assert!(s.contains("(2, 2, 2)"), "{s}");
+    assert!(
+        matches!(at, Some(At::Element { what: "vertex", .. })),
+        "{at:?}"
+    );
+}

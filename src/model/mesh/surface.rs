@@ -161,9 +161,46 @@ pub(super) fn build(soup: Soup, policy: Polygons, merge: Merge, scale: f64) -> P
             }
         }
     }
+    let edges = unique_edges(edges);
+    // A polygon or line whose vertices all merge into one point has no springs: its
+    // particle was kept, free, though no spring or face used it.
+    let mut sprung = vec![false; out.len()];
+    for &i in edges.iter().flatten() {
+        sprung[i as usize] = true;
+    }
+    if let Some(v) = (0..positions.len()).find(|&v| used[v] && !sprung[particle[v] as usize]) {
+        let p = positions[v];
+        let point = format!("({}, {}, {})", p.x, p.y, p.z);
+        // The first face that has it (a triangle of an STL), else the vertex of a line.
+        let (what, index, message) = match (0..starts.len() - 1)
+            .find(|&k| corners[starts[k]..starts[k + 1]].contains(&(v as u32)))
+        {
+            Some(k) => (
+                "face",
+                k,
+                format!("the face's vertices all merge into one point {point}"),
+            ),
+            None => (
+                "vertex",
+                v,
+                format!("every line from this vertex at {point} ends at that same point"),
+            ),
+        };
+        return Err(fail(
+            At::Element {
+                what,
+                index: index as u64,
+                line: None,
+            },
+            format!(
+                "{message}, used by no other face or line: it has no springs, and the point \
+                 would be a free particle"
+            ),
+        ));
+    }
     Ok(Mesh {
         positions: out,
-        edges: unique_edges(edges),
+        edges,
         faces,
     })
 }
