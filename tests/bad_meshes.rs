@@ -790,3 +790,27 @@ fn a_face_collapsing_to_a_lone_point_is_refused() {
         "{at:?}"
     );
 }
+
+/// OBJ lines may end in LF, CRLF or a lone CR, mixed: a lone CR was kept inside the
+/// line, so `v 0 0 0\rv 5 5 5` read as one vertex (extra values ignored) and every later
+/// index pointed one vertex off.
+#[test]
+fn obj_lone_cr_line_breaks_end_lines() {
+    let text = "v 0 0 0\rv 5 5 5\nv 1 0 0\r\nv 0 1 0\nf 1 2 3\n";
+    let m = mesh::load_bytes(
+        "cr.obj",
+        text.as_bytes(),
+        MeshFormat::Obj,
+        &FileOptions::default(),
+    )
+    .unwrap();
+    let p: Vec<[f64; 3]> = m.positions.iter().map(|p| p.to_array()).collect();
+    assert_eq!(p, [[0., 0., 0.], [5., 5., 5.], [1., 0., 0.]]);
+    // Lines are counted at each break.
+    let (s, at) = refused(
+        "cr.obj",
+        b"v 0 0 0\rv 1 nan 0\rv 0 1 0\r",
+        Some(MeshFormat::Obj),
+    );
+    assert_eq!(at, Some(At::Line(2)), "{s}");
+}

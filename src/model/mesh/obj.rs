@@ -45,7 +45,7 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Soup> {
     let mut start_line = 0;
     let mut poly: Vec<u32> = Vec::new();
     let mut sorted: Vec<u32> = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
+    for (i, raw) in lines(text).enumerate() {
         // A trailing backslash joins the next line.
         if pending.is_empty() {
             start_line = i + 1;
@@ -180,3 +180,23 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Soup> {
     Ok(soup)
 }
 
+/// The lines of `text`, broken at LF, CRLF or a lone CR (classic Mac OS), in any mix:
+/// `str::lines` kept a lone CR inside a line, so `v 0 0 0\rv 5 5 5` read as one vertex
+/// with extra values ignored, shifting every later index by one.
+fn lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = rest.find(['\n', '\r']).unwrap_or(rest.len());
+        let line = &rest[..end];
+        let next = if rest[end..].starts_with("\r\n") {
+            end + 2
+        } else {
+            (end + 1).min(rest.len())
+        };
+        rest = &rest[next..];
+        Some(line)
+    })
+}
