@@ -814,3 +814,13 @@ fn obj_lone_cr_line_breaks_end_lines() {
     );
     assert_eq!(at, Some(At::Line(2)), "{s}");
 }
+
+/// A `\` continuing the last line into the end of the file: that record was dropped
+/// silently (the rest of the file loaded).
+#[test]
+fn an_obj_line_continued_into_the_end_of_the_file_is_refused() {
+    let cut = format!("{TRI_OBJ}f 1 2 \\\n");
+    let (s, at) = refused("cont.obj", cut.as_bytes(), Some(MeshFormat::Obj));
+    assert!(s.contains("continued"), "{s}");
+    assert_eq!(at, Some(At::Line(5)));
+}

@@ -166,6 +166,13 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Soup> {
             _ => {}
         }
     }
+    // A `\` on the last line continued into nothing: that record was dropped silently.
+    if !pending.is_empty() {
+        return Err(fail(
+            At::Line(start_line),
+            "the file ends in a line continued by `\\` (truncated file)",
+        ));
+    }
     if let Some((m, line)) = max_index {
         if m > soup.positions.len() as u64 {
             return Err(fail(
