@@ -824,3 +824,15 @@ fn an_obj_line_continued_into_the_end_of_the_file_is_refused() {
     assert!(s.contains("continued"), "{s}");
     assert_eq!(at, Some(At::Line(5)));
 }
+
+/// A `.node` file of no nodes: the range in the message underflowed (`first + 0 - 1`), a
+/// panic in a debug build and "nodes 0 to 18446744073709551615" in a release one.
+#[test]
+fn a_tetgen_node_file_of_no_nodes_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "t.node", b"0 3 0 0\n");
+    let ele = write(dir.path(), "t.ele", b"1 4 0\n1 1 2 3 4\n");
+    let e = mesh::load_file(&ele, None, &FileOptions::default()).unwrap_err();
+    let s = e.to_string();
+    assert!(s.contains("t.ele") && s.contains("has no nodes"), "{s}");
+}

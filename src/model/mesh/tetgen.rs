@@ -110,10 +110,14 @@ fn elements(bytes: &[u8], positions: Vec<glam::DVec3>, first: u64) -> Parsed<Tet
                         index: k as u64,
                         line: Some(t.line),
                     },
-                    format!(
-                        "node {v} is out of range (the .node file has nodes {first} to {})",
-                        first + nodes - 1
-                    ),
+                    // `first + nodes - 1` underflowed for a .node file of no nodes.
+                    match nodes {
+                        0 => format!("node {v} is out of range (the .node file has no nodes)"),
+                        _ => format!(
+                            "node {v} is out of range (the .node file has nodes {first} to {})",
+                            first + nodes - 1
+                        ),
+                    },
                 ));
             }
             *slot = (v - first) as u32;
