@@ -836,3 +836,47 @@ fn a_tetgen_node_file_of_no_nodes_is_named() {
     let s = e.to_string();
     assert!(s.contains("t.ele") && s.contains("has no nodes"), "{s}");
 }
+
+/// VTU Piece counts near 2^64 with a header that agrees: the end of the array
+/// (`header + n`) and the inflate limit (`size + 1`) overflowed, a panic in a debug build.
+#[test]
+fn vtu_counts_near_two_to_the_64_are_refused() {
+    let b64 = |b: &[u8]| {
+        const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut s = String::new();
+        for c in b.chunks(3) {
+            let mut a = [0u8; 3];
+            a[..c.len()].copy_from_slice(c);
+            let v = (a[0] as u32) << 16 | (a[1] as u32) << 8 | a[2] as u32;
+            for k in 0..4 {
+                let ch = T[(v >> (18 - 6 * k) & 63) as usize] as char;
+                s.push(if k <= c.len() { ch } else { '=' });
+            }
+        }
+        s
+    };
+    let n = u64::MAX;
+    for (compressor, header) in [
+        ("", n.to_le_bytes().to_vec()),
+        // One block of n bytes (0: the last block is full), compressed to 0 bytes.
+        (
+            " compressor=\"vtkZLibDataCompressor\"",
+            [1, n, 0, 0].iter().flat_map(|w| w.to_le_bytes()).collect(),
+        ),
+    ] {
+        let vtu = format!(
+            "<?xml version=\"1.0\"?>\n<VTKFile type=\"UnstructuredGrid\" version=\"1.0\" \
+             byte_order=\"LittleEndian\" header_type=\"UInt64\"{compressor}>\n<UnstructuredGrid>\n\
+             <Piece NumberOfPoints=\"0\" NumberOfCells=\"{n}\">\n<Points>\n<DataArray \
+             type=\"Float64\" NumberOfComponents=\"3\" format=\"ascii\">\n</DataArray>\n</Points>\n\
+             <Cells>\n<DataArray type=\"UInt8\" Name=\"offsets\" format=\"binary\">\n{}\n\
+             </DataArray>\n<DataArray type=\"UInt8\" Name=\"connectivity\" format=\"ascii\">\n\
+             </DataArray>\n<DataArray type=\"UInt8\" Name=\"types\" format=\"ascii\">\n\
+             </DataArray>\n</Cells>\n</Piece>\n</UnstructuredGrid>\n</VTKFile>\n",
+            b64(&header)
+        );
+        let (s, at) = refused("huge.vtu", vtu.as_bytes(), None);
+        assert!(s.contains("DataArray offsets"), "{s}");
+        assert_eq!(at, Some(At::Line(10)), "{s}");
+    }
+}

@@ -188,9 +188,10 @@ impl File<'_> {
             if n != want {
                 return Err(mismatch(n));
             }
-            let n = n as usize;
-            return whole
-                .get(hw..hw + n)
+            // Checked: a count near 2^64 wrapped (a panic in a debug build).
+            let end = usize::try_from(n).ok().and_then(|n| n.checked_add(hw));
+            return end
+                .and_then(|end| whole.get(hw..end))
                 .map(<[u8]>::to_vec)
                 .ok_or_else(|| bad("fewer bytes than its header says (truncated file)"));
         }
@@ -233,7 +234,7 @@ impl File<'_> {
             let expect = if k + 1 == blocks { last } else { size };
             // One byte more than the header says shows a block that inflates past it.
             let got = flate2::read::ZlibDecoder::new(chunk)
-                .take(expect + 1)
+                .take(expect.saturating_add(1))
                 .read_to_end(&mut out)
                 .map_err(|e| bad(&format!("zlib: {e}")))?;
             if got as u64 != expect {
