@@ -880,3 +880,41 @@ fn vtu_counts_near_two_to_the_64_are_refused() {
         assert_eq!(at, Some(At::Line(10)), "{s}");
     }
 }
+
+/// A Gmsh 2.2 binary element block larger than what the header's count leaves was read
+/// whole: the file loaded though its count was wrong.
+#[test]
+fn gmsh22_binary_blocks_must_fit_the_header_count() {
+    let file = |count: i32, block: i32| {
+        let mut b = b"$MeshFormat\n2.2 1 8\n".to_vec();
+        b.extend(1i32.to_le_bytes());
+        b.extend(b"\n$EndMeshFormat\n$Nodes\n5\n");
+        for (t, p) in NODES.iter().enumerate() {
+            b.extend((t as i32 + 1).to_le_bytes());
+            p.iter().for_each(|c| b.extend(c.to_le_bytes()));
+        }
+        b.extend(format!("\n$EndNodes\n$Elements\n{count}\n").as_bytes());
+        for v in [4, block, 0] {
+            b.extend(v.to_le_bytes());
+        }
+        for (e, t) in [[1, 2, 3, 4], [2, 3, 4, 5]].iter().enumerate() {
+            b.extend((e as i32 + 1).to_le_bytes());
+            t.iter().for_each(|v: &i32| b.extend(v.to_le_bytes()));
+        }
+        b.extend(b"\n$EndElements\n");
+        b
+    };
+    let m = mesh::load_bytes(
+        "g.msh",
+        &file(2, 2),
+        MeshFormat::Gmsh,
+        &FileOptions::default(),
+    );
+    assert_eq!(m.unwrap().edges.len(), 9);
+    says(
+        "over.msh",
+        &file(1, 2),
+        None,
+        &["block of 2 elements", "count of 1", "wrong count"],
+    );
+}

@@ -349,7 +349,20 @@ fn elements2(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<()> {
             let ty = s.int("an element type")?;
             let k = s.int("an element count")?;
             let nt = s.int("a tag count")?;
-            (ty, s.count(k, "elements", 4)?, nt)
+            let k = s.count(k, "elements", 4)?;
+            // A block past the header's count was read whole (the count silently wrong);
+            // an empty one counted as one element.
+            if k == 0 || k > m - done {
+                return Err(fail(
+                    s.at(),
+                    format!(
+                        "a block of {k} elements, but the header's count of {m} leaves {} \
+                         (wrong count)",
+                        m - done
+                    ),
+                ));
+            }
+            (ty, k, nt)
         } else {
             s.ascii_int("an element number")?;
             let ty = s.ascii_int("an element type")?;
@@ -378,7 +391,7 @@ fn elements2(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<()> {
             }
             add(out, ty, dim, t, line);
         }
-        done += in_block.max(1);
+        done += in_block;
     }
     Ok(())
 }
