@@ -918,3 +918,37 @@ fn gmsh22_binary_blocks_must_fit_the_header_count() {
         &["block of 2 elements", "count of 1", "wrong count"],
     );
 }
+
+/// Two nodes of a tetrahedral mesh at one position: no tetrahedron joins them, so the
+/// solid loaded split along a crack (and two charges sat at one point).
+#[test]
+fn tetrahedra_on_duplicated_nodes_are_refused() {
+    let mut nodes = NODES.to_vec();
+    // Node 6 (index 5) duplicates node 4; the second tetrahedron is (2, 3, 4, 5) with
+    // node 4 replaced by its duplicate.
+    nodes.push(NODES[3]);
+    let cracked = msh(&nodes, &[[1, 2, 3, 4], [2, 3, 6, 5]]);
+    let (s, at) = refused("crack.msh", cracked.as_bytes(), None);
+    assert!(
+        s.contains("nodes 3 and 5") && s.contains("(0, 0, 1)"),
+        "{s}"
+    );
+    assert_eq!(
+        at,
+        Some(At::Element {
+            what: "node",
+            index: 5,
+            line: None
+        })
+    );
+    // A duplicate no tetrahedron uses is dropped with the other unused nodes.
+    let unused = msh(&nodes, &[[1, 2, 3, 4], [2, 3, 4, 5]]);
+    let m = mesh::load_bytes(
+        "u.msh",
+        unused.as_bytes(),
+        MeshFormat::Gmsh,
+        &FileOptions::default(),
+    )
+    .unwrap();
+    assert_eq!((m.positions.len(), m.edges.len()), (5, 9));
+}

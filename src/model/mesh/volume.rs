@@ -116,6 +116,7 @@ pub(super) fn build(t: Tets, scale: f64) -> Parsed<Mesh> {
             ),
         ));
     }
+    coincident(&positions, &particle)?;
     let mut out = try_vec("path", "vertices", used).map_err(|_| oom("nodes"))?;
     for (i, p) in positions.iter().enumerate() {
         if particle[i] == 0 {
@@ -136,6 +137,41 @@ pub(super) fn build(t: Tets, scale: f64) -> Parsed<Mesh> {
         edges: unique_edges(edges),
         faces,
     })
+}
+
+/// Two used nodes (`particle[i] == 0`) at one position are refused: no tetrahedron joins
+/// them (it would be degenerate), so the solid was silently split along a crack there,
+/// and two charges at one point feel an infinite force. Surface files merge such
+/// vertices; in a volume mesh they are a defect of the file (Gmsh: `Coherence`).
+fn coincident(positions: &[DVec3], particle: &[u32]) -> Parsed<()> {
+    // + 0.0 turns -0 into +0, so equal positions share one key.
+    let key = |i: u32| {
+        positions[i as usize]
+            .to_array()
+            .map(|c| (c + 0.0).to_bits())
+    };
+    let mut order: Vec<u32> = try_vec("path", "nodes", positions.len())
+        .map_err(|_| fail(None, "out of memory for the nodes"))?;
+    order.extend((0..positions.len() as u32).filter(|&i| particle[i as usize] == 0));
+    order.sort_unstable_by_key(|&i| (key(i), i));
+    let pair = order.windows(2).filter(|w| key(w[0]) == key(w[1]));
+    // The pair whose later node comes first in the file.
+    let Some([a, b]) = pair.map(|w| [w[0], w[1]]).min_by_key(|w| w[1]) else {
+        return Ok(());
+    };
+    let p = positions[a as usize];
+    Err(fail(
+        At::Element {
+            what: "node",
+            index: b as u64,
+            line: None,
+        },
+        format!(
+            "nodes {a} and {b} (counting from 0) are both at ({}, {}, {}): no tetrahedron \
+             joins them, so the mesh is split there (merge duplicate nodes)",
+            p.x, p.y, p.z
+        ),
+    ))
 }
 
 /// Whether a triangle's winding is an odd permutation of its sorted nodes.
