@@ -952,3 +952,17 @@ fn tetrahedra_on_duplicated_nodes_are_refused() {
     .unwrap();
     assert_eq!((m.positions.len(), m.edges.len()), (5, 9));
 }
+
+/// A UTF-8 byte-order mark before `$MeshFormat` is skipped, as in the other text formats
+/// (the guide says so); it read as part of the first word.
+#[test]
+fn a_gmsh_file_with_a_byte_order_mark_reads() {
+    let good = msh(&NODES, &[[1, 2, 3, 4], [2, 3, 4, 5]]);
+    let bom = [&[0xEF, 0xBB, 0xBF], good.as_bytes()].concat();
+    let o = FileOptions::default();
+    let m = mesh::load_bytes("b.msh", &bom, MeshFormat::Gmsh, &o).unwrap();
+    assert_eq!(
+        m,
+        mesh::load_bytes("g.msh", good.as_bytes(), MeshFormat::Gmsh, &o).unwrap()
+    );
+}

@@ -274,7 +274,7 @@ fn parse(bytes: &[u8], format: MeshFormat, options: &FileOptions) -> Result<Mesh
             };
             surface::build(soup, Polygons::Triangulate, merge, scale)
         }
-        MeshFormat::Gmsh => volume::build(gmsh::parse(bytes)?, scale),
+        MeshFormat::Gmsh => volume::build(gmsh::parse(strip_bom(bytes)?)?, scale),
         MeshFormat::Vtk => volume::build(vtk::parse(bytes)?, scale),
         MeshFormat::Vtu => volume::build(vtu::parse(bytes)?, scale),
         MeshFormat::Medit => volume::build(medit::parse(strip_bom(bytes)?)?, scale),
