@@ -966,3 +966,16 @@ fn a_gmsh_file_with_a_byte_order_mark_reads() {
         mesh::load_bytes("g.msh", good.as_bytes(), MeshFormat::Gmsh, &o).unwrap()
     );
 }
+
+/// A PLY `comment` that mentions end_header ended the header there.
+#[test]
+fn a_ply_comment_naming_end_header_is_a_comment() {
+    let good = format!("{PLY_HEAD}0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n");
+    let commented = good.replacen("ply\n", "ply\ncomment exported before end_header\n", 1);
+    let o = FileOptions::default();
+    let m = mesh::load_bytes("c.ply", commented.as_bytes(), MeshFormat::Ply, &o).unwrap();
+    assert_eq!(
+        m,
+        mesh::load_bytes("g.ply", good.as_bytes(), MeshFormat::Ply, &o).unwrap()
+    );
+}

@@ -136,9 +136,9 @@ impl Element {
 pub fn parse(bytes: &[u8]) -> Result<PlyData, Fail> {
     let bytes = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF]).unwrap_or(bytes);
     let end = b"end_header";
-    let pos = bytes
-        .windows(end.len())
-        .position(|w| w == end)
+    // At the start of a line: a `comment` that mentions end_header cut the header there.
+    let pos = (0..bytes.len().saturating_sub(end.len() - 1))
+        .find(|&k| k > 0 && matches!(bytes[k - 1], b'\n' | b'\r') && bytes[k..].starts_with(end))
         .ok_or_else(|| fail(None, "no end_header line"))?;
     let mut body = pos + end.len();
     // The header line ends with \n (or \r\n), after any trailing blanks: a binary body
