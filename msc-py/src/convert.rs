@@ -318,6 +318,26 @@ pub fn f32_rows<'py>(
     }
 }
 
+/// f64 vectors as f32, for a read with dtype float32: a finite value beyond float32's
+/// range is a ValueError naming the particle (the cast would make it inf silently).
+pub fn f32_checked(v: &[DVec3], what: &str) -> PyResult<Vec<[f32; 3]>> {
+    let mut out = Vec::with_capacity(v.len());
+    for (i, p) in v.iter().enumerate() {
+        let r = [p.x as f32, p.y as f32, p.z as f32];
+        if let Some(a) = (0..3).find(|&a| r[a].is_infinite() && p[a].is_finite()) {
+            return Err(PyValueError::new_err(format!(
+                "{what} of particle {i} ({}) = {:e} does not fit float32 (|value| <= {:e}): \
+                 read it as float64",
+                ["x", "y", "z"][a],
+                p[a],
+                f32::MAX
+            )));
+        }
+        out.push(r);
+    }
+    Ok(out)
+}
+
 /// The components of `v` in order, in the same allocation.
 fn flatten(v: Vec<[f32; 3]>) -> Vec<f32> {
     let mut v = std::mem::ManuallyDrop::new(v);

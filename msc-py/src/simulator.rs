@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::config::PyConfig;
-use crate::convert::{f32_rows, float_dtype, scalars, vec3_array, vectors};
+use crate::convert::{f32_checked, f32_rows, float_dtype, scalars, vec3_array, vectors};
 use crate::device::PyDevice;
 use crate::errors::{class, error, poisoned, Kind, OrRaise};
 use crate::scene::{PyScene, PySystem};
@@ -117,14 +117,18 @@ impl PySimulator {
         let f64_out = float_dtype(py, dtype)?;
         let rows = self.with(py, move |s| {
             if velocities {
-                s.sim.velocities_f32_or_f64(f64_out)
+                s.sim.velocities_f32_or_f64()
             } else {
-                s.sim.positions_f32_or_f64(f64_out)
+                s.sim.positions_f32_or_f64()
             }
         })?;
         match rows {
             Rows::F32(v) => f32_rows(py, v, f64_out),
-            Rows::F64(v) => vec3_array(py, &v),
+            Rows::F64(v) if f64_out => vec3_array(py, &v),
+            Rows::F64(v) => {
+                let what = if velocities { "velocity" } else { "position" };
+                f32_rows(py, f32_checked(&v, what)?, false)
+            }
         }
     }
 
@@ -148,22 +152,22 @@ enum Rows {
     F64(Vec<glam::DVec3>),
 }
 
-/// Reads in the precision asked for with the fewest conversions: a GPU's f32 values as
-/// they are (or widened once), the CPU reference's f64 state as it is.
+/// Reads with the fewest conversions: a GPU's f32 values as they are (or widened once),
+/// the CPU reference's f64 state as it is (narrowed, checked, by the caller).
 trait ReadRows {
-    fn positions_f32_or_f64(&mut self, f64_out: bool) -> Result<Rows, SimError>;
-    fn velocities_f32_or_f64(&mut self, f64_out: bool) -> Result<Rows, SimError>;
+    fn positions_f32_or_f64(&mut self) -> Result<Rows, SimError>;
+    fn velocities_f32_or_f64(&mut self) -> Result<Rows, SimError>;
 }
 
 impl ReadRows for Backend {
-    fn positions_f32_or_f64(&mut self, f64_out: bool) -> Result<Rows, SimError> {
-        if f64_out && self.backend_name() == "cpu" {
+    fn positions_f32_or_f64(&mut self) -> Result<Rows, SimError> {
+        if self.backend_name() == "cpu" {
             return Ok(Rows::F64(self.state()?.x));
         }
         Ok(Rows::F32(self.positions_f32()?))
     }
-    fn velocities_f32_or_f64(&mut self, f64_out: bool) -> Result<Rows, SimError> {
-        if f64_out && self.backend_name() == "cpu" {
+    fn velocities_f32_or_f64(&mut self) -> Result<Rows, SimError> {
+        if self.backend_name() == "cpu" {
             return Ok(Rows::F64(self.state()?.v));
         }
         Ok(Rows::F32(self.velocities_f32()?))

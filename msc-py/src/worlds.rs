@@ -17,7 +17,7 @@ use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::convert::{float_dtype, vec3_array};
+use crate::convert::{f32_checked, f32_rows, float_dtype, vec3_array};
 use crate::device::PyDevice;
 use crate::errors::{poisoned, OrRaise};
 use crate::simulator::{backend_arg, energies_dict, system_and_config, warn_fallback};
@@ -216,11 +216,10 @@ impl PyWorlds {
         let w = self.world(w)?;
         let f64_out = float_dtype(py, dtype)?;
         let x = self.with(py, move |b| Ok(b.batch.state(w)?.x))?;
-        let a = vec3_array(py, &x)?;
         if f64_out {
-            Ok(a)
+            vec3_array(py, &x)
         } else {
-            a.call_method1("astype", ("float32",))
+            f32_rows(py, f32_checked(&x, "position")?, false)
         }
     }
 
@@ -235,11 +234,10 @@ impl PyWorlds {
         let w = self.world(w)?;
         let f64_out = float_dtype(py, dtype)?;
         let v = self.with(py, move |b| Ok(b.batch.state(w)?.v))?;
-        let a = vec3_array(py, &v)?;
         if f64_out {
-            Ok(a)
+            vec3_array(py, &v)
         } else {
-            a.call_method1("astype", ("float32",))
+            f32_rows(py, f32_checked(&v, "velocity")?, false)
         }
     }
 

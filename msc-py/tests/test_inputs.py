@@ -321,3 +321,25 @@ def test_settings_and_arguments_of_the_wrong_type_are_named(tiny: Path, tmp_path
         with pytest.raises(TypeError, match=f"^{what}"):
             call()
     assert not (tmp_path / "s").exists() and not (tmp_path / "r").exists()
+
+
+def test_a_float32_read_of_values_float32_cannot_hold_is_refused() -> None:
+    # The CPU reference's f64 state was cast to float32 on the way out: 1e300 came back
+    # as inf (the Simulator without a word, Worlds with only numpy's RuntimeWarning).
+    far = X * 1e300
+    sim = msc.Simulator(msc.System(far, 1.0, velocities=-far), backend="cpu")
+    worlds = msc.Worlds([msc.System(far, 1.0, velocities=-far)], backend="cpu")
+    calls: list[tuple[str, Callable[[], object]]] = [
+        ("position", lambda: sim.positions(np.float32)),
+        ("velocity", lambda: sim.velocities("float32")),
+        ("position", lambda: worlds.positions(0, np.float32)),
+        ("velocity", lambda: worlds.velocities(0, np.float32)),
+    ]
+    for what, call in calls:
+        with pytest.raises(ValueError, match=f"{what} of particle 1 \\(x\\) = -?1e300 does not fit float32"):
+            call()
+    # float64 reads them as they are; float32 reads what it can hold.
+    np.testing.assert_array_equal(sim.positions(), far)
+    np.testing.assert_array_equal(worlds.velocities(0), -far)
+    sim.set_state(np.where(X == 1, np.float32(3.5), 0.0), np.zeros((4, 3)))
+    assert sim.positions(np.float32).tolist() == np.where(X == 1, 3.5, 0.0).tolist()
