@@ -455,6 +455,18 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         .map_err(grad_error)?
         .write(&out)?;
 
+    // Parameters the fit could not move from their start: named, with what to do.
+    let flat = (outcome.flat_at_start.iter())
+        .filter_map(|&a| Some(specs.get(a)?.label.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if !flat.is_empty() && outcome.reason != StopReason::NoGradient {
+        eprintln!(
+            "warning: the gradient for {flat} is exactly 0 at the start: the loss does not \
+             depend on it there, so the fit may leave it at its initial value (start from a \
+             nonzero --init)"
+        );
+    }
     // The gradient is that of exact linear solves (crate::grad); say so when the scene's
     // solver stops far from one.
     let forward = outcome.stats.worst_forward_residual.unwrap_or(0.0);
@@ -485,6 +497,9 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
             at: outcome.history.last().map_or(0, |h| u64::from(h.iteration)),
             out: path,
         });
+    }
+    if outcome.reason == StopReason::NoGradient {
+        return Err(grad_error(GradError::NoGradient { params: flat }));
     }
     if outcome.reason == StopReason::CannotReduce {
         return Err(CliError::FitStalled {

@@ -35,7 +35,8 @@ pub fn fit(
 /// `options.max_iterations`. `progress` sees each stage's iterations numbered after the
 /// previous stage's (a boundary twice: with the old weight, then with the new). The
 /// outcome is the last stage's (no penalty), with the first stage's initial loss and the
-/// evaluations and history of all; an interrupted stage ends the fit there.
+/// evaluations and history of all; an interrupted stage, or a first stage without a
+/// gradient at its start, ends the fit there.
 pub(crate) fn fit_continued(
     set: &ParamSet,
     theta0: &[f64],
@@ -72,13 +73,14 @@ pub(crate) fn fit_continued(
                 history.extend(out.history.iter().map(renumber));
                 FitOutcome {
                     initial_loss: before.initial_loss,
+                    flat_at_start: before.flat_at_start,
                     history,
                     evaluations: evaluations + out.evaluations,
                     ..out
                 }
             }
         };
-        let stop = out.reason == StopReason::Interrupted;
+        let stop = matches!(out.reason, StopReason::Interrupted | StopReason::NoGradient);
         done = Some(out);
         if stop {
             break;

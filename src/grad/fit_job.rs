@@ -180,6 +180,9 @@ pub struct FitRecord {
     pub reason: StopReason,
     pub message: &'static str,
     pub interrupted: bool,
+    /// The parameters whose gradient was exactly 0 at the start (the fit cannot move
+    /// them from there; all of them: reason `no_gradient`).
+    pub zero_gradient_at_start: Vec<String>,
     pub iterations: u32,
     pub evaluations: u32,
     pub history: Vec<HistoryRecord>,
@@ -314,6 +317,9 @@ impl FitRecord {
             reason: outcome.reason.clone(),
             message: outcome.reason.describe(),
             interrupted: outcome.reason == StopReason::Interrupted,
+            zero_gradient_at_start: (outcome.flat_at_start.iter())
+                .filter_map(|&a| Some(inputs.params.get(a)?.label.clone()))
+                .collect(),
             iterations: outcome.history.last().map_or(0, |h| h.iteration),
             evaluations: outcome.evaluations,
             history: (outcome.history.iter().zip(history))

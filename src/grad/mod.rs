@@ -158,6 +158,15 @@ pub enum GradError {
     /// The GPU backend ([`GradBackend::Gpu`]) failed or does not support the request.
     #[error(transparent)]
     Gpu(#[from] crate::gpu::GpuError),
+    /// The gradient is exactly zero at the fit's start in every component
+    /// ([`StopReason::NoGradient`]): the fit cannot move from there.
+    #[error(
+        "the gradient of the loss is exactly zero at the start for {params}: the loss does \
+         not depend on them at these values (e.g. a charge of 0, where the loss is even in \
+         it), so the fit cannot tell which way to go and stopped there, not converged. \
+         Start from a nonzero --init"
+    )]
+    NoGradient { params: String },
     /// A stop request (SIGINT/SIGTERM) came before this was done (a start of
     /// [`starts::batch_losses`] not yet evaluated).
     #[error("stopped by a stop request (Ctrl-C or SIGTERM) before it was done")]

@@ -143,41 +143,25 @@ pub(crate) fn fit_once(
         evaluations,
     }];
     progress(&history[0]);
-    let reason = match options.optimizer {
-        Optimizer::LevenbergMarquardt => levenberg_marquardt(
+    // A gradient exactly 0 at the start is a stationary point the fit cannot leave, not
+    // evidence of a minimum (issue: `--init 0` on a charge "converged" at once).
+    let flat_at_start: Vec<usize> = (0..set.params().len())
+        .filter(|&a| current.gradient[set.range(a)].iter().all(|&g| g == 0.0))
+        .collect();
+    let reason = if current.loss > options.loss_tol && flat_at_start.len() == set.params().len() {
+        StopReason::NoGradient
+    } else {
+        optimize(
             set,
             targets,
             options,
-            &mut theta,
-            &mut current,
-            &mut history,
-            &mut evaluations,
-            &mut progress,
-        )?,
-        Optimizer::Adam { learning_rate } => adam(
-            set,
-            targets,
-            options,
-            learning_rate,
             &smooth,
             &mut theta,
             &mut current,
             &mut history,
             &mut evaluations,
             &mut progress,
-        )?,
-        Optimizer::Lbfgs { initial_step } => lbfgs(
-            set,
-            targets,
-            options,
-            initial_step,
-            &smooth,
-            &mut theta,
-            &mut current,
-            &mut history,
-            &mut evaluations,
-            &mut progress,
-        )?,
+        )?
     };
     Ok(FitOutcome {
         theta,
@@ -189,6 +173,58 @@ pub(crate) fn fit_once(
         frames: current.frames,
         stats: current.stats,
         evaluations,
+        flat_at_start,
+    })
+}
+
+/// Runs `options.optimizer` from the evaluated start `current`.
+#[allow(clippy::too_many_arguments)]
+fn optimize(
+    set: &ParamSet,
+    targets: &[Target],
+    options: &FitOptions,
+    smooth: &Smoothness,
+    theta: &mut Vec<f64>,
+    current: &mut Evaluation,
+    history: &mut Vec<FitHistoryEntry>,
+    evaluations: &mut u32,
+    progress: &mut impl FnMut(&FitHistoryEntry),
+) -> Result<StopReason, GradError> {
+    Ok(match options.optimizer {
+        Optimizer::LevenbergMarquardt => levenberg_marquardt(
+            set,
+            targets,
+            options,
+            theta,
+            current,
+            history,
+            evaluations,
+            progress,
+        )?,
+        Optimizer::Adam { learning_rate } => adam(
+            set,
+            targets,
+            options,
+            learning_rate,
+            smooth,
+            theta,
+            current,
+            history,
+            evaluations,
+            progress,
+        )?,
+        Optimizer::Lbfgs { initial_step } => lbfgs(
+            set,
+            targets,
+            options,
+            initial_step,
+            smooth,
+            theta,
+            current,
+            history,
+            evaluations,
+            progress,
+        )?,
     })
 }
 

@@ -14,8 +14,14 @@ pub enum StopReason {
     SmallDecrease,
     /// The step fell below `xtol`.
     SmallStep,
-    /// The gradient is zero: the loss does not depend on the parameters here.
+    /// The gradient became exactly zero after the fit moved: the loss does not depend on
+    /// the parameters there.
     ZeroGradient,
+    /// Not converged: the gradient is exactly zero at the start (every component), with
+    /// the loss above `loss_tol`, so the start may be a maximum or a saddle as well as a
+    /// minimum (a charge of 0 where only charges interact: the loss is even in it). The
+    /// fit stops there; a nonzero start is needed.
+    NoGradient,
     /// No step lowers the loss (LM's lambda grew past its limit, Adam's step shrank away).
     CannotReduce,
     MaxIterations,
@@ -42,6 +48,7 @@ impl StopReason {
             Self::SmallDecrease => "converged: the loss stopped decreasing (relative change below ftol)",
             Self::SmallStep => "converged: the parameter step fell below xtol",
             Self::ZeroGradient => "stopped: the gradient is zero (the loss does not depend on these parameters here)",
+            Self::NoGradient => "not converged: the gradient is exactly zero at the start (the loss does not depend on the parameters at these values, e.g. a charge of 0), so the fit cannot tell which way to go; start from a nonzero --init",
             Self::CannotReduce => "stopped: no step reduces the loss further (a local minimum, or gradients too inexact for this horizon)",
             Self::MaxIterations => "stopped: reached the iteration limit",
             Self::Interrupted => "stopped: interrupted (Ctrl-C or SIGTERM) after an iteration",
@@ -82,6 +89,10 @@ pub struct FitOutcome {
     /// Solver statistics of the evaluation at the result.
     pub stats: GradStats,
     pub evaluations: u32,
+    /// The parameters (indices into the set) whose every gradient component was exactly
+    /// 0 at the start: the loss does not depend on them there, so the fit may leave them
+    /// where they started (all of them: [`StopReason::NoGradient`]).
+    pub flat_at_start: Vec<usize>,
 }
 
 impl FitOutcome {
@@ -101,6 +112,7 @@ impl FitOutcome {
             frames: Vec::new(),
             stats: GradStats::default(),
             evaluations: last.map_or(0, |h| h.evaluations),
+            flat_at_start: Vec::new(),
         }
     }
 }

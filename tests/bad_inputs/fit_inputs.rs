@@ -2,7 +2,8 @@
 //! (it "converged" to nonsense); a start the GPU cannot hold is reported and passed over;
 //! a stop request during the starts ends them within a few steps; an unwritable `--out`
 //! fails before the fit; a negative `--init` is a value; options the fit would not read are
-//! refused; an absurd learning rate backs off; a short frame is named by its file.
+//! refused; an absurd learning rate backs off; a short frame is named by its file; a start
+//! where the gradient is exactly 0 is not reported as converged.
 
 use super::{assert_no_crash, fixture};
 use crate::common::{msc, read_json, stderr};
@@ -311,4 +312,81 @@ fn a_frame_with_another_particle_count_is_named_by_its_file() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("frame_000002.ply"), "{err}");
     assert!(err.contains("10 particles") && err.contains("16"), "{err}");
+}
+
+/// `--init 0` on the charge of a scene where only the charges interact: the loss is even
+/// in the charge, so its gradient there is exactly 0 and the fit "converged" at once
+/// (`zero_gradient`, converged true) far from the target's charge. Now it stops
+/// unconverged, `no_gradient` in fit.json, exit 2 naming the parameter and `--init`; with
+/// starts too (a component at 0 stays 0 in each). The advice works: from a nonzero start
+/// the loss falls far below that at 0, which was no minimum.
+#[test]
+fn a_start_without_gradient_is_not_converged() {
+    let dir = fixture();
+    let d = dir.path();
+    let charged = ["--set", "material.charge=1e-6"];
+    target(d, "one", &charged);
+    let mut zero_loss = 0.0;
+    for (out, starts) in [("z1", "1"), ("z4", "4")] {
+        let mut extra = vec!["--init", "0", "--starts", starts, "--out", out];
+        extra.extend_from_slice(&charged);
+        let o = fit_one(d, &extra);
+        assert_no_crash(&o, out);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{out}: {err}");
+        assert!(err.contains("charge") && err.contains("--init"), "{err}");
+        let fit = read_json(&d.join(out).join("fit.json"));
+        assert_eq!(fit["reason"], "no_gradient", "{fit}");
+        assert_eq!(fit["converged"], false, "{fit}");
+        assert_eq!(fit["zero_gradient_at_start"][0], "charge", "{fit}");
+        assert_eq!(fit["parameters"][0]["result"][0], 0.0, "{fit}");
+        zero_loss = fit["loss"].as_f64().unwrap();
+    }
+    let mut args = vec!["fit", "small.toml", "--target", "one", "--param", "charge"];
+    args.extend_from_slice(&charged);
+    args.extend_from_slice(&[
+        "--backend",
+        "cpu",
+        "--init",
+        "5e-7",
+        "--quiet",
+        "--out",
+        "nz",
+    ]);
+    let o = msc(&args, d);
+    assert_no_crash(&o, "--init 5e-7");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let fit = read_json(&d.join("nz/fit.json"));
+    let loss = fit["loss"].as_f64().unwrap();
+    assert!(loss < 1e-6 * zero_loss, "{loss} vs {zero_loss} at 0: {fit}");
+}
+
+/// One parameter without a gradient at the start beside one with: the fit runs (the
+/// stiffness of a pinned grid sagging under gravity moves), and the flat one is named in
+/// a warning and in fit.json rather than silently reported as fitted.
+#[test]
+fn a_parameter_without_gradient_at_the_start_is_named() {
+    let dir = fixture();
+    let d = dir.path();
+    let sag = [
+        "--set",
+        "gravity=[0.0, 0.0, -9.81]",
+        "--set",
+        "pin.where=\"corners_max_y\"",
+    ];
+    target(d, "sag", &sag);
+    let mut args = vec!["fit", "small.toml", "--target", "sag", "--backend", "cpu"];
+    args.extend_from_slice(&sag);
+    args.extend_from_slice(&["--param", "charge,stiffness", "--init", "0"]);
+    args.extend_from_slice(&["--init", "12", "--quiet", "--out", "f"]);
+    let o = msc(&args, d);
+    assert_no_crash(&o, "charge,stiffness");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("warning") && err.contains("charge"), "{err}");
+    let fit = read_json(&d.join("f/fit.json"));
+    assert_eq!(fit["zero_gradient_at_start"].as_array().unwrap().len(), 1);
+    assert_eq!(fit["zero_gradient_at_start"][0], "charge", "{fit}");
+    let k = fit["parameters"][1]["result"][0].as_f64().unwrap();
+    assert!((k - 10.0).abs() < 0.1, "stiffness {k} (target 10 N/m)");
 }
