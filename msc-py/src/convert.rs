@@ -3,8 +3,9 @@
 //! overrides from a dict (values written as TOML), JSON values as Python objects.
 
 use glam::DVec3;
+use msc::model::System;
 use numpy::{AllowTypeChange, PyArray1, PyArrayLikeDyn, PyArrayMethods, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyMapping, PyString};
 
@@ -110,20 +111,39 @@ pub fn vectors(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<DVec3>> {
             format!("{what} must have shape (n, 3), got {}", shape_text(&shape)),
         ));
     }
+    // A broadcast view of any size costs no memory; its copy would abort the process.
+    if shape[0] > System::MAX_PARTICLES {
+        return Err(model_error(
+            py,
+            format!(
+                "{what} has {} rows: more than the limit of {} particles",
+                shape[0],
+                System::MAX_PARTICLES
+            ),
+        ));
+    }
+    let mut out = reserve(shape[0], what)?;
     // Only a C-ordered buffer is rows of 3 in memory order (numpy's as_slice also takes
     // Fortran order, whose memory runs down the columns).
     let view = a.as_array();
-    Ok(match view.as_slice() {
-        Some(s) => s
-            .chunks_exact(3)
-            .map(|c| DVec3::new(c[0], c[1], c[2]))
-            .collect(),
-        None => view
-            .rows()
-            .into_iter()
-            .map(|r| DVec3::new(r[0], r[1], r[2]))
-            .collect(),
-    })
+    match view.as_slice() {
+        Some(s) => out.extend(s.chunks_exact(3).map(|c| DVec3::new(c[0], c[1], c[2]))),
+        None => out.extend(
+            view.rows()
+                .into_iter()
+                .map(|r| DVec3::new(r[0], r[1], r[2])),
+        ),
+    }
+    Ok(out)
+}
+
+/// An empty vector with room for `n` items, or a MemoryError naming `what` (an
+/// allocation that fails aborts the process instead of raising).
+fn reserve<T>(n: usize, what: &str) -> PyResult<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| PyMemoryError::new_err(format!("{what}: {n} rows do not fit in memory")))?;
+    Ok(v)
 }
 
 /// A 1-D array of `len` numbers, or one number for all of them (`len` given).
@@ -251,17 +271,17 @@ pub fn mask(obj: &Bound<'_, PyAny>, what: &str, n: usize) -> PyResult<Vec<bool>>
         ));
     }
     if kind == "b" {
-        let v: Vec<bool> = a.call_method0("tolist")?.extract()?;
-        if v.len() != n {
+        // Checked before the copy: a broadcast view may be of any length.
+        if shape[0] != n {
             return Err(model_error(
                 py,
                 format!(
                     "{what} has {} entries, expected {n} (one per particle)",
-                    v.len()
+                    shape[0]
                 ),
             ));
         }
-        return Ok(v);
+        return a.call_method0("tolist")?.extract();
     }
     let mut m = vec![false; n];
     if shape[0] == 0 {

@@ -343,3 +343,21 @@ def test_a_float32_read_of_values_float32_cannot_hold_is_refused() -> None:
     np.testing.assert_array_equal(worlds.velocities(0), -far)
     sim.set_state(np.where(X == 1, np.float32(3.5), 0.0), np.zeros((4, 3)))
     assert sim.positions(np.float32).tolist() == np.where(X == 1, 3.5, 0.0).tolist()
+
+
+def test_huge_arrays_are_refused_before_they_are_copied() -> None:
+    # A broadcast view costs no memory, but its copy did: 2**40 rows aborted the
+    # interpreter ("memory allocation of 26388279066624 bytes failed"), no exception.
+    rows = np.broadcast_to(np.zeros(3), (2**40, 3))
+    with pytest.raises(msc.ModelError, match=f"positions has {2**40} rows: more than the limit"):
+        msc.System(rows, 1.0)
+    sim = msc.Simulator(msc.System(X, 1.0), backend="cpu")
+    with pytest.raises(msc.ModelError, match=f"velocities has {2**40} rows: more than the limit"):
+        sim.set_state(X, rows)
+    # numpy's own copy of the indices refuses them first.
+    pairs = np.broadcast_to(np.array([0, 1]), (2**40, 2))
+    with pytest.raises(MemoryError):
+        msc.System(X, 1.0, springs=pairs, stiffness=1.0)
+    mask = np.broadcast_to(True, (2**40,))
+    with pytest.raises(msc.ModelError, match=f"pinned has {2**40} entries, expected 4"):
+        msc.System(X, 1.0, pinned=mask)
