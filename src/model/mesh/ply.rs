@@ -41,7 +41,7 @@ impl PlyData {
 
 /// The soup a PLY mesh file holds.
 pub(super) fn soup(bytes: &[u8]) -> Parsed<Soup> {
-    let d = parse(bytes)?;
+    let d = read(bytes, true)?;
     Ok(Soup {
         positions: d.positions,
         corners: d.corners,
@@ -134,6 +134,12 @@ impl Element {
 
 /// Parses a whole PLY file. Positions must be finite; indices must name vertices.
 pub fn parse(bytes: &[u8]) -> Result<PlyData, Fail> {
+    read(bytes, false)
+}
+
+/// [`parse`]; with `distinct`, a face naming a vertex twice is refused (a mesh's springs
+/// would lose it; a frame or fit target only draws or matches its triangles).
+fn read(bytes: &[u8], distinct: bool) -> Result<PlyData, Fail> {
     let bytes = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF]).unwrap_or(bytes);
     let end = b"end_header";
     // At the start of a line: a `comment` that mentions end_header cut the header there.
@@ -252,7 +258,7 @@ pub fn parse(bytes: &[u8]) -> Result<PlyData, Fail> {
                 seen_vertex = true;
                 read_vertices(&mut r, el, count, &mut data)?;
             }
-            "face" => read_faces(&mut r, el, count, &mut data)?,
+            "face" => read_faces(&mut r, el, count, distinct, &mut data)?,
             "edge" => read_edges(&mut r, el, count, &mut data)?,
             _ => {
                 for _ in 0..count {
@@ -345,7 +351,13 @@ fn read_vertices(r: &mut Reader, el: &Element, count: usize, d: &mut PlyData) ->
     Ok(())
 }
 
-fn read_faces(r: &mut Reader, el: &Element, count: usize, d: &mut PlyData) -> Parsed<()> {
+fn read_faces(
+    r: &mut Reader,
+    el: &Element,
+    count: usize,
+    distinct: bool,
+    d: &mut PlyData,
+) -> Parsed<()> {
     let lists = |n: &str| {
         el.properties
             .iter()
@@ -385,7 +397,8 @@ fn read_faces(r: &mut Reader, el: &Element, count: usize, d: &mut PlyData) -> Pa
             let face = &d.corners[d.starts[d.starts.len() - 1]..];
             // A repeated vertex gives a spring to itself and a face of no area: both were
             // dropped silently (`3 0 0 1` read as one spring).
-            if let Some(v) = super::surface::repeated(face, &mut sorted) {
+            let repeated = distinct.then(|| super::surface::repeated(face, &mut sorted));
+            if let Some(v) = repeated.flatten() {
                 return Err(fail(
                     r.element("face", f),
                     format!("the face repeats vertex {v}: its vertices must differ"),
