@@ -716,6 +716,42 @@ fn a_world_a_gpu_batch_does_not_hold_is_a_typed_error() {
     named(worlds.first_outside_f32(3).unwrap_err());
 }
 
+/// A value f32 cannot hold in one world of a batch named its particle but not its world.
+/// The inputs are checked before an adapter is opened, so this needs no device.
+#[test]
+fn a_value_beyond_f32_in_one_world_of_a_batch_names_the_world() {
+    let good = pair();
+    let mut desc = SystemDesc {
+        positions: vec![DVec3::ZERO, DVec3::new(1e30, 0.0, 0.0)],
+        masses: vec![1.0; 2],
+        ..Default::default()
+    };
+    let far = System::new(desc.clone()).expect("the f64 model holds it");
+    desc.positions[1] = DVec3::X;
+    desc.charges = vec![1e15; 2]; // k_c q_i q_j = 9e39: beyond f32
+    let charged = System::new(desc).expect("the f64 model holds it");
+    let c = at_10_ms();
+    let options = msc::gpu::HeadlessOptions {
+        allow_software: true,
+    };
+    for (bad, what) in [
+        (&far, "world 2, position of particle 1 (x)"),
+        (
+            &charged,
+            "world 2, Coulomb product k_c q_i q_j of particles 0 and 1",
+        ),
+    ] {
+        let worlds = [(&good, &c), (&good, &c), (bad, &c), (&good, &c)];
+        match GpuWorlds::headless(&worlds, &options) {
+            Err(e @ GpuError::F32Range { .. }) => {
+                assert!(e.to_string().starts_with(what), "{e}")
+            }
+            Err(e) => panic!("expected a range error naming {what:?}, got {e}"),
+            Ok(_) => panic!("expected a range error naming {what:?}, got a batch"),
+        }
+    }
+}
+
 /// A queue of another device than the one passed with it (of the same adapter, or of
 /// another wgpu instance) was accepted, and the first step panicked inside wgpu ("Device
 /// of CommandBuffer doesn't match Device of Queue", in that device's default error

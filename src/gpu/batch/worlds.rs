@@ -385,9 +385,31 @@ fn check(worlds: &[(&System, &Config)]) -> Result<BatchKey, GpuError> {
                 k.differences(&key)
             )));
         }
-        GpuWorlds::check_world(system, config)?;
+        GpuWorlds::check_world(system, config).map_err(|e| in_world(w, e))?;
     }
     Ok(key)
+}
+
+/// `e` of world `w` naming the world: which of the batch's worlds holds the value f32
+/// cannot hold ("world 2, position of particle 17 (x)").
+fn in_world(w: usize, e: GpuError) -> GpuError {
+    match e {
+        GpuError::F32Range { what, value, limit } => GpuError::F32Range {
+            what: format!("world {w}, {what}"),
+            value,
+            limit,
+        },
+        GpuError::F32Pair {
+            what,
+            distance,
+            limit,
+        } => GpuError::F32Pair {
+            what: format!("world {w}, {what}"),
+            distance,
+            limit,
+        },
+        e => e,
+    }
 }
 
 /// The limits of one system's solver, and those the world table adds.
@@ -465,7 +487,10 @@ fn assemble(
     let mut weights: Vec<u32> = Vec::new();
     let cheb = config.integrator.is_implicit() && config.solver.method == SolverMethod::Chebyshev;
     for (w, ((s, c), span)) in worlds.iter().zip(&packed.spans).enumerate() {
-        records.push(world(c, dts[w], span.charged.clone(), span.groups.clone())?);
+        records.push(
+            world(c, dts[w], span.charged.clone(), span.groups.clone())
+                .map_err(|e| in_world(w, e))?,
+        );
         let omega = if cheb {
             chebyshev_weights(chebyshev_rho(s, c, dts[w]), iterations as usize)
         } else {
