@@ -134,7 +134,7 @@ impl Plan {
     ) -> Result<Self, GradError> {
         let fits = |states: u64| states.saturating_mul(state_bytes) <= options.memory_budget;
         let policy = match options.policy {
-            Checkpointing::Auto if fits(steps + 1) => Checkpointing::StoreAll,
+            Checkpointing::Auto if fits(steps.saturating_add(1)) => Checkpointing::StoreAll,
             Checkpointing::Auto if fits(two_level_peak(steps, sqrt_interval(steps))) => {
                 Checkpointing::TwoLevel { interval: None }
             }
@@ -154,6 +154,28 @@ impl Plan {
             }
             p => p,
         };
+        // The plan is listed up front: a horizon whose list would not fit in memory is
+        // refused here rather than aborting on the allocation.
+        let listed = match policy {
+            Checkpointing::StoreAll | Checkpointing::Auto => 2,
+            Checkpointing::TwoLevel { interval } => {
+                let c = interval.unwrap_or_else(|| sqrt_interval(steps)).max(1);
+                steps.div_ceil(c).saturating_mul(3)
+            }
+            Checkpointing::Binomial { .. } => steps.saturating_mul(BINOMIAL_ACTIONS_PER_STEP),
+        };
+        if listed > MAX_PLAN_ACTIONS {
+            return Err(GradError::Horizon {
+                steps,
+                reason: format!(
+                    "the adjoint's {} checkpoint plan would list about {listed} actions, over \
+                     its limit of {MAX_PLAN_ACTIONS} (binomial: {BINOMIAL_ACTIONS_PER_STEP} \
+                     per step); use fewer steps, a larger --checkpoint-memory or forward \
+                     gradients",
+                    policy_name(policy)
+                ),
+            });
+        }
         let actions = match policy {
             Checkpointing::StoreAll | Checkpointing::Auto => {
                 vec![Action::Record(steps), Action::Reverse(steps)]
@@ -223,13 +245,29 @@ impl Plan {
     }
 }
 
-/// ceil(sqrt(T)), at least 1.
+/// Most actions a [`Plan`] may list (16 bytes each: 1 GiB).
+pub const MAX_PLAN_ACTIONS: u64 = 1 << 26;
+
+/// A bound on the actions binomial lists per step (a record and a reverse per step, an
+/// advance, save and restore per split).
+const BINOMIAL_ACTIONS_PER_STEP: u64 = 5;
+
+fn policy_name(p: Checkpointing) -> &'static str {
+    match p {
+        Checkpointing::Auto | Checkpointing::StoreAll => "store-all",
+        Checkpointing::TwoLevel { .. } => "two-level",
+        Checkpointing::Binomial { .. } => "binomial",
+    }
+}
+
+/// ceil(sqrt(T)), at least 1 (no overflow near u64::MAX).
 fn sqrt_interval(steps: u64) -> u64 {
+    let square = |c: u64| c.saturating_mul(c);
     let mut c = (steps as f64).sqrt().ceil() as u64;
-    while c > 1 && (c - 1) * (c - 1) >= steps {
+    while c > 1 && square(c - 1) >= steps {
         c -= 1;
     }
-    while c * c < steps {
+    while square(c) < steps {
         c += 1;
     }
     c.max(1)
@@ -245,7 +283,7 @@ fn two_level_peak(steps: u64, c: u64) -> u64 {
 /// Snapshots at 0, c, 2c, ...; the last segment is recorded by the first run.
 fn two_level(steps: u64, c: u64) -> Vec<Action> {
     let segments = steps.div_ceil(c);
-    let len = |k: u64| ((k + 1) * c).min(steps) - k * c;
+    let len = |k: u64| (k + 1).saturating_mul(c).min(steps) - k * c;
     let mut a = Vec::new();
     for k in 0..segments {
         if k + 1 < segments {

@@ -150,3 +150,37 @@ fn auto_picks_by_the_budget() {
     assert!(peak <= 12);
     assert!(pick(2 * 100).is_err());
 }
+
+/// A huge horizon (a target's time over a tiny dt) made `Auto` choose binomial and list
+/// about 5 actions per step up front: 1e12 steps aborted on the allocation, and
+/// two-level's interval overflowed near u64::MAX. Now a typed error names the steps and
+/// the limit, and the bound the refusal uses holds for the plans that are built.
+#[test]
+fn a_plan_too_long_to_list_is_refused_not_allocated() {
+    let budget = CheckpointOptions::default();
+    for (steps, options) in [
+        (1_000_000_000_000, budget),
+        (u64::MAX, opts(Checkpointing::TwoLevel { interval: None })),
+        (u64::MAX, opts(Checkpointing::Binomial { snapshots: 3 })),
+        (u64::MAX, opts(Checkpointing::Auto)),
+    ] {
+        match Plan::new(steps, 768, &options) {
+            Err(GradError::Horizon { steps: s, reason }) => {
+                assert_eq!(s, steps);
+                assert!(reason.contains(&MAX_PLAN_ACTIONS.to_string()), "{reason}");
+            }
+            Ok(p) => assert!(p.actions.len() as u64 <= MAX_PLAN_ACTIONS, "{steps}"),
+            Err(e) => panic!("{steps}: {e}"),
+        }
+    }
+    assert!(Plan::new(1_000_000_000_000, 768, &budget).is_err());
+    for s in 0..=4u32 {
+        for t in 1..=120u64 {
+            let p = Plan::new(t, 8, &opts(Checkpointing::Binomial { snapshots: s })).unwrap();
+            assert!(
+                p.actions.len() as u64 <= BINOMIAL_ACTIONS_PER_STEP * t,
+                "{s} {t}"
+            );
+        }
+    }
+}

@@ -158,6 +158,9 @@ pub enum GradError {
     /// The GPU backend ([`GradBackend::Gpu`]) failed or does not support the request.
     #[error(transparent)]
     Gpu(#[from] crate::gpu::GpuError),
+    /// The horizon (steps simulated per evaluation) is past what can be run or planned.
+    #[error("a horizon of {steps} steps: {reason}")]
+    Horizon { steps: u64, reason: String },
     /// The gradient is exactly zero at the fit's start in every component
     /// ([`StopReason::NoGradient`]): the fit cannot move from there.
     #[error(
@@ -168,7 +171,7 @@ pub enum GradError {
     )]
     NoGradient { params: String },
     /// A stop request (SIGINT/SIGTERM) came before this was done (a start of
-    /// [`starts::batch_losses`] not yet evaluated).
+    /// [`starts::batch_losses`] not yet evaluated, an evaluation's CPU run under way).
     #[error("stopped by a stop request (Ctrl-C or SIGTERM) before it was done")]
     Interrupted,
 }

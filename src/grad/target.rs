@@ -33,6 +33,19 @@ pub enum TargetError {
         got: usize,
         expected: usize,
     },
+    /// A target time too many steps away: past [`MAX_HORIZON_STEPS`].
+    #[error(
+        "{}: target time {time} s is {steps:e} steps of dt = {dt} s, over the limit of \
+         {limit} steps (2^53, where f64 stops counting steps exactly)",
+        path.display()
+    )]
+    Horizon {
+        path: PathBuf,
+        time: f64,
+        dt: f64,
+        steps: f64,
+        limit: u64,
+    },
     #[error("{}: the frames are not in increasing time ({earlier} s, then {later} s)", path.display())]
     Order {
         path: PathBuf,
@@ -185,10 +198,14 @@ pub fn read_target(path: &Path) -> Result<Vec<TargetFrame>, TargetError> {
         .collect()
 }
 
+/// The most steps a target frame may be from t = 0: 2^53, up to which f64 counts whole
+/// steps exactly.
+pub const MAX_HORIZON_STEPS: u64 = 1 << 53;
+
 /// Maps target frames onto the steps of a simulation with time step `dt`: each frame's time
 /// (from its header; `default_time` for a frame without one) must be a whole number of
-/// steps (to 1e-6 of a step). Frames at t = 0 are dropped: no parameter moves the initial
-/// state, so they add a constant to the loss.
+/// steps (to 1e-6 of a step), at most [`MAX_HORIZON_STEPS`]. Frames at t = 0 are dropped:
+/// no parameter moves the initial state, so they add a constant to the loss.
 pub fn to_targets(
     frames: &[TargetFrame],
     dt: f64,
@@ -200,6 +217,16 @@ pub fn to_targets(
         let time = f.time.unwrap_or(default_time);
         let steps = time / dt;
         let step = steps.round();
+        if step > MAX_HORIZON_STEPS as f64 {
+            // `as u64` would saturate (1e30 s became u64::MAX steps).
+            return Err(TargetError::Horizon {
+                path: f.path.clone(),
+                time,
+                dt,
+                steps,
+                limit: MAX_HORIZON_STEPS,
+            });
+        }
         if !(step >= 0.0 && (steps - step).abs() <= 1e-6 * step.max(1.0)) {
             return Err(TargetError::Time {
                 path: f.path.clone(),
@@ -245,6 +272,23 @@ mod tests {
         assert!(e.contains("0.18") && e.contains("0.05"), "{e}");
         let e = to_targets(&[frame(0.36), frame(0.18)], 0.009, 0.0).unwrap_err();
         assert!(matches!(e, TargetError::Order { .. }));
+        // 1e30 s was u64::MAX steps (a saturating cast); past 2^53 steps is refused.
+        for t in [1e30, 1e300] {
+            let e = to_targets(&[frame(t)], 0.01, 0.0).unwrap_err();
+            assert!(matches!(
+                e,
+                TargetError::Horizon {
+                    limit: MAX_HORIZON_STEPS,
+                    ..
+                }
+            ));
+            assert!(
+                e.to_string().contains(&MAX_HORIZON_STEPS.to_string()),
+                "{e}"
+            );
+        }
+        let t = to_targets(&[frame(MAX_HORIZON_STEPS as f64)], 1.0, 0.0).unwrap();
+        assert_eq!(t[0].step, MAX_HORIZON_STEPS);
     }
 
     /// A 2 m grid's first frame against a 1 m grid of the same 16 particles (issue 22's

@@ -390,3 +390,36 @@ fn a_parameter_without_gradient_at_the_start_is_named() {
     let k = fit["parameters"][1]["result"][0].as_f64().unwrap();
     assert!((k - 10.0).abs() < 0.1, "stiffness {k} (target 10 N/m)");
 }
+
+/// A target frame 1e30 s away was taken as u64::MAX steps (a saturating cast) and the fit
+/// ran on forever; past 2^53 steps it is now refused (exit 2) naming the frame's time,
+/// the step count and the limit.
+#[test]
+fn a_target_past_the_horizon_limit_is_refused() {
+    let dir = fixture();
+    let d = dir.path();
+    target(d, "one", &[]);
+    let frame = std::fs::read(d.join("one/frames/frame_000003.ply")).unwrap();
+    let old = b"step 3 time 3e-2";
+    let at = frame.windows(old.len()).position(|w| w == old).unwrap();
+    let mut far = frame[..at].to_vec();
+    far.extend_from_slice(b"time 1e30");
+    far.extend_from_slice(&frame[at + old.len()..]);
+    std::fs::write(d.join("far.ply"), far).unwrap();
+    let o = msc(
+        &[
+            "fit",
+            "small.toml",
+            "--target",
+            "far.ply",
+            "--param",
+            "charge",
+        ],
+        d,
+    );
+    assert_no_crash(&o, "1e30 s");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    let limit = msc::grad::target::MAX_HORIZON_STEPS.to_string();
+    assert!(err.contains("far.ply") && err.contains(&limit), "{err}");
+}
