@@ -3,7 +3,8 @@
 //! of worlds, a second signal, which ends the
 //! process at once, never claims the clean status 130 ("every output written"), an
 //! interrupted fit counts iterations, not steps, a killed fit keeps its iterations so far
-//! in fit.json, and a killed `msc bench` keeps the rows it finished in `--out`.
+//! in fit.json, a fit over a huge horizon stops within a step, and a killed `msc bench`
+//! keeps the rows it finished in `--out`.
 
 #![cfg(unix)]
 
@@ -393,4 +394,73 @@ fn a_sweep_in_its_own_scope_runs_on_while_another_scope_is_raised() {
     assert_eq!(report.records.len(), 2);
     assert_eq!(report.count("ok"), 2, "{:?}", report.records);
     drop(other);
+}
+
+/// `run tiny.toml` with PLY frames into `dir/target`, and `far.ply`: its last frame
+/// with its header's time set to `time` (the fit's horizon is that time over dt).
+fn far_target(dir: &Path, time: &str) {
+    tiny(dir);
+    let mut args = tiny_run_args("target", &["output.frames=\"ply\""]);
+    args.extend(["--steps", "5"]);
+    let o = msc(&args, dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let frame = std::fs::read(dir.join("target/frames/frame_000001.ply")).unwrap();
+    let (at, old) = (
+        frame.windows(4).position(|w| w == b"step").unwrap(),
+        b"step 5 time 5e-2",
+    );
+    assert_eq!(&frame[at..at + old.len()], old);
+    let mut far = frame[..at].to_vec();
+    far.extend_from_slice(format!("time {time}").as_bytes());
+    far.extend_from_slice(&frame[at + old.len()..]);
+    std::fs::write(dir.join("far.ply"), far).unwrap();
+}
+
+/// A fit over a horizon of 1e12 steps (forward gradients) or 1e9 (the adjoint) ignored
+/// Ctrl-C until its evaluation ended (never): the evaluations read the stop request only
+/// between iterations. Now it stops within a step, with exit status 130.
+#[test]
+fn a_fit_over_a_huge_horizon_stops_on_ctrl_c() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for (time, gradient) in [("1e10", "forward"), ("1e7", "adjoint")] {
+        far_target(d, time);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_msc"))
+            .args([
+                "fit",
+                "tiny.toml",
+                "--target",
+                "far.ply",
+                "--param",
+                "charge",
+            ])
+            .args(["--backend", "cpu", "--gradient", gradient, "--out", "fit"])
+            .current_dir(d)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+        assert!(line.starts_with("fitting"), "{gradient}: {line}");
+        std::thread::sleep(Duration::from_millis(500));
+        signal(&child, "INT");
+        // Before, the evaluation ran on: wait 20 s at most, then kill it and fail.
+        let asked = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if asked.elapsed() > Duration::from_secs(20) {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                panic!("{gradient}: still running 20 s after Ctrl-C");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+        assert_eq!(status.code(), Some(130), "{gradient}: {line}{rest}");
+        assert!(!rest.contains("panicked"), "{rest}");
+    }
 }

@@ -206,6 +206,10 @@ impl Tape for CpuTape<'_> {
         self.after = None;
         let lg = self.fwd.config().integrator == Integrator::LocalGlobal;
         for _ in 0..n {
+            // A long horizon stops within a step of a stop request.
+            if crate::interrupt::requested() {
+                return Err(GradError::Interrupted);
+            }
             let step = self.fwd.state().step;
             if record {
                 let mut r = self.fwd.step()?;
@@ -234,6 +238,9 @@ impl Tape for CpuTape<'_> {
 
     fn reverse(&mut self, n: u64) -> Result<(), GradError> {
         for _ in 0..n {
+            if crate::interrupt::requested() {
+                return Err(GradError::Interrupted);
+            }
             let (step, mut record) = self.records.pop().expect("a plan reverses kept records");
             let after = match self.after.take() {
                 Some(s) => s,

@@ -132,6 +132,8 @@ pub fn minimize<T, E>(
                     alpha = q.clamp(0.1 * alpha, 0.5 * alpha);
                 }
                 Ok(_) => alpha *= 0.25,
+                // Failed on a stop request (a run that checks it): stop at the last point.
+                Err(_) if interrupted() => return Ok((at, LbfgsStop::Interrupted, evaluations)),
                 Err(e) if recoverable(&e) => alpha *= 0.25,
                 Err(e) => return Err(e),
             }

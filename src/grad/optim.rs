@@ -419,6 +419,8 @@ fn levenberg_marquardt(
             match evaluate(set, &trial, targets, &options.grad, true, true) {
                 Ok(e) if e.loss < current.loss => break (trial, delta, e),
                 Ok(_) => lambda *= 10.0,
+                // A stop request during the trial's run: the last accepted point stands.
+                Err(GradError::Interrupted) => return Ok(StopReason::Interrupted),
                 Err(e) if recoverable(&e) => lambda *= 10.0,
                 Err(e) => return Err(e),
             }
@@ -514,6 +516,11 @@ fn adam(
             Ok(e) => {
                 x = trial;
                 at_x = e;
+            }
+            Err(GradError::Interrupted) => {
+                *theta = best.0;
+                *current = best.1;
+                return Ok(StopReason::Interrupted);
             }
             Err(e) if recoverable(&e) => {
                 // Back off: restart from the best point with half the step.

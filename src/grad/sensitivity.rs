@@ -244,6 +244,10 @@ pub(crate) fn drive_cpu(
                 stats.tangents += dirs.len();
             }
         }
+        // A long horizon stops within a step of a stop request, not after the evaluation.
+        if crate::interrupt::requested() {
+            return Err(GradError::Interrupted);
+        }
         let record = fwd.step()?;
         stats.steps += 1;
         if let Some(s) = fwd.last_solve {
