@@ -171,6 +171,13 @@ pub fn sweep<'py>(
     let out = PathBuf::from(path_or_name(out, "out")?);
     let mut args = common(set, backend, steps)?;
     args.push(opt("out", out.to_string_lossy()));
+    // The parser would name `--vary`, which the caller never wrote.
+    if vary.len()? == 0 {
+        return Err(PyValueError::new_err(
+            "vary is empty: give at least one key and its values, e.g. \
+             {\"material.stiffness\": [10, 20]}",
+        ));
+    }
     let mut texts = Texts::new();
     for item in vary.items()?.iter() {
         let (key, values) = key_and_value(&item, "vary")?;
@@ -183,6 +190,11 @@ pub fn sweep<'py>(
                 Ok(value.to_string())
             })
             .collect::<PyResult<Vec<_>>>()?;
+        if values.is_empty() {
+            return Err(PyValueError::new_err(format!(
+                "vary[{key:?}] is empty: give it at least one value"
+            )));
+        }
         args.push(opt("vary", format!("{key}={}", values.join(","))));
     }
     if !batch {
@@ -240,6 +252,17 @@ pub fn fit<'py>(
             ))
         })?,
     };
+    if params.is_empty() {
+        // The parser would name `--param`, which the caller never wrote.
+        return Err(PyValueError::new_err(
+            "params is empty: name at least one parameter to fit, e.g. \"charge\"",
+        ));
+    }
+    if let Some(i) = params.iter().position(|p| p.trim().is_empty()) {
+        return Err(PyValueError::new_err(format!(
+            "params[{i}] is an empty name: name a parameter to fit, e.g. \"charge\""
+        )));
+    }
     for p in params {
         args.push(opt("param", p));
     }

@@ -294,6 +294,24 @@ def test_values_numpy_would_reinterpret_as_numbers_are_type_errors() -> None:
         np.testing.assert_array_equal(s.masses, [1, 2, 3, 4])
 
 
+def test_empty_vary_and_params_name_the_python_argument(tiny: Path, tmp_path: Path) -> None:
+    # They raised the command-line parser's message, naming --vary and --param.
+    empty: list[tuple[str, Callable[[], object]]] = [
+        ("vary is empty", lambda: msc.sweep(tiny, {}, out=tmp_path / "s", backend="cpu")),
+        ('vary\\["material.charge"\\] is empty', lambda: msc.sweep(
+            tiny, {"material.charge": []}, out=tmp_path / "s", backend="cpu")),
+        ("params is empty", lambda: msc.fit(tiny, tmp_path, [], backend="cpu")),
+        ("params is empty", lambda: msc.fit(tiny, tmp_path, (), backend="cpu")),
+        ("params\\[1\\] is an empty name", lambda: msc.fit(tiny, tmp_path, ["charge", ""],
+                                                         backend="cpu")),
+    ]
+    for what, call in empty:
+        with pytest.raises(ValueError, match=f"^{what}") as e:
+            call()
+        assert "--" not in str(e.value)
+    assert not (tmp_path / "s").exists()
+
+
 def test_settings_and_arguments_of_the_wrong_type_are_named(tiny: Path, tmp_path: Path) -> None:
     # Each raised Python's own message, naming neither the argument nor the key.
     too_large: list[tuple[str, Callable[[], object]]] = [
