@@ -294,6 +294,15 @@ def test_values_numpy_would_reinterpret_as_numbers_are_type_errors() -> None:
         np.testing.assert_array_equal(s.masses, [1, 2, 3, 4])
 
 
+def test_a_value_beyond_f32_in_one_world_names_the_world() -> None:
+    # The GPU batch named the particle but not which world of the batch held it. The
+    # inputs are checked before an adapter is looked for, so this runs without a GPU.
+    ok = msc.System(X, 1.0)
+    far = msc.System(np.where(X == 2, 1e30, X), 1.0)
+    with pytest.raises(msc.GpuError, match=r"^world 2, position of particle 2 \(x\) = 1e30 "):
+        msc.Worlds([ok, ok, far, ok], backend="gpu")
+
+
 def test_empty_vary_and_params_name_the_python_argument(tiny: Path, tmp_path: Path) -> None:
     # They raised the command-line parser's message, naming --vary and --param.
     empty: list[tuple[str, Callable[[], object]]] = [
