@@ -188,6 +188,14 @@ fn inv_dist_or_zero(r2: f32) -> f32 {
     return select(inverseSqrt(r2), 0.0, r2 == 0.0);
 }
 
+// Mirrors physics::point_charge::field: the field qs d / r^3 at separation d = x - x_s of a
+// source of (scaled) charge qs, given inv = 1 / sqrt(r^2 + eps^2) by one of the inverse
+// distances above (the caller's case: a charge, a pair loop, a site). Its derivatives are
+// point_field_jvp and point_field_vjp below.
+fn point_field(d: vec3<f32>, qs: f32, inv: f32) -> vec3<f32> {
+    return (qs * inv * inv * inv) * d;
+}
+
 // Mirrors physics::point_charge::field_jvp: the derivative of the field of a source of
 // (scaled) charge qs at d = x - x_s along a displacement delta of d and a change dqs of
 // its charge, dqs phi + qs G delta (phi = d / r2^(3/2), G delta = (delta - 3 d (d . delta)
@@ -224,7 +232,7 @@ fn external_force(w: u32, x: vec3<f32>, qs: f32, q: f32, t: f32) -> vec3<f32> {
         }
         let d = x - ext_position(e, t);
         let inv = inv_dist(dot(d, d) + world_eps2(w));
-        f = f + (qs * e.pos0.w * inv * inv * inv) * d;
+        f = f + point_field(d, qs * e.pos0.w, inv);
     }
     return f + q * field_at(w, x);
 }

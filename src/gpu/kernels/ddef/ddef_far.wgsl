@@ -31,7 +31,7 @@ var<workgroup> tile: array<vec4<f32>, TILE>;
 fn far_pull(acc: vec3<f32>, u: vec3<f32>, sj: vec4<f32>, eps2: f32) -> vec3<f32> {
     let d = u - sj.xyz;
     let inv = pair_inv_dist(soft_r2(d, eps2));
-    return acc + (sj.w * inv * inv * inv) * d;
+    return acc + point_field(d, sj.w, inv);
 }
 
 @compute @workgroup_size(WG / TARGETS)

@@ -69,7 +69,7 @@ var<workgroup> seg_total: u32;
 fn near_pull(acc: vec3<f32>, me: vec3<f32>, sj: vec4<f32>, eps2: f32, other: bool) -> vec3<f32> {
     let dd = me - sj.xyz;
     let inv = pair_inv_dist(soft_r2(dd, eps2));
-    return select(acc, acc + (sj.w * inv * inv * inv) * dd, other);
+    return select(acc, acc + point_field(dd, sj.w, inv), other);
 }
 
 // UNROLLED: `acc` plus the near pulls on `me` of tile slots [lo, hi), none of them the
@@ -146,7 +146,7 @@ fn add_field(it: NearItem, tg: NearTarget, me: vec4<f32>, wts: vec4<f32>, acc: v
 fn site_pull(acc: vec3<f32>, uc: vec3<f32>, sj: vec4<f32>, eps2: f32) -> vec3<f32> {
     let dd = uc - sj.xyz;
     let inv = pair_inv_dist(soft_r2(dd, eps2));
-    return acc + (sj.w * inv * inv * inv) * dd;
+    return acc + point_field(dd, sj.w, inv);
 }
 
 // Targets per invocation of `unstaged` (its near loop is written out for each).
@@ -319,7 +319,7 @@ fn corner_sums(world: DdefWorld, dims: vec3<u32>, cp: vec3<u32>, corner: u32, ep
                 let sj = sorted_src[s];
                 let dd = uc - sj.xyz;
                 let inv = pair_inv_dist(soft_r2(dd, eps2));
-                let pull = (sj.w * inv * inv * inv) * dd;
+                let pull = point_field(dd, sj.w, inv);
                 c0 = select(c0, c0 + pull, (bits & 1u) != 0u);
                 c1 = select(c1, c1 + pull, (bits & 2u) != 0u);
                 c2 = select(c2, c2 + pull, (bits & 4u) != 0u);

@@ -93,13 +93,13 @@ fn main(
                     if (r.z != 0u && j != tg.k) {
                         let dd = me.xyz - sj.xyz;
                         let inv = inv_dist(dot(dd, dd) + eps2);
-                        acc = acc + (sj.w * inv * inv * inv) * dd;
+                        acc = acc + point_field(dd, sj.w, inv);
                         xb = xb + point_field_vjp(dd, ck, sj.w, eps2).xyz;
                     }
                     if (r.w != 0u) {
                         let dd = c.site - sj.xyz;
                         let inv = inv_dist_or_zero(dot(dd, dd) + eps2);
-                        cacc = cacc + (sj.w * inv * inv * inv) * dd;
+                        cacc = cacc + point_field(dd, sj.w, inv);
                     }
                 }
             }
