@@ -96,8 +96,13 @@ fn norm(v: &[f64]) -> f64 {
 }
 
 /// An evaluation that failed because of where theta went (a negative stiffness, a run
-/// that blew up) rather than because of the inputs: the optimizer backs off instead.
+/// or its adjoint that blew up, a value the GPU's f32 cannot hold) rather than because of
+/// the inputs: the optimizer backs off instead. The GPU backend reports the values it
+/// refuses as `GradError::Gpu`, the adjoint its blow-up as `NonFiniteAdjoint` or
+/// `NonFiniteGradient`: these ended the fit as `failed` where the CPU's forward mode
+/// backed off.
 fn recoverable(e: &GradError) -> bool {
+    use crate::gpu::GpuError;
     matches!(
         e,
         GradError::Model(_)
@@ -105,6 +110,14 @@ fn recoverable(e: &GradError) -> bool {
             | GradError::NonFiniteState { .. }
             | GradError::NonFiniteTangent { .. }
             | GradError::NonFiniteLoss
+            | GradError::NonFiniteAdjoint { .. }
+            | GradError::NonFiniteGradient
+            | GradError::Gpu(
+                GpuError::Model(_)
+                    | GpuError::Config(_)
+                    | GpuError::F32Range { .. }
+                    | GpuError::F32Pair { .. }
+            )
     )
 }
 

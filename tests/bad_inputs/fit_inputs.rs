@@ -423,3 +423,27 @@ fn a_target_past_the_horizon_limit_is_refused() {
     let limit = msc::grad::target::MAX_HORIZON_STEPS.to_string();
     assert!(err.contains("far.ply") && err.contains(&limit), "{err}");
 }
+
+/// The same absurd step on the GPU backend: the trial's charges (1e288 C) are refused by
+/// the GPU's checks as a `GpuError`, which ended the fit with reason `failed` and exit 2
+/// (blaming the inputs) where the CPU backs off. Now it backs off as on the CPU.
+#[test]
+fn an_absurd_learning_rate_backs_off_on_the_gpu() {
+    if !crate::common::gpu_available() {
+        return;
+    }
+    let dir = fixture();
+    let d = dir.path();
+    target(d, "one", &[]);
+    let mut args = vec!["fit", "small.toml", "--target", "one", "--param", "charge"];
+    args.extend_from_slice(&["--init", "2e-9", "--optimizer", "adam", "--max-iters", "3"]);
+    args.extend_from_slice(&["--learning-rate", "1e300", "--backend", "gpu"]);
+    args.extend_from_slice(&["--quiet", "--out", "g"]);
+    let o = msc(&args, d);
+    assert_no_crash(&o, "adam on the GPU");
+    let err = stderr(&o);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{err}");
+    let fit = read_json(&d.join("g/fit.json"));
+    assert_ne!(fit["reason"], "failed", "{fit}");
+    assert!(fit["loss"].as_f64().unwrap().is_finite(), "{fit}");
+}
