@@ -61,9 +61,13 @@ impl RunError {
                 | RenderError::Empty,
             ) => 2,
             Self::Render(_) => 1,
-            // Inputs the GPU cannot take (f32 range, singular charges): input errors.
+            // Inputs the GPU cannot take (f32 range, singular charges, a scene larger than
+            // the adapter's limits): input errors, as the guide's Limits section says.
             Self::Gpu(
-                GpuError::F32Range { .. } | GpuError::F32Pair { .. } | GpuError::Config(_),
+                GpuError::F32Range { .. }
+                | GpuError::F32Pair { .. }
+                | GpuError::Config(_)
+                | GpuError::LimitExceeded { .. },
             ) => 2,
             Self::Output(OutputError::WouldOverwriteInput { .. }) => 2,
             Self::Gpu(_) | Self::Sim { .. } | Self::Output(_) => 1,
@@ -135,5 +139,21 @@ mod tests {
             "error: invalid --steps\n  caused by: integrator.steps: must be at least 1"
         );
         assert_eq!(opt.exit_code(), 2);
+    }
+
+    #[test]
+    fn a_scene_past_the_adapters_limits_is_an_input_error() {
+        // All-pairs past a CPU adapter's loop budget is refused when the solver starts,
+        // not at load; it is still the scene's size, not a failed run (exit 2).
+        let err = RunError::Gpu(GpuError::LimitExceeded {
+            what: "charged particles".into(),
+            needed: 61_504,
+            limit: 61_440,
+        });
+        assert_eq!(err.exit_code(), 2);
+        assert_eq!(
+            RunError::Gpu(GpuError::DeviceLost("gone".into())).exit_code(),
+            1
+        );
     }
 }
