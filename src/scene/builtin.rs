@@ -41,7 +41,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "swirl",
-        description: "charged sphere in the paper's guiding field s [y/z, x/z, 0] (paper Fig. 13)",
+        description: "charged sphere turned about z by the vortex field s [-y/z, x/z, 0] (paper Fig. 13)",
         text: include_str!("../../scenes/swirl.toml"),
     },
     Builtin {
