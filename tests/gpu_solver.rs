@@ -505,6 +505,73 @@ fn imex_cg_matches_cpu() {
     compare_trajectories(&system, &imex(SolverMethod::Cg, 10), 100, 1e-3);
 }
 
+/// A fixed-count solve far from convergence follows the CPU reference's iteration, not
+/// only its fixed point (the trajectory tests above converge, which hides a wrong
+/// preconditioner block, CG direction or Chebyshev recurrence): one stiff IMEX step
+/// (h = 0.05 s, h^2 k / m up to ~1 per spring, so A is far from its mass diagonal) with
+/// 3 to 5 iterations, every solver. The few iterations must matter: the CPU's velocities
+/// after them differ from its converged solve (CG, 200 iterations) by over 100 times the
+/// tolerance.
+///
+/// Tolerance: 1e-4 of the largest CPU velocity, as for single force evaluations. A few
+/// iterations of a contracting linear recurrence in f32 add a few roundoffs (6e-8) of the
+/// iterate per sweep; CG's alpha and beta are ratios of sums far from their noise while
+/// the residual is still large.
+#[test]
+fn unconverged_solves_follow_the_cpu_iteration() {
+    let system = random_system(Random {
+        seed: 43,
+        pinned: 2,
+        charged: 0.0,
+        speed: 1.0,
+        ..Default::default()
+    });
+    let fixed_rho = Config {
+        solver: SolverConfig {
+            rho: Some(0.8),
+            ..imex(SolverMethod::Chebyshev, 5).solver
+        },
+        ..imex(SolverMethod::Chebyshev, 5)
+    };
+    for base in [
+        imex(SolverMethod::Jacobi, 4),
+        imex(SolverMethod::BlockJacobi, 4),
+        imex(SolverMethod::Chebyshev, 5),
+        fixed_rho,
+        imex(SolverMethod::Cg, 3),
+    ] {
+        let config = Config { dt: 0.05, ..base };
+        let what = format!("{:?} {:?}", config.solver.method, config.solver.rho);
+        let cpu_step = |config: &Config| {
+            let mut c = CpuSimulation::new(&system, config).unwrap();
+            c.step(1).unwrap();
+            c.state().unwrap().v
+        };
+        let cpu = cpu_step(&config);
+        let converged = cpu_step(&Config {
+            solver: SolverConfig {
+                method: SolverMethod::Cg,
+                iterations: 200,
+                ..config.solver
+            },
+            ..config.clone()
+        });
+        let tol = 1e-4 * max_norm(&cpu);
+        let unconverged = max_diff(&cpu, &converged);
+        assert!(
+            unconverged > 100.0 * tol,
+            "{what}: the iterations barely matter ({unconverged:e})"
+        );
+        let Some(mut g) = gpu(&system, &config) else {
+            return;
+        };
+        g.step(1).unwrap();
+        let d = max_diff(&g.state().unwrap().v, &cpu);
+        eprintln!("{what}: |dv| {d:.2e} (unconverged by {unconverged:.2e}, tol {tol:.2e})");
+        assert!(d <= tol, "{what}: velocities differ by {d:e} > {tol:e}");
+    }
+}
+
 #[test]
 fn local_global_matches_cpu() {
     let system = random_system(Random {
