@@ -100,6 +100,28 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
+/// The most bytes a zlib stream inflates to per compressed byte (DEFLATE's 258-byte match
+/// in 2 bits).
+const ZLIB_MAX_RATIO: u64 = 1032;
+
+/// An empty vector with room for `n` values of array `t`, or a typed error when this
+/// process cannot allocate it: a file may declare (and honestly inflate to) more than
+/// memory holds, which must not abort the process.
+fn room<T>(n: u64, at: &At, t: &Tag) -> Parsed<Vec<T>> {
+    let mut v = Vec::new();
+    let bytes = n.saturating_mul(std::mem::size_of::<T>() as u64);
+    match usize::try_from(n).map(|n| v.try_reserve_exact(n)) {
+        Ok(Ok(())) => Ok(v),
+        _ => Err(fail(
+            at.clone(),
+            format!(
+                "DataArray {}: cannot allocate the {bytes} bytes it needs (out of memory)",
+                t.attr("Name").unwrap_or("")
+            ),
+        )),
+    }
+}
+
 /// Standard base64 (whitespace ignored); `None` on a bad character.
 fn base64(text: &[u8]) -> Option<Vec<u8>> {
     let val = |c: u8| -> Option<u32> {
@@ -190,10 +212,12 @@ impl File<'_> {
             }
             // Checked: a count near 2^64 wrapped (a panic in a debug build).
             let end = usize::try_from(n).ok().and_then(|n| n.checked_add(hw));
-            return end
+            let data = end
                 .and_then(|end| whole.get(hw..end))
-                .map(<[u8]>::to_vec)
-                .ok_or_else(|| bad("fewer bytes than its header says (truncated file)"));
+                .ok_or_else(|| bad("fewer bytes than its header says (truncated file)"))?;
+            let mut out = room::<u8>(n, &at, t)?;
+            out.extend_from_slice(data);
+            return Ok(out);
         }
         let blocks = self
             .uint(&whole, 0)
@@ -222,7 +246,9 @@ impl File<'_> {
         if total != Some(want) {
             return Err(mismatch(total.unwrap_or(u64::MAX)));
         }
-        let mut out = Vec::new();
+        // Every block's place and size, checked before anything is inflated: a header that
+        // declares more than its block can inflate to is refused without inflating.
+        let mut chunks = Vec::new();
         let mut pos = head;
         for k in 0..blocks {
             let c = self
@@ -232,6 +258,20 @@ impl File<'_> {
                 .get(pos..pos.saturating_add(c))
                 .ok_or_else(|| bad("a compressed block past the end (truncated file)"))?;
             let expect = if k + 1 == blocks { last } else { size };
+            if expect > (c as u64).saturating_mul(ZLIB_MAX_RATIO) {
+                return Err(bad(&format!(
+                    "compressed block {k} holds {c} bytes, which cannot inflate to the \
+                     {expect} its header says (zlib inflates at most {ZLIB_MAX_RATIO}-fold; \
+                     corrupt header)"
+                )));
+            }
+            chunks.push((chunk, expect));
+            pos += c;
+        }
+        // One byte of room more than declared: the byte that shows a block inflating past
+        // its header never makes `read_to_end` grow the buffer (an infallible reallocation).
+        let mut out = room::<u8>(want.saturating_add(1), &at, t)?;
+        for (k, (chunk, expect)) in chunks.into_iter().enumerate() {
             // One byte more than the header says shows a block that inflates past it.
             let got = flate2::read::ZlibDecoder::new(chunk)
                 .take(expect.saturating_add(1))
@@ -247,7 +287,6 @@ impl File<'_> {
                     }
                 )));
             }
-            pos += c;
         }
         Ok(out)
     }
@@ -340,7 +379,7 @@ impl File<'_> {
             pos: 0,
             big_endian: self.big,
         };
-        let mut v = Vec::with_capacity(raw.len() / size);
+        let mut v = room::<f64>((raw.len() / size) as u64, &at, t)?;
         let what = "a value";
         while r.left() >= size {
             v.push(match ty {
@@ -443,7 +482,7 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
         need(types, "types")?,
     );
     let p = file.values(pt, n_points.saturating_mul(3), false)?;
-    let mut positions = Vec::with_capacity(p.len() / 3);
+    let mut positions = room::<DVec3>(p.len() as u64 / 3, &At::Line(pt.line), pt)?;
     for (k, c) in p.chunks_exact(3).enumerate() {
         let x = DVec3::new(c[0], c[1], c[2]);
         super::text::finite(
