@@ -418,7 +418,7 @@ fn far_target(dir: &Path, time: &str) {
 
 /// A fit over a horizon of 1e12 steps (forward gradients) or 1e9 (the adjoint) ignored
 /// Ctrl-C until its evaluation ended (never): the evaluations read the stop request only
-/// between iterations. Now it stops within a step, with exit status 130.
+/// between iterations. Now it stops within a step, with exit status 130 and fit.json.
 #[test]
 fn a_fit_over_a_huge_horizon_stops_on_ctrl_c() {
     let dir = tempfile::tempdir().unwrap();
@@ -462,5 +462,10 @@ fn a_fit_over_a_huge_horizon_stops_on_ctrl_c() {
         std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
         assert_eq!(status.code(), Some(130), "{gradient}: {line}{rest}");
         assert!(!rest.contains("panicked"), "{rest}");
+        // Stopped in its first evaluation: the record keeps the start, marked interrupted.
+        let fit = read_json(&d.join("fit/fit.json"));
+        assert_eq!(fit["interrupted"], true, "{fit}");
+        assert_eq!(fit["parameters"][0]["result"][0], 1e-6, "{fit}");
+        std::fs::remove_dir_all(d.join("fit")).unwrap();
     }
 }

@@ -434,13 +434,24 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         Ok(outcome) => outcome,
         Err(e) => {
             // The iterations before the failure stay in fit.json, marked `failed`; the
-            // error itself is what the command reports.
-            if !so_far.is_empty() {
-                let mut partial = FitOutcome::so_far(&so_far, &last_theta, penalty);
-                partial.reason = match e {
-                    GradError::Interrupted => StopReason::Interrupted,
-                    _ => StopReason::Failed,
+            // error itself is what the command reports. A stop request in the first
+            // evaluation (which stops within a step) keeps the start as the result, with
+            // its loss when the starts measured it.
+            let reason = match e {
+                GradError::Interrupted => StopReason::Interrupted,
+                _ => StopReason::Failed,
+            };
+            if !so_far.is_empty() || reason == StopReason::Interrupted {
+                let mut partial = if so_far.is_empty() {
+                    FitOutcome::so_far(&[], from, penalty)
+                } else {
+                    FitOutcome::so_far(&so_far, &last_theta, penalty)
                 };
+                let measured = starts.as_ref().map(|s| &s.losses[s.best]);
+                if let (true, Some(Ok(loss))) = (so_far.is_empty(), measured) {
+                    (partial.loss, partial.initial_loss) = (*loss, *loss);
+                }
+                partial.reason = reason;
                 if let Err(w) = save(&partial) {
                     eprintln!("warning: fit.json keeps its last checkpoint: {w}");
                 }
