@@ -979,3 +979,104 @@ fn a_ply_comment_naming_end_header_is_a_comment() {
         mesh::load_bytes("g.ply", good.as_bytes(), MeshFormat::Ply, &o).unwrap()
     );
 }
+
+/// PLY, legacy VTK and ASCII STL files whose lines end with a lone CR (classic Mac OS)
+/// were refused: PLY 'does not start with `ply`', VTK 'truncated header', STL 'the file
+/// ends where `facet` or `endsolid` was expected'. They read as their LF versions, and
+/// lines are counted at each CR.
+#[test]
+fn ply_vtk_and_stl_lone_cr_lines_read_as_lf_lines() {
+    let o = FileOptions::default();
+    for (name, format) in [
+        ("plate_ascii.ply", MeshFormat::Ply),
+        ("box_42.vtk", MeshFormat::Vtk),
+        ("box_51.vtk", MeshFormat::Vtk),
+        ("sphere_ascii.stl", MeshFormat::Stl),
+    ] {
+        let lf = std::fs::read(data(name)).unwrap();
+        assert!(!lf.contains(&b'\r'), "{name} is an LF file");
+        let cr: Vec<u8> = lf
+            .iter()
+            .map(|&b| if b == b'\n' { b'\r' } else { b })
+            .collect();
+        let want = mesh::load_bytes(name, &lf, format, &o).unwrap();
+        match mesh::load_bytes(name, &cr, format, &o) {
+            Ok(m) => assert_eq!(m, want, "{name} with lone-CR lines"),
+            Err(e) => panic!("{name} with lone-CR lines: {e}"),
+        }
+    }
+    let cr = |s: &str| s.replace('\n', "\r").into_bytes();
+    let ply = format!("{PLY_HEAD}0 0 0\n1 0 0\n0 nan 0\n3 0 1 2\n");
+    let (s, at) = refused("cr.ply", &cr(&ply), Some(MeshFormat::Ply));
+    assert_eq!(
+        at,
+        Some(At::Element {
+            what: "vertex",
+            index: 2,
+            line: Some(12)
+        }),
+        "{s}"
+    );
+    let vtk = "# vtk DataFile Version 4.2\nt\nASCII\nDATASET UNSTRUCTURED_GRID\nPOINTS 5 double\n\
+               0 0 0 1 0 0\n0 1 0 0 0 1\n1 1 x\n";
+    let (s, at) = refused("cr.vtk", &cr(vtk), Some(MeshFormat::Vtk));
+    assert_eq!(at, Some(At::Line(8)), "{s}");
+    let stl = "solid s\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 1 0 0\nvertex 0 1\n\
+               endloop\nendfacet\nendsolid s\n";
+    let (s, at) = refused("cr.stl", &cr(stl), Some(MeshFormat::Stl));
+    assert_eq!(at, Some(At::Line(7)), "{s}");
+}
+
+/// Binary PLY and VTK with lone-CR header lines: the body starts right after the CR,
+/// even when its first byte is an LF (a CRLF would have eaten it, shifting every value).
+#[test]
+fn binary_bodies_after_lone_cr_header_lines_start_after_the_cr() {
+    let o = FileOptions::default();
+    // PLY: the first coordinate's first (little-endian) byte is 0x0A.
+    let head = "ply\nformat binary_little_endian 1.0\nelement vertex 3\nproperty float x\n\
+                property float y\nproperty float z\nelement face 1\n\
+                property list uchar int vertex_indices\nend_header\n";
+    let mut body: Vec<u8> = [f32::from_bits(0x3F80_000A), 0., 0., 0., 1., 0., 0., 0., 1.]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    body.push(3);
+    body.extend([0i32, 1, 2].iter().flat_map(|i| i.to_le_bytes()));
+    let lf = [head.as_bytes(), &body].concat();
+    let cr = [head.replace('\n', "\r").as_bytes(), &body].concat();
+    let want = mesh::load_bytes("lf.ply", &lf, MeshFormat::Ply, &o).unwrap();
+    assert_eq!(want.positions[0].x, f32::from_bits(0x3F80_000A) as f64);
+    assert_eq!(
+        mesh::load_bytes("cr.ply", &cr, MeshFormat::Ply, &o).unwrap(),
+        want
+    );
+    // VTK (big-endian): the first coordinate's first byte is 0x0A.
+    let vtk = |eol: &str| {
+        let be = |v: &[f32]| v.iter().flat_map(|x| x.to_be_bytes()).collect::<Vec<u8>>();
+        let ints = |v: &[i32]| v.iter().flat_map(|x| x.to_be_bytes()).collect::<Vec<u8>>();
+        let line = |s: &str| format!("{s}{eol}").into_bytes();
+        [
+            line("# vtk DataFile Version 4.2"),
+            line("t"),
+            line("BINARY"),
+            line("DATASET UNSTRUCTURED_GRID"),
+            line("POINTS 5 float"),
+            be(&[f32::from_bits(0x0A00_0000), 0., 0., 1., 0., 0., 0., 1., 0.]),
+            be(&[0., 0., 1., 1., 1., 1.]),
+            line(""),
+            line("CELLS 2 10"),
+            ints(&[4, 0, 1, 2, 3, 4, 1, 2, 3, 4]),
+            line(""),
+            line("CELL_TYPES 2"),
+            ints(&[10, 10]),
+            line(""),
+        ]
+        .concat()
+    };
+    let want = mesh::load_bytes("lf.vtk", &vtk("\n"), MeshFormat::Vtk, &o).unwrap();
+    assert_eq!(want.positions[0].x, f32::from_bits(0x0A00_0000) as f64);
+    assert_eq!(
+        mesh::load_bytes("cr.vtk", &vtk("\r"), MeshFormat::Vtk, &o).unwrap(),
+        want
+    );
+}

@@ -4,7 +4,7 @@
 //! layer's `ply_read` wraps it), so every consumer accepts the same files.
 
 use super::surface::{vertex_index, Soup};
-use super::text::{capped, fail, Fail, Parsed};
+use super::text::{capped, fail, line_break, Fail, Parsed};
 use super::At;
 use glam::DVec3;
 
@@ -146,26 +146,10 @@ fn read(bytes: &[u8], distinct: bool) -> Result<PlyData, Fail> {
     let pos = (0..bytes.len().saturating_sub(end.len() - 1))
         .find(|&k| k > 0 && matches!(bytes[k - 1], b'\n' | b'\r') && bytes[k..].starts_with(end))
         .ok_or_else(|| fail(None, "no end_header line"))?;
-    let mut body = pos + end.len();
-    // The header line ends with \n (or \r\n), after any trailing blanks: a binary body
-    // read from the blank would be shifted by a byte.
-    let blanks = bytes[body..]
-        .iter()
-        .take_while(|&&c| c == b' ' || c == b'\t')
-        .count();
-    let after = &bytes[body + blanks..];
-    if after.starts_with(b"\n") || after.starts_with(b"\r\n") {
-        body += blanks;
-    }
-    while body < bytes.len() && (bytes[body] == b'\r' || bytes[body] == b'\n') {
-        body += 1;
-        if bytes[body - 1] == b'\n' {
-            break;
-        }
-    }
+    let body = super::text::after_line_end(bytes, pos + end.len());
     let header =
         std::str::from_utf8(&bytes[..pos]).map_err(|_| fail(None, "the header is not UTF-8"))?;
-    let mut lines = header.lines();
+    let mut lines = super::text::lines(header);
     if lines.next().map(str::trim) != Some("ply") {
         return Err(fail(At::Line(1), "the file does not start with `ply`"));
     }
@@ -241,7 +225,7 @@ fn read(bytes: &[u8], distinct: bool) -> Result<PlyData, Fail> {
         pos: body,
         format,
         // The header's lines, then `end_header`.
-        line: header.lines().count() + 2,
+        line: super::text::lines(header).count() + 2,
     };
     let mut seen_vertex = false;
     for el in &elements {
@@ -487,11 +471,16 @@ impl Reader<'_> {
         self.pos = end;
         Ok(s)
     }
-    /// One ASCII value, on the current row's line.
-    fn token(&mut self) -> Parsed<&str> {
-        while self.pos < self.bytes.len() && matches!(self.bytes[self.pos], b' ' | b'\t' | b'\r') {
+    /// Skips blanks within the current line (a CR only before its LF: a lone CR ends it).
+    fn skip_blanks(&mut self) {
+        let b = self.bytes;
+        while matches!(b.get(self.pos), Some(b' ' | b'\t' | b'\r')) && !line_break(b, self.pos) {
             self.pos += 1;
         }
+    }
+    /// One ASCII value, on the current row's line.
+    fn token(&mut self) -> Parsed<&str> {
+        self.skip_blanks();
         let start = self.pos;
         while self.pos < self.bytes.len() && !self.bytes[self.pos].is_ascii_whitespace() {
             self.pos += 1;
@@ -515,15 +504,13 @@ impl Reader<'_> {
         if self.format != Format::Ascii {
             return Ok(());
         }
-        while self.pos < self.bytes.len() && matches!(self.bytes[self.pos], b' ' | b'\t' | b'\r') {
-            self.pos += 1;
-        }
+        self.skip_blanks();
         match self.bytes.get(self.pos) {
             None => Ok(()),
-            Some(b'\n') => {
+            Some(_) if line_break(self.bytes, self.pos) => {
                 // Blank lines between rows.
                 while let Some(&b) = self.bytes.get(self.pos) {
-                    if b == b'\n' {
+                    if line_break(self.bytes, self.pos) {
                         self.line += 1;
                     } else if !b.is_ascii_whitespace() {
                         break;

@@ -1,6 +1,7 @@
-//! Reading mesh files: a failure with its place in the file, a token reader over text that
-//! keeps line numbers, a byte reader for binary blocks, and the allocation cap that keeps
-//! a corrupt header count (2 billion vertices in a 1 kB file) from reserving memory.
+//! Reading mesh files: a failure with its place in the file, line breaks (LF, CRLF or a
+//! lone CR), a token reader over text that keeps line numbers, a byte reader for binary
+//! blocks, and the allocation cap that keeps a corrupt header count (2 billion vertices
+//! in a 1 kB file) from reserving memory.
 
 use super::file::At;
 use glam::DVec3;
@@ -34,6 +35,72 @@ pub(super) fn strip_bom(bytes: &[u8]) -> Parsed<&[u8]> {
     Ok(bytes.strip_prefix(&[0xEF, 0xBB, 0xBF]).unwrap_or(bytes))
 }
 
+/// Whether `bytes[k]` ends a line: `\n`, or a lone `\r` (classic Mac OS line endings);
+/// the `\r` of `\r\n` does not (its `\n` does).
+pub(super) fn line_break(bytes: &[u8], k: usize) -> bool {
+    match bytes.get(k) {
+        Some(b'\n') => true,
+        Some(b'\r') => bytes.get(k + 1) != Some(&b'\n'),
+        _ => false,
+    }
+}
+
+/// The lines of `text`, broken at LF, CRLF or a lone CR, in any mix (`str::lines` keeps
+/// a lone CR inside a line).
+pub(super) fn lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = rest.find(['\n', '\r']).unwrap_or(rest.len());
+        let line = &rest[..end];
+        let next = if rest[end..].starts_with("\r\n") {
+            end + 2
+        } else {
+            (end + 1).min(rest.len())
+        };
+        rest = &rest[next..];
+        Some(line)
+    })
+}
+
+/// Whether the first line of `bytes` ends with a lone CR: a file of classic Mac OS lines,
+/// whose binary data after a header line starts right after its CR (even at an LF byte).
+pub(super) fn cr_lines(bytes: &[u8]) -> bool {
+    let first = bytes.iter().position(|&c| c == b'\n' || c == b'\r');
+    first.is_some_and(|k| bytes[k] == b'\r' && line_break(bytes, k))
+}
+
+/// Where the line after a header line's end at `k` (before any trailing blanks) starts:
+/// where a binary body starts, so a byte off shifts every value. Past LF, CRLF (CRs before
+/// an LF), or a lone CR in a file of [`cr_lines`].
+pub(super) fn after_line_end(bytes: &[u8], k: usize) -> usize {
+    let blanks = bytes[k..]
+        .iter()
+        .take_while(|&&c| c == b' ' || c == b'\t')
+        .count();
+    let after = &bytes[k + blanks..];
+    if cr_lines(bytes) {
+        return k + if after.starts_with(b"\r") {
+            blanks + 1
+        } else {
+            0
+        };
+    }
+    let mut body = k;
+    if after.starts_with(b"\n") || after.starts_with(b"\r\n") {
+        body += blanks;
+    }
+    while body < bytes.len() && (bytes[body] == b'\r' || bytes[body] == b'\n') {
+        body += 1;
+        if bytes[body - 1] == b'\n' {
+            break;
+        }
+    }
+    body
+}
+
 /// Room for `count` items of at least `min_bytes` each in `available` bytes, as a
 /// `usize` that is safe to reserve: a header count the file cannot hold is corrupt.
 pub(super) fn capped(
@@ -58,8 +125,8 @@ pub(super) fn capped(
     Ok(count as usize)
 }
 
-/// Whitespace-separated tokens with their line numbers; `comment` starts a comment that
-/// runs to the end of the line.
+/// Whitespace-separated tokens with their line numbers (lines end at LF, CRLF or a lone
+/// CR); `comment` starts a comment that runs to the end of the line.
 pub(super) struct Tokens<'a> {
     pub bytes: &'a [u8],
     pub pos: usize,
@@ -85,12 +152,10 @@ impl<'a> Tokens<'a> {
     /// Skips whitespace and comments, counting lines.
     fn skip_space(&mut self) {
         while let Some(&b) = self.bytes.get(self.pos) {
-            if b == b'\n' {
+            if line_break(self.bytes, self.pos) {
                 self.line += 1;
             } else if Some(b) == self.comment {
-                while self.bytes.get(self.pos).is_some_and(|&c| c != b'\n') {
-                    self.pos += 1;
-                }
+                self.skip_line();
                 continue;
             } else if !b.is_ascii_whitespace() {
                 return;
@@ -163,9 +228,9 @@ impl<'a> Tokens<'a> {
         Ok(p)
     }
 
-    /// Skips the rest of the current line.
+    /// Skips the rest of the current line, up to its line break (LF, CRLF or a lone CR).
     pub fn skip_line(&mut self) {
-        while self.bytes.get(self.pos).is_some_and(|&c| c != b'\n') {
+        while self.pos < self.bytes.len() && !line_break(self.bytes, self.pos) {
             self.pos += 1;
         }
     }

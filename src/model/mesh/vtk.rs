@@ -4,7 +4,7 @@
 //! skipped; other volume cells are refused by type and count. The VTK cell-type rules
 //! are shared with the VTU reader.
 
-use super::text::{capped, fail, Parsed};
+use super::text::{capped, fail, line_break, Parsed};
 use super::volume::Tets;
 use super::At;
 use glam::DVec3;
@@ -129,6 +129,8 @@ pub(super) fn cells(
 struct Src<'a> {
     t: super::text::Tokens<'a>,
     binary: bool,
+    /// The header's lines end with a lone CR (classic Mac OS).
+    cr_lines: bool,
 }
 
 impl Src<'_> {
@@ -148,8 +150,15 @@ impl Src<'_> {
             "char" | "unsigned_char" | "bit" => 1,
             other => return Err(fail(self.t.at(), format!("unknown data type `{other}`"))),
         };
-        // The data starts after the keyword line's line break.
-        self.t.skip_line();
+        // The data starts after the keyword line's line break. With lone-CR lines that is
+        // its CR, even when the data's first byte is an LF (not a CRLF).
+        if self.cr_lines {
+            while self.t.pos < self.t.bytes.len() && self.t.bytes[self.t.pos] != b'\r' {
+                self.t.pos += 1;
+            }
+        } else {
+            self.t.skip_line();
+        }
         let start = self.t.pos + 1;
         let mut r = super::text::Bytes {
             bytes: self.t.bytes,
@@ -201,11 +210,11 @@ impl Src<'_> {
 }
 
 pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
+    // Lines end at LF, CRLF or a lone CR.
     let nl = |from: usize| {
-        bytes[from..]
-            .iter()
-            .position(|&c| c == b'\n')
-            .map(|k| from + k + 1)
+        (from..bytes.len())
+            .find(|&k| line_break(bytes, k))
+            .map(|k| k + 1)
     };
     // Line 1: `# vtk DataFile Version x.y`; line 2: a title; line 3: ASCII or BINARY.
     let l2 = nl(0).ok_or_else(|| fail(At::Line(1), "truncated header"))?;
@@ -224,7 +233,12 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
             ))
         }
     };
-    let mut s = Src { t, binary };
+    let cr_lines = super::text::cr_lines(bytes);
+    let mut s = Src {
+        t,
+        binary,
+        cr_lines,
+    };
     s.t.expect("DATASET")?;
     let ds = s.t.word("the dataset type")?;
     if !ds.eq_ignore_ascii_case("UNSTRUCTURED_GRID") {
@@ -306,9 +320,13 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
                 types = Some(s.ints(n, "int", "cell types")?);
             }
             "METADATA" => {
-                // Until a blank line.
-                while s.t.pos < bytes.len() && !bytes[s.t.pos..].starts_with(b"\n\n") {
-                    if bytes[s.t.pos] == b'\n' {
+                // Until a blank line: two line breaks in a row (LF, CRLF or lone CR).
+                while s.t.pos < bytes.len() {
+                    if line_break(bytes, s.t.pos) {
+                        let next = s.t.pos + 1;
+                        if line_break(bytes, next) || bytes[next..].starts_with(b"\r\n") {
+                            break;
+                        }
                         s.t.line += 1;
                     }
                     s.t.pos += 1;
