@@ -3,7 +3,7 @@
 
 use super::file::{load_file, FileOptions, MeshFormat};
 use super::surface::Soup;
-use super::text::{fail, finite, Parsed};
+use super::text::{fail, finite, lines, Parsed};
 use super::{At, Mesh, MeshError};
 use glam::DVec3;
 use std::path::Path;
@@ -185,25 +185,4 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Soup> {
         }
     }
     Ok(soup)
-}
-
-/// The lines of `text`, broken at LF, CRLF or a lone CR (classic Mac OS), in any mix:
-/// `str::lines` kept a lone CR inside a line, so `v 0 0 0\rv 5 5 5` read as one vertex
-/// with extra values ignored, shifting every later index by one.
-fn lines(text: &str) -> impl Iterator<Item = &str> {
-    let mut rest = text;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let end = rest.find(['\n', '\r']).unwrap_or(rest.len());
-        let line = &rest[..end];
-        let next = if rest[end..].starts_with("\r\n") {
-            end + 2
-        } else {
-            (end + 1).min(rest.len())
-        };
-        rest = &rest[next..];
-        Some(line)
-    })
 }
