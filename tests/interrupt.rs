@@ -462,6 +462,8 @@ fn a_fit_over_a_huge_horizon_stops_on_ctrl_c() {
         std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
         assert_eq!(status.code(), Some(130), "{gradient}: {line}{rest}");
         assert!(!rest.contains("panicked"), "{rest}");
+        // Reported as a stop, not as a failed fit.
+        assert!(rest.contains("interrupted after iteration"), "{rest}");
         // Stopped in its first evaluation: the record keeps the start, marked interrupted.
         let fit = read_json(&d.join("fit/fit.json"));
         assert_eq!(fit["interrupted"], true, "{fit}");

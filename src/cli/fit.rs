@@ -451,9 +451,19 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
                 if let (true, Some(Ok(loss))) = (so_far.is_empty(), measured) {
                     (partial.loss, partial.initial_loss) = (*loss, *loss);
                 }
-                partial.reason = reason;
-                if let Err(w) = save(&partial) {
-                    eprintln!("warning: fit.json keeps its last checkpoint: {w}");
+                partial.reason = reason.clone();
+                match save(&partial) {
+                    // A stop is reported as a stop (exit 130, Python's interrupt), not as
+                    // a fit that failed.
+                    Ok(()) if reason == StopReason::Interrupted => {
+                        return Err(CliError::Interrupted {
+                            unit: "iteration",
+                            at: so_far.last().map_or(0, |h| u64::from(h.iteration)),
+                            out: out.join("fit.json"),
+                        })
+                    }
+                    Ok(()) => {}
+                    Err(w) => eprintln!("warning: fit.json keeps its last checkpoint: {w}"),
                 }
             }
             return Err(grad_error(e));
