@@ -254,7 +254,9 @@ impl Classify for CliError {
             CliError::Run(r) => r.kind(),
             CliError::Diverged { .. } => Kind::Divergence,
             CliError::Interrupted { .. } => Kind::Interrupt,
-            CliError::Fit(_) | CliError::FitStalled { .. } => Kind::Fit,
+            CliError::Fit(_) | CliError::FitStalled { .. } | CliError::FitNoGradient { .. } => {
+                Kind::Fit
+            }
             CliError::Batch(b) => b.kind(),
             CliError::Ddef(d) => d.kind(),
             _ => Kind::Msc,
@@ -307,10 +309,12 @@ pub fn fit_error(py: Python<'_>, e: CliError) -> PyErr {
             let message = msc::run::error::one_line(&e);
             let err = error(py, Kind::Fit, message);
             match e {
-                CliError::FitStalled { out, .. } => match out.into_pyobject(py) {
-                    Ok(o) => with_attrs(py, err, [("out", o.into_any())]),
-                    Err(_) => err,
-                },
+                CliError::FitStalled { out, .. } | CliError::FitNoGradient { out, .. } => {
+                    match out.into_pyobject(py) {
+                        Ok(o) => with_attrs(py, err, [("out", o.into_any())]),
+                        Err(_) => err,
+                    }
+                }
                 _ => err,
             }
         }

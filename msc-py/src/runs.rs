@@ -307,6 +307,11 @@ pub fn fit<'py>(
             let e = fit_error(py, CliError::FitStalled { loss, out });
             Err(with_attrs(py, e, [("result", result)]))
         }
+        Err(CliError::FitNoGradient { source, out }) => {
+            let result = read_json(py, &out)?;
+            let e = fit_error(py, CliError::FitNoGradient { source, out });
+            Err(with_attrs(py, e, [("result", result)]))
+        }
         Err(e) => Err(fit_error(py, e)),
     }
 }

@@ -72,6 +72,19 @@ def test_fit_recovers_the_charge_of_a_target_run(ball: Path, tmp_path: Path) -> 
         msc.fit(ball, target, "mass", out=tmp_path / "fit2", backend="cpu")
 
 
+def test_a_fit_started_without_gradient_raises_with_its_record(ball: Path, tmp_path: Path) -> None:
+    # The ball's loss is even in its one charge: at 0 the gradient is exactly 0, so the fit
+    # cannot move; that is not convergence, and the exception carries fit.json's record.
+    target = tmp_path / "target"
+    msc.run(ball, out=target, backend="cpu")
+    with pytest.raises(msc.FitError, match="--init") as e:
+        msc.fit(ball, target, "charge", init=[0.0], out=tmp_path / "fit", backend="cpu")
+    assert e.value.out is not None and Path(e.value.out).name == "fit.json"
+    result = e.value.result
+    assert result is not None and result["reason"] == "no_gradient"
+    assert result["converged"] is False and result["zero_gradient_at_start"] == ["charge"]
+
+
 def test_fit_takes_each_optimizer_the_command_offers(ball: Path, tmp_path: Path) -> None:
     # The stub's Literal is what mypy checks this call against: "lbfgs" must be in it.
     target = tmp_path / "target"

@@ -62,6 +62,14 @@ pub enum CliError {
         out.display()
     )]
     FitStalled { loss: f64, out: PathBuf },
+    /// `msc fit` stopped at its start, where the gradient is exactly zero (an input
+    /// error: another --init); fit.json holds the record, reason `no_gradient`.
+    #[error("the fit stopped at its start, not converged (see {})", out.display())]
+    FitNoGradient {
+        #[source]
+        source: Box<crate::grad::GradError>,
+        out: PathBuf,
+    },
     /// `msc sweep` / `msc batch`: a bad `--vary` or manifest (2), or failed runs (1).
     #[error(transparent)]
     Batch(#[from] crate::batch::BatchError),
@@ -110,6 +118,7 @@ impl CliError {
                 _ => 2,
             },
             Self::FitStalled { .. } => 1,
+            Self::FitNoGradient { .. } => 2,
             Self::UnreadOption { .. } => 2,
             Self::Interrupted { .. } => crate::interrupt::EXIT_CODE,
             Self::Diverged { .. }

@@ -520,7 +520,10 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         });
     }
     if outcome.reason == StopReason::NoGradient {
-        return Err(grad_error(GradError::NoGradient { params: flat }));
+        return Err(CliError::FitNoGradient {
+            source: Box::new(GradError::NoGradient { params: flat }),
+            out: path,
+        });
     }
     if outcome.reason == StopReason::CannotReduce {
         return Err(CliError::FitStalled {

@@ -335,6 +335,8 @@ fn a_start_without_gradient_is_not_converged() {
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{out}: {err}");
         assert!(err.contains("charge") && err.contains("--init"), "{err}");
+        // The error points at the record it left.
+        assert!(err.contains(&format!("{out}/fit.json")), "{err}");
         let fit = read_json(&d.join(out).join("fit.json"));
         assert_eq!(fit["reason"], "no_gradient", "{fit}");
         assert_eq!(fit["converged"], false, "{fit}");
