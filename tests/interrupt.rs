@@ -3,7 +3,8 @@
 //! of worlds, a second signal, which ends the
 //! process at once, never claims the clean status 130 ("every output written"), an
 //! interrupted fit counts iterations, not steps, a killed fit keeps its iterations so far
-//! in fit.json, a fit over a huge horizon stops within a step, and a killed `msc bench`
+//! in fit.json, a fit over a huge horizon stops within a step (on the GPU within a chunk
+//! of about 50 ms), and a killed `msc bench`
 //! keeps the rows it finished in `--out`.
 
 #![cfg(unix)]
@@ -421,9 +422,27 @@ fn far_target(dir: &Path, time: &str) {
 /// between iterations. Now it stops within a step, with exit status 130 and fit.json.
 #[test]
 fn a_fit_over_a_huge_horizon_stops_on_ctrl_c() {
+    huge_fit_stops_on_ctrl_c("cpu", &[("1e10", "forward"), ("1e7", "adjoint")]);
+}
+
+/// The same on the GPU: its forward tangents ran a frame's whole interval and its adjoint
+/// a checkpoint interval in one call, ignoring Ctrl-C until the evaluation ended. Now they
+/// run in chunks of about 50 ms with a check between them (and each reversed step).
+#[test]
+fn a_gpu_fit_over_a_huge_horizon_stops_on_ctrl_c() {
+    if !gpu_available() {
+        skip_no_adapter("msc fit --backend gpu");
+        return;
+    }
+    huge_fit_stops_on_ctrl_c("gpu", &[("1e10", "forward"), ("1e7", "adjoint")]);
+}
+
+/// `msc fit --backend BACKEND --gradient G` to a target frame at each `(time, G)`, sent
+/// Ctrl-C 0.5 s into its first evaluation: exit 130 within 20 s, fit.json interrupted.
+fn huge_fit_stops_on_ctrl_c(backend: &str, cases: &[(&str, &str)]) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    for (time, gradient) in [("1e10", "forward"), ("1e7", "adjoint")] {
+    for &(time, gradient) in cases {
         far_target(d, time);
         let mut child = Command::new(env!("CARGO_BIN_EXE_msc"))
             .args([
@@ -434,7 +453,7 @@ fn a_fit_over_a_huge_horizon_stops_on_ctrl_c() {
                 "--param",
                 "charge",
             ])
-            .args(["--backend", "cpu", "--gradient", gradient, "--out", "fit"])
+            .args(["--backend", backend, "--gradient", gradient, "--out", "fit"])
             .current_dir(d)
             .stderr(Stdio::piped())
             .spawn()
@@ -442,7 +461,7 @@ fn a_fit_over_a_huge_horizon_stops_on_ctrl_c() {
         let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
         let mut line = String::new();
         std::io::BufRead::read_line(&mut err, &mut line).unwrap();
-        assert!(line.starts_with("fitting"), "{gradient}: {line}");
+        assert!(line.starts_with("fitting"), "{backend} {gradient}: {line}");
         std::thread::sleep(Duration::from_millis(500));
         signal(&child, "INT");
         // Before, the evaluation ran on: wait 20 s at most, then kill it and fail.
@@ -454,20 +473,22 @@ fn a_fit_over_a_huge_horizon_stops_on_ctrl_c() {
             if asked.elapsed() > Duration::from_secs(20) {
                 child.kill().unwrap();
                 child.wait().unwrap();
-                panic!("{gradient}: still running 20 s after Ctrl-C");
+                panic!("{backend} {gradient}: still running 20 s after Ctrl-C");
             }
             std::thread::sleep(Duration::from_millis(50));
         };
         let mut rest = String::new();
         std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
-        assert_eq!(status.code(), Some(130), "{gradient}: {line}{rest}");
-        assert!(!rest.contains("panicked"), "{rest}");
+        let what = format!("{backend} {gradient}: {line}{rest}");
+        assert_eq!(status.code(), Some(130), "{what}");
+        assert!(!rest.contains("panicked"), "{what}");
         // Reported as a stop, not as a failed fit.
-        assert!(rest.contains("interrupted after iteration"), "{rest}");
+        assert!(rest.contains("interrupted after iteration"), "{what}");
         // Stopped in its first evaluation: the record keeps the start, marked interrupted.
         let fit = read_json(&d.join("fit/fit.json"));
-        assert_eq!(fit["interrupted"], true, "{fit}");
-        assert_eq!(fit["parameters"][0]["result"][0], 1e-6, "{fit}");
+        assert_eq!(fit["interrupted"], true, "{what}{fit}");
+        assert_eq!(fit["reason"], "interrupted", "{what}{fit}");
+        assert_eq!(fit["parameters"][0]["result"][0], 1e-6, "{what}{fit}");
         std::fs::remove_dir_all(d.join("fit")).unwrap();
     }
 }

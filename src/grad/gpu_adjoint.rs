@@ -1,11 +1,13 @@
 //! Reverse mode on the GPU: [`evaluate`] is `super::adjoint::evaluate` on a
 //! [`GpuAdjoint`] (the forward run, the kept states and the reversed steps all on the
 //! device, f32), carried out by the same checkpointing [`Plan`]; the cotangents and the
-//! frames' losses are read back once, at the end.
+//! frames' losses are read back once, at the end. Advances run in chunks and reversals
+//! step by step, each checking for a stop request.
 
 use super::adjoint::check_supported;
 use super::checkpoint::{CheckpointStats, Plan, Tape};
 use super::cotangent::{Cotangent, Wants};
+use super::gpu_tangent::Chunks;
 use super::loss::{check_targets, frame_loss, Evaluation, FrameReport, Target};
 use super::params::ParamSet;
 use super::sensitivity::{check_frames, GradOptions, GradStats};
@@ -18,6 +20,7 @@ struct GpuTape<'a> {
     gpu: GpuAdjoint,
     targets: &'a [Target],
     frame_at: HashMap<u64, usize>,
+    chunks: Chunks,
 }
 
 impl Tape for GpuTape<'_> {
@@ -30,11 +33,16 @@ impl Tape for GpuTape<'_> {
     }
 
     fn advance(&mut self, n: u64, record: bool) -> Result<(), GradError> {
-        Ok(self.gpu.advance(n, record)?)
+        // Chunks keep each step's start as one call would (`record` applies to each step).
+        let gpu = &mut self.gpu;
+        self.chunks.run(n, |k| Ok(gpu.advance(k, record)?))
     }
 
     fn reverse(&mut self, n: u64) -> Result<(), GradError> {
         for _ in 0..n {
+            if crate::interrupt::requested() {
+                return Err(GradError::Interrupted);
+            }
             let step = self.gpu.latest_kept().expect("a plan reverses kept steps");
             if let Some(&k) = self.frame_at.get(&(step + 1)) {
                 self.gpu.seed(k, &self.targets[k].positions)?;
@@ -93,6 +101,7 @@ pub(crate) fn evaluate(
         gpu,
         targets,
         frame_at: steps.iter().enumerate().map(|(k, &s)| (s, k)).collect(),
+        chunks: Chunks::new(),
     };
     plan.execute(&mut tape)?;
     // An adjoint's solver keeps its set-up DDEF plan, drift or not (reads::ddef_records_with).
