@@ -1080,3 +1080,37 @@ fn binary_bodies_after_lone_cr_header_lines_start_after_the_cr() {
         want
     );
 }
+
+/// A Gmsh file of lone-CR lines reads as its LF twin, and an error in it names the same
+/// line (the line count took only LF, so every such error said line 1).
+#[test]
+fn gmsh_lone_cr_lines_read_and_are_counted_as_lf_lines() {
+    let o = FileOptions::default();
+    let lf = std::fs::read(data("box_v22.msh")).unwrap();
+    assert!(!lf.contains(&b'\r'), "box_v22.msh is an LF file");
+    let cr = |b: &[u8]| -> Vec<u8> {
+        b.iter()
+            .map(|&c| if c == b'\n' { b'\r' } else { c })
+            .collect()
+    };
+    let want = mesh::load_bytes("box.msh", &lf, MeshFormat::Gmsh, &o).unwrap();
+    let got = mesh::load_bytes("box.msh", &cr(&lf), MeshFormat::Gmsh, &o).unwrap();
+    assert_eq!(got, want);
+    // The last element names a node that does not exist.
+    let text = String::from_utf8(lf).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines.iter().position(|l| *l == "$EndElements").unwrap();
+    let mut bad: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    let last = bad[end - 1].rsplit_once(' ').unwrap().0.to_string();
+    bad[end - 1] = format!("{last} 9999");
+    let bad = bad.join("\n");
+    let (s_lf, at_lf) = refused("lf.msh", bad.as_bytes(), Some(MeshFormat::Gmsh));
+    let (s_cr, at_cr) = refused("cr.msh", &cr(bad.as_bytes()), Some(MeshFormat::Gmsh));
+    assert!(
+        s_lf.contains("9999") && s_cr.contains("9999"),
+        "{s_lf} / {s_cr}"
+    );
+    // 1-based: the element's line is `end` (the line before $EndElements).
+    assert!(s_lf.contains(&format!("line {end}")), "{s_lf}");
+    assert_eq!(at_cr, at_lf, "{s_cr}");
+}

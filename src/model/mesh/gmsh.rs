@@ -3,7 +3,7 @@
 //! physical groups Gmsh writes beside the volume) are skipped; any other volume element
 //! is refused with its type and count. Own reader: `mshio` reads 4.1 only.
 
-use super::text::{capped, fail, Fail, Parsed};
+use super::text::{capped, fail, line_break, Fail, Parsed};
 use super::volume::Tets;
 use super::At;
 use glam::DVec3;
@@ -89,8 +89,13 @@ impl<'a> Src<'a> {
         }
     }
     fn word(&mut self, what: &str) -> Parsed<&'a str> {
-        while let Some(&c) = self.b.get(self.pos).filter(|c| c.is_ascii_whitespace()) {
-            self.line_no += (c == b'\n') as usize;
+        while self
+            .b
+            .get(self.pos)
+            .is_some_and(|c| c.is_ascii_whitespace())
+        {
+            // LF, CRLF or a lone CR ends a line, as in the other text formats.
+            self.line_no += line_break(self.b, self.pos) as usize;
             self.pos += 1;
         }
         let s = self.pos;
@@ -197,8 +202,8 @@ impl<'a> Src<'a> {
             .position(|w| w == end.as_bytes())
         {
             Some(k) => {
-                let skipped = &self.b[self.pos..self.pos + k];
-                self.line_no += skipped.iter().filter(|&&c| c == b'\n').count();
+                let skipped = self.pos..self.pos + k;
+                self.line_no += skipped.filter(|&i| line_break(self.b, i)).count();
                 self.pos += k + end.len();
                 Ok(())
             }
