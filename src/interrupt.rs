@@ -5,7 +5,8 @@
 //! the rows so far are in its hidden `.energy.csv.tmp-*` file), as after a SIGKILL.
 //! An embedder running several calls at once stops one of them with a [`Scope`] of its
 //! own, which neither clears nor raises the others' requests; a run's own threads run in
-//! its caller's scope ([`current`], [`Scope::enter`]).
+//! its caller's scope ([`current`], [`Scope::enter`]). Long work that runs as one call
+//! (GPU advances, Python's `step(n)`) is cut into [`Chunks`] so a request is read between.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -153,5 +154,79 @@ impl Drop for Entered {
     fn drop(&mut self) {
         let previous = self.0.take();
         SCOPE.with(|s| *s.borrow_mut() = previous);
+    }
+}
+
+/// The wall time a chunk of steps grows to: a stop request (or Python's signal check)
+/// between chunks is answered within about this.
+pub const CHUNK_SECONDS: f64 = 0.05;
+
+/// Runs a long count of steps in chunks that double from one step until one takes
+/// [`CHUNK_SECONDS`], the size kept from call to call (short intervals are not split again
+/// and again). The caller checks for a stop inside `advance`; the steps run are the same,
+/// in the same order, as one call's.
+#[derive(Debug)]
+pub struct Chunks {
+    size: u64,
+}
+
+impl Default for Chunks {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Chunks {
+    pub fn new() -> Self {
+        Self { size: 1 }
+    }
+
+    /// `advance(k)` for chunks of k steps adding up to `n`; its first error ends the run.
+    pub fn run<E>(
+        &mut self,
+        n: u64,
+        mut advance: impl FnMut(u64) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut left = n;
+        while left > 0 {
+            let k = self.size.min(left);
+            let start = std::time::Instant::now();
+            advance(k)?;
+            left -= k;
+            if start.elapsed().as_secs_f64() < CHUNK_SECONDS {
+                self.size = self.size.saturating_mul(2);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Chunks;
+
+    #[test]
+    fn chunks_double_from_one_step_and_add_up_to_the_count() {
+        let mut chunks = Chunks::new();
+        let mut sizes = Vec::new();
+        chunks
+            .run(100, |k| {
+                sizes.push(k);
+                Ok::<_, ()>(())
+            })
+            .unwrap();
+        // Cheap chunks: 1, 2, 4, ... until the count runs out.
+        assert_eq!(sizes, [1, 2, 4, 8, 16, 32, 37]);
+        // The size carries over to the next call, and an error ends the run there.
+        let mut seen = Vec::new();
+        let r = chunks.run(1000, |k| {
+            seen.push(k);
+            if seen.len() == 2 {
+                Err("stop")
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!((r, seen), (Err("stop"), vec![128, 256]));
     }
 }

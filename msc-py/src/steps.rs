@@ -1,22 +1,19 @@
 //! Long Rust work with the GIL released and Ctrl-C honoured. Stepping runs in chunks:
 //! between chunks the calling thread takes the GIL back and checks for signals, so
 //! Ctrl-C raises KeyboardInterrupt after a whole chunk (the step count says how far it
-//! got). Chunks double until one takes [`CHUNK_SECONDS`], so cheap steps are not slowed
+//! got). Chunks (`msc::interrupt::Chunks`) double until one takes 50 ms, so cheap steps are not slowed
 //! by the checks and long runs still answer within about that time. Whole runs (`run`,
 //! `sweep`, `fit`) go to a worker thread; on a signal the call's own stop scope makes them
 //! finish the step under way and write every output, as the command line does. Work that
 //! cannot stop part way (loading a scene, building a system or a solver) runs on a thread
 //! of its own that a signal abandons.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pyo3::exceptions::{PyOverflowError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::errors::{Classify, OrRaise};
-
-/// The wall time a chunk of steps grows to.
-pub const CHUNK_SECONDS: f64 = 0.05;
 
 /// A count from Python (steps, an index, a size): a negative one is a ValueError (pyo3's
 /// own conversion to an unsigned integer raises OverflowError for it, which `except
@@ -37,19 +34,10 @@ pub fn in_chunks<E: Classify + Send>(
     n: u64,
     mut step: impl FnMut(u64) -> Result<(), E> + Send,
 ) -> PyResult<()> {
-    let mut left = n;
-    let mut chunk = 1u64;
-    while left > 0 {
-        let k = chunk.min(left);
-        let start = Instant::now();
+    msc::interrupt::Chunks::new().run(n, |k| {
         py.detach(|| step(k)).or_raise(py)?;
-        left -= k;
-        py.check_signals()?;
-        if start.elapsed().as_secs_f64() < CHUNK_SECONDS {
-            chunk = chunk.saturating_mul(2);
-        }
-    }
-    Ok(())
+        py.check_signals()
+    })
 }
 
 /// Runs `work` on a worker thread while this one waits with the GIL released, checking

@@ -16,6 +16,7 @@ use super::params::ParamSet;
 use super::reverse::{reverse_step, Adjoint, ReverseScratch};
 use super::sensitivity::{forward_config, GradOptions, GradStats};
 use super::step::{AdjointSolve, Forward, Record, TangentSolve};
+use super::stop_check;
 use super::GradError;
 use crate::config::Integrator;
 use crate::model::State;
@@ -207,9 +208,7 @@ impl Tape for CpuTape<'_> {
         let lg = self.fwd.config().integrator == Integrator::LocalGlobal;
         for _ in 0..n {
             // A long horizon stops within a step of a stop request.
-            if crate::interrupt::requested() {
-                return Err(GradError::Interrupted);
-            }
+            stop_check()?;
             let step = self.fwd.state().step;
             if record {
                 let mut r = self.fwd.step()?;
@@ -238,9 +237,7 @@ impl Tape for CpuTape<'_> {
 
     fn reverse(&mut self, n: u64) -> Result<(), GradError> {
         for _ in 0..n {
-            if crate::interrupt::requested() {
-                return Err(GradError::Interrupted);
-            }
+            stop_check()?;
             let (step, mut record) = self.records.pop().expect("a plan reverses kept records");
             let after = match self.after.take() {
                 Some(s) => s,

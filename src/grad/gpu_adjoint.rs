@@ -7,12 +7,13 @@
 use super::adjoint::check_supported;
 use super::checkpoint::{CheckpointStats, Plan, Tape};
 use super::cotangent::{Cotangent, Wants};
-use super::gpu_tangent::Chunks;
 use super::loss::{check_targets, frame_loss, Evaluation, FrameReport, Target};
 use super::params::ParamSet;
 use super::sensitivity::{check_frames, GradOptions, GradStats};
+use super::stop_check;
 use super::GradError;
 use crate::gpu::{adjoint_state_bytes, AdjointSetup, GpuAdjoint, HeadlessOptions};
+use crate::interrupt::Chunks;
 use std::collections::HashMap;
 
 /// The GPU adjoint as a [`Tape`]: each reversed step first seeds the frame at its end.
@@ -35,14 +36,15 @@ impl Tape for GpuTape<'_> {
     fn advance(&mut self, n: u64, record: bool) -> Result<(), GradError> {
         // Chunks keep each step's start as one call would (`record` applies to each step).
         let gpu = &mut self.gpu;
-        self.chunks.run(n, |k| Ok(gpu.advance(k, record)?))
+        self.chunks.run(n, |k| {
+            stop_check()?;
+            Ok(gpu.advance(k, record)?)
+        })
     }
 
     fn reverse(&mut self, n: u64) -> Result<(), GradError> {
         for _ in 0..n {
-            if crate::interrupt::requested() {
-                return Err(GradError::Interrupted);
-            }
+            stop_check()?;
             let step = self.gpu.latest_kept().expect("a plan reverses kept steps");
             if let Some(&k) = self.frame_at.get(&(step + 1)) {
                 self.gpu.seed(k, &self.targets[k].positions)?;

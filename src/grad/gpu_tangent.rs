@@ -1,57 +1,20 @@
 //! Forward sensitivities on the GPU for parameter sets: [`GpuTangents`] runs a
 //! [`GpuSolver`] whose step carries one tangent per [`Direction`] (the kernels are
 //! `gpu/solver/tangent.rs`'s), and [`drive`] is `trajectory::drive` on it, reading states and
-//! tangents back at each frame. [`Chunks`] splits long GPU advances so that a stop
-//! request is read every ~50 ms.
+//! tangents back at each frame. Long advances run in [`Chunks`], so that a stop request is
+//! read every ~50 ms.
 
 use glam::DVec3;
 
 use super::params::{Direction, ParamSet};
 use super::sensitivity::{check_frames, GradOptions, GradStats, Tangent};
+use super::stop_check;
 use super::GradError;
 use crate::config::Config;
 use crate::gpu::{GpuError, GpuSolver, HeadlessOptions, TangentDirection};
+use crate::interrupt::Chunks;
 use crate::measures::SolveStats;
 use crate::model::{State, System};
-
-/// The wall time a chunk of GPU steps grows to (msc-py's `CHUNK_SECONDS`).
-const CHUNK_SECONDS: f64 = 0.05;
-
-/// Runs long GPU advances in chunks with a stop-request check before each: chunks double
-/// from one step until one takes [`CHUNK_SECONDS`], and the size carries over from call to
-/// call, so short intervals are not split again and again. The steps run are the same, in
-/// the same order, as one call's: only the host's submissions are cut differently.
-pub(super) struct Chunks {
-    size: u64,
-}
-
-impl Chunks {
-    pub(super) fn new() -> Self {
-        Self { size: 1 }
-    }
-
-    /// `advance(k)` for chunks of k steps adding up to `n`; `Interrupted` on a request.
-    pub(super) fn run(
-        &mut self,
-        n: u64,
-        mut advance: impl FnMut(u64) -> Result<(), GradError>,
-    ) -> Result<(), GradError> {
-        let mut left = n;
-        while left > 0 {
-            if crate::interrupt::requested() {
-                return Err(GradError::Interrupted);
-            }
-            let k = self.size.min(left);
-            let start = std::time::Instant::now();
-            advance(k)?;
-            left -= k;
-            if start.elapsed().as_secs_f64() < CHUNK_SECONDS {
-                self.size = self.size.saturating_mul(2);
-            }
-        }
-        Ok(())
-    }
-}
 
 /// The GPU solver of one system with tangents along fixed parameter directions.
 pub struct GpuTangents {
@@ -194,11 +157,17 @@ pub(crate) fn drive(
     for (k, &frame) in frames.iter().enumerate() {
         let (state, tangents) = match &mut run {
             Run::Forward(s) => {
-                chunks.run(frame - done, |c| Ok(s.advance(c)?))?;
+                chunks.run(frame - done, |c| {
+                    stop_check()?;
+                    Ok::<_, GradError>(s.advance(c)?)
+                })?;
                 (s.read_state()?, Vec::new())
             }
             Run::Tangents(t) => {
-                chunks.run(frame - done, |c| Ok(t.step(c)?))?;
+                chunks.run(frame - done, |c| {
+                    stop_check()?;
+                    Ok::<_, GradError>(t.step(c)?)
+                })?;
                 let (state, tangents) = t.read()?;
                 if frame > 0 {
                     let s = t.last_tangent_solve()?;

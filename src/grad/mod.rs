@@ -107,6 +107,14 @@ pub use step::{AdjointSolve, TangentSolve};
 pub use target::{TargetError, TargetFrame};
 pub use trajectory::{simulate, simulate_with_tangents, TangentFrame, TangentRun};
 
+/// `GradError::Interrupted` once a stop request has come: the forward, tangent and adjoint
+/// loops check it each step (CPU) or each chunk of steps (GPU, `interrupt::Chunks`).
+pub(crate) fn stop_check() -> Result<(), GradError> {
+    match crate::interrupt::requested() {
+        true => Err(GradError::Interrupted),
+        false => Ok(()),
+    }
+}
 /// Errors of gradient computation and fitting. Each names the step, parameter or size.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -245,9 +245,7 @@ pub(crate) fn drive_cpu(
             }
         }
         // A long horizon stops within a step of a stop request, not after the evaluation.
-        if crate::interrupt::requested() {
-            return Err(GradError::Interrupted);
-        }
+        super::stop_check()?;
         let record = fwd.step()?;
         stats.steps += 1;
         if let Some(s) = fwd.last_solve {
