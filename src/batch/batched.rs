@@ -119,7 +119,12 @@ fn batch(now: &[Ready], plan: &Plan, gpu: &mut SharedGpu) -> Vec<Done> {
         let worlds: Vec<_> = (started.iter())
             .map(|(r, _)| (&r.run.scene.system, &r.run.scene.config))
             .collect();
-        let gpu_worlds = GpuWorlds::new(&device.0, &device.1, &worlds)?;
+        // A world's error names its run: the chunk's world index alone means nothing to
+        // the user.
+        let names: Vec<_> = (started.iter())
+            .map(|(r, _)| Some(format!("run '{}'", plan.runs[r.run.i].name)))
+            .collect();
+        let gpu_worlds = GpuWorlds::new_named(&device.0, &device.1, &worlds, &names)?;
         let setup_seconds = setup.elapsed().as_secs_f64();
         let mut worlds = GpuBatch::new(gpu_worlds);
         let on = RanOn {

@@ -32,6 +32,10 @@ pub enum GpuError {
     /// share one batch.
     #[error("batch of worlds: {0}")]
     Worlds(String),
+    /// An error of one world of a batch that has no place of its own for the world:
+    /// `world` names it ("world 2 (run 'c')").
+    #[error("{world}: {error}")]
+    World { world: String, error: Box<GpuError> },
     /// An input (or a product the kernels form from inputs) that f32 cannot hold, found
     /// before anything is uploaded. `what` names the quantity and its index.
     #[error(

@@ -7,6 +7,7 @@
 
 use std::ops::Range;
 
+use super::check::{check, in_world};
 pub use super::key::BatchKey;
 use super::pack::{batch_shape, pack, Packed, Span};
 use crate::config::{Config, Integrator, SolverMethod};
@@ -62,11 +63,23 @@ impl GpuWorlds {
         queue: &wgpu::Queue,
         worlds: &[(&System, &Config)],
     ) -> Result<Self, GpuError> {
-        let key = check(worlds)?;
+        Self::new_named(device, queue, worlds, &[])
+    }
+
+    /// As [`Self::new`], with a name for each world that its errors give after its index
+    /// (`names[w]`, e.g. "run 'c'": "world 2 (run 'c'), ..."; `None` or missing: the
+    /// index alone).
+    pub fn new_named(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        worlds: &[(&System, &Config)],
+        names: &[Option<String>],
+    ) -> Result<Self, GpuError> {
+        let key = check(worlds, names)?;
         let summary =
             AdapterSummary::new(&device.adapter_info(), &device.limits(), device.features());
         let host = Submitter::embedded(device, queue)?;
-        Self::build(host, summary, worlds, key)
+        Self::build(host, summary, worlds, names, key)
     }
 
     /// As [`Self::new`] on a device of its own (see [`GpuSolver::headless`]).
@@ -74,10 +87,28 @@ impl GpuWorlds {
         worlds: &[(&System, &Config)],
         options: &HeadlessOptions,
     ) -> Result<Self, GpuError> {
+        Self::headless_named(worlds, &[], options)
+    }
+
+    /// As [`Self::headless`], with names for the worlds' errors (see [`Self::new_named`]).
+    pub fn headless_named(
+        worlds: &[(&System, &Config)],
+        names: &[Option<String>],
+        options: &HeadlessOptions,
+    ) -> Result<Self, GpuError> {
         // Input checks first, so a bad input fails before an adapter is opened.
-        let key = check(worlds)?;
+        let key = check(worlds, names)?;
         let (host, summary) = headless_host(options)?;
-        Self::build(host, summary, worlds, key)
+        Self::build(host, summary, worlds, names, key)
+    }
+
+    /// `e`, an error of world `w` of a batch (named `name`, e.g. "scene 'cloth'"), naming
+    /// the world as the batch's own errors do: for callers that check a world without
+    /// [`GpuWorlds`] (the CPU reference's worlds).
+    pub fn in_world(w: usize, name: Option<&str>, e: GpuError) -> GpuError {
+        let mut names = vec![None; w + 1];
+        names[w] = name.map(str::to_string);
+        in_world(w, &names, e)
     }
 
     /// The checks [`Self::new`] applies to each world on its own, without a device: its
@@ -154,20 +185,21 @@ impl GpuWorlds {
         host: Submitter,
         summary: AdapterSummary,
         worlds: &[(&System, &Config)],
+        names: &[Option<String>],
         key: BatchKey,
     ) -> Result<Self, GpuError> {
         let config = worlds[0].1;
         let device = host.device.clone();
         let limits = device.limits();
         let mut shape = batch_shape(worlds, config, key.coulomb);
-        for (system, config) in worlds {
+        for (w, (system, config)) in worlds.iter().enumerate() {
             let charged = system.charged_count() as u64;
-            check_cpu_loop_budget(is_cpu(&device), config, charged)?;
+            check_cpu_loop_budget(is_cpu(&device), config, charged)
+                .map_err(|e| in_world(w, names, e))?;
         }
         let ddef = if key.ddef {
-            let plans = worlds
-                .iter()
-                .map(|(s, c)| WorldPlan::of(s, c))
+            let plans = (worlds.iter().enumerate())
+                .map(|(w, (s, c))| WorldPlan::of(s, c).map_err(|e| in_world(w, names, e)))
                 .collect::<Result<Vec<_>, _>>()?
                 .into_iter()
                 .flatten()
@@ -188,6 +220,7 @@ impl GpuWorlds {
             assemble(
                 &device,
                 worlds,
+                names,
                 key,
                 &packed,
                 &dts,
@@ -363,55 +396,6 @@ impl GpuWorlds {
     }
 }
 
-/// The batch's key, after checking every world against the first and on its own.
-fn check(worlds: &[(&System, &Config)]) -> Result<BatchKey, GpuError> {
-    let Some((_, first)) = worlds.first() else {
-        return Err(GpuError::Worlds("a batch needs at least one world".into()));
-    };
-    if worlds.len() > MAX_BATCH_WORLDS {
-        return Err(GpuError::LimitExceeded {
-            what: "worlds in one batch".into(),
-            needed: worlds.len() as u64,
-            limit: MAX_BATCH_WORLDS as u64,
-        });
-    }
-    let key = BatchKey::of(first)?;
-    for (w, (system, config)) in worlds.iter().enumerate() {
-        let k = BatchKey::of(config)?;
-        if k != key {
-            return Err(GpuError::Worlds(format!(
-                "world {w} differs from world 0 in what a batch shares ({}): group worlds \
-                 by integrator, solver method, iterations and Coulomb method",
-                k.differences(&key)
-            )));
-        }
-        GpuWorlds::check_world(system, config).map_err(|e| in_world(w, e))?;
-    }
-    Ok(key)
-}
-
-/// `e` of world `w` naming the world: which of the batch's worlds holds the value f32
-/// cannot hold ("world 2, position of particle 17 (x)").
-fn in_world(w: usize, e: GpuError) -> GpuError {
-    match e {
-        GpuError::F32Range { what, value, limit } => GpuError::F32Range {
-            what: format!("world {w}, {what}"),
-            value,
-            limit,
-        },
-        GpuError::F32Pair {
-            what,
-            distance,
-            limit,
-        } => GpuError::F32Pair {
-            what: format!("world {w}, {what}"),
-            distance,
-            limit,
-        },
-        e => e,
-    }
-}
-
 /// The limits of one system's solver, and those the world table adds.
 fn check_batch_limits(limits: &wgpu::Limits, shape: &Shape) -> Result<(), GpuError> {
     check_limits(limits, shape)?;
@@ -464,6 +448,7 @@ fn batch_ddef(
 fn assemble(
     device: &wgpu::Device,
     worlds: &[(&System, &Config)],
+    names: &[Option<String>],
     key: BatchKey,
     packed: &Packed,
     dts: &[TimeStep],
@@ -489,7 +474,7 @@ fn assemble(
     for (w, ((s, c), span)) in worlds.iter().zip(&packed.spans).enumerate() {
         records.push(
             world(c, dts[w], span.charged.clone(), span.groups.clone())
-                .map_err(|e| in_world(w, e))?,
+                .map_err(|e| in_world(w, names, e))?,
         );
         let omega = if cheb {
             chebyshev_weights(chebyshev_rho(s, c, dts[w]), iterations as usize)
