@@ -148,17 +148,14 @@ fn a_limit_one_world_exceeds_names_the_world() {
     }
 }
 
-/// `msc batch` on the GPU: a run whose world cannot join the batch (a drag its scene's
-/// load accepts but its particles cannot take) made the whole chunk run one at a time
-/// with a note quoting the error without the run (the chunk's world index would not
-/// name it either); the note names the run.
-#[test]
-fn a_batch_note_names_the_run_of_the_bad_world() {
+/// `msc batch --backend gpu` of four runs of the tiny torus, the third ("c") with a drag
+/// its scene's load accepts but its 0.1 kg particles cannot take: the chunk of four
+/// cannot be built as one batch. `None` without an adapter (the test is skipped).
+fn batch_with_a_bad_run(tmp: &std::path::Path) -> Option<std::process::Output> {
     if !common::gpu_available() {
-        return;
+        return None;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    tiny(tmp.path());
+    tiny(tmp);
     let mut manifest = String::new();
     for name in ["a", "b", "c", "d"] {
         manifest.push_str(&format!(
@@ -168,24 +165,49 @@ fn a_batch_note_names_the_run_of_the_bad_world() {
             manifest.push_str("set = [\"world.drag=1e6\"]\n");
         }
     }
-    std::fs::write(tmp.path().join("runs.toml"), manifest).unwrap();
-    let o = msc(
-        &[
-            "batch",
-            "runs.toml",
-            "--backend",
-            "gpu",
-            "--steps",
-            "5",
-            "--out",
-            "out",
-        ],
-        tmp.path(),
-    );
+    std::fs::write(tmp.join("runs.toml"), manifest).unwrap();
+    let args = [
+        "batch",
+        "runs.toml",
+        "--backend",
+        "gpu",
+        "--steps",
+        "5",
+        "--out",
+        "out",
+    ];
+    Some(msc(&args, tmp))
+}
+
+/// The chunk then ran one at a time with a note quoting the error without the run (the
+/// chunk's world index would not name it either); the note names the run.
+#[test]
+fn a_batch_note_names_the_run_of_the_bad_world() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(o) = batch_with_a_bad_run(tmp.path()) else {
+        return;
+    };
     let out = stdout(&o);
     let note = out
         .lines()
         .find(|l| l.contains("could not step as one batch"))
         .unwrap_or_else(|| panic!("no note of a batch that could not be built: {out}"));
     assert!(note.contains("world.drag: in world 2 (run 'c')"), "{note}");
+}
+
+/// Run one at a time, only the bad run fails: every run failed, the good ones as "being
+/// written by another msc process" (the batch still held their folders).
+#[test]
+fn a_chunk_that_cannot_be_built_runs_its_good_runs_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(o) = batch_with_a_bad_run(tmp.path()) else {
+        return;
+    };
+    let (out, err) = (stdout(&o), common::stderr(&o));
+    assert!(
+        out.contains("4 runs: 3 ok, 0 diverged, 1 failed"),
+        "{out}{err}"
+    );
+    assert!(err.contains("c: failed: "), "{err}");
+    assert_eq!(o.status.code(), Some(1), "{err}");
 }

@@ -166,7 +166,10 @@ fn batch(now: &[Ready], plan: &Plan, gpu: &mut SharedGpu) -> Vec<Done> {
                 "note: {} runs could not step as one batch ({e}); running them one at a time",
                 started.len()
             );
-            let mut alone: Vec<Done> = (started.iter()).map(|(r, _)| alone(r, plan, gpu)).collect();
+            // Each run alone opens its folder again: the batch's hold on it is released
+            // first (held, it refused every run as written by another msc process).
+            let runs: Vec<&Ready> = started.into_iter().map(|(r, _)| r).collect();
+            let mut alone: Vec<Done> = runs.into_iter().map(|r| alone(r, plan, gpu)).collect();
             if let Some(first) = alone.first_mut() {
                 first.note = Some(match first.note.take() {
                     Some(n) => format!("{note}\n{n}"),
