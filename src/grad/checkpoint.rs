@@ -2,7 +2,8 @@
 //! of the forward run are kept and which are recomputed, as a [`Plan`] of [`Action`]s that
 //! a backend's `Tape` carries out.
 //!
-//! - store-all: every step's record is kept (T states, one forward run);
+//! - store-all: every step's record is kept (T states, one forward run), within the memory
+//!   budget as `auto`'s choice of it is;
 //! - two-level: a snapshot every c = ceil(sqrt(T)) steps, then each segment is run again
 //!   with its records kept and reversed (at most about 2 sqrt(T) states; every step runs
 //!   forward twice, the last segment once);
@@ -22,15 +23,13 @@ pub enum Checkpointing {
     /// states fit, else binomial with as many snapshots as fit.
     #[default]
     Auto,
+    /// Every record kept: refused when its T + 1 states exceed the memory budget (the
+    /// states `Auto` counts for it).
     StoreAll,
     /// Snapshots every `interval` steps (None: ceil(sqrt(T))).
-    TwoLevel {
-        interval: Option<u64>,
-    },
+    TwoLevel { interval: Option<u64> },
     /// Revolve with this many snapshots (besides the initial state).
-    Binomial {
-        snapshots: u32,
-    },
+    Binomial { snapshots: u32 },
 }
 
 impl std::str::FromStr for Checkpointing {
@@ -71,7 +70,8 @@ impl std::str::FromStr for Checkpointing {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CheckpointOptions {
     pub policy: Checkpointing,
-    /// Bytes the kept states may take ([`Checkpointing::Auto`] chooses with it).
+    /// Bytes the kept states may take ([`Checkpointing::Auto`] chooses with it, and
+    /// [`Checkpointing::StoreAll`] is refused past it).
     pub memory_budget: u64,
 }
 
@@ -151,6 +151,23 @@ impl Plan {
                 Checkpointing::Binomial {
                     snapshots: (states - 2).min(u64::from(u32::MAX)) as u32,
                 }
+            }
+            // The budget bounds `all` as it bounds `auto` (the default included): asking
+            // for every state does not lift the limit the user gave on them.
+            Checkpointing::StoreAll if !fits(steps.saturating_add(1)) => {
+                let needed = (u128::from(steps) + 1) * u128::from(state_bytes);
+                let budget = options.memory_budget;
+                return Err(GradError::Horizon {
+                    steps,
+                    reason: format!(
+                        "--checkpoint all would keep {} states of {state_bytes} bytes, \
+                         {needed} bytes, over the --checkpoint-memory budget of {budget} \
+                         bytes ({} MiB); raise --checkpoint-memory or use --checkpoint auto \
+                         (two-level or binomial within the budget)",
+                        u128::from(steps) + 1,
+                        budget as f64 / (1u64 << 20) as f64
+                    ),
+                });
             }
             p => p,
         };

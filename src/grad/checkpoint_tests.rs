@@ -184,3 +184,48 @@ fn a_plan_too_long_to_list_is_refused_not_allocated() {
         }
     }
 }
+
+/// `--checkpoint all` kept every state whatever `--checkpoint-memory` said. Now it is held
+/// to the budget as `auto` is: accepted exactly when `auto` would choose store-all, else
+/// refused before anything runs, naming the option, the bytes it needs and the budget.
+#[test]
+fn store_all_is_held_to_the_memory_budget() {
+    let (steps, bytes) = (400u64, 100u64);
+    let with = |policy, memory_budget| CheckpointOptions {
+        policy,
+        memory_budget,
+    };
+    let needed = (steps + 1) * bytes;
+    for budget in [0, bytes, needed - 1, needed, needed + 1, 1 << 30] {
+        let all = Plan::new(steps, bytes, &with(Checkpointing::StoreAll, budget));
+        let auto = Plan::new(steps, bytes, &with(Checkpointing::Auto, budget));
+        let auto_stores_all = matches!(&auto, Ok(p) if p.policy == Checkpointing::StoreAll);
+        assert_eq!(all.is_ok(), auto_stores_all, "budget {budget}");
+        assert_eq!(all.is_ok(), needed <= budget, "budget {budget}");
+        match all {
+            Ok(p) => assert!(p.peak_states * bytes <= budget, "budget {budget}"),
+            Err(GradError::Horizon { steps: s, reason }) => {
+                assert_eq!(s, steps);
+                assert!(reason.contains("--checkpoint-memory"), "{reason}");
+                assert!(reason.contains(&format!("{needed} bytes")), "{reason}");
+                assert!(reason.contains(&format!("{budget} bytes")), "{reason}");
+            }
+            Err(e) => panic!("budget {budget}: {e}"),
+        }
+    }
+    // The default budget bounds it too, and the bytes needed are not saturated.
+    match Plan::new(u64::MAX, 768, &opts_default(Checkpointing::StoreAll)) {
+        Err(GradError::Horizon { reason, .. }) => {
+            let exact = (u128::from(u64::MAX) + 1) * 768;
+            assert!(reason.contains(&exact.to_string()), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+fn opts_default(policy: Checkpointing) -> CheckpointOptions {
+    CheckpointOptions {
+        policy,
+        ..CheckpointOptions::default()
+    }
+}

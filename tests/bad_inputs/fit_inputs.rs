@@ -2,8 +2,9 @@
 //! (it "converged" to nonsense); a start the GPU cannot hold is reported and passed over;
 //! a stop request during the starts ends them within a few steps; an unwritable `--out`
 //! fails before the fit; a negative `--init` is a value; options the fit would not read are
-//! refused; an absurd learning rate backs off; a short frame is named by its file; a start
-//! where the gradient is exactly 0 is not reported as converged.
+//! refused, and so is `--checkpoint all` past `--checkpoint-memory`; an absurd learning
+//! rate backs off; a short frame is named by its file; a start where the gradient is
+//! exactly 0 is not reported as converged.
 
 use super::{assert_no_crash, fixture};
 use crate::common::{msc, read_json, stderr};
@@ -259,6 +260,51 @@ fn options_the_fit_does_not_read_are_refused() {
         assert!(err.contains(option), "{extra:?}: {err}");
         assert!(!d.join("r/fit.json").exists(), "{extra:?}");
     }
+}
+
+/// `--checkpoint all` stored every state whatever `--checkpoint-memory` allowed; now the
+/// states it would keep past the budget are refused (exit 2) before the first evaluation
+/// runs, naming the option, the bytes needed and the budget; within the budget it runs.
+#[test]
+fn checkpoint_all_past_the_memory_budget_is_refused() {
+    let dir = fixture();
+    let d = dir.path();
+    target(d, "one", &[]);
+    // The target's last frame (t = 0.03 s) at dt = 1e-5 s: 3000 steps, 3001 states of 16
+    // particles, two f64 vectors each on the CPU (2304768 bytes), past 1 MiB.
+    let fit = |backend: &str, mib: &str, out: &str| {
+        let mut args = vec!["fit", "small.toml", "--target", "one", "--param", "charge"];
+        args.extend_from_slice(&["--gradient", "adjoint", "--checkpoint", "all"]);
+        args.extend_from_slice(&["--checkpoint-memory", mib, "--max-iters", "1"]);
+        args.extend_from_slice(&["--set", "integrator.dt=1e-5", "--backend", backend]);
+        args.extend_from_slice(&["--quiet", "--out", out]);
+        msc(&args, d)
+    };
+    let mut backends = vec!["cpu"];
+    if crate::common::gpu_available() {
+        backends.push("gpu");
+    }
+    for backend in backends {
+        let o = fit(backend, "1", backend);
+        assert_no_crash(&o, backend);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{backend}: {err}");
+        assert!(err.contains("--checkpoint-memory"), "{backend}: {err}");
+        assert!(err.contains("1048576 bytes"), "{backend}: {err}");
+        if backend == "cpu" {
+            assert!(err.contains("2304768 bytes"), "{err}");
+        }
+        assert!(!d.join(backend).join("fit.json").exists(), "{backend}");
+    }
+    // A budget that holds them: every state is kept.
+    let o = fit("cpu", "3", "fits");
+    assert_no_crash(&o, "3 MiB");
+    assert_ne!(o.status.code(), Some(2), "{}", stderr(&o));
+    let json = read_json(&d.join("fits/fit.json"));
+    assert_eq!(
+        json["gradient"]["checkpoint"]["policy"], "store_all",
+        "{json}"
+    );
 }
 
 /// A first step past f64's range (`--learning-rate 1e300`) ended the fit with "theta
