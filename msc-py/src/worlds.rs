@@ -20,6 +20,7 @@ use pyo3::types::PyDict;
 use crate::convert::{f32_checked, f32_rows, float_dtype, vec3_array};
 use crate::device::PyDevice;
 use crate::errors::{poisoned, OrRaise};
+use crate::scene::PyScene;
 use crate::simulator::{backend_arg, energies_dict, system_and_config, warn_fallback};
 use crate::steps::{abandonable, count, in_chunks};
 
@@ -51,17 +52,35 @@ pub struct PyWorlds {
     backend: String,
 }
 
-fn cpu_worlds(worlds: &[(System, Config)]) -> Result<Batch, SimError> {
-    let sims = worlds
-        .iter()
-        .map(|(s, c)| CpuSimulation::new(s, c))
+/// Each world's name for its errors ("scene 'cloth'"; `None`: a System, named by its
+/// index alone).
+type Names = [Option<String>];
+
+fn cpu_worlds(worlds: &[(System, Config)], names: &Names) -> Result<Batch, SimError> {
+    let sims = (worlds.iter().enumerate())
+        .map(|(w, (s, c))| {
+            // Named as the GPU batch names a world's error (the same configuration
+            // error: the key kept).
+            CpuSimulation::new(s, c).map_err(|e| {
+                let name = names.get(w).and_then(Option::as_deref);
+                match GpuWorlds::in_world(w, name, e.into()) {
+                    GpuError::Config(c) => SimError::Config(c),
+                    e => SimError::Gpu(e),
+                }
+            })
+        })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Box::new(CpuWorlds(sims)))
 }
 
-fn gpu_worlds(worlds: &[(System, Config)], allow_software: bool) -> Result<Batch, GpuError> {
+fn gpu_worlds(
+    worlds: &[(System, Config)],
+    names: &Names,
+    allow_software: bool,
+) -> Result<Batch, GpuError> {
     let refs: Vec<(&System, &Config)> = worlds.iter().map(|(s, c)| (s, c)).collect();
-    let batch = GpuWorlds::headless(&refs, &HeadlessOptions { allow_software })?;
+    let options = HeadlessOptions { allow_software };
+    let batch = GpuWorlds::headless_named(&refs, names, &options)?;
     Ok(Box::new(GpuBatch::new(batch)))
 }
 
@@ -77,17 +96,18 @@ fn build(
     device: Option<(wgpu::Device, wgpu::Queue)>,
     choice: BackendArg,
     list: &[(System, Config)],
+    names: &Names,
 ) -> Result<(Batch, Option<String>), BuildError> {
-    let cpu = |list| cpu_worlds(list).map_err(BuildError::Sim);
+    let cpu = |list| cpu_worlds(list, names).map_err(BuildError::Sim);
     let batch: Batch = match (device, choice) {
         (Some((device, queue)), _) => {
             let refs: Vec<(&System, &Config)> = list.iter().map(|(s, c)| (s, c)).collect();
-            let b = GpuWorlds::new(&device, &queue, &refs).map_err(BuildError::Gpu)?;
+            let b = GpuWorlds::new_named(&device, &queue, &refs, names).map_err(BuildError::Gpu)?;
             Box::new(GpuBatch::new(b))
         }
         (None, BackendArg::Cpu) => cpu(list)?,
-        (None, BackendArg::Gpu) => gpu_worlds(list, true).map_err(BuildError::Gpu)?,
-        (None, BackendArg::Auto) => match gpu_worlds(list, false) {
+        (None, BackendArg::Gpu) => gpu_worlds(list, names, true).map_err(BuildError::Gpu)?,
+        (None, BackendArg::Auto) => match gpu_worlds(list, names, false) {
             Ok(b) => b,
             Err(e) if falls_back(&e) => {
                 let note = format!("{e}; running the CPU reference instead");
@@ -145,9 +165,25 @@ impl PyWorlds {
                 got.unwrap_or_default()
             ))
         })?;
-        let list = items
-            .map(|w| system_and_config(&w?, None))
-            .collect::<PyResult<Vec<_>>>()?;
+        let mut list = Vec::new();
+        let mut names = Vec::new();
+        for (w, item) in items.enumerate() {
+            let item = item?;
+            // A wrong type names its world, as the batch's own errors do.
+            let pair = system_and_config(&item, None).map_err(|e| {
+                if e.is_instance_of::<PyTypeError>(py) {
+                    PyTypeError::new_err(format!("world {w}: {}", e.value(py)))
+                } else {
+                    e
+                }
+            })?;
+            list.push(pair);
+            names.push(
+                item.cast::<PyScene>()
+                    .ok()
+                    .map(|s| format!("scene '{}'", s.get().name)),
+            );
+        }
         if list.is_empty() {
             return Err(PyValueError::new_err("Worlds needs at least one world"));
         }
@@ -161,7 +197,7 @@ impl PyWorlds {
             (dev.device.clone(), dev.queue.clone())
         });
         // Building many large worlds takes seconds: Ctrl-C abandons it.
-        let (built, list) = abandonable(py, move || (build(device, choice, &list), list))?;
+        let (built, list) = abandonable(py, move || (build(device, choice, &list, &names), list))?;
         let (batch, note) = match built {
             Ok(b) => b,
             Err(BuildError::Gpu(e)) => return Err(e).or_raise(py),

@@ -1,0 +1,34 @@
+"""msc.Worlds: an error of one world of the batch names the world (its index, and its
+scene's name where it has one), so that in a batch of many worlds the one to fix is
+known. Each test puts one bad world at index 2 of 4."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+import msc
+
+
+@pytest.mark.parametrize("backend", ["cpu", "gpu"])
+def test_a_bad_configuration_in_one_world_names_the_world(
+    tiny: Path, backend: Literal["cpu", "gpu"]
+) -> None:
+    # A drag the scene's load accepts but its 0.1 kg particles cannot take named the key
+    # but not the world, on either backend. The GPU batch checks its inputs before an
+    # adapter is looked for, so this runs without a GPU.
+    ok = msc.load_scene(tiny)
+    bad = msc.load_scene(tiny, set={"world.drag": 1e6})
+    with pytest.raises(msc.ConfigError, match=r"^world\.drag: in world 2 \(scene 'tiny'\), ") as e:
+        msc.Worlds([ok, ok, bad, ok], backend=backend)
+    assert e.value.key == "world.drag"
+
+
+def test_a_world_of_the_wrong_type_names_the_world(tiny: Path) -> None:
+    # A wrong type said what was expected and what it got, but not where in the list.
+    ok = msc.load_scene(tiny)
+    worlds: list[Any] = [ok, ok, "tiny", ok]
+    with pytest.raises(TypeError, match=r"^world 2: expected a msc\.Scene.*got str"):
+        msc.Worlds(worlds, backend="cpu")
