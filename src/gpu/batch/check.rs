@@ -3,10 +3,13 @@
 //! is known.
 
 use super::key::BatchKey;
-use super::worlds::{GpuWorlds, MAX_BATCH_WORLDS};
 use crate::config::{Config, ConfigError};
 use crate::gpu::error::GpuError;
 use crate::model::System;
+
+/// Worlds one [`super::worlds::GpuWorlds`] holds at most (a reduction's second stage runs
+/// one workgroup per world, within the 65535 of one grid dimension).
+pub const MAX_BATCH_WORLDS: usize = 4096;
 
 /// World `w` in a message: its index and, where the caller named it, its name.
 fn label(w: usize, names: &[Option<String>]) -> String {
@@ -43,9 +46,16 @@ pub(super) fn check(
                 k.differences(&key)
             )));
         }
-        GpuWorlds::check_world(system, config).map_err(|e| in_world(w, names, e))?;
+        check_world(system, config).map_err(|e| in_world(w, names, e))?;
     }
     Ok(key)
+}
+
+/// The checks of one world on its own (`GpuWorlds::check_world`): its configuration
+/// for its system, and every value within f32 range.
+pub(super) fn check_world(system: &System, config: &Config) -> Result<(), GpuError> {
+    config.validate_for(system)?;
+    crate::gpu::host::range::check(system, config)
 }
 
 /// `e`, an error of world `w`, naming the world. Where the error has a place for it the

@@ -7,7 +7,8 @@
 
 use std::ops::Range;
 
-use super::check::{check, in_world};
+pub use super::check::MAX_BATCH_WORLDS;
+use super::check::{check, check_world, in_world};
 pub use super::key::BatchKey;
 use super::pack::{batch_shape, pack, Packed, Span};
 use crate::config::{Config, Integrator, SolverMethod};
@@ -35,10 +36,6 @@ use crate::gpu::solver::gpu_solver::{headless_host, GpuSolver};
 use crate::gpu::solver::program::{self, NoHooks};
 use crate::measures::{Energies, SolveStats};
 use crate::model::{State, System};
-
-/// Worlds one [`GpuWorlds`] holds at most (a reduction's second stage runs one workgroup
-/// per world, within the 65535 of one grid dimension).
-pub const MAX_BATCH_WORLDS: usize = 4096;
 
 /// Bytes of buffers one batch allocates at most ([`GpuWorlds::fitting`]): wgpu cannot
 /// tell how much device memory is free, so a batch keeps well within what any GPU has.
@@ -115,8 +112,7 @@ impl GpuWorlds {
     /// configuration for its system, and every value within f32 range. A world that
     /// fails them fails any batch it is in.
     pub fn check_world(system: &System, config: &Config) -> Result<(), GpuError> {
-        config.validate_for(system)?;
-        crate::gpu::host::range::check(system, config)
+        check_world(system, config)
     }
 
     /// How many of `worlds` (taken in order from the first) fit one batch on a device
