@@ -23,6 +23,9 @@
 # and 1M, m auto, on the charges uniform in the cube and crowded onto a sphere, a torus
 # and a wavy sheet (`msc bench --cloud`), rounds interleaved, with the gather's time per
 # near pair beside each (the same table).
+# Beside `msc info` and nvidia-smi it writes kernel-stats.txt, the driver's register count
+# and workgroup memory for every kernel (examples/pipeline_stats.rs, when built next to msc:
+# `cargo build --release --example pipeline_stats`).
 # Results go to $OUT if set, else to bench-results/<UTC date and time>; the table is printed
 # and written to table.md there. $PYTHON picks the Python that has JAX (default python3);
 # nvcc is taken from PATH, else $CUDA_HOME/bin or /usr/local/cuda/bin.
@@ -144,6 +147,19 @@ fi
     fi
     echo "## date $(date -u +%Y-%m-%dT%H:%M:%SZ), host $(uname -srm)"
 } | tee "$out/machine.txt" | tee -a "$log" >&2
+# --- what the driver compiled each kernel to (registers, workgroup memory) -------------
+stats="$(dirname "$msc")/examples/pipeline_stats"
+if [ -x "$stats" ]; then
+    adapter=""
+    [ "$hardware" = 1 ] && adapter=NVIDIA
+    if MSC_STATS_ADAPTER="$adapter" "$stats" > "$out/kernel-stats.txt" 2>&1; then
+        say "kernel statistics: kernel-stats.txt ($(head -n 1 "$out/kernel-stats.txt"))"
+    else
+        say "pipeline_stats failed: see kernel-stats.txt"
+    fi
+else
+    say "no $stats (cargo build --release --example pipeline_stats): no kernel statistics"
+fi
 if [ "$hardware" = 0 ] && [ "$quick" = 0 ]; then
     say "warning: no NVIDIA adapter; a software adapter runs the full sizes for a long time" \
         "(--max-seconds skips the largest); --quick is meant for it"
