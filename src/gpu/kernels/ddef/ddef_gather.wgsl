@@ -23,7 +23,9 @@
 // The staged path's shape (`DdefGather`, fixed at pipeline creation; every shape adds the
 // same terms in the same order, so gives the same bits): LANES invocations per workgroup,
 // a divisor of WG of at least 64, a work item's WG targets split over WG / LANES
-// workgroups (a workgroup past its item's targets returns at once); PACKED stages the
+// workgroups (a workgroup past its item's targets returns at once), each reading its
+// neighbourhood's tetrahedron starts and per-type membership bits once into workgroup
+// memory (`item_tables`) rather than each warp at each neighbour cell; PACKED stages the
 // neighbourhood's sources as one list, the neighbour cells' sorted ranges one after
 // another in entry order, so a tile holds several small cells (per neighbour cell, a tile
 // holds one cell's: at 110 sources a cell, 43% of it, and two barriers per cell); UNROLLED
@@ -54,11 +56,14 @@ const NEAR_CELLS: u32 = 64u;
 
 var<workgroup> tile: array<vec4<f32>, TILE>;
 var<workgroup> corr: array<vec4<f32>, 24>;
-// PACKED: per neighbourhood entry d, the sorted starts of its tetrahedra (seg_st[8 d + t],
-// t = 0..KUHN; all 0 outside the lattice), the end of its part of the list (inclusive
-// prefix of the source counts), and per Kuhn type k the tetrahedra a target of type k
-// takes there (`near_mask`, byte i % 4 of word i / 4, i = NEAR_CELLS k + d): read once
-// per workgroup, not once per invocation and entry; the list's length.
+// Per neighbourhood entry d, the sorted starts of its tetrahedra (seg_st[8 d + t], t =
+// 0..KUHN; all 0 outside the lattice) and per Kuhn type k the tetrahedra a target of type
+// k takes there (`near_mask`, byte i % 4 of word i / 4, i = NEAR_CELLS k + d): read once
+// per workgroup, not once per warp and entry (cached reads the gather is sensitive to:
+// on an H100 it slowed 3x when more workgroup memory left less L1 cache; BENCHMARKS.md,
+// "Registers, occupancy and the gather's workgroup tables"). PACKED
+// also: the end of entry d's part of the list (inclusive prefix of the source counts)
+// and the list's length.
 var<workgroup> seg_st: array<u32, 8u * NEAR_CELLS>;
 var<workgroup> seg_end: array<u32, NEAR_CELLS>;
 var<workgroup> near_mask: array<u32, KUHN * NEAR_CELLS / 4u>;
@@ -365,9 +370,8 @@ fn segment_of(v: u32) -> u32 {
     return lo;
 }
 
-// PACKED: the work item's entries into workgroup memory (seg_st, near_mask, seg_end; see
-// their declaration), for the whole workgroup; returns the list's length.
-fn packed_entries(it: NearItem, lid: u32) -> u32 {
+// The work item's seg_st and near_mask (see their declaration), for the whole workgroup.
+fn item_tables(it: NearItem, lid: u32) {
     for (var i = lid; i < 8u * NEAR_CELLS; i = i + LANES) {
         let d = i / 8u;
         var start = 0u;
@@ -392,6 +396,31 @@ fn packed_entries(it: NearItem, lid: u32) -> u32 {
         near_mask[w] = word;
     }
     workgroupBarrier();
+}
+
+// The near bits of target `tg` at entry d (its Kuhn type's byte of near_mask); 0 without
+// a target.
+fn entry_near(tg: NearTarget, d: u32) -> u32 {
+    let i = NEAR_CELLS * tg.kuhn + d;
+    return select(0u, (near_mask[i / 4u] >> (8u * (i % 4u))) & 0xffu, tg.has);
+}
+
+// tile_tet from seg_st: type t's part of entry d's staged tile [base, top), (x, y) its
+// sorted positions, z whether the near sum takes it (bit t of `near`), w whether the
+// correction does (bit t of `co`); empty when neither does.
+fn entry_tet(near: u32, co: u32, d: u32, t: u32, base: u32, top: u32) -> vec4<u32> {
+    let nt = (near >> t) & 1u;
+    let ct = (co >> t) & 1u;
+    if ((nt | ct) == 0u) {
+        return vec4<u32>(0u);
+    }
+    return vec4<u32>(max(seg_st[8u * d + t], base), min(seg_st[8u * d + t + 1u], top), nt, ct);
+}
+
+// PACKED: the work item's entries into workgroup memory (item_tables, then seg_end; see
+// their declaration), for the whole workgroup; returns the list's length.
+fn packed_entries(it: NearItem, lid: u32) -> u32 {
+    item_tables(it, lid);
     if (lid < NEAR_CELLS) {
         seg_end[lid] = seg_st[8u * lid + KUHN] - seg_st[8u * lid];
     }
@@ -417,7 +446,7 @@ fn packed_entries(it: NearItem, lid: u32) -> u32 {
     return workgroupUniformLoad(&seg_total);
 }
 
-// PACKED: the tetrahedra of entry d whose sources correction `c` takes (near its Kuhn
+// The tetrahedra of entry d whose sources correction `c` takes (near its Kuhn
 // type and outside M_v); 0 when it is off.
 fn corr_mask(it: NearItem, c: NearCorrection, d: u32) -> u32 {
     var bits = 0u;
@@ -459,8 +488,7 @@ fn packed_sums(it: NearItem, tg: NearTarget, c: NearCorrection, me: vec3<f32>, l
             if (v0 >= vt) {
                 break;
             }
-            let i = NEAR_CELLS * tg.kuhn + d;
-            let near = select(0u, (near_mask[i / 4u] >> (8u * (i % 4u))) & 0xffu, tg.has);
+            let near = entry_near(tg, d);
             let co = corr_mask(it, c, d);
             if ((near | co) == 0u) {
                 continue;
@@ -541,15 +569,14 @@ fn main(
         wts2 = ddef_weights(tg2.kuhn, ddef_locate(it.world, me2.xyz).f);
     }
     let c = near_correction(it, lid, LANES, (it.te - it.tb + per - 1u) / per);
-    // The second target's membership rows are read with no correction.
-    var c2 = c;
-    c2.on = false;
 
     var acc = vec3<f32>(0.0);
     var acc2 = vec3<f32>(0.0);
     var cacc = vec3<f32>(0.0);
     if (PACKED) {
         packed_sums(it, tg, c, me.xyz, lid, eps2, &acc, &cacc);
+    } else {
+        item_tables(it, lid);
     }
     // The item's own cell's first tetrahedron: only there may a target meet its own source.
     let own = cell_tets(it.world, it.dims, it.cp);
@@ -558,18 +585,14 @@ fn main(
         if (t0 == NO_RANK) {
             continue;
         }
-        let end = starts[t0 + KUHN];
-        let bits = near_bits(it, d, tg, c);
-        // DUAL: the second target's near bits (the first's when of its type).
+        let end = seg_st[8u * d + KUHN];
+        let bits = vec2<u32>(entry_near(tg, d), corr_mask(it, c, d));
+        // DUAL: the second target's near bits.
         var bits2 = 0u;
-        if (DUAL && tg2.has) {
-            if (tg2.kuhn == tg.kuhn) {
-                bits2 = bits.x;
-            } else {
-                bits2 = near_bits(it, d, tg2, c2).x;
-            }
+        if (DUAL) {
+            bits2 = entry_near(tg2, d);
         }
-        for (var base = starts[t0]; base < end; base = tile_next(base, end, TILE)) {
+        for (var base = seg_st[8u * d]; base < end; base = tile_next(base, end, TILE)) {
             stage_tile(base, end, lid);
             let top = tile_top(base, end, TILE);
             // Only the tetrahedra this invocation's sums take, each a sorted range of the
@@ -580,7 +603,7 @@ fn main(
             // neighbour cell feeds, skips the tile: whole warps idle (a cell's last work
             // item) issue nothing.
             for (var t = 0u; t < KUHN; t = t + 1u) {
-                let r = tile_tet(vec2<u32>(bits.x | bits2, bits.y), t0, t, base, top);
+                let r = entry_tet(bits.x | bits2, bits.y, d, t, base, top);
                 // The near and the correction's sums in loops of their own (as packed).
                 if (DUAL) {
                     let n1 = ((bits.x >> t) & 1u) != 0u;
