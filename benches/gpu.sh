@@ -124,6 +124,13 @@ if ! grep -qiE "$nvidia_vulkan" <<<"$info"; then
         fi
     done
 fi
+if ! grep -qiE "$nvidia_vulkan" <<<"$info" && command -v nvidia-smi > /dev/null \
+    && ! ldconfig -p 2>/dev/null | grep -q 'libGLdispatch\.so\.0'; then
+    # NVIDIA's Vulkan driver (libGLX_nvidia) needs libglvnd; without it the loader reports
+    # "Could not get 'vkCreateInstance'" and lists no NVIDIA adapter.
+    say "no NVIDIA Vulkan adapter and no libGLdispatch.so.0: put libglvnd0 libegl1 libopengl0" \
+        "libgl1 libglx0 libgles2 (.deb) in .gl/ beside libvulkan1"
+fi
 hardware=0
 if grep -qiE "$nvidia_vulkan" <<<"$info"; then
     hardware=1
