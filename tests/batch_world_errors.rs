@@ -148,9 +148,11 @@ fn a_limit_one_world_exceeds_names_the_world() {
     }
 }
 
-/// `msc batch --backend gpu` of four runs of the tiny torus, the third ("c") with a drag
-/// its scene's load accepts but its 0.1 kg particles cannot take: the chunk of four
-/// cannot be built as one batch. `None` without an adapter (the test is skipped).
+/// `msc batch --backend gpu` of four runs of the tiny torus, the third ("c") with a
+/// softening the f64 reference takes but f32 cannot hold squared (1e-50): the chunk of
+/// four cannot be built as one batch. (Planning refuses what every backend refuses, such
+/// as an unstable drag: see `a_drag_no_backend_takes_stops_the_plan_naming_the_run`.)
+/// `None` without an adapter (the test is skipped).
 fn batch_with_a_bad_run(tmp: &std::path::Path) -> Option<std::process::Output> {
     if !common::gpu_available() {
         return None;
@@ -162,7 +164,7 @@ fn batch_with_a_bad_run(tmp: &std::path::Path) -> Option<std::process::Output> {
             "[[runs]]\nscene = \"tiny.toml\"\nname = \"{name}\"\n"
         ));
         if name == "c" {
-            manifest.push_str("set = [\"world.drag=1e6\"]\n");
+            manifest.push_str("set = [\"coulomb.softening=1e-25\"]\n");
         }
     }
     std::fs::write(tmp.join("runs.toml"), manifest).unwrap();
@@ -192,7 +194,10 @@ fn a_batch_note_names_the_run_of_the_bad_world() {
         .lines()
         .find(|l| l.contains("could not step as one batch"))
         .unwrap_or_else(|| panic!("no note of a batch that could not be built: {out}"));
-    assert!(note.contains("world.drag: in world 2 (run 'c')"), "{note}");
+    assert!(
+        note.contains("world 2 (run 'c'), coulomb.softening squared"),
+        "{note}"
+    );
 }
 
 /// Run one at a time, only the bad run fails: every run failed, the good ones as "being
@@ -210,4 +215,35 @@ fn a_chunk_that_cannot_be_built_runs_its_good_runs_alone() {
     );
     assert!(err.contains("c: failed: "), "{err}");
     assert_eq!(o.status.code(), Some(1), "{err}");
+}
+
+/// A drag the scene's load accepts but the tiny torus's 0.1 kg particles cannot take
+/// (c dt / m = 1e5, unstable from 2 on), in the third run: every backend refuses it
+/// before the first step, so planning refuses it as it refuses the other configuration
+/// errors (exit 2, naming the run and the key, nothing run). Before, the plan passed and
+/// only that run failed, after the others had run. Any backend: the CPU needs no adapter.
+#[test]
+fn a_drag_no_backend_takes_stops_the_plan_naming_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    tiny(tmp.path());
+    let mut manifest = String::new();
+    for name in ["a", "b", "c", "d"] {
+        manifest.push_str(&format!(
+            "[[runs]]\nscene = \"tiny.toml\"\nname = \"{name}\"\n"
+        ));
+        if name == "c" {
+            manifest.push_str("set = [\"world.drag=1e6\"]\n");
+        }
+    }
+    std::fs::write(tmp.path().join("runs.toml"), manifest).unwrap();
+    let args = ["batch", "runs.toml", "--backend", "cpu", "--out", "out"];
+    let o = msc(&args, tmp.path());
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("run 'c' of the plan cannot start"), "{err}");
+    assert!(err.contains("world.drag: c dt / m = "), "{err}");
+    for name in ["a", "b", "c", "d"] {
+        let dir = tmp.path().join("out").join(name);
+        assert!(!dir.exists(), "{} was written: {err}", dir.display());
+    }
 }

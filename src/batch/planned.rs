@@ -33,9 +33,15 @@ pub(super) struct Planned {
     pub(super) key: Option<BatchKey>,
 }
 
-/// A planned run's scene, loaded as `msc run` loads it.
+/// A planned run's scene, loaded as `msc run` loads it, and its configuration checked
+/// against its system as every backend checks it before the first step
+/// ([`crate::Config::validate_for`]: the load leaves out the drag's stability, which
+/// needs the masses), so that a run the backend would refuse stops the plan instead.
 pub(super) fn load(spec: &RunSpec, steps: Option<u64>) -> Result<LoadedScene, RunError> {
-    run::load::load(&spec.scene, &spec.set, steps)
+    let scene = run::load::load(&spec.scene, &spec.set, steps)?;
+    // The error the run itself would stop with.
+    (scene.config.validate_for(&scene.system)).map_err(RunError::Config)?;
+    Ok(scene)
 }
 
 /// Loads every run's scene as the batch will, before anything runs (for a plan checked
