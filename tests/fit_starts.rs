@@ -192,3 +192,61 @@ fn msc_fit_with_starts_begins_at_the_best_start_and_ends_closer_to_the_truth() {
         "--starts 9: {many:e}, --starts 1: {one:e}, truth {truth:e}"
     );
 }
+
+/// The GPU batch holds only the starts that were built, so its world index is not the
+/// start's: with start 1 refused on its own, start 3 is world 2. An error of building the
+/// batch named "world 2", which reads as start 2 (a good one). Start 3 has more charges
+/// under all-pairs Coulomb than a CPU adapter (lavapipe) runs in one world; the others
+/// none. Elsewhere the batch builds and the test has nothing to check.
+#[test]
+fn a_start_the_gpu_batch_refuses_is_named_by_its_own_index() {
+    use glam::DVec3;
+    use msc::config::{Config, CoulombConfig, CoulombMethod, Integrator};
+    use msc::gpu::limits::CPU_ADAPTER_ALL_PAIRS_CHARGES;
+    use msc::model::{System, SystemDesc};
+    let Some(adapter) = common::adapter() else {
+        return;
+    };
+    if adapter.get_info().device_type != wgpu::DeviceType::Cpu {
+        eprintln!("skipping: only a CPU adapter has the all-pairs charge limit");
+        return;
+    }
+    let n = CPU_ADAPTER_ALL_PAIRS_CHARGES as usize + 1;
+    let line = System::new(SystemDesc {
+        positions: (0..n).map(|i| DVec3::X * (i as f64 * 1e-3)).collect(),
+        masses: vec![1e-3; n],
+        charges: vec![1e-12; n],
+        ..Default::default()
+    })
+    .expect("unlinked charges on a line");
+    let config = Config {
+        integrator: Integrator::SymplecticEuler,
+        dt: 1e-4,
+        coulomb: CoulombConfig {
+            method: CoulombMethod::AllPairs,
+            softening: 1e-3,
+        },
+        ..Config::default()
+    };
+    let set = ParamSet::new(&line, &config, &[Param::ChargeScale]).unwrap();
+    let targets = [Target {
+        step: 1,
+        positions: line.positions().to_vec(),
+    }];
+    // Start 1 is refused alone (not a number); starts 0 and 2 carry no charge.
+    let thetas = [vec![0.0], vec![f64::NAN], vec![0.0], vec![1.0]];
+    let options = GradOptions {
+        backend: GradBackend::Gpu {
+            allow_software: true,
+        },
+        ..GradOptions::default()
+    };
+    match starts::batch_losses(&set, &thetas, &targets, &options) {
+        Err(GradError::Gpu(msc::gpu::GpuError::LimitExceeded { what, needed, .. })) => {
+            assert_eq!(needed, n as u64);
+            assert!(what.starts_with("world 2 (start 3), all-pairs"), "{what}");
+        }
+        Err(e) => panic!("expected the limit naming start 3, got {e}"),
+        Ok(l) => panic!("expected the limit naming start 3, got losses {l:?}"),
+    }
+}

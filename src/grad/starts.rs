@@ -121,7 +121,13 @@ pub fn batch_losses(
         }
         GradBackend::Gpu { allow_software } => {
             let pairs: Vec<(&System, &Config)> = built.iter().map(|(_, s, c)| (s, c)).collect();
-            let batch = GpuWorlds::headless(&pairs, &HeadlessOptions { allow_software })?;
+            // The batch numbers only the starts built: an error names its start by the
+            // start's own index ("world 2 (start 3)").
+            let names: Vec<_> = (built.iter())
+                .map(|(s, _, _)| Some(format!("start {s}")))
+                .collect();
+            let options = HeadlessOptions { allow_software };
+            let batch = GpuWorlds::headless_named(&pairs, &names, &options)?;
             let mut worlds = GpuBatch::new(batch);
             let mut done = 0;
             for target in targets {
