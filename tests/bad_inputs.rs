@@ -564,6 +564,67 @@ fn bad_scene_values_name_their_key() {
     check_cases(cases, RUN_SMALL);
 }
 
+/// A table or array given after an override of a key inside it would replace that key, so
+/// the earlier override silently did nothing (a sweep ran one scene under two labels).
+#[test]
+fn a_table_set_after_a_key_inside_it_is_refused() {
+    let drops = "replaces all of integrator.solver, dropping the earlier --set \
+                 integrator.solver.iterations=10";
+    let cases: &[Case] = &[
+        (
+            &[
+                "--set",
+                "integrator.solver.iterations=10",
+                "--set",
+                "integrator.solver={omega=0.3}",
+            ],
+            2,
+            drops,
+        ),
+        (
+            &[
+                "--set",
+                "external_charges=[{charge=1e-9, position=[0, 0, 1]}]",
+                "--set",
+                "external_charges[0].charge=2e-9",
+                "--set",
+                "external_charges=[]",
+            ],
+            2,
+            "replaces all of external_charges, dropping the earlier --set \
+             external_charges[0].charge=2e-9",
+        ),
+        // A key after its table refines it, and a key given again is replaced by design
+        // (a manifest's `set`, then a run's, then the command line's).
+        (
+            &[
+                "--set",
+                "integrator.solver={omega=0.3}",
+                "--set",
+                "integrator.solver.iterations=10",
+                "--set",
+                "integrator.dt=0.02",
+                "--set",
+                "integrator.dt=0.01",
+            ],
+            0,
+            "",
+        ),
+    ];
+    check_cases(cases, RUN_SMALL);
+    let sweep: &[Case] = &[(
+        &[
+            "--vary",
+            "integrator.solver.iterations=10,20",
+            "--vary",
+            "integrator.solver={omega=0.3}",
+        ],
+        2,
+        drops,
+    )];
+    check_cases(sweep, &["sweep", "small.toml", "--out", "s", "--quiet"]);
+}
+
 #[test]
 fn bad_files_and_options_are_named() {
     let cases: &[Case] = &[

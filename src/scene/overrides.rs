@@ -107,6 +107,23 @@ fn looks_numeric(raw: &str) -> bool {
 
 /// Sets every override in `table`, creating missing tables on the way.
 pub(super) fn apply(table: &mut Table, overrides: &[Override]) -> Result<(), SceneError> {
+    // A table or array set after a key inside it replaces that key: refused, not dropped
+    // (a sweep's `--vary a.b=1,2 --vary a={c=3}` ran the same scene under two labels).
+    for (j, later) in overrides.iter().enumerate() {
+        let inside =
+            |e: &&Override| e.path.len() > later.path.len() && e.path.starts_with(&later.path);
+        if let Some(earlier) = overrides[..j].iter().find(inside) {
+            return Err(err(
+                &later.arg,
+                format!(
+                    "replaces all of {}, dropping the earlier --set {}: give that key after \
+                     this one, or inside its value",
+                    later.key(),
+                    earlier.arg
+                ),
+            ));
+        }
+    }
     let before = Selectors::of(table);
     for o in overrides {
         set(table, o)?;
