@@ -1,5 +1,5 @@
 //! A configuration from scene keys alone (`integrator.*`, `coulomb.*`, `gravity`,
-//! `external_charges`, `external_field`), for callers that build their system in code:
+//! `external_charges`, `external_field`, `world.*`), for callers that build their system in code:
 //! the scene file's names, defaults and checks, without a mesh.
 
 use super::ctx::Ctx;
@@ -11,12 +11,13 @@ use super::SceneError;
 use crate::config::Config;
 
 /// The top-level scene keys a configuration is made of.
-pub const CONFIG_KEYS: [&str; 5] = [
+pub const CONFIG_KEYS: [&str; 6] = [
     "integrator",
     "coulomb",
     "gravity",
     "external_charges",
     "external_field",
+    "world",
 ];
 
 /// The configuration `key=value` overrides describe (as `--set` takes them), with the
@@ -116,5 +117,17 @@ mod tests {
         assert!(e.to_string().contains("not a simulation setting"), "{e}");
         let e = config_from(&["integrator.solver.methd=\"cg\"".into()]).unwrap_err();
         assert!(e.to_string().contains("methd"), "{e}");
+        let e = config_from(&["world.drag=-1".into()]).unwrap_err();
+        assert!(e.to_string().contains("world.drag: must be finite"), "{e}");
+    }
+
+    /// `[world]` is part of a configuration (`Config::world`): refused as "not a
+    /// simulation setting", a configuration built in code could not have drag.
+    #[test]
+    fn the_world_table_is_a_setting() {
+        let c = config_from(&["world.drag=0.25".into()]).unwrap();
+        assert_eq!(c.world.drag, 0.25);
+        let scene = crate::scene::load("torus", &["world.drag=0.25".into()]).unwrap();
+        assert_eq!(c.world, scene.config.world);
     }
 }
