@@ -332,10 +332,11 @@ fn every_checkpointing_plan_gives_the_same_gradient_bit_for_bit() {
                 "{policy:?}: {ck:?}"
             );
         }
+        // Store-all keeps the 29 records and the state after the step being reversed.
         let ck = all.stats.checkpoint.unwrap();
         assert_eq!(
             (ck.policy, ck.forward_steps, ck.peak_states),
-            ("store_all", 29, 29)
+            ("store_all", 29, 30)
         );
     }
 }

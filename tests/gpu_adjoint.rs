@@ -510,6 +510,62 @@ fn plans_agree(system: &System, c: &Config) -> bool {
     true
 }
 
+/// The states a plan is accepted by (`grad::checkpoint`'s count) against the buffers the
+/// GPU tape keeps carrying it out: one fewer, the state after a reversed step being the
+/// solver's own, for every policy over horizons around their boundaries.
+#[test]
+fn the_gpu_tape_keeps_the_states_its_plan_counts() {
+    use msc::gpu::{adjoint_state_bytes, AdjointSetup, GpuAdjoint};
+    use msc::grad::checkpoint::{Action, Plan};
+    let Some((device, queue)) = common::device() else {
+        return;
+    };
+    let system = ball();
+    let c = config(SolverMethod::Jacobi, 8);
+    let setup = AdjointSetup {
+        charges: true,
+        frames: 1,
+        scale: 1.0,
+        ..AdjointSetup::default()
+    };
+    let bytes = adjoint_state_bytes(system.len());
+    for t in [1u64, 2, 7, 17] {
+        for policy in [
+            Checkpointing::StoreAll,
+            Checkpointing::TwoLevel { interval: None },
+            Checkpointing::TwoLevel { interval: Some(5) },
+            Checkpointing::TwoLevel {
+                interval: Some(100),
+            },
+            Checkpointing::Binomial { snapshots: 1 },
+            Checkpointing::Binomial { snapshots: 3 },
+            Checkpointing::Binomial { snapshots: 100 },
+        ] {
+            let o = CheckpointOptions {
+                policy,
+                memory_budget: u64::MAX,
+            };
+            let plan = Plan::new(t, bytes, &o).unwrap();
+            let mut gpu = GpuAdjoint::new(&device, &queue, &system, &c, &setup).unwrap();
+            for a in &plan.actions {
+                match *a {
+                    Action::Save(s) => gpu.save(s).unwrap(),
+                    Action::Restore(s) => gpu.restore(s).unwrap(),
+                    Action::Advance(n) => gpu.advance(n, false).unwrap(),
+                    Action::Record(n) => gpu.advance(n, true).unwrap(),
+                    Action::Reverse(n) => (0..n).for_each(|_| gpu.reverse().unwrap()),
+                }
+            }
+            assert_eq!(gpu.latest_kept(), None, "T = {t}, {policy:?}");
+            assert_eq!(
+                gpu.kept_states() + 1,
+                plan.peak_states,
+                "T = {t}, {policy:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn the_gpu_adjoint_refuses_what_it_does_not_reverse() {
     let system = ball();

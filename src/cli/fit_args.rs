@@ -114,8 +114,8 @@ pub struct FitArgs {
     #[arg(long, value_enum, default_value_t = GradientArg::Auto)]
     pub gradient: GradientArg,
     /// The adjoint's checkpointing: auto (store every state when they fit
-    /// --checkpoint-memory, else two-level), all (every state: refused past
-    /// --checkpoint-memory), two-level, two-level:C, binomial:S
+    /// --checkpoint-memory, else two-level), all, two-level, two-level:C, binomial:S (each
+    /// refused when the states its plan keeps exceed --checkpoint-memory)
     #[arg(long, value_name = "POLICY", default_value = "auto")]
     pub checkpoint: grad::Checkpointing,
     /// GPU adjoint: run its linear solves as CG with N iterations instead of the scene's
@@ -126,7 +126,7 @@ pub struct FitArgs {
     #[arg(long = "adjoint-solve", value_enum, default_value_t = AdjointSolveArg::Exact)]
     pub adjoint_solve: AdjointSolveArg,
     /// Memory the adjoint's kept states may take, in MiB (auto chooses its policy by it;
-    /// all is refused past it)
+    /// a policy whose plan keeps more is refused)
     #[arg(long = "checkpoint-memory", value_name = "MIB", default_value_t = grad::checkpoint::DEFAULT_MEMORY_BUDGET >> 20)]
     pub checkpoint_memory: u64,
     /// Weight (m^2) of a smoothness penalty over neighbouring springs or particles of

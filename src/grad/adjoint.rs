@@ -72,6 +72,17 @@ pub(crate) fn evaluate(
     targets: &[Target],
     options: &GradOptions,
 ) -> Result<Evaluation, GradError> {
+    sweep(set, theta, targets, options).map(|(e, _)| e)
+}
+
+/// [`evaluate`], and the most states the tape held at once (its own count, which the
+/// tests compare with the plan's).
+fn sweep(
+    set: &ParamSet,
+    theta: &[f64],
+    targets: &[Target],
+    options: &GradOptions,
+) -> Result<(Evaluation, u64), GradError> {
     check_supported(options)?;
     if options.adjoint_solve == AdjointSolve::Exact || options.exact_forward {
         options.tangent_solve.check()?;
@@ -96,6 +107,8 @@ pub(crate) fn evaluate(
     let mut tape = CpuTape {
         fwd: Forward::new(&system, &config)?,
         slots: vec![None; plan.slots],
+        kept_slots: 0,
+        peak_held: 0,
         records: Vec::new(),
         after: None,
         stale: false,
@@ -141,7 +154,7 @@ pub(crate) fn evaluate(
         sweep_seconds,
         ..CheckpointStats::of(&plan, bytes, tape.cot.bytes())
     });
-    Ok(Evaluation {
+    let evaluation = Evaluation {
         loss,
         penalty: 0.0,
         jtr: gradient.iter().map(|g| 0.5 * g).collect(),
@@ -149,13 +162,18 @@ pub(crate) fn evaluate(
         jtj: Vec::new(),
         frames,
         stats,
-    })
+    };
+    Ok((evaluation, tape.peak_held))
 }
 
 /// The CPU reference as a [`Tape`]: snapshots and records are f64 states.
 struct CpuTape<'a> {
     fwd: Forward,
     slots: Vec<Option<State>>,
+    /// Slots holding a state, and the most states (snapshots, records, the state after
+    /// a reversed step) held at once so far.
+    kept_slots: u64,
+    peak_held: u64,
     /// Kept records (step, record), the latest last.
     records: Vec<(u64, Record)>,
     /// The state after the latest record once the forward has moved on (after a reverse).
@@ -175,6 +193,12 @@ struct CpuTape<'a> {
 }
 
 impl CpuTape<'_> {
+    /// Notes the states held now, and `extra` ones out of the tape's fields.
+    fn note(&mut self, extra: u64) {
+        let held = self.kept_slots + self.records.len() as u64 + u64::from(self.after.is_some());
+        self.peak_held = self.peak_held.max(held + extra);
+    }
+
     fn sync(&mut self) {
         if self.stale {
             if let Some(s) = &self.after {
@@ -188,7 +212,13 @@ impl CpuTape<'_> {
 impl Tape for CpuTape<'_> {
     fn save(&mut self, slot: usize) -> Result<(), GradError> {
         self.sync();
-        self.slots[slot] = Some(self.fwd.state().clone());
+        let state = self.fwd.state().clone();
+        // The copy exists beside the slot's old state until it replaces it.
+        self.note(1);
+        if self.slots[slot].replace(state).is_none() {
+            self.kept_slots += 1;
+        }
+        self.note(0);
         Ok(())
     }
 
@@ -217,6 +247,7 @@ impl Tape for CpuTape<'_> {
                     r.iterates = Vec::new();
                 }
                 self.records.push((step, r));
+                self.note(0);
             } else {
                 self.fwd.step_plain();
             }
@@ -243,6 +274,8 @@ impl Tape for CpuTape<'_> {
                 Some(s) => s,
                 None => self.fwd.state().clone(),
             };
+            // The record being reversed and the state after it.
+            self.note(2);
             if let Some(&k) = self.frame_at.get(&(step + 1)) {
                 let target = &self.targets[k].positions;
                 self.losses[k] = Some(frame_loss(&after.x, target, self.scale));
@@ -298,3 +331,7 @@ impl Tape for CpuTape<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "adjoint_tests.rs"]
+mod tests;

@@ -2,13 +2,15 @@
 //! of the forward run are kept and which are recomputed, as a [`Plan`] of [`Action`]s that
 //! a backend's `Tape` carries out.
 //!
-//! - store-all: every step's record is kept (T states, one forward run), within the memory
-//!   budget as `auto`'s choice of it is;
+//! - store-all: every step's record is kept (T states, one forward run);
 //! - two-level: a snapshot every c = ceil(sqrt(T)) steps, then each segment is run again
 //!   with its records kept and reversed (at most about 2 sqrt(T) states; every step runs
 //!   forward twice, the last segment once);
 //! - binomial (Griewank and Walther's Revolve): s snapshots placed by the binomial rule, each
 //!   step recomputed at most R times where R is the least with C(R + s, s + 1) >= T.
+//!
+//! Every plan, an explicit policy's included, is held to the memory budget by the most
+//! states it keeps at once, counted from its actions as the tapes keep them (`count`).
 //!
 //! A recomputed step starts from a state the forward run passed through and repeats it bit
 //! for bit (the backends' steps are deterministic: no float atomics, fixed reduction
@@ -16,15 +18,15 @@
 
 use super::GradError;
 
-/// Which states the reverse sweep keeps.
+/// Which states the reverse sweep keeps ([`Plan::new`] refuses any policy whose plan
+/// keeps more than the memory budget holds).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Checkpointing {
-    /// Store-all when T records fit the memory budget, two-level when its ~2 sqrt(T)
-    /// states fit, else binomial with as many snapshots as fit.
+    /// Store-all when its T + 1 states fit the memory budget, two-level when its
+    /// ~2 sqrt(T) states fit, else binomial with as many snapshots as fit.
     #[default]
     Auto,
-    /// Every record kept: refused when its T + 1 states exceed the memory budget (the
-    /// states `Auto` counts for it).
+    /// Every record kept (T + 1 states with the state after the reversed step).
     StoreAll,
     /// Snapshots every `interval` steps (None: ceil(sqrt(T))).
     TwoLevel { interval: Option<u64> },
@@ -70,8 +72,8 @@ impl std::str::FromStr for Checkpointing {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CheckpointOptions {
     pub policy: Checkpointing,
-    /// Bytes the kept states may take ([`Checkpointing::Auto`] chooses with it, and
-    /// [`Checkpointing::StoreAll`] is refused past it).
+    /// Bytes the kept states may take ([`Checkpointing::Auto`] chooses with it; a plan of
+    /// any policy that keeps more is refused).
     pub memory_budget: u64,
 }
 
@@ -113,7 +115,8 @@ pub struct Plan {
     pub slots: usize,
     /// Forward steps run (the first run included).
     pub forward_steps: u64,
-    /// Largest number of states kept at once (snapshots plus records).
+    /// Largest number of states kept at once (snapshots, records and the state after the
+    /// reversed step; see `count`), saturated at u64::MAX.
     pub peak_states: u64,
 }
 
@@ -126,51 +129,62 @@ pub(crate) trait Tape {
 }
 
 impl Plan {
-    /// The plan for `steps` steps whose kept states take `state_bytes` each.
+    /// The plan for `steps` steps whose kept states take `state_bytes` each. Every
+    /// policy, an explicit one included, is refused ([`GradError::Horizon`]) when the
+    /// most states its plan keeps at once ([`count`]) exceed the memory budget.
     pub fn new(
         steps: u64,
         state_bytes: u64,
         options: &CheckpointOptions,
     ) -> Result<Self, GradError> {
-        let fits = |states: u64| states.saturating_mul(state_bytes) <= options.memory_budget;
-        let policy = match options.policy {
-            Checkpointing::Auto if fits(steps.saturating_add(1)) => Checkpointing::StoreAll,
-            Checkpointing::Auto if fits(two_level_peak(steps, sqrt_interval(steps))) => {
-                Checkpointing::TwoLevel { interval: None }
-            }
+        let budget = options.memory_budget;
+        let fits = |peak: u128| peak * u128::from(state_bytes) <= u128::from(budget);
+        let (plan, peak) = match options.policy {
             Checkpointing::Auto => {
-                let states = options.memory_budget / state_bytes.max(1);
-                if states < 3 {
-                    return Err(GradError::Param(format!(
-                        "the checkpoint memory budget ({} bytes) holds fewer than 3 states of \
-                         {state_bytes} bytes",
-                        options.memory_budget
-                    )));
+                let mut chosen = None;
+                for p in [
+                    Checkpointing::StoreAll,
+                    Checkpointing::TwoLevel { interval: None },
+                ] {
+                    let (plan, peak) = Self::build(p, steps)?;
+                    if fits(peak) {
+                        chosen = Some((plan, peak));
+                        break;
+                    }
                 }
-                // Snapshots plus the current record and the state after it.
-                Checkpointing::Binomial {
-                    snapshots: (states - 2).min(u64::from(u32::MAX)) as u32,
+                match chosen {
+                    Some(c) => c,
+                    None => {
+                        let states = budget / state_bytes.max(1);
+                        if states < 3 {
+                            return Err(GradError::Param(format!(
+                                "the checkpoint memory budget ({budget} bytes) holds fewer \
+                                 than 3 states of {state_bytes} bytes"
+                            )));
+                        }
+                        // Binomial keeps at most its S + 1 slots (the initial state's
+                        // included), one record and the state after it.
+                        let snapshots = (states - 3).min(u64::from(u32::MAX)) as u32;
+                        Self::build(Checkpointing::Binomial { snapshots }, steps)?
+                    }
                 }
             }
-            // The budget bounds `all` as it bounds `auto` (the default included): asking
-            // for every state does not lift the limit the user gave on them.
-            Checkpointing::StoreAll if !fits(steps.saturating_add(1)) => {
-                let needed = (u128::from(steps) + 1) * u128::from(state_bytes);
-                let budget = options.memory_budget;
-                return Err(GradError::Horizon {
-                    steps,
-                    reason: format!(
-                        "--checkpoint all would keep {} states of {state_bytes} bytes, \
-                         {needed} bytes, over the --checkpoint-memory budget of {budget} \
-                         bytes ({} MiB); raise --checkpoint-memory or use --checkpoint auto \
-                         (two-level or binomial within the budget)",
-                        u128::from(steps) + 1,
-                        budget as f64 / (1u64 << 20) as f64
-                    ),
-                });
-            }
-            p => p,
+            p => Self::build(p, steps)?,
         };
+        if !fits(peak) {
+            return Err(over_budget(
+                options.policy,
+                steps,
+                peak,
+                state_bytes,
+                budget,
+            ));
+        }
+        Ok(plan)
+    }
+
+    /// The plan of `policy` (not `Auto`) and the most states it keeps at once, exact.
+    fn build(policy: Checkpointing, steps: u64) -> Result<(Self, u128), GradError> {
         // The plan is listed up front: a horizon whose list would not fit in memory is
         // refused here rather than aborting on the allocation.
         let listed = match policy {
@@ -212,38 +226,16 @@ impl Plan {
                 a
             }
         };
-        Ok(Self::measure(policy, steps, actions))
-    }
-
-    fn measure(policy: Checkpointing, steps: u64, actions: Vec<Action>) -> Self {
-        let (mut slots, mut forward, mut live, mut records, mut peak) = (0, 0, 0u64, 0u64, 0);
-        let mut held = std::collections::HashSet::new();
-        for a in &actions {
-            match *a {
-                Action::Save(s) => {
-                    slots = slots.max(s + 1);
-                    if held.insert(s) {
-                        live += 1;
-                    }
-                }
-                Action::Restore(_) => {}
-                Action::Advance(n) => forward += n,
-                Action::Record(n) => {
-                    forward += n;
-                    records += n;
-                }
-                Action::Reverse(n) => records -= n,
-            }
-            peak = peak.max(live + records);
-        }
-        Self {
+        let c = count(&actions);
+        let plan = Self {
             policy,
             steps,
             actions,
-            slots,
-            forward_steps: forward,
-            peak_states: peak,
-        }
+            slots: c.slots,
+            forward_steps: c.forward,
+            peak_states: u64::try_from(c.peak).unwrap_or(u64::MAX),
+        };
+        Ok((plan, c.peak))
     }
 
     /// Carries the plan out on `tape`.
@@ -277,6 +269,120 @@ fn policy_name(p: Checkpointing) -> &'static str {
     }
 }
 
+/// The user's spelling of a policy (`--checkpoint`'s value).
+fn policy_text(p: Checkpointing) -> String {
+    match p {
+        Checkpointing::Auto => "auto".into(),
+        Checkpointing::StoreAll => "all".into(),
+        Checkpointing::TwoLevel { interval: None } => "two-level".into(),
+        Checkpointing::TwoLevel { interval: Some(c) } => format!("two-level:{c}"),
+        Checkpointing::Binomial { snapshots } => format!("binomial:{snapshots}"),
+    }
+}
+
+/// The refusal of a plan of `policy` whose `peak` states of `state_bytes` exceed `budget`,
+/// with what would fit better.
+fn over_budget(
+    policy: Checkpointing,
+    steps: u64,
+    peak: u128,
+    state_bytes: u64,
+    budget: u64,
+) -> GradError {
+    let c0 = sqrt_interval(steps);
+    let advice = match policy {
+        Checkpointing::StoreAll => "raise --checkpoint-memory or use --checkpoint auto \
+             (two-level or binomial within the budget)"
+            .to_string(),
+        // Fewest states near C = ceil(sqrt T): snapshots fall as C grows, records rise.
+        Checkpointing::TwoLevel { interval: Some(c) } => format!(
+            "use a {} C, nearer ceil(sqrt T) = {c0}, binomial:S, a larger \
+             --checkpoint-memory or --checkpoint auto",
+            if c > c0 { "smaller" } else { "larger" }
+        ),
+        Checkpointing::TwoLevel { interval: None } => "use binomial:S, raise \
+             --checkpoint-memory or use --checkpoint auto (binomial within the budget)"
+            .to_string(),
+        Checkpointing::Binomial { .. } => "use a smaller S, raise --checkpoint-memory or \
+             use --checkpoint auto (as many snapshots as fit)"
+            .to_string(),
+        Checkpointing::Auto => "raise --checkpoint-memory".to_string(),
+    };
+    GradError::Horizon {
+        steps,
+        reason: format!(
+            "--checkpoint {} would keep {peak} states of {state_bytes} bytes at once, {} \
+             bytes, over the --checkpoint-memory budget of {budget} bytes ({} MiB); {advice}",
+            policy_text(policy),
+            peak * u128::from(state_bytes),
+            budget as f64 / (1u64 << 20) as f64
+        ),
+    }
+}
+
+/// What carrying out a plan's actions keeps and runs ([`count`]).
+struct Counts {
+    slots: usize,
+    forward: u64,
+    peak: u128,
+}
+
+/// Snapshot slots, forward steps and the most states kept at once when `actions` are
+/// carried out (one place for every policy, as the tapes hold them). Both tapes keep a
+/// slot from its first save to the end of the sweep and each record until it is
+/// reversed. The CPU tape (`adjoint::CpuTape`) also holds the state after the step it
+/// reverses, beside that step's record, until the forward moves on or a slot is
+/// restored, and a slot saved again holds its new copy before the old one goes. The GPU
+/// tape (`GpuAdjoint`) keeps its record buffers, up to the deepest stack, for reuse. The
+/// peak is the larger of the two counts. Empty runs are skipped, as [`Plan::execute`]
+/// skips them.
+fn count(actions: &[Action]) -> Counts {
+    let (mut slots, mut forward) = (0usize, 0u64);
+    let mut held = std::collections::HashSet::new();
+    let (mut snapshots, mut records, mut deepest, mut cpu) = (0u128, 0u128, 0u128, 0u128);
+    let mut after = false;
+    for a in actions {
+        let extra = match *a {
+            Action::Save(s) => {
+                slots = slots.max(s + 1);
+                let again = !held.insert(s);
+                snapshots += u128::from(!again);
+                u128::from(again)
+            }
+            Action::Restore(_) => {
+                after = false;
+                0
+            }
+            Action::Advance(0) | Action::Record(0) | Action::Reverse(0) => 0,
+            Action::Advance(n) => {
+                forward = forward.saturating_add(n);
+                after = false;
+                0
+            }
+            Action::Record(n) => {
+                forward = forward.saturating_add(n);
+                records += u128::from(n);
+                deepest = deepest.max(records);
+                after = false;
+                0
+            }
+            Action::Reverse(n) => {
+                // The first reversal holds its record and the state after it at once.
+                cpu = cpu.max(snapshots + records + 1);
+                records -= u128::from(n);
+                after = true;
+                0
+            }
+        };
+        cpu = cpu.max(snapshots + records + u128::from(after) + extra);
+    }
+    Counts {
+        slots,
+        forward,
+        peak: cpu.max(snapshots + deepest),
+    }
+}
+
 /// ceil(sqrt(T)), at least 1 (no overflow near u64::MAX).
 fn sqrt_interval(steps: u64) -> u64 {
     let square = |c: u64| c.saturating_mul(c);
@@ -288,13 +394,6 @@ fn sqrt_interval(steps: u64) -> u64 {
         c += 1;
     }
     c.max(1)
-}
-
-/// States two-level keeps at most with interval c: the snapshots before the last segment
-/// and one segment's records.
-fn two_level_peak(steps: u64, c: u64) -> u64 {
-    let segments = steps.div_ceil(c.max(1));
-    segments.saturating_sub(1) + c.min(steps)
 }
 
 /// Snapshots at 0, c, 2c, ...; the last segment is recorded by the first run.
@@ -365,6 +464,9 @@ fn binomial(a: u64, b: u64, free: usize, slot: usize, out: &mut Vec<Action>) {
     if l == 0 {
         return;
     }
+    // More than l - 1 free snapshots change no cost (each step then runs once), so the
+    // same plan; without the clamp a huge S made every cost a loop over S.
+    let free = free.min(usize::try_from(l - 1).unwrap_or(usize::MAX));
     if l == 1 {
         out.push(Action::Record(1));
         out.push(Action::Reverse(1));

@@ -61,7 +61,8 @@ fn store_all_runs_each_step_once() {
     for t in [1, 2, 7, 200] {
         let p = Plan::new(t, 8, &opts(Checkpointing::StoreAll)).unwrap();
         assert_eq!(check(&p), 1);
-        assert_eq!((p.forward_steps, p.peak_states), (t, t));
+        // T records and the state after the step being reversed.
+        assert_eq!((p.forward_steps, p.peak_states), (t, t + 1));
     }
 }
 
@@ -127,7 +128,8 @@ fn binomial_meets_the_repetition_bound_and_the_optimal_cost() {
     // the optimum's closed form.
     let p = Plan::new(10_000, 8, &opts(Checkpointing::Binomial { snapshots: 20 })).unwrap();
     assert_eq!(check(&p), 5);
-    assert!(p.peak_states <= 22);
+    // 21 slots (the initial state's included), one record and the state after it.
+    assert_eq!(p.peak_states, 23);
     assert_eq!(p.forward_steps, optimal_cost(10_000, 20));
     assert!(p.forward_steps < 5 * 10_000);
 }
@@ -146,8 +148,8 @@ fn auto_picks_by_the_budget() {
     assert_eq!(policy, Checkpointing::TwoLevel { interval: None });
     assert!(peak <= 42);
     let (policy, peak) = pick(12 * 100).unwrap();
-    assert_eq!(policy, Checkpointing::Binomial { snapshots: 10 });
-    assert!(peak <= 12);
+    assert_eq!(policy, Checkpointing::Binomial { snapshots: 9 });
+    assert_eq!(peak, 12);
     assert!(pick(2 * 100).is_err());
 }
 
@@ -227,5 +229,129 @@ fn opts_default(policy: Checkpointing) -> CheckpointOptions {
     CheckpointOptions {
         policy,
         ..CheckpointOptions::default()
+    }
+}
+
+/// Every policy's plan, over horizons around its segment and snapshot boundaries.
+fn plans() -> Vec<(u64, Checkpointing)> {
+    let mut out = Vec::new();
+    for t in [1u64, 2, 3, 7, 16, 17, 60] {
+        for policy in [
+            Checkpointing::StoreAll,
+            Checkpointing::TwoLevel { interval: None },
+            Checkpointing::TwoLevel { interval: Some(1) },
+            Checkpointing::TwoLevel { interval: Some(5) },
+            Checkpointing::TwoLevel {
+                interval: Some(1000),
+            },
+            Checkpointing::Binomial { snapshots: 1 },
+            Checkpointing::Binomial { snapshots: 3 },
+            Checkpointing::Binomial { snapshots: 1000 },
+        ] {
+            out.push((t, policy));
+        }
+    }
+    out
+}
+
+/// `two-level:C` and `binomial:S` ignored the memory budget (two-level:10^6 over 10^6
+/// steps kept every state). Now each policy is accepted exactly when the states its plan
+/// keeps at once fit: at peak x bytes, refused one byte below, the refusal naming the
+/// policy, the states, the bytes, the budget and what to try instead.
+#[test]
+fn every_policy_is_held_to_the_memory_budget_by_its_peak() {
+    let bytes = 100u64;
+    let with = |policy, memory_budget| CheckpointOptions {
+        policy,
+        memory_budget,
+    };
+    for (t, policy) in plans() {
+        let peak = Plan::new(t, bytes, &opts(policy)).unwrap().peak_states;
+        let needed = peak * bytes;
+        let fits = Plan::new(t, bytes, &with(policy, needed)).unwrap();
+        assert_eq!(fits.peak_states, peak);
+        match Plan::new(t, bytes, &with(policy, needed - 1)) {
+            Err(GradError::Horizon { steps, reason }) => {
+                assert_eq!(steps, t);
+                let name = match policy {
+                    Checkpointing::StoreAll => "all".to_string(),
+                    Checkpointing::TwoLevel { interval: None } => "two-level".to_string(),
+                    Checkpointing::TwoLevel { interval: Some(c) } => format!("two-level:{c}"),
+                    Checkpointing::Binomial { snapshots } => format!("binomial:{snapshots}"),
+                    Checkpointing::Auto => unreachable!(),
+                };
+                for want in [
+                    format!("--checkpoint {name} would keep {peak} states of {bytes} bytes"),
+                    format!("{needed} bytes"),
+                    format!("--checkpoint-memory budget of {} bytes", needed - 1),
+                    "--checkpoint auto".to_string(),
+                ] {
+                    assert!(reason.contains(&want), "{want:?} not in {reason}");
+                }
+                let advice = match policy {
+                    Checkpointing::TwoLevel { interval: Some(_) } => " C,",
+                    Checkpointing::Binomial { .. } => "a smaller S",
+                    _ => "--checkpoint-memory",
+                };
+                assert!(reason.contains(advice), "{reason}");
+            }
+            other => panic!("{t} {policy:?}: {other:?}"),
+        }
+    }
+}
+
+/// The brief's cases: two-level:10^6 over 10^6 steps keeps every state, past the default
+/// budget; binomial with far more snapshots than steps keeps what its schedule uses
+/// (a slot per step at most), not S + 2, and is accepted; planning it does not loop over S.
+#[test]
+fn explicit_policies_count_the_states_their_plans_keep() {
+    // 10^6 + 1 states of 4 KiB (85 particles on the CPU): 4 GB, past the 1 GiB default.
+    let big = Plan::new(
+        1_000_000,
+        4096,
+        &opts_default(Checkpointing::TwoLevel {
+            interval: Some(1_000_000),
+        }),
+    );
+    match big {
+        Err(GradError::Horizon { reason, .. }) => {
+            assert!(reason.contains("1000001 states"), "{reason}");
+            assert!(reason.contains("smaller C"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let huge = Checkpointing::Binomial {
+        snapshots: u32::MAX,
+    };
+    let budget = CheckpointOptions {
+        policy: huge,
+        memory_budget: 200 * 768,
+    };
+    let p = Plan::new(100, 768, &budget).unwrap();
+    check(&p);
+    // A slot per step (0..99), the record and the state after it.
+    assert_eq!(p.peak_states, 102);
+    // Snapshots past one per step change nothing: the plan of S = T - 1.
+    let just = Plan::new(100, 768, &opts(Checkpointing::Binomial { snapshots: 99 })).unwrap();
+    assert_eq!(p.actions, just.actions);
+    // Over few steps: S = 50 over 10 steps keeps at most 10 slots + 2.
+    let few = Plan::new(10, 8, &opts(Checkpointing::Binomial { snapshots: 50 })).unwrap();
+    assert!(few.peak_states <= 12, "{}", few.peak_states);
+}
+
+/// `auto`'s plans fit the budget they were chosen by, whichever policy it picks.
+#[test]
+fn auto_fits_its_budget() {
+    for t in [1u64, 5, 60, 400] {
+        for states in 3..=30u64 {
+            let budget = states * 100;
+            let o = CheckpointOptions {
+                policy: Checkpointing::Auto,
+                memory_budget: budget,
+            };
+            let p = Plan::new(t, 100, &o).unwrap();
+            assert!(p.peak_states * 100 <= budget, "{t} {states}: {p:?}");
+            check(&p);
+        }
     }
 }

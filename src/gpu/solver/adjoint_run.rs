@@ -292,6 +292,13 @@ impl GpuAdjoint {
         Ok(())
     }
 
+    /// States this adjoint keeps buffers for: its snapshot slots and its record stack at
+    /// its deepest (allocated once, then reused). The state after a reversed step stays
+    /// in the solver's own buffers, so a plan's count (`grad::checkpoint`) is one more.
+    pub fn kept_states(&self) -> u64 {
+        (self.slots.iter().flatten().count() + self.kept_buffers.len()) as u64
+    }
+
     /// The step number of the latest kept step start (None: none kept).
     pub fn latest_kept(&self) -> Option<u64> {
         self.kept.last().copied()
