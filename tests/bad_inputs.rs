@@ -768,6 +768,28 @@ fn impossible_systems_are_refused_before_they_run() {
             "external_charges[0].position",
         ),
         (&["--set", "material.charge=1e200"], 2, "material.charge"),
+        // Forces infinite before any step were reported as a divergence at step 1 with
+        // "Try a smaller integrator.dt" (swirl, vortex) or at step 0 without a key (k_c q_e
+        // overflows though k_c q_e q_i does not).
+        (
+            &["--set", "external_field={kind=\"swirl\", min_z=1e-320}"],
+            2,
+            "external_field.min_z: the field's force q E on particle 0 (z = 0 m",
+        ),
+        (
+            &["--set", "external_field={kind=\"vortex\", scale=1e308}"],
+            2,
+            "raise external_field.min_z or lower external_field.scale",
+        ),
+        (
+            &[
+                "--set",
+                "external_charges=[{charge=1e-9, position=[0, 0, 1]}, \
+                 {charge=1e300, position=[0, 0, 1]}]",
+            ],
+            2,
+            "external_charges[1].charge: 1e300 C at",
+        ),
     ];
     check_cases(cases, RUN_SMALL);
     // Softening makes the same close pair legal.

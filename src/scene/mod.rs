@@ -342,5 +342,6 @@ fn build(
             source: Box::new(e),
         }
     })?;
+    initial::check_external(ctx, &system, &config)?;
     Ok((system, config, output))
 }
