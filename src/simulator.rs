@@ -26,6 +26,23 @@ pub enum SimError {
     /// An operation this backend does not offer.
     #[error("not supported by this backend: {0}")]
     Unsupported(String),
+    /// An error of one world of a batch of [`Worlds`] stepped together, naming the world:
+    /// its index and, where the batch has names, its name ("world 2 (scene 'cloth')", as
+    /// a GPU batch names its worlds).
+    #[error("{}: {source}", world_label(*world, name.as_deref()))]
+    World {
+        world: usize,
+        name: Option<String>,
+        source: Box<SimError>,
+    },
+}
+
+/// World `w` of a batch in a message: its index, and its name where it has one.
+pub(crate) fn world_label(w: usize, name: Option<&str>) -> String {
+    match name {
+        Some(name) => format!("world {w} ({name})"),
+        None => format!("world {w}"),
+    }
 }
 
 impl From<UpdateError> for SimError {
@@ -205,15 +222,42 @@ pub trait Worlds {
 
 /// Worlds on the CPU reference: one simulation per world, stepped in turn (the oracle of
 /// a batch, and a test double for the drivers).
-pub struct CpuWorlds(pub Vec<CpuSimulation>);
+pub struct CpuWorlds {
+    sims: Vec<CpuSimulation>,
+    /// Each world's name for its errors (`None` or missing: its index alone).
+    names: Vec<Option<String>>,
+}
+
+impl CpuWorlds {
+    /// The worlds `sims`, named by their index in errors.
+    pub fn new(sims: Vec<CpuSimulation>) -> Self {
+        Self::named(sims, Vec::new())
+    }
+
+    /// As [`Self::new`], with a name for each world that its errors give after its index
+    /// (`names[w]`, e.g. "scene 'cloth'"; `None` or missing: the index alone).
+    pub fn named(sims: Vec<CpuSimulation>, names: Vec<Option<String>>) -> Self {
+        Self { sims, names }
+    }
+
+    /// The worlds' simulations, in order.
+    pub fn sims(&self) -> &[CpuSimulation] {
+        &self.sims
+    }
+}
 
 impl Worlds for CpuWorlds {
     fn len(&self) -> usize {
-        self.0.len()
+        self.sims.len()
     }
+    /// A world's failure names it (the worlds before it have stepped, the rest have not).
     fn step(&mut self, n: u64) -> Result<(), SimError> {
-        for s in &mut self.0 {
-            s.advance(n)?;
+        for (w, s) in self.sims.iter_mut().enumerate() {
+            s.advance(n).map_err(|e| SimError::World {
+                world: w,
+                name: self.names.get(w).cloned().flatten(),
+                source: Box::new(e.into()),
+            })?;
         }
         Ok(())
     }
@@ -237,8 +281,8 @@ impl Worlds for CpuWorlds {
 impl CpuWorlds {
     /// World `w`, or the typed error a [`GpuBatch`] gives for a world it does not hold.
     fn world(&mut self, w: usize) -> Result<&mut CpuSimulation, SimError> {
-        let len = self.0.len();
-        self.0.get_mut(w).ok_or_else(|| no_world(w, len))
+        let len = self.sims.len();
+        self.sims.get_mut(w).ok_or_else(|| no_world(w, len))
     }
 }
 
@@ -331,5 +375,54 @@ impl Worlds for GpuBatch {
     fn first_outside_f32(&mut self, w: usize) -> Result<Option<usize>, SimError> {
         self.worlds.world_range(w)?;
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ddef::DdefError;
+
+    /// The tiny torus on the CPU with DDEF; `diverging`: explicit Verlet with springs far
+    /// too stiff for its time step, so its positions leave f64 within 200 steps and the
+    /// DDEF grid of the next step cannot be sized.
+    fn world(diverging: bool) -> CpuSimulation {
+        let mut set = vec!["mesh.rings=6", "mesh.sides=3", "coulomb.method=\"ddef\""];
+        if diverging {
+            set.extend(["integrator.method=\"verlet\"", "material.stiffness=1e9"]);
+        }
+        let set: Vec<String> = set.into_iter().map(String::from).collect();
+        let scene = crate::scene::load("torus", &set).unwrap();
+        CpuSimulation::new(&scene.system, &scene.config).unwrap()
+    }
+
+    /// A step failure of world 2 of 4 named no world: in a batch of many worlds the one
+    /// that failed had to be guessed. It names the index, and the name where the batch
+    /// has names; the failure itself is kept.
+    #[test]
+    fn a_step_failure_names_its_world() {
+        let worlds = || (0..4).map(|w| world(w == 2)).collect::<Vec<_>>();
+        let names = ["a", "b", "c", "d"].map(|n| Some(format!("scene '{n}'")));
+        for (mut batch, label) in [
+            (CpuWorlds::new(worlds()), "world 2: "),
+            (
+                CpuWorlds::named(worlds(), names.into()),
+                "world 2 (scene 'c'): ",
+            ),
+        ] {
+            let e = batch.step(200).unwrap_err();
+            assert!(e.to_string().starts_with(label), "{e}");
+            match e {
+                SimError::World {
+                    world: 2, source, ..
+                } => assert!(
+                    matches!(*source, SimError::Ddef(DdefError::NonFinitePosition { .. })),
+                    "{source}"
+                ),
+                e => panic!("expected world 2's error, got {e:?}"),
+            }
+            // The worlds before it stepped; the failing one is left at its failure.
+            assert_eq!(batch.sims()[1].current().step, 200);
+        }
     }
 }

@@ -134,7 +134,7 @@ fn a_world_a_cpu_batch_does_not_hold_is_a_typed_error() {
         dt: 0.01,
         ..Default::default()
     };
-    let mut worlds = CpuWorlds(vec![CpuSimulation::new(&pair(), &config).expect("cpu")]);
+    let mut worlds = CpuWorlds::new(vec![CpuSimulation::new(&pair(), &config).expect("cpu")]);
     worlds.state(0).expect("world 0");
     let named = |e: SimError| {
         assert!(

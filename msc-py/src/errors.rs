@@ -202,6 +202,8 @@ impl Classify for SimError {
             SimError::Config(_) => Kind::Config,
             SimError::Ddef(d) => d.kind(),
             SimError::Model(_) => Kind::Model,
+            // One world's error of a batch: the class of the error itself.
+            SimError::World { source, .. } => source.kind(),
             _ => Kind::Msc,
         }
     }

@@ -70,7 +70,7 @@ fn cpu_worlds(worlds: &[(System, Config)], names: &Names) -> Result<Batch, SimEr
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Box::new(CpuWorlds(sims)))
+    Ok(Box::new(CpuWorlds::named(sims, names.to_vec())))
 }
 
 fn gpu_worlds(

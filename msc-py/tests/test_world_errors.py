@@ -32,3 +32,18 @@ def test_a_world_of_the_wrong_type_names_the_world(tiny: Path) -> None:
     worlds: list[Any] = [ok, ok, "tiny", ok]
     with pytest.raises(TypeError, match=r"^world 2: expected a msc\.Scene.*got str"):
         msc.Worlds(worlds, backend="cpu")
+
+
+def test_a_step_failure_in_one_world_names_the_world(tiny: Path) -> None:
+    # Springs far too stiff for explicit Verlet's step: world 2's positions leave f64
+    # and the next step's DDEF grid cannot be sized. The step failed without saying
+    # which world; the error keeps its class and names the world.
+    ddef = {"coulomb.method": "ddef"}
+    ok = msc.load_scene(tiny, set=ddef)
+    stiff = {**ddef, "integrator.method": "verlet", "material.stiffness": 1e9}
+    bad = msc.load_scene(tiny, set=stiff)
+    worlds = msc.Worlds([ok, ok, bad, ok], backend="cpu")
+    with pytest.raises(
+        msc.DivergenceError, match=r"^world 2 \(scene 'tiny'\): particle \d+: position is not finite"
+    ):
+        worlds.step(200)

@@ -216,6 +216,14 @@ fn sim_gpu_error(e: SimError) -> GpuError {
         SimError::Ddef(d) => GpuError::Ddef(d),
         SimError::Model(m) => GpuError::Model(m),
         SimError::Unsupported(u) => GpuError::Unsupported(u),
+        SimError::World {
+            world,
+            name,
+            source,
+        } => GpuError::World {
+            world: crate::simulator::world_label(world, name.as_deref()),
+            error: Box::new(sim_gpu_error(*source)),
+        },
     }
 }
 

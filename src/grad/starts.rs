@@ -59,6 +59,8 @@ fn sim_error(e: SimError) -> GradError {
         SimError::Ddef(d) => GradError::Gpu(crate::gpu::GpuError::Ddef(d)),
         SimError::Model(m) => GradError::Model(m),
         SimError::Unsupported(u) => GradError::Gpu(crate::gpu::GpuError::Unsupported(u)),
+        // A start runs as a batch of one world: the loss is already the start's own.
+        SimError::World { source, .. } => sim_error(*source),
     }
 }
 
@@ -174,7 +176,7 @@ fn cpu_loss(
     targets: &[Target],
     scale: f64,
 ) -> Result<f64, GradError> {
-    let mut world = CpuWorlds(vec![CpuSimulation::new(system, config)?]);
+    let mut world = CpuWorlds::new(vec![CpuSimulation::new(system, config)?]);
     let mut loss = 0.0;
     let mut done = 0;
     for target in targets {

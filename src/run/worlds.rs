@@ -236,7 +236,7 @@ mod tests {
             .iter()
             .map(|sc| CpuSimulation::new(&sc.system, &sc.config).unwrap())
             .collect();
-        let mut worlds = CpuWorlds(sims);
+        let mut worlds = CpuWorlds::new(sims);
         let mut dirs: Vec<RunDir> = (scenes.iter().enumerate())
             .map(|(k, sc)| open(&root.join(format!("batch-{k}")), sc))
             .collect();
@@ -268,8 +268,8 @@ mod tests {
         }
         // A world that ended kept being stepped (harmless) until the last world running
         // (20 steps; the 60-step one diverged) ended.
-        assert_eq!(worlds.0[3].current().step, 20);
-        assert_eq!(worlds.0[2].current().step, 20);
+        assert_eq!(worlds.sims()[3].current().step, 20);
+        assert_eq!(worlds.sims()[2].current().step, 20);
         std::fs::remove_dir_all(&root).unwrap();
     }
 
@@ -320,7 +320,7 @@ mod tests {
             .map(|sc| CpuSimulation::new(&sc.system, &sc.config).unwrap())
             .collect();
         let mut worlds = Lost {
-            worlds: CpuWorlds(sims),
+            worlds: CpuWorlds::new(sims),
             done: 0,
             lost_at: 8,
         };
@@ -354,7 +354,7 @@ mod tests {
         let sc = scene(3, &[]);
         let root = temp("size");
         let mut dir = open(&root, &sc);
-        let mut worlds = CpuWorlds(vec![]);
+        let mut worlds = CpuWorlds::new(vec![]);
         let out = drive_worlds(&mut worlds, vec![(&sc, &mut dir)], None);
         assert_eq!(out.len(), 1);
         let e = out[0].as_ref().unwrap_err().to_string();
