@@ -8,7 +8,7 @@ use super::bench_args::{BenchArgs, BenchBackendArg};
 use super::CliError;
 use crate::bench::workload;
 use crate::config::{Config, CoulombMethod, DdefConfig};
-use crate::grad::checkpoint::{CheckpointOptions, DEFAULT_MEMORY_BUDGET};
+use crate::grad::checkpoint::CheckpointOptions;
 use crate::grad::cost::{measure, CostOptions, CostRecord};
 use crate::grad::{GradBackend, GradError, Param, TangentSolve};
 use crate::output::{LinesFile, OutputError};
@@ -82,7 +82,7 @@ pub(super) fn execute(args: &BenchArgs) -> Result<(), CliError> {
         backend,
         checkpoint: CheckpointOptions {
             policy: args.checkpoint,
-            memory_budget: DEFAULT_MEMORY_BUDGET,
+            memory_budget: args.checkpoint_memory.saturating_mul(1 << 20),
         },
         repeats: args.repeats,
         frames: 10,

@@ -162,9 +162,14 @@ pub struct BenchArgs {
     /// solver and sweeps, as the GPU adjoint)
     #[arg(long = "adjoint-solve", value_enum, default_value_t = super::fit::AdjointSolveArg::Exact)]
     pub adjoint_solve: super::fit::AdjointSolveArg,
-    /// Adjoint workload: its checkpointing (auto, all, two-level, two-level:C, binomial:S)
+    /// Adjoint workload: its checkpointing (auto, all, two-level, two-level:C, binomial:S;
+    /// each refused when the states its plan keeps exceed --checkpoint-memory)
     #[arg(long, value_name = "POLICY", default_value = "auto")]
     pub checkpoint: crate::grad::Checkpointing,
+    /// Adjoint workload: memory its kept states may take, in MiB, as `msc fit`'s (auto
+    /// chooses its policy by it; a policy whose plan keeps more is refused)
+    #[arg(long = "checkpoint-memory", value_name = "MIB", default_value_t = crate::grad::checkpoint::DEFAULT_MEMORY_BUDGET >> 20)]
+    pub checkpoint_memory: u64,
     /// Also write the JSON lines to FILE (replaced atomically after each row, so a
     /// stopped benchmark leaves its finished rows)
     #[arg(long, value_name = "FILE")]
@@ -220,7 +225,7 @@ impl BenchArgs {
         };
         // (option, set away from its default, the workloads that read it, in words)
         #[rustfmt::skip]
-        let checks: [(&'static str, bool, &[W], &'static str); 13] = [
+        let checks: [(&'static str, bool, &[W], &'static str); 14] = [
             ("--sweeps", self.sweeps != d.sweeps, CLOTHS, CLOTHS_W),
             ("--charged-fraction", self.charged_fraction != d.charged_fraction, CLOTHS, CLOTHS_W),
             ("--samples", self.samples != d.samples, samples_read_by, "the ddef workload and a charged adjoint workload"),
@@ -234,6 +239,7 @@ impl BenchArgs {
             ("--adjoint-tolerance", self.adjoint_tolerance != d.adjoint_tolerance, &[W::Adjoint], ADJ_W),
             ("--adjoint-solve", self.adjoint_solve != d.adjoint_solve, &[W::Adjoint], ADJ_W),
             ("--checkpoint", self.checkpoint != d.checkpoint, &[W::Adjoint], ADJ_W),
+            ("--checkpoint-memory", self.checkpoint_memory != d.checkpoint_memory, &[W::Adjoint], ADJ_W),
         ];
         let runs = self.runs();
         let names: Vec<String> = runs
