@@ -560,6 +560,23 @@ fn bad_scene_values_name_their_key() {
         (&["--set", "novalue"], 2, "novalue"),
         (&["--set", "=1"], 2, "--set"),
         (&["--set", "[x]=1"], 2, "--set"),
+        // An array or inline table TOML cannot read was taken as text and refused as
+        // "invalid type: string", naming neither the number nor the missing bracket.
+        (
+            &["--set", "pin.indices=[18446744073709551615]"],
+            2,
+            "[18446744073709551615] is not a TOML array (u64 value was too large)",
+        ),
+        (
+            &["--set", "mesh.resolution=[4, 4"],
+            2,
+            "[4, 4 is not a TOML array (unclosed array",
+        ),
+        (
+            &["--set", "integrator.solver={method=cg}"],
+            2,
+            "is not a TOML inline table (string values must be quoted",
+        ),
     ];
     check_cases(cases, RUN_SMALL);
 }

@@ -83,6 +83,23 @@ pub(super) fn parse(arg: &str) -> Result<Override, SceneError> {
                 ),
             ))
         }
+        // An array or inline table TOML cannot read (`[4, 4`, `[2^64]`) is not meant as
+        // text either: read as a string, it was refused as "invalid type: string".
+        Err(e) if raw.starts_with(['[', '{']) => {
+            return Err(err(
+                arg,
+                format!(
+                    "{raw} is not a TOML {} ({}); text that starts with [ or {{ must be \
+                     quoted",
+                    if raw.starts_with('[') {
+                        "array"
+                    } else {
+                        "inline table"
+                    },
+                    e.message().trim()
+                ),
+            ))
+        }
         Err(_) => Value::String(raw.to_string()),
     };
     Ok(Override {
