@@ -131,7 +131,7 @@ pub(crate) trait Tape {
 impl Plan {
     /// The plan for `steps` steps whose kept states take `state_bytes` each. Every
     /// policy, an explicit one included, is refused ([`GradError::Horizon`]) when the
-    /// most states its plan keeps at once ([`count`]) exceed the memory budget.
+    /// most states its plan keeps at once (`count`) exceed the memory budget.
     pub fn new(
         steps: u64,
         state_bytes: u64,
