@@ -221,7 +221,7 @@ impl ExternalField {
 /// here needs no other scene code): per-world physical settings beyond gravity and the
 /// external charges and field.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default, deny_unknown_fields, expecting = "a table")]
 pub struct WorldConfig {
     /// Linear drag coefficient c (kg/s): every particle feels f = -c v (docs/physics.md
     /// (3.4)), evaluated with the other non-spring forces (explicitly, at the velocity

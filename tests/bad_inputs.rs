@@ -577,6 +577,18 @@ fn bad_scene_values_name_their_key() {
             2,
             "is not a TOML inline table (string values must be quoted",
         ),
+        // A value where a table belongs named the parser's type ("expected struct
+        // SolverSpec"), not what the scene wants.
+        (
+            &["--set", "integrator.solver=\"cg\""],
+            2,
+            "integrator.solver: invalid type: string \"cg\", expected a table",
+        ),
+        (
+            &["--set", "world=1"],
+            2,
+            "world: invalid type: integer `1`, expected a table",
+        ),
     ];
     check_cases(cases, RUN_SMALL);
 }

@@ -102,7 +102,7 @@ impl MeshKind {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 pub(super) struct MeshSpec {
     pub kind: MeshKind,
     /// Where the mesh's origin goes (for a mesh file: the centre of its bounding box).
@@ -126,7 +126,7 @@ pub(super) struct MeshSpec {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 pub(super) struct MaterialSpec {
     /// kg per particle.
     pub mass: Option<f64>,
@@ -159,7 +159,7 @@ pub(super) enum PinWhere {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 pub(super) struct PinSpec {
     #[serde(default)]
     pub indices: Vec<u64>,
@@ -171,7 +171,7 @@ pub(super) struct PinSpec {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 pub(super) struct IntegratorSpec {
     pub method: Option<Integrator>,
     pub dt: Option<f64>,
@@ -191,7 +191,7 @@ pub(super) fn integrator_keys(method: Integrator) -> &'static [&'static str] {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 pub(super) struct SolverSpec {
     pub method: Option<SolverMethod>,
     pub iterations: Option<u32>,
@@ -201,7 +201,7 @@ pub(super) struct SolverSpec {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 pub(super) struct CoulombSpec {
     /// DDEF: its parameters are the keys below.
     pub method: Option<CoulombMethod>,
@@ -222,7 +222,7 @@ pub(super) fn coulomb_keys(method: CoulombMethod) -> &'static [&'static str] {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 pub(super) struct ExternalChargeSpec {
     pub charge: f64,
     #[serde(deserialize_with = "vec3")]
@@ -231,7 +231,7 @@ pub(super) struct ExternalChargeSpec {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 pub(super) struct OrbitSpec {
     #[serde(default, deserialize_with = "opt_vec3")]
     pub center: Option<[f64; 3]>,
@@ -241,7 +241,7 @@ pub(super) struct OrbitSpec {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 pub(super) struct ExternalFieldSpec {
     /// The kind, with the defaults of its parameters (the keys below).
     pub kind: ExternalField,
@@ -255,7 +255,7 @@ pub(super) struct ExternalFieldSpec {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 pub(super) struct OutputSpec {
     pub every: Option<u64>,
     pub frames: Option<FrameFormat>,
