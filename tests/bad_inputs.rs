@@ -823,18 +823,32 @@ fn impossible_systems_are_refused_before_they_run() {
     check_cases(cases, RUN_SMALL);
     // Softening makes the same close pair legal.
     check_cases(
-        &[(
-            &[
-                "--set",
-                "mesh.size=[1e-170, 1e-170]",
-                "--set",
-                "mesh.resolution=[2, 2]",
-                "--set",
-                "coulomb.softening=1e-3",
-            ],
-            0,
-            "",
-        )],
+        &[
+            (
+                &[
+                    "--set",
+                    "mesh.size=[1e-170, 1e-170]",
+                    "--set",
+                    "mesh.resolution=[2, 2]",
+                    "--set",
+                    "coulomb.softening=1e-3",
+                ],
+                0,
+                "",
+            ),
+            // A finite non-zero orbit axis whose length overflows (or underflows) f64 is
+            // still a direction: it was refused as "must be a non-zero finite vector".
+            (
+                &[
+                    "--set",
+                    "external_charges=[{charge=1e-9, position=[0, 0, 1], orbit={axis=[1e200, \
+                     1e200, 0], angular_velocity=1}}, {charge=1e-9, position=[0, 0, 2], \
+                     orbit={axis=[0, 1e-200, 1e-200], angular_velocity=1}}]",
+                ],
+                0,
+                "",
+            ),
+        ],
         RUN_SMALL,
     );
 }

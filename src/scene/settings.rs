@@ -129,13 +129,21 @@ pub(super) fn build_config(f: &SceneFile, ctx: &Ctx) -> Result<Config, SceneErro
             Some(o) => {
                 let key = format!("external_charges[{k}].orbit.axis");
                 let axis = DVec3::from_array(o.axis.unwrap_or([0.0, 0.0, 1.0]));
-                let len = axis.length();
-                if !(len.is_finite() && len > 0.0) {
+                if !(axis.is_finite() && axis != DVec3::ZERO) {
                     return Err(ctx.invalid(key, "must be a non-zero finite vector"));
                 }
+                // The length of [1e200, 1e200, 0] overflows and that of [1e-200, 1e-200, 0]
+                // underflows to 0: such an axis is scaled to its largest component first.
+                let len = axis.length();
+                let axis = if len.is_finite() && len > 0.0 {
+                    axis / len
+                } else {
+                    let a = axis / axis.abs().max_element();
+                    a / a.length()
+                };
                 Some(Orbit {
                     center: DVec3::from_array(o.center.unwrap_or([0.0; 3])),
-                    axis: axis / len,
+                    axis,
                     angular_velocity: o.angular_velocity,
                 })
             }
@@ -263,6 +271,22 @@ mod tests {
             );
             assert!(e.contains(key), "{key}: {e}");
         }
+    }
+
+    #[test]
+    fn an_orbit_axis_whose_length_overflows_is_the_same_direction() {
+        let axis = |a: &str| {
+            let charge = format!(
+                "external_charges=[{{charge=1e-9, position=[0, 0, 9], orbit={{axis={a}, \
+                 angular_velocity=1}}}}]"
+            );
+            load(&[charge]).unwrap().external_charges[0]
+                .orbit
+                .unwrap()
+                .axis
+        };
+        assert_eq!(axis("[1e200, 1e200, 0]"), axis("[1, 1, 0]"));
+        assert_eq!(axis("[0, 1e-200, 1e-200]"), axis("[0, 1, 1]"));
     }
 
     #[test]
