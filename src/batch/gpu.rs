@@ -109,8 +109,9 @@ impl SharedGpu {
                     fallback_note: None,
                 })
             }
-            // As `msc run --backend auto`: what the GPU solver lacks, the CPU can do.
-            Err(e @ GpuError::Unsupported(_)) if auto => {
+            // As `msc run --backend auto`: what the GPU solver lacks (a feature, values
+            // beyond f32), the CPU can do.
+            Err(e) if auto && backend::falls_back(&e) => {
                 self.note = Some(format!("note: {e}; running this one on the CPU reference"));
                 backend::start(BackendArg::Cpu, system, config)
             }
@@ -162,4 +163,66 @@ pub(super) fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
         .map(String::as_str)
         .or_else(|| panic.downcast_ref::<&str>().copied())
         .unwrap_or("unknown panic")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::SystemDesc;
+    use glam::DVec3;
+
+    /// A system whose Coulomb product k_c q_i q_j (9e39) f32 cannot hold ran on the CPU
+    /// under `msc run --backend auto` but failed in a batch, whose `auto` fell back only on
+    /// a missing feature. `auto` opens hardware adapters only, so the adapter at hand
+    /// (lavapipe in CI) is put in place as one.
+    #[test]
+    fn auto_runs_a_system_beyond_f32_on_the_cpu_as_msc_run_does() {
+        let options = HeadlessOptions {
+            allow_software: true,
+        };
+        let device = match open_headless_device_on(&options, 0) {
+            Ok(d) => d,
+            Err(e) => {
+                assert!(
+                    std::env::var("MSC_REQUIRE_GPU").as_deref() != Ok("1"),
+                    "MSC_REQUIRE_GPU=1 but no adapter: {e}"
+                );
+                return;
+            }
+        };
+        let system = System::new(SystemDesc {
+            positions: vec![DVec3::ZERO, DVec3::X],
+            masses: vec![1.0; 2],
+            charges: vec![1e15; 2],
+            ..Default::default()
+        })
+        .expect("the f64 model holds it");
+        let config = Config {
+            dt: 0.01,
+            ..Default::default()
+        };
+        let mut gpu = SharedGpu::new(BackendArg::Auto, 0);
+        gpu.device = Some(device);
+        let backend = match gpu.start(&system, &config) {
+            Ok(b) => b,
+            Err(e) => panic!("auto did not fall back to the CPU: {e}"),
+        };
+        assert!(backend.adapter.is_none(), "the run is on the CPU reference");
+        let note = gpu.note.expect("a note says why");
+        assert!(
+            note.contains("f32") && note.contains("CPU reference"),
+            "{note}"
+        );
+        let mut only = SharedGpu::new(BackendArg::Gpu, 0);
+        only.device = gpu.device.take();
+        assert!(
+            matches!(
+                only.start(&system, &config),
+                Err(RunError::Gpu(
+                    GpuError::F32Pair { .. } | GpuError::F32Range { .. }
+                ))
+            ),
+            "--backend gpu still refuses it"
+        );
+    }
 }
