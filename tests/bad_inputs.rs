@@ -190,6 +190,28 @@ fn scene_names_that_are_not_one_safe_folder_are_refused() {
     );
 }
 
+/// A `total_mass` whose share per particle underflows to a subnormal or to zero passed the
+/// "positive and finite" check; the run then diverged at step 1 asking for a smaller dt.
+#[test]
+fn a_total_mass_whose_share_underflows_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    // 16 particles: 1e-322 / 16 rounds to the smallest subnormal, 5e-324 / 16 to zero.
+    for (total, each) in [("1e-322", "5e-324"), ("5e-324", "0")] {
+        let scene = SMALL.replace("mass = 0.01", &format!("total_mass = {total}"));
+        std::fs::write(dir.path().join("t.toml"), scene).unwrap();
+        let o = msc(&["run", "t.toml", "--backend", "cpu", "--quiet"], dir.path());
+        assert_no_crash(&o, total);
+        let err = stderr(&o);
+        let want = format!(
+            "material.total_mass: {total} kg over 16 particles is {each} kg each: its \
+             inverse 1/m overflows f64"
+        );
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("t.toml:") && err.contains(&want), "{err}");
+        assert!(!dir.path().join("out").exists(), "an input error wrote outputs");
+    }
+}
+
 #[test]
 fn bad_scene_values_name_their_key() {
     let cases: &[Case] = &[
@@ -264,6 +286,12 @@ fn bad_scene_values_name_their_key() {
         (&["--set", "gravity=[0, \"x\", 0]"], 2, "gravity[1]"),
         (&["--set", "material.mass=0"], 2, "material.mass"),
         (&["--set", "material.mass=-1"], 2, "material.mass"),
+        // Positive, but 1/m overflows: the run diverged at step 1 asking for a smaller dt.
+        (
+            &["--set", "material.mass=1e-320"],
+            2,
+            "material.mass: 1e-320 kg: its inverse 1/m overflows f64",
+        ),
         (&["--set", "material.total_mass=1"], 2, "material"),
         (&["--set", "material.stiffness=-1"], 2, "material.stiffness"),
         (

@@ -408,7 +408,8 @@ fn system_new_rejects_every_bad_input() {
     );
     assert!(e.to_string().contains("spring 0"));
 
-    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+    // 1e-320 and 5e-324 are positive, but 1/m overflows (a divergence at step 1).
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e-320, 5e-324] {
         let mut d = desc();
         d.masses[2] = bad;
         match model_err(d) {
@@ -418,6 +419,14 @@ fn system_new_rejects_every_bad_input() {
             e => panic!("mass {bad}: {e:?}"),
         }
     }
+    let mut d = desc();
+    d.masses[2] = 1e-320;
+    let e = model_err(d).to_string();
+    assert!(e.contains("particle 2") && e.contains("1e-320"), "{e}");
+    // The limit is a finite inverse, not normality: 1 / 2.2e-308 is finite.
+    let mut d = desc();
+    d.masses[2] = f64::MIN_POSITIVE;
+    System::new(d).unwrap();
 
     let mut d = desc();
     d.positions[1].y = f64::NAN;

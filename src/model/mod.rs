@@ -71,7 +71,13 @@ pub enum ModelError {
     },
     #[error("spring {spring} joins particle {index} to itself")]
     SelfSpring { spring: usize, index: u32 },
-    #[error("particle {index}: mass must be positive and finite, got {}", crate::display::num(*value))]
+    /// A mass that is not positive and finite, or whose inverse 1/m (every integrator's
+    /// acceleration) overflows f64: below about 5.6e-309 kg, subnormals included.
+    #[error(
+        "particle {index}: mass must be positive and finite with a finite inverse 1/m (at \
+         least about 5.6e-309 kg), got {}",
+        crate::display::num(*value)
+    )]
     BadMass { index: usize, value: f64 },
     #[error("particle {index}: {what} is not finite")]
     NonFinite { index: usize, what: &'static str },
@@ -301,7 +307,7 @@ impl System {
                 });
             }
             let m = desc.masses[i];
-            if !(m.is_finite() && m > 0.0) {
+            if !(m.is_finite() && m > 0.0 && (1.0 / m).is_finite()) {
                 return Err(ModelError::BadMass { index: i, value: m });
             }
         }

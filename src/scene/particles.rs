@@ -32,6 +32,25 @@ pub(super) fn build_system(f: &SceneFile, mesh: Mesh, ctx: &Ctx) -> Result<Syste
             positive(ctx, "material.mass", mat.mass.unwrap_or(0.01))?,
         ),
     };
+    // A subnormal mass (given, or total_mass / n underflowing) is positive but its inverse,
+    // every integrator's acceleration, overflows: the run would diverge at step 1.
+    if !(1.0 / mass).is_finite() {
+        let each = match mat.total_mass {
+            Some(total) => format!(
+                "{} kg over {n} particles is {} kg each",
+                crate::display::num(total),
+                crate::display::num(mass)
+            ),
+            None => format!("{} kg", crate::display::num(mass)),
+        };
+        return Err(ctx.invalid(
+            mass_key,
+            format!(
+                "{each}: its inverse 1/m overflows f64 (a particle's mass must be at least \
+                 about 5.6e-309 kg)"
+            ),
+        ));
+    }
     let stiffness = non_negative(ctx, "material.stiffness", mat.stiffness.unwrap_or(10.0))?;
     let damping = non_negative(ctx, "material.damping", mat.damping.unwrap_or(0.0))?;
     let scale = positive(
