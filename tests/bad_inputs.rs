@@ -46,6 +46,12 @@ fn fixture() -> tempfile::TempDir {
     std::fs::write(p.join("badface.obj"), "v 0 0 0\nv 1 0 0\nf 1 2 9\n").unwrap();
     std::fs::write(p.join("broken.toml"), "name = \"x\"\n[mesh\nkind = 1\n").unwrap();
     std::fs::write(p.join("garbage.toml"), [0xff, 0xfe, 0x00, 0x01, 0x80]).unwrap();
+    // Latin-1 text: an invalid UTF-8 byte (0xE9) on line 3, at byte offset 27.
+    std::fs::write(
+        p.join("latin1.toml"),
+        b"name = \"small\"\n[mesh]\n# caf\xe9\nkind = \"grid\"\n",
+    )
+    .unwrap();
     std::fs::write(p.join("typo.toml"), "[integrator]\nmethd = \"imex\"\n").unwrap();
     std::fs::create_dir(p.join("adir.toml")).unwrap();
     std::fs::create_dir(p.join("noframes")).unwrap();
@@ -690,6 +696,12 @@ fn bad_files_and_options_are_named() {
         (&["run", "no/such/dir/x.toml", "--quiet"], 2, "x.toml"),
         (&["run", "broken.toml", "--quiet"], 2, "broken.toml:2"),
         (&["run", "garbage.toml", "--quiet"], 2, "garbage.toml"),
+        // It said "stream did not contain valid UTF-8", naming no line or byte.
+        (
+            &["run", "latin1.toml", "--quiet"],
+            2,
+            "latin1.toml: not UTF-8 text: invalid byte 0xE9 at line 3, column 6 (byte offset 27)",
+        ),
         (&["run", "typo.toml", "--quiet"], 2, "integrator.methd"),
         (&["run", "adir.toml", "--quiet"], 2, "adir.toml"),
         (
