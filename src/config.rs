@@ -8,6 +8,7 @@ use crate::model::{ModelError, System};
 use glam::DVec3;
 use serde::Deserialize;
 
+mod checks;
 mod ddef;
 pub use ddef::{DdefConfig, DdefGrid, DdefSamples, DdefVariant};
 
@@ -335,36 +336,14 @@ impl Config {
         None
     }
 
-    /// [`Self::validate`], then [`Self::check_coulomb`] as a [`ConfigError`]: what a
-    /// backend checks before it starts.
+    /// [`Self::validate`], the drag's stability, [`Self::check_coulomb`] as a
+    /// [`ConfigError`] and [`Self::check_external`]: what a backend checks before it starts.
     pub fn validate_for(&self, system: &System) -> Result<(), ConfigError> {
         self.validate()?;
         self.check_drag(system)?;
         self.check_coulomb(system)
-            .map_err(|e| ConfigError::new(Self::coulomb_error_key(&e), e.to_string()))
-    }
-
-    /// The drag is explicit: each step scales a free particle's velocity by 1 - c h / m
-    /// (its own part), which grows without bound past c h / m = 2.
-    fn check_drag(&self, system: &System) -> Result<(), ConfigError> {
-        let c = self.world.drag;
-        let free = (system.masses().iter().zip(system.pinned())).enumerate();
-        let lightest = free
-            .filter(|(_, (_, &pinned))| !pinned)
-            .map(|(i, (&m, _))| (i, m))
-            .min_by(|a, b| a.1.total_cmp(&b.1));
-        match lightest {
-            Some((i, m)) if c * self.dt / m >= 2.0 => Err(ConfigError::new(
-                "world.drag",
-                format!(
-                    "c dt / m = {} for particle {i} (mass {} kg): the explicit drag is \
-                     unstable from 2 on; lower world.drag or integrator.dt",
-                    crate::display::num(c * self.dt / m),
-                    crate::display::num(m)
-                ),
-            )),
-            _ => Ok(()),
-        }
+            .map_err(|e| ConfigError::new(Self::coulomb_error_key(&e), e.to_string()))?;
+        self.check_external(system)
     }
 
     /// Checks every value's range; the error names the scene key.

@@ -857,3 +857,100 @@ fn ddef_vjp_and_jvp_vectors_of_the_wrong_length_or_not_finite_are_named() {
         }
     }
 }
+
+/// The t = 0 check of the external charges' and a swirl or vortex field's forces ran for
+/// scenes only: a `System` and `Config` built in code with a swirl of min_z = 1e-320, a
+/// vortex of scale 1e308 or a 1e300 C external charge started, and was reported as
+/// diverged at step 0 or 1. Now both backends refuse them naming the key, as a scene is,
+/// and the check refuses exactly where the force code's forces at t = 0 are not finite.
+#[test]
+fn external_forces_that_overflow_at_t0_are_refused_as_in_a_scene() {
+    use msc::config::{CoulombConfig, ExternalCharge, ExternalField};
+    use msc::cpu::{energy::external_energy, forces::external_forces};
+    // Off the plane z = 0 by 1e-3 m: a field with min_z = 1e-3 is not clamped there.
+    let lifted = System::new(SystemDesc {
+        positions: vec![DVec3::new(0.0, 0.0, 1e-3), DVec3::new(1.0, 0.0, 1e-3)],
+        masses: vec![1.0; 2],
+        charges: vec![1e-6; 2],
+        ..Default::default()
+    })
+    .expect("system");
+    let config = |charges: &[(f64, f64)], field: Option<ExternalField>, softening: f64| Config {
+        external_charges: (charges.iter())
+            .map(|&(charge, z)| ExternalCharge {
+                charge,
+                position: DVec3::new(0.0, 0.0, z),
+                orbit: None,
+            })
+            .collect(),
+        external_field: field,
+        coulomb: CoulombConfig {
+            softening,
+            ..Default::default()
+        },
+        ..at_10_ms()
+    };
+    let swirl = |scale, min_z| Some(ExternalField::Swirl { scale, min_z });
+    let vortex = |scale, min_z| Some(ExternalField::Vortex { scale, min_z });
+    // min_z = 1e-2 clamps |z| = 1e-3 up: a finite field, accepted.
+    CpuSimulation::new(&lifted, &config(&[], swirl(1e300, 1e-2), 0.0)).expect("clamped");
+    let refused = [
+        // pair(): particle 1 at x = 1 m on the plane z = 0, clamped to 1e-320.
+        (
+            pair(),
+            config(&[], swirl(1.0, 1e-320), 0.0),
+            "external_field.min_z",
+        ),
+        (
+            lifted.clone(),
+            config(&[], vortex(1e308, 1e-3), 0.0),
+            "external_field.scale",
+        ),
+        (
+            lifted.clone(),
+            config(&[(1e-9, 1.0), (1e300, 1.0)], None, 0.0),
+            "external_charges[1].charge",
+        ),
+    ];
+    for (s, c, key) in &refused {
+        let Err(e) = CpuSimulation::new(s, c) else {
+            panic!("{key}: accepted");
+        };
+        assert_eq!(e.key, *key, "{e}");
+        assert!(e.to_string().contains("at t = 0") && e.to_string().contains("overflows f64"));
+    }
+
+    // Refused exactly where the CPU reference's force or energy at t = 0 is not finite.
+    let (x, q) = (lifted.positions(), lifted.charges());
+    let mut count = [0; 2];
+    for qe in [1e-9, 1e290, 1e300, -1e303] {
+        for z in [1.0, 1e-3 + 1e-9, 1e-3] {
+            for field in [None, swirl(1e300, 1e-3), swirl(1e305, 1e-3)] {
+                for softening in [0.0, 1e-3] {
+                    let c = config(&[(1e-9, 2.0), (qe, z)], field, softening);
+                    let finite = external_forces(x, q, &c, 0.0).iter().all(|f| f.is_finite())
+                        && external_energy(x, q, &c, 0.0).is_finite();
+                    let got = CpuSimulation::new(&lifted, &c);
+                    assert_eq!(
+                        got.is_ok(),
+                        finite,
+                        "{qe} C at z = {z}, {field:?}, {softening}"
+                    );
+                    count[usize::from(finite)] += 1;
+                }
+            }
+        }
+    }
+    assert!(count[0] > 0 && count[1] > 0, "refused, accepted: {count:?}");
+
+    let Some((device, queue)) = device_with(wgpu::Limits::default()) else {
+        return;
+    };
+    for (s, c, key) in &refused {
+        match GpuSolver::new(&device, &queue, s, c) {
+            Err(GpuError::Config(e)) => assert_eq!(e.key, *key, "{e}"),
+            Err(e) => panic!("{key}: expected a config error, got {e}"),
+            Ok(_) => panic!("{key}: accepted"),
+        }
+    }
+}

@@ -342,6 +342,6 @@ fn build(
             source: Box::new(e),
         }
     })?;
-    initial::check_external(ctx, &system, &config)?;
+    (config.check_external(&system)).map_err(|e| ctx.invalid(e.key, e.message))?;
     Ok((system, config, output))
 }
