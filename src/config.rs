@@ -286,6 +286,10 @@ impl ConfigError {
 }
 
 impl Config {
+    /// The most steps a run takes (`integrator.steps`, `--steps`, `duration / dt`): a
+    /// bound no run reaches, which i64 (the TOML copy of the scene) holds.
+    pub const MAX_STEPS: u64 = 1_000_000_000_000_000;
+
     /// The load-time Coulomb check of `system` under this configuration (shared rule of
     /// both backends): with the run's softening, no two distinct charged particles (when
     /// the Coulomb method sums pairs) and no external charge at t = 0 and charged particle
@@ -372,6 +376,11 @@ impl Config {
         positive("integrator.dt", self.dt)?;
         if self.steps == 0 {
             return Err(ConfigError::new("integrator.steps", "must be at least 1"));
+        }
+        if self.steps > Self::MAX_STEPS {
+            let limit = crate::display::num(Self::MAX_STEPS as f64);
+            let message = format!("must be at most {limit}, got {}", self.steps);
+            return Err(ConfigError::new("integrator.steps", message));
         }
         if self.solver.iterations == 0 {
             return Err(ConfigError::new(

@@ -205,7 +205,10 @@ fn a_total_mass_whose_share_underflows_is_refused() {
     for (total, each) in [("1e-322", "5e-324"), ("5e-324", "0")] {
         let scene = SMALL.replace("mass = 0.01", &format!("total_mass = {total}"));
         std::fs::write(dir.path().join("t.toml"), scene).unwrap();
-        let o = msc(&["run", "t.toml", "--backend", "cpu", "--quiet"], dir.path());
+        let o = msc(
+            &["run", "t.toml", "--backend", "cpu", "--quiet"],
+            dir.path(),
+        );
         assert_no_crash(&o, total);
         let err = stderr(&o);
         let want = format!(
@@ -214,7 +217,10 @@ fn a_total_mass_whose_share_underflows_is_refused() {
         );
         assert_eq!(o.status.code(), Some(2), "{err}");
         assert!(err.contains("t.toml:") && err.contains(&want), "{err}");
-        assert!(!dir.path().join("out").exists(), "an input error wrote outputs");
+        assert!(
+            !dir.path().join("out").exists(),
+            "an input error wrote outputs"
+        );
     }
 }
 
@@ -278,6 +284,11 @@ fn bad_scene_values_name_their_key() {
             "local_global_iterations",
         ),
         (&["--set", "integrator.duration=1"], 2, "integrator"),
+        (
+            &["--set", "integrator.steps=1000000000000001"],
+            2,
+            "integrator.steps: must be at most 1e15, got 1000000000000001",
+        ),
         (
             &["--set", "gravity=[0, 0, nan]"],
             2,
@@ -708,6 +719,31 @@ fn bad_files_and_options_are_named() {
             &["run", "small.toml", "--steps", "0", "--quiet"],
             2,
             "steps",
+        ),
+        // Above i64::MAX the run folder's scene.toml could not record it; and unlike
+        // duration, steps had no cap.
+        (
+            &[
+                "run",
+                "small.toml",
+                "--steps",
+                "9223372036854775808",
+                "--quiet",
+            ],
+            2,
+            "invalid --steps\n  caused by: integrator.steps: must be at most 1e15, got \
+             9223372036854775808",
+        ),
+        (
+            &[
+                "run",
+                "small.toml",
+                "--steps",
+                "1000000000000001",
+                "--quiet",
+            ],
+            2,
+            "integrator.steps: must be at most 1e15, got 1000000000000001",
         ),
         (&["run", "small.toml", "--backend", "tpu"], 2, "tpu"),
         (&["run", "small.toml", "--out", ".", "--quiet"], 0, ""),

@@ -82,6 +82,30 @@ pub fn portable(toml_text: &str, name: &str, base: &Path, steps: Option<u64>) ->
 mod tests {
     use super::*;
 
+    /// `--steps` had no cap (`duration` had 1e15 steps): one above i64::MAX ran, and the
+    /// run folder's scene.toml could not record it. Now it is refused naming the option,
+    /// the key and the limit, and the cap itself is recorded.
+    #[test]
+    fn steps_beyond_the_cap_are_refused() {
+        let max = crate::Config::MAX_STEPS;
+        for n in [max + 1, i64::MAX as u64 + 1, u64::MAX] {
+            match load("builtin:torus", &[], Some(n)) {
+                Err(RunError::Option { option, source }) => {
+                    assert_eq!(
+                        (option, source.key.as_str()),
+                        ("--steps", "integrator.steps")
+                    );
+                    assert!(source.message.contains("at most 1e15"), "{source}");
+                }
+                Err(e) => panic!("--steps {n}: {e}"),
+                Ok(_) => panic!("--steps {n} accepted"),
+            }
+        }
+        let scene = load("builtin:torus", &[], Some(max)).unwrap();
+        let copy: toml::Table = scene.resolved_toml.parse().unwrap();
+        assert_eq!(copy["integrator"]["steps"].as_integer(), Some(max as i64));
+    }
+
     #[test]
     fn portable_copy_is_self_contained() {
         let text = "[integrator]\ndt = 0.01\nduration = 2.0\n\

@@ -35,13 +35,14 @@ pub(super) fn build_config(f: &SceneFile, ctx: &Ctx) -> Result<Config, SceneErro
             if dt.is_finite() && dt > 0.0 {
                 // The small offset keeps 15 s / 0.015 s at 1000 steps despite rounding.
                 let n = (d / dt - 1e-9).ceil();
-                if n > 1e15 {
+                if n > Config::MAX_STEPS as f64 {
                     return Err(ctx.invalid(
                         "integrator.duration",
                         format!(
-                            "{} s at dt = {} s is more than 1e15 steps",
+                            "{} s at dt = {} s is more than {} steps",
                             crate::display::num(d),
-                            crate::display::num(dt)
+                            crate::display::num(dt),
+                            crate::display::num(Config::MAX_STEPS as f64)
                         ),
                     ));
                 }
