@@ -588,7 +588,7 @@ fn overrides_change_values() {
     assert_eq!(s.config.solver.method, SolverMethod::Cg);
     assert_eq!(s.config.solver.iterations, 7);
     assert_eq!(s.config.solver.omega, 0.5, "untouched keys stay");
-    // A whole inline table as the value replaces the table.
+    // An inline table merges into the file's table key by key, as its dotted keys would.
     let s = scene::load(
         "torus",
         &set(&["integrator.solver={ method = \"block_jacobi\", iterations = 3 }"]),
@@ -596,7 +596,17 @@ fn overrides_change_values() {
     .unwrap();
     assert_eq!(s.config.solver.method, SolverMethod::BlockJacobi);
     assert_eq!(s.config.solver.iterations, 3);
-    assert_eq!(s.config.solver.omega, 0.5, "default omega");
+    // The file's dt and method differ from the defaults (0.015, imex): they stay.
+    let verlet = BASE.replace(
+        "dt = 0.01\nsteps = 5\nsolver = { method = \"jacobi\", omega = 0.5 }",
+        "method = \"verlet\"\ndt = 0.004\nsteps = 5",
+    );
+    let s = Files::new()
+        .load(&verlet, &["integrator={steps=2}"])
+        .unwrap();
+    assert_eq!(s.config.integrator, Integrator::Verlet, "the file's method");
+    assert_eq!(s.config.dt, 0.004, "the file's dt");
+    assert_eq!(s.config.steps, 2, "the override's steps");
 
     let s = scene::load("cloth", &set(&["mesh.resolution=[8, 6]"])).unwrap();
     assert_eq!(s.system.len(), 48);
@@ -640,6 +650,62 @@ fn overrides_change_values() {
         DVec3::new(-0.5, -0.5, 10.0),
         "center kept"
     );
+}
+
+/// An inline table sets what its dotted keys would, nested tables included: the same
+/// resolved scene, so the same configuration and system.
+#[test]
+fn an_inline_table_sets_what_its_dotted_keys_would() {
+    let f = Files::new();
+    let file = f.write("scene.toml", BASE);
+    let cases: [(&str, &[&str], &[&str]); 5] = [
+        (&file, &["integrator={steps=2}"], &["integrator.steps=2"]),
+        (
+            &file,
+            &["integrator={dt=0.02, solver={iterations=7, tolerance=0}}"],
+            &[
+                "integrator.dt=0.02",
+                "integrator.solver.iterations=7",
+                "integrator.solver.tolerance=0",
+            ],
+        ),
+        (
+            "torus_orbit",
+            &["external_charges[0]={charge=-1e-6}"],
+            &["external_charges[0].charge=-1e-6"],
+        ),
+        // A kind switched inside a table drops the old kind's keys as a dotted one does.
+        (
+            "swirl",
+            &["mesh={kind=\"grid\", size=[1, 1], resolution=[3, 4]}"],
+            &[
+                "mesh.kind=grid",
+                "mesh.size=[1, 1]",
+                "mesh.resolution=[3, 4]",
+            ],
+        ),
+        // Arrays are values: replaced whole either way.
+        (
+            "torus_orbit",
+            &["external_charges=[{charge=1e-6, position=[0, 0, 9]}]"],
+            &["external_charges=[{charge=1e-6, position=[0, 0, 9]}]"],
+        ),
+    ];
+    for (scene, table, dotted) in cases {
+        let a = scene::load(scene, &set(table)).unwrap();
+        let b = scene::load(scene, &set(dotted)).unwrap();
+        assert_eq!(a.resolved_toml, b.resolved_toml, "{scene} {table:?}");
+        assert_eq!(a.config, b.config, "{scene} {table:?}");
+        assert_eq!(
+            a.system.positions(),
+            b.system.positions(),
+            "{scene} {table:?}"
+        );
+    }
+    // A bad key the table leaves out is the file's, named at its line.
+    let bad = BASE.replace("dt = 0.01", "dt = -0.01");
+    let e = f.err(&bad, &["integrator={steps=2}"]);
+    assert_at(&e, "integrator.dt", Some(line_with(&bad, "dt = -0.01")));
 }
 
 /// A valid scene file; tests break one thing at a time.

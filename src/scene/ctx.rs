@@ -21,10 +21,7 @@ impl Ctx<'_> {
             .overrides
             .iter()
             .rev()
-            .find(|o| {
-                let k = o.key();
-                key == k || key.starts_with(&format!("{k}.")) || key.starts_with(&format!("{k}["))
-            })
+            .find(|o| o.sets(key))
             .map(|o| o.arg.clone());
         let line = if set_by.is_some() {
             None

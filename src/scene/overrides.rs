@@ -18,6 +18,64 @@ impl Override {
     pub fn key(&self) -> String {
         format_path(&self.path)
     }
+
+    /// How much of `path` (a key at or inside this override's) this override gives a value
+    /// whole: all of it when it reaches the key, less when an array or value stands in for a
+    /// table holding it; `None` when an inline table leaves the key out (it merges, so the
+    /// key keeps the value it had).
+    fn reaches(&self, path: &[Seg]) -> Option<usize> {
+        let rest = path.strip_prefix(self.path.as_slice())?;
+        let mut v = &self.value;
+        for (i, seg) in rest.iter().enumerate() {
+            match (v, seg) {
+                (Value::Table(t), Seg::Key(k)) => v = t.get(k)?,
+                _ => return Some(self.path.len() + i),
+            }
+        }
+        Some(path.len())
+    }
+
+    /// Whether this override set `key`, for naming where an error's key came from.
+    pub fn sets(&self, key: &str) -> bool {
+        match parse_path(key) {
+            Some(path) => self.reaches(&path).is_some(),
+            None => {
+                let k = self.key();
+                key == k || key.starts_with(&format!("{k}.")) || key.starts_with(&format!("{k}["))
+            }
+        }
+    }
+}
+
+/// The dotted keys an override sets one by one: its inline tables' keys, recursively
+/// (arrays are values).
+fn leaves(path: &[Seg], value: &Value, out: &mut Vec<Vec<Seg>>) {
+    match value {
+        Value::Table(t) if !t.is_empty() => {
+            for (k, v) in t {
+                let mut p = path.to_vec();
+                p.push(Seg::Key(k.clone()));
+                leaves(&p, v, out);
+            }
+        }
+        _ => out.push(path.to_vec()),
+    }
+}
+
+/// The first key `earlier` sets that `later` gives a new value, with the key `later` sets
+/// whole to do so: the same key, or a table or array holding it, replaced by an array or
+/// value. An inline table merges key by key, so a key it leaves out keeps its value.
+pub(super) fn overwrites(
+    earlier: &Override,
+    later: &Override,
+    only_holders: bool,
+) -> Option<(String, String)> {
+    let mut keys = Vec::new();
+    leaves(&earlier.path, &earlier.value, &mut keys);
+    keys.iter().find_map(|key| {
+        let n = later.reaches(key)?;
+        (!only_holders || n < key.len()).then(|| (format_path(key), format_path(&key[..n])))
+    })
 }
 
 fn err(arg: &str, message: impl Into<String>) -> SceneError {
@@ -122,20 +180,22 @@ fn looks_numeric(raw: &str) -> bool {
     digits(int) && digits(frac) && exponent.is_none_or(digits)
 }
 
-/// Sets every override in `table`, creating missing tables on the way.
+/// Sets every override in `table`, creating missing tables on the way; an inline table
+/// merges into the table it names, as its dotted keys would.
 pub(super) fn apply(table: &mut Table, overrides: &[Override]) -> Result<(), SceneError> {
-    // A table or array set after a key inside it replaces that key: refused, not dropped
-    // (a sweep's `--vary a.b=1,2 --vary a={c=3}` ran the same scene under two labels).
+    // An inline table merges, but an array or value set after a key inside it replaces
+    // that key: refused, not dropped (a sweep's `--vary a[0].b=1,2 --vary a=[{c=3}]` ran the
+    // same scene under two labels). A key given again replaces its value.
     for (j, later) in overrides.iter().enumerate() {
-        let inside =
-            |e: &&Override| e.path.len() > later.path.len() && e.path.starts_with(&later.path);
-        if let Some(earlier) = overrides[..j].iter().find(inside) {
+        let dropped = overrides[..j]
+            .iter()
+            .find_map(|e| Some((e, overwrites(e, later, true)?.1)));
+        if let Some((earlier, holder)) = dropped {
             return Err(err(
                 &later.arg,
                 format!(
-                    "replaces all of {}, dropping the earlier --set {}: give that key after \
-                     this one, or inside its value",
-                    later.key(),
+                    "replaces all of {holder}, dropping the earlier --set {}: give that key \
+                     after this one, or inside its value",
                     earlier.arg
                 ),
             ));
@@ -259,7 +319,12 @@ fn set_in(doc: &mut Value, o: &Override) -> Result<(), SceneError> {
     let here = format_path(parents);
     match (cur, last) {
         (Value::Table(t), Seg::Key(k)) => {
-            t.insert(k.clone(), o.value.clone());
+            match t.get_mut(k) {
+                Some(slot) => merge(slot, &o.value),
+                None => {
+                    t.insert(k.clone(), o.value.clone());
+                }
+            }
             Ok(())
         }
         (Value::Array(a), Seg::Index(i)) => {
@@ -270,10 +335,28 @@ fn set_in(doc: &mut Value, o: &Override) -> Result<(), SceneError> {
                     format!("{here} has {len} entries, index {i} is out of range"),
                 )
             })?;
-            *slot = o.value.clone();
+            merge(slot, &o.value);
             Ok(())
         }
         (v, seg) => Err(not_a(&o.arg, &here, v, seg)),
+    }
+}
+
+/// Puts `value` in `slot` as its dotted keys would go one by one: a table into a table key
+/// by key (so the file's other keys stay), anything else whole (arrays are replaced).
+fn merge(slot: &mut Value, value: &Value) {
+    match (slot, value) {
+        (Value::Table(old), Value::Table(new)) => {
+            for (k, v) in new {
+                match old.get_mut(k) {
+                    Some(s) => merge(s, v),
+                    None => {
+                        old.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v.clone(),
     }
 }
 
