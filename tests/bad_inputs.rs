@@ -691,6 +691,21 @@ fn a_value_set_after_a_key_inside_it_is_refused_but_a_table_merges() {
         ),
     ];
     check_cases(cases, RUN_SMALL);
+    // Named while planning, not as a run that cannot start.
+    let sweep: &[Case] = &[(
+        &[
+            "--vary",
+            "mesh.resolution[1]=5,6",
+            "--vary",
+            "mesh={resolution=[4, 4]}",
+        ],
+        2,
+        "error: --vary mesh=...: its value {resolution=[4, 4]} replaces --vary \
+         mesh.resolution[1]=5 (at mesh.resolution): give --vary mesh.resolution[1] after \
+         this one",
+    )];
+    check_cases(sweep, &["sweep", "small.toml", "--out", "s", "--quiet"]);
+
     // `--vary integrator.solver.iterations=10,20 --vary 'integrator.solver={omega=0.3}'`
     // ran one scene under two labels, then was refused: now each run has both.
     let dir = fixture();

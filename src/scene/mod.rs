@@ -150,6 +150,18 @@ pub fn parse_override(arg: &str) -> Result<(String, toml::Value), SceneError> {
     Ok((o.key(), o.value))
 }
 
+/// Whether the override `later` gives a key that `earlier` (given before it) set a new
+/// value: `(that key, the key later sets whole)`, the same key or a table or array holding
+/// it (an inline table merges, so a key it leaves out keeps its value). `None` also when
+/// either does not parse, which loading names. For a sweep, whose labels must say what ran.
+pub fn override_overwrites(earlier: &str, later: &str) -> Option<(String, String)> {
+    let (e, l) = (
+        overrides::parse(earlier).ok()?,
+        overrides::parse(later).ok()?,
+    );
+    overrides::overwrites(&e, &l, false)
+}
+
 /// [`load`], with a check of the scene's size before its mesh is built (a mesh file:
 /// after reading the file, before the system): first against the host memory available
 /// ([`available_memory`]), then by `device` (e.g. a GPU adapter's buffer limits). A
