@@ -6,6 +6,7 @@
 use crate::config::{Config, CoulombMethod, ExternalField};
 use crate::measures::Energies;
 use crate::model::{Spring, State, System, COULOMB_K};
+use crate::physics::point_charge;
 use glam::DVec3;
 use rayon::prelude::*;
 
@@ -62,7 +63,7 @@ pub fn coulomb_energy(x: &[DVec3], q: &[f64], softening: f64) -> f64 {
             let (xa, qa) = charged[a];
             let mut s = 0.0;
             for &(xb, qb) in &charged[a + 1..] {
-                s += qb / ((xa - xb).length_squared() + eps2).sqrt();
+                s += point_charge::potential(xa - xb, qb, eps2);
             }
             qa * s
         })
@@ -98,7 +99,7 @@ pub fn external_energy(x: &[DVec3], q: &[f64], config: &Config, t: f64) -> f64 {
         }
         let mut phi = 0.0;
         for &(xe, qe) in &charges {
-            phi += qe / ((*xi - xe).length_squared() + eps2).sqrt();
+            phi += point_charge::potential(*xi - xe, qe, eps2);
         }
         total += qi * (COULOMB_K * phi - uniform.dot(*xi));
     }

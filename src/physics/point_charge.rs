@@ -21,6 +21,13 @@ pub fn field(d: DVec3, qs: f64, eps2: f64) -> DVec3 {
     d * factor(qs, d.length_squared() + eps2)
 }
 
+/// q_s / (r^2 + eps^2)^(1/2) with d = x - x_s: the potential at x of a source q_s at x_s
+/// (its gradient in x is minus [`field`]).
+#[inline]
+pub fn potential(d: DVec3, qs: f64, eps2: f64) -> f64 {
+    qs / (d.length_squared() + eps2).sqrt()
+}
+
 /// The unit-charge field phi = d / r2^(3/2) (r2 = |d|^2 + eps^2) and its derivative
 /// applied to a displacement delta of d: G delta with G = (I - 3 d d^T / r2) / r2^(3/2).
 #[inline]
