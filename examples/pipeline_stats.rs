@@ -7,7 +7,7 @@
 //! ```sh
 //! cargo run --release --example pipeline_stats                  # every kernel
 //! cargo run --release --example pipeline_stats -- ddef_ coulomb # names containing either
-//! MSC_STATS_ADAPTER=NVIDIA MSC_STATS_IR=dir ...                 # pick a device; keep the driver's listings
+//! MSC_STATS_ADAPTER=NVIDIA ...                                  # the first device named like it
 //! MSC_STATS_VARIANTS=dir ...                                     # also dir/V/<kernel>.wgsl as kernel@V
 //! ```
 //!
@@ -236,13 +236,7 @@ fn open() -> Result<Gpu, String> {
 }
 
 /// Compiles one kernel's SPIR-V and prints what the driver says of it.
-fn report(
-    gpu: &Gpu,
-    label: &str,
-    words: &[u32],
-    module: &naga::Module,
-    ir: Option<&str>,
-) -> Result<(), String> {
+fn report(gpu: &Gpu, label: &str, words: &[u32], module: &naga::Module) -> Result<(), String> {
     let d = &gpu.device;
     // SAFETY: every handle is created here from valid create infos and destroyed after use.
     unsafe {
@@ -281,7 +275,6 @@ fn report(
             .name(c"main");
         let flags = if gpu.stats.is_some() {
             vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR
-                | vk::PipelineCreateFlags::CAPTURE_INTERNAL_REPRESENTATIONS_KHR
         } else {
             vk::PipelineCreateFlags::empty()
         };
@@ -317,16 +310,6 @@ fn report(
                         e.subgroup_size,
                         s.join(" ")
                     );
-                    if let Some(dir) = ir {
-                        write_ir(
-                            x,
-                            &ei,
-                            &format!(
-                                "{dir}/{}-{i}",
-                                label.replace([' ', '[', ']', '=', ','], "_")
-                            ),
-                        )?;
-                    }
                 }
             }
         }
@@ -336,63 +319,6 @@ fn report(
         for l in layouts {
             d.destroy_descriptor_set_layout(l, None);
         }
-    }
-    Ok(())
-}
-
-/// The driver's internal representations of one executable, one file each.
-///
-/// # Safety
-/// `ei` names a pipeline created with `CAPTURE_INTERNAL_REPRESENTATIONS_KHR`.
-unsafe fn write_ir(
-    x: &ash::khr::pipeline_executable_properties::Device,
-    ei: &vk::PipelineExecutableInfoKHR,
-    stem: &str,
-) -> Result<(), String> {
-    let fp = x.fp();
-    let mut count = 0u32;
-    (fp.get_pipeline_executable_internal_representations_khr)(
-        x.device(),
-        ei,
-        &mut count,
-        std::ptr::null_mut(),
-    )
-    .result()
-    .map_err(|e| e.to_string())?;
-    let mut reps = vec![vk::PipelineExecutableInternalRepresentationKHR::default(); count as usize];
-    (fp.get_pipeline_executable_internal_representations_khr)(
-        x.device(),
-        ei,
-        &mut count,
-        reps.as_mut_ptr(),
-    )
-    .result()
-    .map_err(|e| e.to_string())?;
-    let mut bufs: Vec<Vec<u8>> = reps.iter().map(|r| vec![0u8; r.data_size]).collect();
-    for (r, b) in reps.iter_mut().zip(bufs.iter_mut()) {
-        r.p_data = b.as_mut_ptr().cast();
-    }
-    (fp.get_pipeline_executable_internal_representations_khr)(
-        x.device(),
-        ei,
-        &mut count,
-        reps.as_mut_ptr(),
-    )
-    .result()
-    .map_err(|e| e.to_string())?;
-    for (k, (r, b)) in reps.iter().zip(&bufs).enumerate() {
-        let name = r
-            .name_as_c_str()
-            .map(CStr::to_string_lossy)
-            .unwrap_or_default();
-        let ext = if r.is_text != 0 { "txt" } else { "bin" };
-        let text = if r.is_text != 0 {
-            &b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())]
-        } else {
-            &b[..]
-        };
-        std::fs::write(format!("{stem}-{k}-{}.{ext}", name.replace(' ', "_")), text)
-            .map_err(|e| e.to_string())?;
     }
     Ok(())
 }
@@ -419,13 +345,6 @@ fn variant_bodies(name: &str) -> Vec<(String, String)> {
 
 fn main() {
     let filters: Vec<String> = std::env::args().skip(1).collect();
-    let ir = std::env::var("MSC_STATS_IR").ok();
-    if let Some(dir) = &ir {
-        if let Err(e) = std::fs::create_dir_all(dir) {
-            eprintln!("error: {dir}: {e}");
-            std::process::exit(1);
-        }
-    }
     let gpu = match open() {
         Ok(g) => g,
         Err(e) => {
@@ -452,9 +371,8 @@ fn main() {
                     let c: Vec<_> = constants.iter().map(|(n, v)| format!("{n}={v}")).collect();
                     format!("{name} [{}]", c.join(","))
                 };
-                let result = spirv(source, &constants, gpu.lang).and_then(|(words, module)| {
-                    report(&gpu, &label, &words, &module, ir.as_deref())
-                });
+                let result = spirv(source, &constants, gpu.lang)
+                    .and_then(|(words, module)| report(&gpu, &label, &words, &module));
                 if let Err(e) = result {
                     println!("{label} | error: {e}");
                     failed += 1;
