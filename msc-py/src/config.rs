@@ -35,15 +35,19 @@ const KEYS: [(&str, &str); 14] = [
     ("external_field", "external_field"),
 ];
 
-/// A keyword and a `set=` entry that set the same key (or one inside the other): the
-/// later would silently win, so neither is taken.
-fn check_clashes(py: Python<'_>, named: &[(&str, &str)], set: &[String]) -> PyResult<()> {
-    let inside = |a: &str, b: &str| {
-        a == b || a.starts_with(&format!("{b}.")) || a.starts_with(&format!("{b}["))
-    };
+/// A keyword and a `set=` entry that set the same key, or where one replaces a table or
+/// array holding the other's key (`scene::override_overwrites`, as `msc sweep` checks its
+/// values; a table in `set=` merges, so a key it leaves out keeps the keyword's value):
+/// the later would silently win, so neither is taken. `named`: (key, keyword, its
+/// override).
+fn check_clashes(py: Python<'_>, named: &[(&str, &str, String)], set: &[String]) -> PyResult<()> {
     for s in set {
         let key = s.split('=').next().unwrap_or_default().trim();
-        if let Some((k, word)) = named.iter().find(|(k, _)| inside(key, k) || inside(k, key)) {
+        let clash = named.iter().find(|(_, _, arg)| {
+            msc::scene::override_overwrites(arg, s).is_some()
+                || msc::scene::override_overwrites(s, arg).is_some()
+        });
+        if let Some((k, word, _)) = clash {
             let message = format!("{word}= sets {k} and set= sets {key}: give each setting once");
             let err = error(py, Kind::Config, message);
             return Err(with_attrs(
@@ -69,7 +73,7 @@ impl PyConfig {
     ) -> PyResult<Self> {
         let mut args = Vec::new();
         // The scene keys the keywords set, for the clash check below.
-        let mut named: Vec<(&str, &str)> = Vec::new();
+        let mut named: Vec<(&str, &str, String)> = Vec::new();
         if let Some(kw) = kwargs {
             for (k, v) in kw.iter() {
                 let name: String = k.extract()?;
@@ -82,17 +86,16 @@ impl PyConfig {
                     )));
                 };
                 if !v.is_none() {
-                    args.push(format!("{key}={}", toml_value(&v, key)?));
-                    named.push((key, word));
+                    let arg = format!("{key}={}", toml_value(&v, key)?);
+                    named.push((key, word, arg.clone()));
+                    args.push(arg);
                 }
             }
         }
         if let Some(ec) = external_charges.filter(|e| !e.is_none()) {
-            args.push(format!(
-                "external_charges={}",
-                toml_value(ec, "external_charges")?
-            ));
-            named.push(("external_charges", "external_charges"));
+            let arg = format!("external_charges={}", toml_value(ec, "external_charges")?);
+            named.push(("external_charges", "external_charges", arg.clone()));
+            args.push(arg);
         }
         let set = overrides(set)?;
         check_clashes(py, &named, &set)?;
