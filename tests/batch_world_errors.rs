@@ -4,37 +4,10 @@
 
 mod common;
 
-use common::{msc, stdout, tiny};
-use glam::DVec3;
-use msc::config::{
-    Config, CoulombConfig, CoulombMethod, DdefConfig, DdefGrid, Integrator, WorldConfig,
-};
+use common::{at_10_ms, msc, pair, stdout, tiny};
+use msc::config::{Config, CoulombConfig, CoulombMethod, DdefConfig, DdefGrid, WorldConfig};
 use msc::gpu::{GpuError, GpuWorlds, HeadlessOptions};
-use msc::model::{Spring, System, SystemDesc};
-
-fn pair() -> System {
-    System::new(SystemDesc {
-        positions: vec![DVec3::ZERO, DVec3::X],
-        masses: vec![1.0; 2],
-        charges: vec![1e-6; 2],
-        springs: vec![Spring {
-            i: 0,
-            j: 1,
-            stiffness: 10.0,
-            rest_length: 0.5,
-            damping: 0.0,
-        }],
-        ..Default::default()
-    })
-    .expect("a valid pair")
-}
-
-fn at_10_ms() -> Config {
-    Config {
-        dt: 0.01,
-        ..Config::default()
-    }
-}
+use msc::model::System;
 
 /// Worlds 0, 1 and 3 of `good`, world 2 of `bad`, on one system.
 fn worlds<'a>(s: &'a System, good: &'a Config, bad: &'a Config) -> Vec<(&'a System, &'a Config)> {
@@ -114,23 +87,9 @@ fn a_limit_one_world_exceeds_names_the_world() {
         return;
     };
     let n = CPU_ADAPTER_ALL_PAIRS_CHARGES as usize + 1;
-    let line = System::new(SystemDesc {
-        positions: (0..n).map(|i| DVec3::X * (i as f64 * 1e-3)).collect(),
-        masses: vec![1e-3; n],
-        charges: vec![1e-12; n],
-        ..Default::default()
-    })
-    .expect("unlinked charges on a line");
+    let line = common::charged_line(n);
     let small = pair();
-    let config = Config {
-        integrator: Integrator::SymplecticEuler,
-        dt: 1e-4,
-        coulomb: CoulombConfig {
-            method: CoulombMethod::AllPairs,
-            softening: 1e-3,
-        },
-        ..Config::default()
-    };
+    let config = common::all_pairs_config();
     let batch = [
         (&small, &config),
         (&small, &config),

@@ -200,10 +200,7 @@ fn msc_fit_with_starts_begins_at_the_best_start_and_ends_closer_to_the_truth() {
 /// none. Elsewhere the batch builds and the test has nothing to check.
 #[test]
 fn a_start_the_gpu_batch_refuses_is_named_by_its_own_index() {
-    use glam::DVec3;
-    use msc::config::{Config, CoulombConfig, CoulombMethod, Integrator};
     use msc::gpu::limits::CPU_ADAPTER_ALL_PAIRS_CHARGES;
-    use msc::model::{System, SystemDesc};
     let Some(adapter) = common::adapter() else {
         return;
     };
@@ -212,22 +209,8 @@ fn a_start_the_gpu_batch_refuses_is_named_by_its_own_index() {
         return;
     }
     let n = CPU_ADAPTER_ALL_PAIRS_CHARGES as usize + 1;
-    let line = System::new(SystemDesc {
-        positions: (0..n).map(|i| DVec3::X * (i as f64 * 1e-3)).collect(),
-        masses: vec![1e-3; n],
-        charges: vec![1e-12; n],
-        ..Default::default()
-    })
-    .expect("unlinked charges on a line");
-    let config = Config {
-        integrator: Integrator::SymplecticEuler,
-        dt: 1e-4,
-        coulomb: CoulombConfig {
-            method: CoulombMethod::AllPairs,
-            softening: 1e-3,
-        },
-        ..Config::default()
-    };
+    let line = common::charged_line(n);
+    let config = common::all_pairs_config();
     let set = ParamSet::new(&line, &config, &[Param::ChargeScale]).unwrap();
     let targets = [Target {
         step: 1,

@@ -1352,29 +1352,8 @@ fn all_pairs_past_a_cpu_adapters_loop_budget_is_refused_there() {
     let Some((device, queue)) = device() else {
         return;
     };
-    // Unlinked charged particles on a line, 1 mm apart.
-    let system_of = |n: u64| {
-        let positions: Vec<DVec3> = (0..n).map(|i| DVec3::X * (i as f64 * 1e-3)).collect();
-        System::new(SystemDesc {
-            velocities: vec![DVec3::ZERO; n as usize],
-            masses: vec![1e-3; n as usize],
-            charges: vec![1e-12; n as usize],
-            pinned: vec![false; n as usize],
-            positions,
-            springs: Vec::new(),
-            faces: Vec::new(),
-        })
-        .expect("system")
-    };
-    let config = Config {
-        integrator: Integrator::SymplecticEuler,
-        dt: 1e-4,
-        coulomb: CoulombConfig {
-            method: CoulombMethod::AllPairs,
-            softening: 1e-3,
-        },
-        ..Config::default()
-    };
+    let system_of = |n: u64| common::charged_line(n as usize);
+    let config = common::all_pairs_config();
     let over = system_of(CPU_ADAPTER_ALL_PAIRS_CHARGES + 1);
     match GpuSolver::new(&device, &queue, &over, &config) {
         Err(GpuError::LimitExceeded {

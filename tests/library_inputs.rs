@@ -5,38 +5,12 @@
 
 mod common;
 
-use common::adapter;
+use common::{adapter, at_10_ms, pair};
 use glam::DVec3;
 use msc::config::{Config, SolverConfig, SolverMethod};
 use msc::cpu::CpuSimulation;
 use msc::gpu::{GpuError, GpuSolver, GpuWorlds};
-use msc::model::{Spring, System, SystemDesc};
-
-/// Two charged particles joined by one spring.
-fn pair() -> System {
-    System::new(SystemDesc {
-        positions: vec![DVec3::ZERO, DVec3::X],
-        masses: vec![1.0; 2],
-        charges: vec![1e-6; 2],
-        springs: vec![Spring {
-            i: 0,
-            j: 1,
-            stiffness: 10.0,
-            rest_length: 0.5,
-            damping: 0.0,
-        }],
-        ..Default::default()
-    })
-    .expect("system")
-}
-
-/// The default settings at h = 10 ms.
-fn at_10_ms() -> Config {
-    Config {
-        dt: 0.01,
-        ..Default::default()
-    }
-}
+use msc::model::{System, SystemDesc};
 
 /// A device of the caller's with `limits`, or `None` (test skipped) without an adapter.
 fn device_with(limits: wgpu::Limits) -> Option<(wgpu::Device, wgpu::Queue)> {

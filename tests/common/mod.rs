@@ -7,8 +7,9 @@
 
 use glam::DVec3;
 use msc::config::Config;
+use msc::config::{CoulombConfig, CoulombMethod, Integrator};
 use msc::gpu::{GpuError, GpuSolver, HeadlessOptions};
-use msc::model::{System, SystemDesc};
+use msc::model::{Spring, System, SystemDesc};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -269,7 +270,7 @@ pub fn ddef_cloud_config(
     variant: msc::config::DdefVariant,
     softening: f64,
 ) -> Config {
-    use msc::config::{CoulombConfig, CoulombMethod, DdefConfig, Integrator};
+    use msc::config::DdefConfig;
     Config {
         integrator: Integrator::SymplecticEuler,
         dt: 1e-3,
@@ -283,5 +284,55 @@ pub fn ddef_cloud_config(
             softening,
         },
         ..Default::default()
+    }
+}
+
+/// Two charged particles joined by one spring.
+pub fn pair() -> System {
+    System::new(SystemDesc {
+        positions: vec![DVec3::ZERO, DVec3::X],
+        masses: vec![1.0; 2],
+        charges: vec![1e-6; 2],
+        springs: vec![Spring {
+            i: 0,
+            j: 1,
+            stiffness: 10.0,
+            rest_length: 0.5,
+            damping: 0.0,
+        }],
+        ..Default::default()
+    })
+    .expect("a valid pair")
+}
+
+/// The default settings at h = 10 ms.
+pub fn at_10_ms() -> Config {
+    Config {
+        dt: 0.01,
+        ..Config::default()
+    }
+}
+
+/// `n` unlinked charged particles (1 mg, 1e-12 C) on a line, 1 mm apart.
+pub fn charged_line(n: usize) -> System {
+    System::new(SystemDesc {
+        positions: (0..n).map(|i| DVec3::X * (i as f64 * 1e-3)).collect(),
+        masses: vec![1e-3; n],
+        charges: vec![1e-12; n],
+        ..Default::default()
+    })
+    .expect("unlinked charges on a line")
+}
+
+/// All-pairs Coulomb (softening 1 mm) under symplectic Euler at h = 0.1 ms.
+pub fn all_pairs_config() -> Config {
+    Config {
+        integrator: Integrator::SymplecticEuler,
+        dt: 1e-4,
+        coulomb: CoulombConfig {
+            method: CoulombMethod::AllPairs,
+            softening: 1e-3,
+        },
+        ..Config::default()
     }
 }
