@@ -3,11 +3,11 @@
 //! physical groups Gmsh writes beside the volume) are skipped; any other volume element
 //! is refused with its type and count. Own reader: `mshio` reads 4.1 only.
 
-use super::text::{capped, fail, line_break, Fail, Parsed};
+use super::text::{after_line_end, capped, fail, line_break, Fail, Parsed};
 use super::volume::Tets;
 use super::At;
 use glam::DVec3;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Nodes of Gmsh element type `t`, and its dimension.
 fn element_type(t: i64) -> Option<(usize, u8)> {
@@ -78,14 +78,11 @@ struct Src<'a> {
 }
 
 impl<'a> Src<'a> {
-    fn line(&self) -> usize {
-        self.line_no
-    }
     fn at(&self) -> At {
         if self.binary {
             At::Byte(self.pos as u64)
         } else {
-            At::Line(self.line())
+            At::Line(self.line_no)
         }
     }
     fn word(&mut self, what: &str) -> Parsed<&'a str> {
@@ -186,13 +183,8 @@ impl<'a> Src<'a> {
         if v < 0 {
             return Err(fail(self.at(), format!("{what}: negative count {v}")));
         }
-        capped(
-            self.at(),
-            what,
-            v as u64,
-            min_bytes,
-            self.b.len() - self.pos,
-        )
+        let left = self.b.len() - self.pos;
+        capped(self.at(), what, v as u64, min_bytes, left)
     }
     /// Skips to the line after `$End<name>`.
     fn skip_section(&mut self, name: &str) -> Parsed<()> {
@@ -210,6 +202,20 @@ impl<'a> Src<'a> {
             None => Err(fail(self.at(), format!("no {end} (truncated file)"))),
         }
     }
+    /// Past the line break after `what`, where binary data starts: LF, CRLF (Gmsh reads
+    /// such lines whole; one byte was skipped, so a CRLF shifted every value) or a lone CR.
+    fn end_line(&mut self, what: &str) -> Parsed<()> {
+        let next = after_line_end(self.b, self.pos);
+        if next == self.pos {
+            return Err(fail(
+                self.at(),
+                format!("{what} must end its line: binary data starts on the next line"),
+            ));
+        }
+        self.pos = next;
+        self.line_no += 1;
+        Ok(())
+    }
     fn expect(&mut self, word: &str) -> Parsed<()> {
         let w = self.word(word)?;
         if w == word {
@@ -223,12 +229,13 @@ impl<'a> Src<'a> {
     }
 }
 
+#[derive(Default)]
 struct Out {
     tags: Vec<(i64, DVec3)>,
     /// Tetrahedra by node tag, with their line.
     tets: Vec<([i64; 4], u32)>,
     /// Other volume elements: type -> count.
-    refused: HashMap<i64, u64>,
+    refused: BTreeMap<i64, u64>,
 }
 
 pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
@@ -263,7 +270,7 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
     s.size_t = data_size as usize;
     if file_type == 1 {
         // One int 1 after the line break tells the byte order.
-        s.take(1, "the format line")?;
+        s.end_line("the data size")?;
         let one = s.take(4, "the byte-order mark")?;
         s.big = match one {
             [1, 0, 0, 0] => false,
@@ -280,11 +287,7 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
     let binary = s.binary;
     s.binary = false;
     s.expect("$EndMeshFormat")?;
-    let mut out = Out {
-        tags: Vec::new(),
-        tets: Vec::new(),
-        refused: HashMap::new(),
-    };
+    let mut out = Out::default();
     while let Ok(w) = s.word("a section") {
         let Some(name) = w.strip_prefix('$') else {
             return Err(fail(
@@ -327,7 +330,7 @@ fn nodes2(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<()> {
     let n = s.ascii_int("the node count")?;
     let n = s.count(n, "nodes", if binary { 28 } else { 8 })?;
     if binary {
-        s.take(1, "the count line")?;
+        s.end_line("the node count")?;
     }
     s.binary = binary;
     out.tags.reserve(n);
@@ -344,7 +347,7 @@ fn elements2(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<()> {
     let m = s.ascii_int("the element count")?;
     let m = s.count(m, "elements", if binary { 12 } else { 6 })?;
     if binary {
-        s.take(1, "the count line")?;
+        s.end_line("the element count")?;
     }
     s.binary = binary;
     let mut done = 0;
@@ -373,7 +376,7 @@ fn elements2(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<()> {
             let ty = s.ascii_int("an element type")?;
             (ty, 1, s.ascii_int("a tag count")?)
         };
-        let line = s.line() as u32;
+        let line = s.line_no as u32;
         let Some((nodes, dim)) = element_type(ty) else {
             return Err(fail(s.at(), format!("unknown element type {ty}")));
         };
@@ -403,7 +406,7 @@ fn elements2(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<()> {
 
 fn nodes4(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<Tally> {
     if binary {
-        s.take(1, "the section line")?;
+        s.end_line("$Nodes")?;
     }
     s.binary = binary;
     let blocks = s.size("the entity-block count")?;
@@ -482,7 +485,7 @@ impl Tally {
 
 fn elements4(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<Tally> {
     if binary {
-        s.take(1, "the section line")?;
+        s.end_line("$Elements")?;
     }
     s.binary = binary;
     let blocks = s.size("the entity-block count")?;
@@ -505,7 +508,7 @@ fn elements4(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<Tally> {
         held += k;
         for _ in 0..k {
             s.size("an element tag")?;
-            let line = s.line() as u32;
+            let line = s.line_no as u32;
             let mut t = [0i64; 4];
             for j in 0..nodes {
                 let v = s.size("a node tag")?;
@@ -534,15 +537,10 @@ fn add(out: &mut Out, ty: i64, dim: u8, t: [i64; 4], line: u32) {
 }
 
 fn finish(out: Out) -> Parsed<Tets> {
-    if let Some((&ty, &n)) = out.refused.iter().min_by_key(|(t, _)| **t) {
-        let all: Vec<String> = {
-            let mut r: Vec<_> = out.refused.iter().collect();
-            r.sort();
-            r.iter()
-                .map(|(t, n)| format!("{n} {}", type_name(**t)))
-                .collect()
-        };
-        let _ = (ty, n);
+    if !out.refused.is_empty() {
+        let all: Vec<String> = (out.refused.iter())
+            .map(|(t, n)| format!("{n} {}", type_name(*t)))
+            .collect();
         return Err(fail(
             None,
             format!(

@@ -229,3 +229,76 @@ fn path_errors_name_no_format_and_wrong_formats_take_their_article() {
     let e = load_bytes("t.msh", stl, MeshFormat::Gmsh, &o).unwrap_err();
     assert!(e.to_string().contains("those of an STL file"), "{e}");
 }
+
+fn data(name: &str) -> Vec<u8> {
+    std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data")
+            .join(name),
+    )
+    .unwrap()
+}
+
+/// Where the `count`th LF after the first `marker` in `bytes` is.
+fn nth_lf(bytes: &[u8], marker: &str, count: usize) -> usize {
+    let at = bytes
+        .windows(marker.len())
+        .position(|w| w == marker.as_bytes())
+        .unwrap_or_else(|| panic!("no {marker}"));
+    let lfs = (at..bytes.len()).filter(|&k| bytes[k] == b'\n');
+    lfs.take(count).last().unwrap_or_else(|| panic!("{marker}"))
+}
+
+/// `bytes` with the first `count` lines from `marker` on ending in `end` instead of LF.
+fn ends(bytes: &[u8], marker: &str, count: usize, end: &[u8]) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    for c in (1..=count).rev() {
+        let k = nth_lf(bytes, marker, c);
+        out.splice(k..k + 1, end.iter().copied());
+    }
+    out
+}
+
+/// Binary Gmsh files whose text lines end in CRLF read as their LF originals (Gmsh reads
+/// those lines whole), as do lines with blanks before the line break. One byte was
+/// skipped after each, so a CRLF `$MeshFormat` line was refused ('the byte-order mark is
+/// not the int 1') and after a CRLF `$Nodes` or count line every value was a byte off.
+/// Other text after the last word is refused, not read as binary data.
+#[test]
+fn binary_gmsh_text_lines_may_end_in_crlf_or_blanks() {
+    for (name, lines) in [
+        (
+            "box_v22_binary.msh",
+            &[("$MeshFormat", 2), ("$Nodes", 2), ("$Elements", 2)][..],
+        ),
+        (
+            "box_v41_binary.msh",
+            &[("$MeshFormat", 2), ("$Nodes", 1), ("$Elements", 1)][..],
+        ),
+    ] {
+        let lf = data(name);
+        let want = gmsh::parse(&lf).unwrap();
+        let same = |bytes: &[u8], how: &str| {
+            let got = gmsh::parse(bytes).unwrap_or_else(|e| panic!("{name}, {how}: {e:?}"));
+            assert_eq!(got.positions, want.positions, "{name}, {how}");
+            assert_eq!(got.tets, want.tets, "{name}, {how}");
+        };
+        let mut all = lf.clone();
+        for &(marker, count) in lines {
+            same(
+                &ends(&lf, marker, count, b"\r\n"),
+                &format!("CRLF after {marker}"),
+            );
+            all = ends(&all, marker, count, b"\r\n");
+            // The line before the binary data: blanks, or a word too many.
+            let k = nth_lf(&lf, marker, count);
+            same(
+                &[&lf[..k], b" \t", &lf[k..]].concat(),
+                &format!("blanks after {marker}"),
+            );
+            let e = gmsh::parse(&[&lf[..k], b" x", &lf[k..]].concat()).unwrap_err();
+            assert!(e.message.contains("must end its line"), "{name}: {e:?}");
+        }
+        same(&all, "every such line CRLF");
+    }
+}
