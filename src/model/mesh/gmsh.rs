@@ -415,7 +415,9 @@ fn nodes4(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<Tally> {
     s.size("the largest node tag")?;
     let head = s.at();
     let blocks = s.count(blocks, "node blocks", 8)?;
-    let n = s.count(n, "nodes", 16)?;
+    // The fewest bytes a node takes: a tag and 3 doubles, or `1\n0 0 0\n` in ASCII.
+    let node_bytes = if binary { 28 } else { 8 };
+    let n = s.count(n, "nodes", node_bytes)?;
     out.tags.reserve(n);
     let start = out.tags.len();
     for _ in 0..blocks {
@@ -423,7 +425,7 @@ fn nodes4(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<Tally> {
         s.int("an entity tag")?;
         let parametric = s.int("the parametric flag")?;
         let k = s.size("the block's node count")?;
-        let k = s.count(k, "nodes", 16)?;
+        let k = s.count(k, "nodes", node_bytes)?;
         let first = out.tags.len();
         for _ in 0..k {
             let tag = s.size("a node tag")?;
@@ -493,7 +495,8 @@ fn elements4(s: &mut Src, binary: bool, out: &mut Out) -> Parsed<Tally> {
     s.size("the smallest element tag")?;
     s.size("the largest element tag")?;
     let head = s.at();
-    let blocks = s.count(blocks, "element blocks", 16)?;
+    // A block header: 3 ints and a size_t, or `0 1 15 0\n` in ASCII.
+    let blocks = s.count(blocks, "element blocks", if binary { 16 } else { 8 })?;
     let n = s.count(n, "elements", 2)?;
     let mut held = 0;
     for _ in 0..blocks {

@@ -302,3 +302,23 @@ fn binary_gmsh_text_lines_may_end_in_crlf_or_blanks() {
         same(&all, "every such line CRLF");
     }
 }
+
+/// MSH 4.1 ASCII nodes take as few as 8 bytes (`6\n0 0 0\n`) and element blocks as few
+/// as 8 (`0 1 15 0\n`): a file of many short ones was refused as 'more than the bytes left
+/// in the file can hold' (16 each was assumed).
+#[test]
+fn gmsh41_short_ascii_nodes_and_blocks_are_not_a_wrong_count() {
+    let extra = 200;
+    let tags: String = (6..6 + extra).map(|t| format!("{t}\n")).collect();
+    let zeros = "0 0 0\n".repeat(extra);
+    let points = "0 1 15 0\n".repeat(extra);
+    let f = format!(
+        "$MeshFormat\n4.1 0 8\n$EndMeshFormat\n$Nodes\n2 {n} 1 {n}\n3 1 0 5\n1\n2\n3\n4\n5\n\
+         0 0 0\n1 0 0\n0 1 0\n0 0 1\n1 1 1\n0 1 0 {extra}\n{tags}{zeros}$EndNodes\n\
+         $Elements\n{b} 2 1 2\n{points}3 1 4 2\n1 1 2 3 4\n2 2 3 4 5\n$EndElements\n",
+        n = 5 + extra,
+        b = 1 + extra,
+    );
+    let t = gmsh::parse(f.as_bytes()).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!((t.positions.len(), t.tets.len()), (5 + extra, 2));
+}
