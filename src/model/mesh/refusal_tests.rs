@@ -322,3 +322,75 @@ fn gmsh41_short_ascii_nodes_and_blocks_are_not_a_wrong_count() {
     let t = gmsh::parse(f.as_bytes()).unwrap_or_else(|e| panic!("{e:?}"));
     assert_eq!((t.positions.len(), t.tets.len()), (5 + extra, 2));
 }
+
+/// TetGen and Medit files of lone-CR lines (classic Mac OS) read as their LF originals,
+/// comments end at the CR (not at the end of the file), and errors name the same line.
+#[test]
+fn tetgen_and_medit_lone_cr_lines_read_as_lf_lines() {
+    let cr = |b: &[u8]| -> Vec<u8> {
+        b.iter()
+            .map(|&c| if c == b'\n' { b'\r' } else { c })
+            .collect()
+    };
+    let o = FileOptions::default();
+    let dir = tempfile::tempdir().unwrap();
+    let tetgen = |node: &[u8], ele: &[u8]| {
+        std::fs::write(dir.path().join("b.node"), node).unwrap();
+        std::fs::write(dir.path().join("b.ele"), ele).unwrap();
+        load_file(&dir.path().join("b.node"), None, &o)
+    };
+    let (node, ele) = (data("box.node"), data("box.ele"));
+    assert!(
+        node.starts_with(b"#") && ele.starts_with(b"#"),
+        "a comment line first"
+    );
+    let want = tetgen(&node, &ele).unwrap();
+    assert_eq!(tetgen(&cr(&node), &cr(&ele)).unwrap(), want);
+    // The third tetrahedron (line 5) names a node past the file's.
+    let text = String::from_utf8(ele.clone()).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines[4] = format!("{} 999", lines[4].rsplit_once(' ').unwrap().0);
+    let bad = lines.join("\n") + "\n";
+    for (how, node, ele) in [
+        ("LF", node.clone(), bad.clone().into_bytes()),
+        ("CR", cr(&node), cr(bad.as_bytes())),
+    ] {
+        let e = tetgen(&node, &ele).unwrap_err();
+        let MeshError::File { at, message, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert!(message.contains("node 999"), "{how}: {e}");
+        assert!(
+            matches!(
+                at,
+                Some(At::Element {
+                    index: 2,
+                    line: Some(5),
+                    ..
+                })
+            ),
+            "{how}: {e}"
+        );
+    }
+    // Medit, with a comment line: it ends at its CR.
+    let mesh = [b"# made by hand\n".as_slice(), &data("box.mesh")].concat();
+    let m = |b: &[u8]| load_bytes("b.mesh", b, MeshFormat::Medit, &o);
+    let want = m(&data("box.mesh")).unwrap();
+    assert_eq!(m(&mesh).unwrap(), want);
+    assert_eq!(m(&cr(&mesh)).unwrap(), want);
+    let text = String::from_utf8(mesh).unwrap();
+    let k = text.find("Tetrahedra").unwrap();
+    let line = text[..k].matches('\n').count() + 3;
+    let bad = format!("{}Tetrahedra\n1\n1 2 3 9999 0\n{}", &text[..k], "End\n");
+    for (how, b) in [("LF", bad.clone().into_bytes()), ("CR", cr(bad.as_bytes()))] {
+        let e = m(&b).unwrap_err();
+        let MeshError::File { at, message, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert!(message.contains("vertex 9999"), "{how}: {e}");
+        assert!(
+            matches!(at, Some(At::Element { index: 0, line: Some(l), .. }) if *l == line),
+            "{how}: {e}"
+        );
+    }
+}
