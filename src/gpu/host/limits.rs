@@ -6,7 +6,7 @@
 use super::buffers::Shape;
 use crate::config::Config;
 use crate::gpu::error::GpuError;
-use crate::gpu::layout::{MAX_STORAGE_BUFFERS, WORKGROUP_MEMORY, WORKGROUP_SIZE};
+use crate::gpu::layout::{Params, MAX_STORAGE_BUFFERS, WORKGROUP_MEMORY, WORKGROUP_SIZE};
 
 /// Checks the device limits the kernels rely on and the buffer sizes of this system.
 pub(in crate::gpu) fn check_limits(limits: &wgpu::Limits, shape: &Shape) -> Result<(), GpuError> {
@@ -42,6 +42,22 @@ pub(in crate::gpu) fn check_limits(limits: &wgpu::Limits, shape: &Shape) -> Resu
         limits.max_compute_workgroup_size_x.into(),
     )?;
     need("bind groups", 2, limits.max_bind_groups.into())?;
+    // Group 0 binds `Params` at 0 and the storage buffers after it; group 1 `Dispatch`.
+    need(
+        "bindings per bind group",
+        u64::from(MAX_STORAGE_BUFFERS) + 1,
+        limits.max_bindings_per_bind_group.into(),
+    )?;
+    need(
+        "uniform buffers per shader stage",
+        2,
+        limits.max_uniform_buffers_per_shader_stage.into(),
+    )?;
+    need(
+        "uniform buffer binding size (bytes of the Params uniform)",
+        std::mem::size_of::<Params>() as u64,
+        limits.max_uniform_buffer_binding_size,
+    )?;
     need(
         "dynamic uniform buffers per pipeline layout",
         1,

@@ -1,0 +1,79 @@
+//! A hostile embedder's use of the GPU solver on its own wgpu device (the device's limits,
+//! `record_steps` into the caller's encoder, the indices the API takes): each must give a
+//! typed error naming the problem, never a wgpu panic or a silently wrong state. Runs on
+//! whatever adapter wgpu finds, lavapipe included (see `common`).
+
+mod common;
+
+use common::{adapter, at_10_ms, pair};
+use msc::gpu::{GpuError, GpuSolver, GpuWorlds};
+
+/// The adapter's own limits with `lower` applied, as a caller's device, or `None` (test
+/// skipped) without an adapter.
+fn device_lowering(lower: impl Fn(&mut wgpu::Limits)) -> Option<(wgpu::Device, wgpu::Queue)> {
+    let adapter = adapter()?;
+    let mut limits = adapter.limits();
+    lower(&mut limits);
+    let device = adapter.request_device(&wgpu::DeviceDescriptor {
+        required_limits: limits,
+        ..Default::default()
+    });
+    Some(pollster::block_on(device).expect("a device with a lowered limit"))
+}
+
+/// A device with fewer bindings per bind group than the widest kernel's binding indices,
+/// fewer uniform buffers per stage than the two every kernel binds (`Params` and
+/// `Dispatch`), or a uniform binding smaller than `Params`: the solver and the batch
+/// failed to build with a bare "wgpu validation error" from inside a pipeline or bind
+/// group. Now each names the limit with both sizes, before anything is created.
+#[test]
+fn a_device_below_the_kernels_binding_limits_is_a_limit_error() {
+    type Lower = fn(&mut wgpu::Limits);
+    let cases: [(Lower, &str, u64, u64); 3] = [
+        (
+            |l| l.max_bindings_per_bind_group = 8,
+            "bindings per bind group",
+            9,
+            8,
+        ),
+        (
+            |l| l.max_uniform_buffers_per_shader_stage = 1,
+            "uniform buffers per shader stage",
+            2,
+            1,
+        ),
+        (
+            |l| l.max_uniform_buffer_binding_size = 64,
+            "uniform buffer binding size",
+            std::mem::size_of::<msc::gpu::layout::Params>() as u64,
+            64,
+        ),
+    ];
+    let (system, config) = (pair(), at_10_ms());
+    for (lower, name, want_needed, want_limit) in cases {
+        let Some((device, queue)) = device_lowering(lower) else {
+            return;
+        };
+        let built = [
+            GpuSolver::new(&device, &queue, &system, &config).map(drop),
+            GpuWorlds::new(&device, &queue, &[(&system, &config); 2]).map(drop),
+        ];
+        for result in built {
+            match result {
+                Err(GpuError::LimitExceeded {
+                    what,
+                    needed,
+                    limit,
+                }) => {
+                    assert!(what.contains(name), "{name}: {what}");
+                    assert_eq!((needed, limit), (want_needed, want_limit), "{what}");
+                }
+                other => panic!("{name}: expected a limit error, got {:?}", other.err()),
+            }
+        }
+    }
+    // The adapter's own limits build both.
+    let (device, queue) = device_lowering(|_| {}).expect("the adapter");
+    GpuSolver::new(&device, &queue, &system, &config).expect("a solver");
+    GpuWorlds::new(&device, &queue, &[(&system, &config); 2]).expect("a batch");
+}
