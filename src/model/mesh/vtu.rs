@@ -415,17 +415,30 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
             ),
         ));
     }
-    let appended = tags.iter().find(|t| t.name == "AppendedData").map(|t| {
-        let after = &bytes[xml_end..];
-        let start = after
-            .iter()
-            .position(|&c| c == b'_')
-            .map_or(after.len(), |k| k + 1);
-        (&after[start..], t.attr("encoding") == Some("base64"))
-    });
+    // VTK's own values only: `header_type="uint64"` was read as UInt32, the size's low
+    // half taken for the size and the data read from its high half on.
+    let choice = |t: &Tag, key: &str, no: &str, yes: &str| match t.attr(key) {
+        None => Ok(false),
+        Some(v) if v == no || v == yes => Ok(v == yes),
+        Some(v) => Err(fail(
+            At::Line(t.line),
+            format!("<{}> {key}=\"{v}\": VTK writes {no} or {yes}", t.name),
+        )),
+    };
+    let appended = match tags.iter().find(|t| t.name == "AppendedData") {
+        Some(t) => {
+            let after = &bytes[xml_end..];
+            let start = after
+                .iter()
+                .position(|&c| c == b'_')
+                .map_or(after.len(), |k| k + 1);
+            Some((&after[start..], choice(t, "encoding", "raw", "base64")?))
+        }
+        None => None,
+    };
     let file = File {
-        big: root.attr("byte_order") == Some("BigEndian"),
-        header64: root.attr("header_type") == Some("UInt64"),
+        big: choice(root, "byte_order", "LittleEndian", "BigEndian")?,
+        header64: choice(root, "header_type", "UInt32", "UInt64")?,
         zlib: match root.attr("compressor") {
             None | Some("") => false,
             Some("vtkZLibDataCompressor") => true,

@@ -1,6 +1,7 @@
 //! Tests of the VTU reader on hostile input: non-integer indices, arrays whose sizes
 //! disagree with the <Piece>'s counts, compressed blocks that inflate past their header,
-//! and the self-closing appended arrays VTK and ParaView write.
+//! the self-closing appended arrays VTK and ParaView write, and <VTKFile> attributes
+//! (header_type, byte_order) and an encoding VTK does not write.
 use super::vtu::parse;
 
 /// Two tetrahedra on five points, every array inline ASCII.
@@ -172,10 +173,24 @@ fn ascii_arrays_must_match_the_piece_counts() {
     assert!(e.message.contains("DataArray types: 1 values"), "{e:?}");
 }
 
-#[test]
-fn self_closing_appended_raw_arrays_load() {
-    // As VTK and ParaView write it: every DataArray `<... />`, raw data after `_`.
-    let block = |d: Vec<u8>| [(d.len() as u32).to_le_bytes().to_vec(), d].concat();
+/// The two tetrahedra as VTK and ParaView write them: every DataArray `<... />`, its size
+/// (`header64`: 8 bytes, else 4) and data after `_`, raw or (`encoding` any case of
+/// base64) base64; `root` is the <VTKFile> attributes after `type`.
+fn appended(root: &str, header64: bool, encoding: &str) -> Vec<u8> {
+    let base64 = encoding.eq_ignore_ascii_case("base64");
+    let block = |d: Vec<u8>| {
+        let n = d.len() as u64;
+        let head = if header64 {
+            n.to_le_bytes().to_vec()
+        } else {
+            (n as u32).to_le_bytes().to_vec()
+        };
+        if base64 {
+            (b64(&head) + &b64(&d)).into_bytes()
+        } else {
+            [head, d].concat()
+        }
+    };
     let arrays = [
         ("Float64", "Points", block(le(POINTS, f64::to_le_bytes))),
         (
@@ -198,10 +213,9 @@ fn self_closing_appended_raw_arrays_load() {
     }
     let mut file = format!(
         "<?xml version=\"1.0\"?>\n<VTKFile type=\"UnstructuredGrid\" version=\"0.1\" \
-         byte_order=\"LittleEndian\" header_type=\"UInt32\">\n<UnstructuredGrid>\
-         <Piece NumberOfPoints=\"5\" NumberOfCells=\"2\">\n<Points>\n{}\n</Points>\n\
-         <Cells>\n{}\n{}\n{}\n</Cells>\n</Piece>\n</UnstructuredGrid>\n\
-         <AppendedData encoding=\"raw\">\n_",
+         {root}>\n<UnstructuredGrid><Piece NumberOfPoints=\"5\" NumberOfCells=\"2\">\n\
+         <Points>\n{}\n</Points>\n<Cells>\n{}\n{}\n{}\n</Cells>\n</Piece>\n\
+         </UnstructuredGrid>\n<AppendedData encoding=\"{encoding}\">\n_",
         tag[0], tag[1], tag[2], tag[3]
     )
     .into_bytes();
@@ -209,7 +223,46 @@ fn self_closing_appended_raw_arrays_load() {
         file.extend_from_slice(data);
     }
     file.extend_from_slice(b"\n</AppendedData>\n</VTKFile>\n");
-    let m = parse(&file).unwrap();
+    file
+}
+
+#[test]
+fn self_closing_appended_raw_arrays_load() {
+    let root = r#"byte_order="LittleEndian" header_type="UInt32""#;
+    let m = parse(&appended(root, false, "raw")).unwrap();
     assert_eq!(m.tets, vec![[0, 1, 2, 3], [1, 2, 3, 4]]);
     assert_eq!(m.positions[4], glam::DVec3::ONE);
+}
+
+/// `header_type`, `byte_order` and `encoding` take VTK's values, any other is refused by
+/// name: `header_type="uint64"` was read as UInt32 (the 8-byte size's low half taken for
+/// the size, the data read from its high half on, every value 4 bytes early), an
+/// `encoding="Base64"` as raw.
+#[test]
+fn unknown_header_type_byte_order_and_encoding_are_refused() {
+    let ok = |root: &str, h64: bool, enc: &str| {
+        let m = parse(&appended(root, h64, enc)).unwrap_or_else(|e| panic!("{root} {enc}: {e:?}"));
+        assert_eq!(m.tets, vec![[0, 1, 2, 3], [1, 2, 3, 4]], "{root} {enc}");
+        assert_eq!(m.positions[4], glam::DVec3::ONE, "{root} {enc}");
+    };
+    ok(r#"header_type="UInt64""#, true, "raw");
+    ok(r#"byte_order="LittleEndian""#, false, "base64");
+    for (root, h64, enc, says) in [
+        (
+            r#"header_type="uint64""#,
+            true,
+            "raw",
+            r#"<VTKFile> header_type="uint64""#,
+        ),
+        (
+            r#"byte_order="littleendian""#,
+            false,
+            "raw",
+            r#"<VTKFile> byte_order="littleendian""#,
+        ),
+        ("", false, "Base64", r#"<AppendedData> encoding="Base64""#),
+    ] {
+        let e = parse(&appended(root, h64, enc)).unwrap_err();
+        assert!(e.message.contains(says), "{root} {enc}: {e:?}");
+    }
 }
