@@ -394,3 +394,26 @@ fn tetgen_and_medit_lone_cr_lines_read_as_lf_lines() {
         );
     }
 }
+
+/// A TetGen .node attribute count the file cannot hold is refused as a wrong count; near
+/// 2^64, `attributes + markers` overflowed (a panic in a debug build).
+#[test]
+fn a_tetgen_attribute_count_past_the_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = dir.path().join("a.node");
+    std::fs::write(
+        &node,
+        "4 3 18446744073709551615 1\n1 0 0 0 0\n2 1 0 0 0\n3 0 1 0 0\n4 0 0 1 0\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("a.ele"), "1 4 0\n1 1 2 3 4\n").unwrap();
+    let e = load_file(&node, None, &FileOptions::default()).unwrap_err();
+    let MeshError::File { path, message, .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(Path::new(path), node.as_path(), "{e}");
+    assert!(
+        message.contains("18446744073709551615 node attributes"),
+        "{e}"
+    );
+}

@@ -40,8 +40,10 @@ fn nodes(bytes: &[u8]) -> Parsed<(Vec<glam::DVec3>, u64)> {
     }
     let attrs = t.u64("the attribute count")?;
     let markers = t.u64("the boundary-marker flag")?;
-    // Each node line holds at least an index and three coordinates.
+    // Each node line holds at least an index and three coordinates; a count past what the
+    // file holds is refused (`attrs + 1` overflowed near 2^64, a panic in a debug build).
     let n = capped(t.at(), "nodes", n, 8, t.left())?;
+    let attrs = capped(t.at(), "node attributes", attrs, 2, t.left())? as u64;
     let mut p = Vec::with_capacity(n);
     let mut first = 0;
     for k in 0..n {
