@@ -105,12 +105,21 @@ impl From<OutputError> for CliError {
     }
 }
 
+/// The failure a fit's error stands for: with no start point evaluated, the first
+/// start's (a failed run exits 1, a bad value 2, as without --starts).
+fn fit_failure(e: &crate::grad::GradError) -> &crate::grad::GradError {
+    match e {
+        crate::grad::GradError::NoStart { first, .. } => first,
+        e => e,
+    }
+}
+
 impl CliError {
     /// The process exit code for this error.
     pub fn exit_code(&self) -> i32 {
         match self {
             Self::Run(e) => e.exit_code(),
-            Self::Fit(e) => match **e {
+            Self::Fit(e) => match fit_failure(e) {
                 crate::grad::GradError::NonFiniteState { .. }
                 | crate::grad::GradError::NonFiniteTangent { .. }
                 | crate::grad::GradError::NonFiniteLoss => 1,

@@ -317,14 +317,11 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     };
     // theta -> the values shown (physical, in each parameter's display unit).
     let display = |theta: &[f64]| fit_job::display(&set, &reference, theta);
-    let shown = |theta: &[f64]| -> String {
-        let shown = match display(theta) {
-            Ok(shown) => shown,
-            Err(e) => return e.to_string(),
-        };
-        if theta.len() > 4 {
-            let mean = shown.iter().sum::<f64>() / theta.len() as f64;
-            return format!("{} components, mean {mean:.6e}", theta.len());
+    // Display values as a progress line shows them.
+    let show = |shown: Vec<f64>| -> String {
+        if shown.len() > 4 {
+            let mean = shown.iter().sum::<f64>() / shown.len() as f64;
+            return format!("{} components, mean {mean:.6e}", shown.len());
         }
         specs
             .iter()
@@ -336,6 +333,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let shown = |theta: &[f64]| display(theta).map_or_else(|e| e.to_string(), show);
     if !args.quiet {
         eprintln!(
             "fitting {} ({} components) to {} frames of {} with {} at dt = {} s over {} steps",
@@ -360,19 +358,20 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         let starts = fit_job::evaluate_starts(&set, &values0, count, &targets, &options.grad)
             .map_err(grad_error)?;
         if !args.quiet {
-            for (s, (theta, loss)) in starts.thetas.iter().zip(&starts.losses).enumerate() {
+            for (s, (values, loss)) in starts.values.iter().zip(&starts.losses).enumerate() {
                 let loss = match loss {
                     Ok(l) => format!("loss {l:.6e} m^2"),
                     Err(e) => format!("failed: {e}"),
                 };
-                eprintln!("start {s:>3}: {}, {loss}", shown(theta));
+                let values = values.iter().zip(&reference).map(|(v, r)| v * r);
+                eprintln!("start {s:>3}: {}, {loss}", show(values.collect()));
             }
             eprintln!(
                 "start {} of {} has the lowest loss ({} worlds in one batch, {:.2} s); \
                  fitting from it",
                 starts.best,
-                starts.thetas.len(),
-                starts.thetas.len(),
+                starts.values.len(),
+                starts.values.len(),
                 starts.seconds
             );
         }
@@ -380,9 +379,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
     } else {
         None
     };
-    let from = starts
-        .as_ref()
-        .map_or(theta0.as_slice(), |s| &s.thetas[s.best]);
+    let from = starts.as_ref().map_or(theta0.as_slice(), |s| &s.theta);
     let inputs = |wall_seconds: f64| FitInputs {
         scene: &scene,
         target: &args.target,

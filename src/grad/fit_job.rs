@@ -119,10 +119,14 @@ pub fn load_targets(
 /// Start points and their losses (`--starts`).
 #[derive(Debug)]
 pub struct Starts {
-    pub thetas: Vec<Vec<f64>>,
+    /// Each start's values relative to the parameters' references, as spread (display
+    /// value = value * reference; a start the spread took past f64's range keeps its
+    /// infinite value, and its error).
+    pub values: Vec<Vec<f64>>,
     pub losses: Vec<Result<f64, GradError>>,
-    /// The start with the lowest loss.
+    /// The start with the lowest loss, and its theta (where the fit begins).
     pub best: usize,
+    pub theta: Vec<f64>,
     pub seconds: f64,
     /// The spread factor they were drawn with.
     pub factor: f64,
@@ -130,8 +134,9 @@ pub struct Starts {
 
 /// `count` start points spread by `factor` around the relative values `values0` (among
 /// them; spread in value space, since a log parameter's theta is not a value to scale),
-/// evaluated by forward runs of all of them as worlds of one batch; an error when none
-/// has a loss.
+/// evaluated by forward runs of all of them as worlds of one batch. A start without a
+/// theta (spread past f64's range, a log value rounded to 0) gets its own error, as a
+/// start whose run fails; [`starts::no_start`]'s error when none has a loss.
 pub fn evaluate_starts(
     set: &ParamSet,
     values0: &[f64],
@@ -139,19 +144,26 @@ pub fn evaluate_starts(
     targets: &[Target],
     grad: &GradOptions,
 ) -> Result<Starts, GradError> {
-    let thetas = starts::spread(values0, count, factor)
-        .iter()
-        .map(|v| set.from_values(v))
-        .collect::<Result<Vec<_>, _>>()?;
+    let values = starts::spread(values0, count, factor);
+    let names = set.component_names();
+    let theta = |v: &[f64]| match v.iter().position(|x| !x.is_finite()) {
+        Some(c) => Err(GradError::Param(format!(
+            "{} = {:e} spread by --start-factor {factor:e} is past f64's range (a smaller \
+             factor keeps every start finite)",
+            names[c], values0[c]
+        ))),
+        None => set.from_values(v),
+    };
+    let thetas = values.iter().map(|v| theta(v)).collect();
     let t = Instant::now();
-    let losses = starts::batch_losses(set, &thetas, targets, grad)?;
+    let losses = starts::batch_losses_of(set, thetas, targets, grad)?;
     let seconds = t.elapsed().as_secs_f64();
     let Some(best) = starts::best(&losses) else {
-        let first = losses.into_iter().find_map(Result::err);
-        return Err(first.unwrap_or(GradError::NonFiniteLoss));
+        return Err(starts::no_start(losses));
     };
     Ok(Starts {
-        thetas,
+        theta: theta(&values[best])?,
+        values,
         losses,
         best,
         seconds,
@@ -285,10 +297,10 @@ impl FitRecord {
         let history = (outcome.history.iter())
             .map(|h| listed(&h.theta))
             .collect::<Result<Vec<_>, _>>()?;
-        let start_values = (inputs.starts.iter())
-            .flat_map(|s| &s.thetas)
-            .map(|t| listed(t))
-            .collect::<Result<Vec<_>, _>>()?;
+        let start_values: Vec<Option<Vec<f64>>> = (inputs.starts.iter())
+            .flat_map(|s| &s.values)
+            .map(|v| small.then(|| v.iter().zip(&reference).map(|(v, r)| v * r).collect()))
+            .collect();
         let scene = inputs.scene;
         let grad = &inputs.options.grad;
         Ok(Self {
@@ -361,7 +373,7 @@ impl FitRecord {
             },
             wall_seconds: inputs.wall_seconds,
             starts: inputs.starts.map(|s| StartsRecord {
-                count: s.thetas.len(),
+                count: s.values.len(),
                 factor: s.factor,
                 chosen: s.best,
                 evaluation: "forward runs of every start as worlds of one batch",

@@ -178,6 +178,15 @@ pub enum GradError {
          Start from a nonzero --init"
     )]
     NoGradient { params: String },
+    /// No start point of `--starts` has a loss ([`starts::no_start`]): `failures` names
+    /// the first starts' errors by index; `first` is the first start's error, whose kind
+    /// (a bad value, a failed run) sets `msc fit`'s exit status.
+    #[error("none of the {count} start points has a loss: {failures}")]
+    NoStart {
+        count: usize,
+        failures: String,
+        first: Box<GradError>,
+    },
     /// A stop request (SIGINT/SIGTERM) came before this was done (a start of
     /// [`starts::batch_losses`] not yet evaluated, an evaluation's CPU run under way).
     #[error("stopped by a stop request (Ctrl-C or SIGTERM) before it was done")]

@@ -81,6 +81,18 @@ pub fn batch_losses(
     targets: &[Target],
     options: &GradOptions,
 ) -> Result<Vec<Result<f64, GradError>>, GradError> {
+    let thetas = thetas.iter().cloned().map(Ok).collect();
+    batch_losses_of(set, thetas, targets, options)
+}
+
+/// [`batch_losses`] of starts some of which have no theta (their error is their loss's):
+/// every start keeps its index, in the results and in the GPU batch's error names.
+pub(crate) fn batch_losses_of(
+    set: &ParamSet,
+    thetas: Vec<Result<Vec<f64>, GradError>>,
+    targets: &[Target],
+    options: &GradOptions,
+) -> Result<Vec<Result<f64, GradError>>, GradError> {
     let steps = check_targets(set, targets)?;
     check_frames(&steps)?;
     let n = set.base_system().len();
@@ -93,8 +105,9 @@ pub fn batch_losses(
     }
     let mut out: Vec<Result<f64, GradError>> = Vec::with_capacity(thetas.len());
     let mut built: Vec<(usize, System, Config)> = Vec::new();
-    for (s, theta) in thetas.iter().enumerate() {
-        let start = set.instantiate(theta).and_then(|(system, config)| {
+    for (s, theta) in thetas.into_iter().enumerate() {
+        let start = theta.and_then(|theta| set.instantiate(&theta));
+        let start = start.and_then(|(system, config)| {
             let config = forward_config(&config, options);
             // What one world's batch would refuse (a value f32 cannot hold) is this
             // start's error, not the batch's.
@@ -200,6 +213,40 @@ fn cpu_loss(
     Ok(loss)
 }
 
+/// How many starts' errors [`no_start`] names; the rest are counted.
+const FAILURES_NAMED: usize = 4;
+
+/// The error when no start has a loss: [`GradError::Interrupted`] if a stop request
+/// stopped one, else [`GradError::NoStart`] naming the first starts' errors by index
+/// (the first start's alone was reported, naming no start, and the others were lost).
+pub fn no_start(losses: Vec<Result<f64, GradError>>) -> GradError {
+    let count = losses.len();
+    let mut errors: Vec<(usize, GradError)> = (losses.into_iter().enumerate())
+        .filter_map(|(s, l)| Some((s, l.err()?)))
+        .collect();
+    if errors
+        .iter()
+        .any(|(_, e)| matches!(e, GradError::Interrupted))
+    {
+        return GradError::Interrupted;
+    }
+    if errors.is_empty() {
+        return GradError::Param("no start point to evaluate".into());
+    }
+    let mut failures = (errors.iter().take(FAILURES_NAMED))
+        .map(|(s, e)| format!("start {s}: {e}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    if errors.len() > FAILURES_NAMED {
+        failures += &format!("; and {} more", errors.len() - FAILURES_NAMED);
+    }
+    GradError::NoStart {
+        count,
+        failures,
+        first: Box::new(errors.swap_remove(0).1),
+    }
+}
+
 /// The index of the lowest loss (the first of equals), if any start has one.
 pub fn best(losses: &[Result<f64, GradError>]) -> Option<usize> {
     losses
@@ -261,5 +308,26 @@ mod tests {
         ];
         assert_eq!(best(&l), Some(2));
         assert_eq!(best(&[Err(GradError::NonFiniteLoss)]), None);
+    }
+
+    /// No start with a loss: a stop request that stopped one is a stop (exit 130), not a
+    /// failure; else each start's error is named by its index, the first kept whole.
+    #[test]
+    fn no_start_is_a_stop_if_one_was_stopped_else_names_each_start() {
+        let l = vec![Err(GradError::NonFiniteLoss), Err(GradError::Interrupted)];
+        assert!(matches!(no_start(l), GradError::Interrupted));
+        let l = (0..6).map(|_| Err(GradError::NonFiniteLoss)).collect();
+        match no_start(l) {
+            GradError::NoStart {
+                count: 6,
+                failures,
+                first,
+            } => {
+                assert!(failures.starts_with("start 0: the loss is not finite; start 1"));
+                assert!(failures.ends_with("start 3: the loss is not finite; and 2 more"));
+                assert!(matches!(*first, GradError::NonFiniteLoss));
+            }
+            e => panic!("{e:?}"),
+        }
     }
 }
