@@ -16,9 +16,12 @@ their force error differs by design. Rows of a crowded cloud (`--cloud
 sphere|torus|sheet`) are marked with it; the gather's time per near pair in picoseconds
 (its kernel time over n times the mean near sources per target) compares a crowded
 cloud's gather with the cube's: a heavy cell that serialized its workgroups would show as
-a much higher figure.
+a much higher figure. Rows of a variant's kernel bodies (`gpu.sh --variants`: records with
+`kernel_files`) are marked files:V[kernels]; with only the default shapes run, their ratio
+is to the built-in kernels' row of the same size and m (the one unmarked row).
 """
 import json
+import os
 import statistics
 import sys
 
@@ -41,6 +44,10 @@ def main(paths):
                     shape += " paper"
                 if r.get("cloud") not in (None, "cube"):
                     shape += f' {r["cloud"]}'
+                if r.get("kernel_files"):
+                    # A variant's kernel bodies (gpu.sh --variants): its folder and kernels.
+                    folder, _, kernels = r["kernel_files"].partition(": ")
+                    shape += f" files:{os.path.basename(folder.rstrip('/'))}[{kernels}]"
                 rows.setdefault((shape, r["n"], r["ddef_samples"]), []).append(r)
     if not rows:
         print("no DDEF rows")

@@ -8,7 +8,7 @@
 #
 # usage: benches/gpu.sh [--quick] [--only PARTS] [--msc PATH] [--out DIR] [--no-peers]
 #                       [--peak-tflops X] [--bandwidth-gbs Y] [--rounds N] [--shapes LIST]
-#                       [PATH_TO_MSC]
+#                       [--variants DIR] [PATH_TO_MSC]
 # --only takes a comma-separated subset of cloth,coulomb,ddef,worlds,adjoint,peers (all by
 # default): `--only coulomb,ddef` is the DDEF targets and their all-pairs crossover.
 # `--only gather` (not in the default) times the shapes of the DDEF near gather and far
@@ -23,6 +23,12 @@
 # and 1M, m auto, on the charges uniform in the cube and crowded onto a sphere, a torus
 # and a wavy sheet (`msc bench --cloud`), rounds interleaved, with the gather's time per
 # near pair beside each (the same table).
+# `--variants DIR` (alone, it implies `--only variants`) times variants of kernels against
+# the built-in ones: each folder V of DIR holds <kernel>.wgsl bodies (as `MSC_KERNEL_FILES`
+# reads them), run at 256K and 1M, m auto, the default shapes, once per round with the
+# built-in kernels in between, rounds interleaved; the table marks them files:V[kernels].
+# It needs msc built with `--features kernel-files` (a development build; the records then
+# name the folder, `kernel_files`), and pipeline_stats reports the variants' registers.
 # Beside `msc info` and nvidia-smi it writes kernel-stats.txt, the driver's register count
 # and workgroup memory for every kernel (examples/pipeline_stats.rs, when built next to msc:
 # `cargo build --release --example pipeline_stats`).
@@ -42,6 +48,7 @@ all_shapes+=,cell/128/dual,auto
 all_shapes+=,far:direct/1,far:direct/2,far:direct/4,variant:paper
 shapes=$all_shapes
 msc=""
+variants=""
 out="${OUT:-}"
 peak=()
 while [ $# -gt 0 ]; do
@@ -54,6 +61,7 @@ while [ $# -gt 0 ]; do
         --only) only="$2"; shift ;;
         --rounds) rounds="$2"; shift ;;
         --shapes) shapes="$2"; shift ;;
+        --variants) variants="$2"; shift ;;
         -h|--help) sed -n '2,/^set -euo/{/^#/p}' "$0"; exit 0 ;;
         -*) echo "gpu.sh: unknown option $1" >&2; exit 2 ;;
         *) msc="$1" ;;
@@ -61,10 +69,19 @@ while [ $# -gt 0 ]; do
     shift
 done
 
+if [ -n "$variants" ]; then
+    if [ "$only" = cloth,coulomb,ddef,worlds,adjoint,peers ]; then only=variants; fi
+    if ! compgen -G "$variants/*/*.wgsl" > /dev/null; then
+        echo "gpu.sh: --variants $variants holds no folder with a <kernel>.wgsl file" >&2
+        exit 2
+    fi
+    variants="$(cd "$variants" && pwd)"
+fi
 for part in ${only//,/ }; do
     case "$part" in
         cloth|coulomb|ddef|worlds|adjoint|peers|gather|crowded) ;;
-        *) echo "gpu.sh: --only takes cloth,coulomb,ddef,worlds,adjoint,peers,gather,crowded, not '$part'" >&2
+        variants) [ -n "$variants" ] || { echo "gpu.sh: --only variants needs --variants DIR" >&2; exit 2; } ;;
+        *) echo "gpu.sh: --only takes cloth,coulomb,ddef,worlds,adjoint,peers,gather,crowded,variants, not '$part'" >&2
            exit 2 ;;
     esac
 done
@@ -159,7 +176,8 @@ stats="$(dirname "$msc")/examples/pipeline_stats"
 if [ -x "$stats" ]; then
     adapter=""
     [ "$hardware" = 1 ] && adapter=NVIDIA
-    if MSC_STATS_ADAPTER="$adapter" "$stats" > "$out/kernel-stats.txt" 2>&1; then
+    if MSC_STATS_ADAPTER="$adapter" MSC_STATS_VARIANTS="$variants" "$stats" \
+            > "$out/kernel-stats.txt" 2>&1; then
         say "kernel statistics: kernel-stats.txt ($(head -n 1 "$out/kernel-stats.txt"))"
     else
         say "pipeline_stats failed: see kernel-stats.txt"
@@ -246,7 +264,32 @@ if want crowded; then
     done
     "${PYTHON:-python3}" "$here/gather_table.py" "$out"/crowded-*.jsonl | tee "$out/crowded.md"
 fi
-# Only the shape or crowding tables asked for: no main table.
+# Variants of kernels (folders of <kernel>.wgsl bodies) against the built-in kernels: the
+# built-in ones and each variant once per round, the rounds interleaved.
+if want variants; then
+    if [ "$quick" = 1 ]; then variant_sizes=4K; rounds=1; else variant_sizes=256K,1M; fi
+    for round in $(seq 1 "$rounds"); do
+        for v in main "$variants"/*/; do
+            v="${v%/}"
+            name="$(basename "$v")"
+            if [ "$v" = main ]; then
+                (unset MSC_KERNEL_FILES; bench "variant-main-r$round" --workload ddef \
+                    --sizes "$variant_sizes" --samples auto "${coulomb_common[@]}") || status=1
+                continue
+            fi
+            compgen -G "$v/*.wgsl" > /dev/null || continue
+            MSC_KERNEL_FILES="$v" bench "variant-$name-r$round" --workload ddef \
+                --sizes "$variant_sizes" --samples auto "${coulomb_common[@]}" || status=1
+            if ! grep -q '"kernel_files":"' "$out/variant-$name-r$round.jsonl" 2>/dev/null; then
+                say "msc ran its built-in kernels for variant $name: build it with" \
+                    "'cargo build --release --features kernel-files'"
+                exit 1
+            fi
+        done
+    done
+    "${PYTHON:-python3}" "$here/gather_table.py" "$out"/variant-*.jsonl | tee "$out/variants.md"
+fi
+# Only the shape, crowding or variant tables asked for: no main table.
 if ! want cloth && ! want coulomb && ! want ddef && ! want worlds && ! want adjoint \
         && [ "$peers" = 0 ]; then
     echo "results: $out"

@@ -119,6 +119,7 @@ fn measure_gpu(
         GpuSolver::new_tuned(&hd.device, &hd.queue, &built.system, &built.config, tuning)?;
     rec.setup_seconds = Some(t.elapsed().as_secs_f64());
     rec.adapter = solver.adapter().cloned();
+    rec.kernel_files = crate::gpu::shader::kernel_files::label();
     rec.dispatches_per_step = Some(solver.dispatches_per_step());
     if let Some(g) = solver.ddef_gather() {
         rec.ddef_gather = Some(g.to_string());

@@ -242,6 +242,9 @@ fn run_on(
     on: &mut dyn FnMut(Event<'_>) -> Result<(), OutputError>,
     gpu: &mut SharedDevice,
 ) -> Result<Vec<Record>, BenchError> {
+    // A development build's kernel files are refused before any row, not at the first
+    // kernel a row compiles (`gpu::kernels::check_files`).
+    crate::gpu::kernels::check_files().map_err(BenchError::Gpu)?;
     let mut sizes = opts.sizes.clone();
     sizes.sort_unstable();
     sizes.dedup();

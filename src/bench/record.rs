@@ -139,6 +139,9 @@ pub struct Record {
     pub ddef_gather: Option<String>,
     pub ddef_gather_auto: Option<bool>,
     pub ddef_far: Option<String>,
+    /// GPU rows of a development build (`kernel-files` feature) run with
+    /// `MSC_KERNEL_FILES`: the folder and the kernels its files replaced ("DIR: a, b").
+    pub kernel_files: Option<String>,
     /// DDEF on the GPU: host seconds per evaluation over the timed steps, in ms (0:
     /// every stage runs on the device, nothing is read back or uploaded per step).
     pub ddef_host_ms_per_eval: Option<f64>,
@@ -268,6 +271,7 @@ impl Record {
             ddef_gather: samples.map(|_| opts.ddef_gather.to_string()),
             ddef_gather_auto: None,
             ddef_far: samples.map(|_| opts.ddef_far.to_string()),
+            kernel_files: None,
             ddef_rebuilds: None,
             ddef_host_ms_per_eval: None,
             ddef_structure_bytes: None,

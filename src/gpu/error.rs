@@ -60,6 +60,10 @@ pub enum GpuError {
         distance: f64,
         limit: String,
     },
+    /// A folder of kernel bodies (`MSC_KERNEL_FILES`, the `kernel-files` feature) that
+    /// cannot be used: unreadable, empty, or a file named after no kernel.
+    #[error("kernel files: {0}")]
+    KernelFiles(String),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     /// An input to a running solver (a state, new parameters) that the model rejects.

@@ -42,5 +42,11 @@ pub fn all() -> impl Iterator<Item = &'static Kernel> {
     FAMILIES.iter().flat_map(|f| f.iter())
 }
 
+/// The `kernel-files` feature's folder, checked against the kernel table (every file
+/// names a kernel); `Ok` without the feature or the variable.
+pub fn check_files() -> Result<(), crate::gpu::error::GpuError> {
+    crate::gpu::shader::kernel_files::check(|name| all().any(|k| k.name == name))
+}
+
 #[cfg(test)]
 mod tests;

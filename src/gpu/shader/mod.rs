@@ -26,8 +26,10 @@
 //!   membership bits and tetrahedron ranges (reads `ddef_worlds`, `tables`, `starts`,
 //!   `sorted_key`).
 //!
-//! `tuning`: the kernel shapes a caller may choose (they change no result).
+//! `tuning`: the kernel shapes a caller may choose (they change no result);
+//! `kernel_files`: a kernel's body from a file, to time variants (a development feature).
 
+pub mod kernel_files;
 pub mod tuning;
 
 use std::borrow::Cow;
@@ -230,6 +232,10 @@ pub(crate) fn kernel_pipeline(
     worlds: Option<&wgpu::BindGroupLayout>,
     spec: Specialization,
 ) -> (wgpu::ComputePipeline, wgpu::BindGroupLayout) {
+    let k = Kernel {
+        body: kernel_files::body(k.name, k.body),
+        ..k
+    };
     let worlds = worlds.filter(|_| k.reads_worlds() && dispatch.is_some());
     let source = if worlds.is_some() {
         k.batch_source()
