@@ -31,11 +31,9 @@ pub fn obj(path: &Path, scale: f64) -> Result<Mesh, MeshError> {
 /// The polygons and polylines of an OBJ text (without its byte-order mark).
 pub(super) fn parse(bytes: &[u8]) -> Parsed<Soup> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
-        let line = bytes[..e.valid_up_to()]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count()
-            + 1;
+        // Lines end at LF, CRLF or a lone CR, as where the text is read.
+        let ends = (0..e.valid_up_to()).filter(|&k| super::text::line_break(bytes, k));
+        let line = ends.count() + 1;
         fail(At::Line(line), "the file is not UTF-8 text")
     })?;
     let mut soup = Soup::new();

@@ -417,3 +417,18 @@ fn a_tetgen_attribute_count_past_the_file_is_refused() {
         "{e}"
     );
 }
+
+/// An OBJ's invalid UTF-8 is placed on its line counting lone CRs as line breaks, as the
+/// reader does: a classic Mac OS file's error said line 1 (only LFs were counted).
+#[test]
+fn obj_non_utf8_line_counts_lone_crs() {
+    for (text, line) in [
+        (&b"v 0 0 0\nv 1 0 0\r\nv \xff 1 0\n"[..], 3),
+        (b"v 0 0 0\rv 1 0 0\rv \xff 1 0\r", 3),
+        (b"v 0 0 0\r\rv \xff 1 0\r", 3),
+    ] {
+        let e = obj::parse(text).unwrap_err();
+        assert!(e.message.contains("not UTF-8"), "{e:?}");
+        assert_eq!(e.at, Some(At::Line(line)), "{text:?}");
+    }
+}
