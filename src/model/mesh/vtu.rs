@@ -4,7 +4,7 @@
 //! UInt64 headers, either byte order. A small tag scanner rather than an XML library:
 //! appended raw data is not XML.
 
-use super::text::{fail, Parsed};
+use super::text::{fail, line_break, Parsed};
 use super::volume::Tets;
 use super::vtk;
 use super::At;
@@ -32,7 +32,8 @@ fn tags(xml: &[u8]) -> Parsed<Vec<Tag<'_>>> {
     let mut i = 0;
     let mut line = 1;
     while let Some(k) = xml[i..].iter().position(|&c| c == b'<') {
-        line += xml[i..i + k].iter().filter(|&&c| c == b'\n').count();
+        // Lines end at LF, CRLF or a lone CR, as in the other text formats.
+        line += (i..i + k).filter(|&j| line_break(xml, j)).count();
         i += k + 1;
         let end = xml[i..]
             .iter()
@@ -40,7 +41,7 @@ fn tags(xml: &[u8]) -> Parsed<Vec<Tag<'_>>> {
             .ok_or_else(|| fail(At::Line(line), "an unclosed tag (truncated file)"))?;
         let inner = std::str::from_utf8(&xml[i..i + end])
             .map_err(|_| fail(At::Line(line), "a tag is not UTF-8"))?;
-        line += inner.matches('\n').count();
+        line += (i..i + end).filter(|&j| line_break(xml, j)).count();
         let start_body = i + end + 1;
         i = start_body;
         if inner.starts_with('/') || inner.starts_with('?') || inner.starts_with('!') {

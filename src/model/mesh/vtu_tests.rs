@@ -266,3 +266,21 @@ fn unknown_header_type_byte_order_and_encoding_are_refused() {
         assert!(e.message.contains(says), "{root} {enc}: {e:?}");
     }
 }
+
+/// Errors in a VTU of lone-CR lines (classic Mac OS) name the line they name in its LF
+/// twin: only LFs were counted, so every such error said line 1.
+#[test]
+fn vtu_lone_cr_lines_are_counted() {
+    let lf = ascii("0 1 2 3 1 2 3 4.9", "4 8", "10 10");
+    let want = parse(lf.as_bytes()).unwrap_err();
+    assert!(want.message.contains("DataArray connectivity"), "{want:?}");
+    assert_eq!(want.at, Some(super::At::Line(7)), "{want:?}");
+    for eol in ["\r", "\r\n"] {
+        let e = parse(lf.replace('\n', eol).as_bytes()).unwrap_err();
+        assert_eq!(
+            (e.at, e.message),
+            (want.at.clone(), want.message.clone()),
+            "{eol:?}"
+        );
+    }
+}
