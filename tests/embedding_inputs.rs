@@ -77,3 +77,21 @@ fn a_device_below_the_kernels_binding_limits_is_a_limit_error() {
     GpuSolver::new(&device, &queue, &system, &config).expect("a solver");
     GpuWorlds::new(&device, &queue, &[(&system, &config); 2]).expect("a batch");
 }
+
+/// `GpuWorlds::in_world` built a table of `w + 1` names to label one world: world
+/// `usize::MAX` overflowed (a panic), and a large index allocated a name per world below
+/// it. Now any index is only printed.
+#[test]
+fn a_world_label_of_any_index_is_only_printed() {
+    let e = GpuWorlds::in_world(
+        usize::MAX,
+        Some("run 'c'"),
+        GpuError::Unsupported("no".into()),
+    );
+    match e {
+        GpuError::Unsupported(m) => {
+            assert_eq!(m, format!("world {} (run 'c'), no", usize::MAX))
+        }
+        other => panic!("expected the world's label, got {other:?}"),
+    }
+}

@@ -13,7 +13,11 @@ pub const MAX_BATCH_WORLDS: usize = 4096;
 
 /// World `w` in a message: its index and, where the caller named it, its name.
 fn label(w: usize, names: &[Option<String>]) -> String {
-    match names.get(w).and_then(Option::as_deref) {
+    label_named(w, names.get(w).and_then(Option::as_deref))
+}
+
+fn label_named(w: usize, name: Option<&str>) -> String {
+    match name {
         Some(name) => format!("world {w} ({name})"),
         None => format!("world {w}"),
     }
@@ -64,7 +68,16 @@ pub(super) fn check_world(system: &System, config: &Config) -> Result<(), GpuErr
 /// its key); errors of the device or the whole batch are left as they are; any other (a
 /// DDEF plan, a model) is wrapped in [`GpuError::World`].
 pub(super) fn in_world(w: usize, names: &[Option<String>], e: GpuError) -> GpuError {
-    let at = label(w, names);
+    at_world(label(w, names), e)
+}
+
+/// [`in_world`] for world `w` named `name` alone (no table of names to index, so any
+/// `w` is only printed).
+pub(super) fn in_named_world(w: usize, name: Option<&str>, e: GpuError) -> GpuError {
+    at_world(label_named(w, name), e)
+}
+
+fn at_world(at: String, e: GpuError) -> GpuError {
     match e {
         GpuError::F32Range { what, value, limit } => GpuError::F32Range {
             what: format!("{at}, {what}"),

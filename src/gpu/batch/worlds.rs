@@ -8,7 +8,7 @@
 use std::ops::Range;
 
 pub use super::check::MAX_BATCH_WORLDS;
-use super::check::{check, check_world, in_world};
+use super::check::{check, check_world, in_named_world, in_world};
 pub use super::key::BatchKey;
 use super::pack::{batch_shape, pack, Packed, Span};
 use crate::config::{Config, Integrator, SolverMethod};
@@ -103,9 +103,7 @@ impl GpuWorlds {
     /// the world as the batch's own errors do: for callers that check a world without
     /// [`GpuWorlds`] (the CPU reference's worlds).
     pub fn in_world(w: usize, name: Option<&str>, e: GpuError) -> GpuError {
-        let mut names = vec![None; w + 1];
-        names[w] = name.map(str::to_string);
-        in_world(w, &names, e)
+        in_named_world(w, name, e)
     }
 
     /// The checks [`Self::new`] applies to each world on its own, without a device: its
