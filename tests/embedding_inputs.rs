@@ -95,3 +95,39 @@ fn a_world_label_of_any_index_is_only_printed() {
         other => panic!("expected the world's label, got {other:?}"),
     }
 }
+
+/// `GpuAdjoint::save(slot)` grew its table of snapshots to `slot + 1` entries: slot
+/// `usize::MAX` overflowed (a panic), and a large slot allocated that many. Now a new slot
+/// must be the next one, and a slot past it is refused naming both; saving the next and
+/// an earlier one again still works.
+#[test]
+fn an_adjoint_snapshot_slot_past_the_next_is_refused() {
+    use msc::gpu::{AdjointSetup, GpuAdjoint};
+    let Some((device, queue)) = common::device() else {
+        return;
+    };
+    let setup = AdjointSetup {
+        frames: 1,
+        charges: true,
+        scale: 0.5,
+        ..Default::default()
+    };
+    let mut adjoint =
+        GpuAdjoint::new(&device, &queue, &pair(), &at_10_ms(), &setup).expect("adjoint");
+    for slot in [usize::MAX, 1] {
+        match adjoint.save(slot) {
+            Err(GpuError::Unsupported(m)) => {
+                assert!(m.contains(&format!("slot {slot}")), "{m}");
+                assert!(m.contains("the next is 0"), "{m}");
+            }
+            other => panic!("slot {slot}: expected a refusal, got {other:?}"),
+        }
+    }
+    adjoint.save(0).unwrap();
+    adjoint.advance(2, false).unwrap();
+    adjoint.save(1).unwrap();
+    adjoint.save(0).unwrap();
+    assert_eq!(adjoint.kept_states(), 2);
+    adjoint.restore(1).unwrap();
+    assert_eq!(adjoint.state().unwrap().step, 2);
+}

@@ -183,11 +183,18 @@ impl GpuAdjoint {
         }
     }
 
-    /// Keeps the current state in snapshot `slot`.
+    /// Keeps the current state in snapshot `slot`: one saved before, or the next new one
+    /// (slots are numbered from 0 in order, so a slot index cannot allocate past them).
     pub fn save(&mut self, slot: usize) -> Result<(), GpuError> {
-        if self.slots.len() <= slot {
-            self.slots.resize_with(slot + 1, || None);
-            self.slot_steps.resize(slot + 1, 0);
+        if slot > self.slots.len() {
+            return Err(GpuError::Unsupported(format!(
+                "snapshot slot {slot}: new slots are numbered in order, the next is {}",
+                self.slots.len()
+            )));
+        }
+        if self.slots.len() == slot {
+            self.slots.push(None);
+            self.slot_steps.push(0);
         }
         if self.slots[slot].is_none() {
             self.slots[slot] = Some(self.state_buffer("msc adjoint snapshot"));
