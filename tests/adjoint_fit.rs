@@ -10,6 +10,8 @@
 //! in the band) the band moves nearly rigidly after a few steps and the same fit stalls
 //! near 20% RMS: the frames no longer tell its stiffness.
 
+mod common;
+
 use glam::DVec3;
 use msc::config::{Config, Integrator, SolverConfig, SolverMethod};
 use msc::grad::{
@@ -248,26 +250,11 @@ fn a_smoothness_continuation_ends_without_the_penalty_from_the_penalized_result(
     assert!(rms <= 0.05, "relative RMS error {rms}");
 }
 
-const BALL_SCENE: &str = r#"
-name = "ball"
-[mesh]
-kind = "icosphere"
-radius = 1.0
-subdivisions = 1
-[material]
-mass = 0.05
-stiffness = 2.5
-damping = 0.05
-charge = 2e-6
-[integrator]
-method = "imex"
-dt = 0.02
-steps = 40
-solver = { method = "cg", iterations = 500, tolerance = 1e-12 }
-[output]
-every = 10
-frames = "ply"
-"#;
+fn ball_scene() -> String {
+    common::ball_scene(
+        "method = \"imex\"\ndt = 0.02\nsteps = 40\nsolver = { method = \"cg\", iterations = 500, tolerance = 1e-12 }",
+    )
+}
 
 fn msc(args: &[&str]) -> i32 {
     msc::cli::main_with_args(std::iter::once("msc").chain(args.iter().copied()))
@@ -281,7 +268,7 @@ fn msc(args: &[&str]) -> i32 {
 fn msc_fit_chooses_and_reports_the_gradient_method() {
     let dir = tempfile::tempdir().unwrap();
     let scene = dir.path().join("ball.toml");
-    std::fs::write(&scene, BALL_SCENE).unwrap();
+    std::fs::write(&scene, ball_scene()).unwrap();
     let s = scene.to_str().unwrap();
     let target = dir.path().join("target");
     let t = target.to_str().unwrap();

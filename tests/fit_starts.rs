@@ -10,32 +10,17 @@ use common::{require_gpu, skip_no_adapter};
 use msc::grad::{self, starts, GradBackend, GradError, GradOptions, Param, ParamSet, Target};
 use std::path::Path;
 
-const BALL_SCENE: &str = r#"
-name = "ball"
-[mesh]
-kind = "icosphere"
-radius = 1.0
-subdivisions = 1
-[material]
-mass = 0.05
-stiffness = 2.5
-damping = 0.05
-charge = 2e-6
-[integrator]
-method = "imex"
-dt = 0.02
-steps = 60
-solver = { method = "jacobi", iterations = 40, omega = 0.5, tolerance = 0.0 }
-[output]
-every = 10
-frames = "ply"
-"#;
+fn ball_scene() -> String {
+    common::ball_scene(
+        "method = \"imex\"\ndt = 0.02\nsteps = 60\nsolver = { method = \"jacobi\", iterations = 40, omega = 0.5, tolerance = 0.0 }",
+    )
+}
 
 /// The ball's charge and stiffness scales, and target frames from theta = (1, 1) on the
 /// CPU reference.
 fn problem(dir: &Path) -> (ParamSet, Vec<Target>) {
     let path = dir.join("ball.toml");
-    std::fs::write(&path, BALL_SCENE).unwrap();
+    std::fs::write(&path, ball_scene()).unwrap();
     let scene = msc::scene::load(path.to_str().unwrap(), &[]).unwrap();
     let set = ParamSet::new(
         &scene.system,
@@ -155,7 +140,7 @@ fn fit_charge(dir: &Path, starts: &str) -> (f64, serde_json::Value) {
 #[test]
 fn msc_fit_with_starts_begins_at_the_best_start_and_ends_closer_to_the_truth() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("ball.toml"), BALL_SCENE).unwrap();
+    std::fs::write(dir.path().join("ball.toml"), ball_scene()).unwrap();
     let code = msc::cli::main_with_args([
         "msc",
         "run",

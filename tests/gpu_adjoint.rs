@@ -608,28 +608,9 @@ fn msc_fit_runs_the_gpu_adjoint_under_every_integrator() {
             }
             _ => "",
         };
-        let scene = format!(
-            r#"
-name = "ball"
-[mesh]
-kind = "icosphere"
-radius = 1.0
-subdivisions = 1
-[material]
-mass = 0.05
-stiffness = 2.5
-damping = 0.05
-charge = 2e-6
-[integrator]
-method = "{method}"
-dt = {dt}
-steps = 30
-{solve}
-[output]
-every = 10
-frames = "ply"
-"#
-        );
+        let scene = common::ball_scene(&format!(
+            "method = \"{method}\"\ndt = {dt}\nsteps = 30\n{solve}"
+        ));
         let path = dir.path().join(format!("{method}.toml"));
         std::fs::write(&path, scene).unwrap();
         let s = path.to_str().unwrap();

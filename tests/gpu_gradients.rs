@@ -504,26 +504,9 @@ fn msc_fit_with_the_gpu_backend_recovers_a_charge() {
         common::skip_no_adapter(&why);
         return;
     }
-    let scene = r#"
-name = "ball"
-[mesh]
-kind = "icosphere"
-radius = 1.0
-subdivisions = 1
-[material]
-mass = 0.05
-stiffness = 2.5
-damping = 0.05
-charge = 2e-6
-[integrator]
-method = "imex"
-dt = 0.02
-steps = 40
-solver = { method = "cg", iterations = 30, tolerance = 0.0 }
-[output]
-every = 10
-frames = "ply"
-"#;
+    let scene = common::ball_scene(
+        "method = \"imex\"\ndt = 0.02\nsteps = 40\nsolver = { method = \"cg\", iterations = 30, tolerance = 0.0 }",
+    );
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ball.toml");
     std::fs::write(&path, scene).unwrap();

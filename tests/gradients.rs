@@ -18,6 +18,8 @@
 // Per-particle checks read best with explicit indices.
 #![allow(clippy::needless_range_loop)]
 
+mod common;
+
 use glam::DVec3;
 use msc::config::{Config, ExternalCharge, Integrator, Orbit, SolverConfig, SolverMethod};
 use msc::cpu::CpuSimulation;
@@ -657,32 +659,17 @@ fn adam_lowers_the_loss_over_many_per_spring_stiffnesses() {
 // ---------------------------------------------------------------------------------------
 // `msc fit` end to end: a target run folder written by `msc run`, then the fit
 
-const BALL_SCENE: &str = r#"
-name = "ball"
-[mesh]
-kind = "icosphere"
-radius = 1.0
-subdivisions = 1
-[material]
-mass = 0.05
-stiffness = 2.5
-damping = 0.05
-charge = 2e-6
-[integrator]
-method = "imex"
-dt = 0.02
-steps = 60
-solver = { method = "cg", iterations = 500, tolerance = 1e-12 }
-[output]
-every = 10
-frames = "ply"
-"#;
+fn ball_scene() -> String {
+    common::ball_scene(
+        "method = \"imex\"\ndt = 0.02\nsteps = 60\nsolver = { method = \"cg\", iterations = 500, tolerance = 1e-12 }",
+    )
+}
 
 #[test]
 fn msc_fit_recovers_the_charge_of_a_target_run_and_writes_fit_json() {
     let dir = tempfile::tempdir().unwrap();
     let scene = dir.path().join("ball.toml");
-    std::fs::write(&scene, BALL_SCENE).unwrap();
+    std::fs::write(&scene, ball_scene()).unwrap();
     let target = dir.path().join("target");
     let s = scene.to_str().unwrap();
     let code = msc::cli::main_with_args([
@@ -727,7 +714,7 @@ fn msc_fit_recovers_the_charge_of_a_target_run_and_writes_fit_json() {
     let other = dir.path().join("other.toml");
     std::fs::write(
         &other,
-        BALL_SCENE.replace("subdivisions = 1", "subdivisions = 0"),
+        ball_scene().replace("subdivisions = 1", "subdivisions = 0"),
     )
     .unwrap();
     let args = [

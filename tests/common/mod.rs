@@ -336,3 +336,29 @@ pub fn all_pairs_config() -> Config {
         ..Config::default()
     }
 }
+
+/// The charged ball the gradient and fit tests recover parameters of: an icosphere of
+/// radius 1 m (subdivision 1), mass 0.05 kg, stiffness 2.5 N/m, damping 0.05, charge 2e-6
+/// C, PLY frames every 10 steps; `integrator` is the body of its `[integrator]` table
+/// (method, dt, steps, solver).
+pub fn ball_scene(integrator: &str) -> String {
+    format!(
+        r#"
+name = "ball"
+[mesh]
+kind = "icosphere"
+radius = 1.0
+subdivisions = 1
+[material]
+mass = 0.05
+stiffness = 2.5
+damping = 0.05
+charge = 2e-6
+[integrator]
+{integrator}
+[output]
+every = 10
+frames = "ply"
+"#
+    )
+}
