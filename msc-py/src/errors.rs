@@ -184,6 +184,9 @@ impl Classify for GpuError {
             GpuError::Model(_) => Kind::Model,
             GpuError::Config(_) => Kind::Config,
             GpuError::Ddef(d) => d.kind(),
+            // One world's error of a batch: the class of the error itself, as alone (a
+            // world's DDEF or model error was a GpuError); the message names the world.
+            GpuError::World { error, .. } => error.kind(),
             _ => Kind::Gpu,
         }
     }
@@ -330,4 +333,34 @@ pub fn poisoned(py: Python<'_>, what: &str) -> PyErr {
         Kind::Msc,
         format!("this {what} is unusable: an earlier call on it panicked"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A world's error of a GPU batch (GpuError::World) raised a GpuError whatever it
+    /// wrapped; it raises the class the wrapped error raises alone, as a step failure of
+    /// one world of a CPU batch (SimError::World) does. No Python input reaches it today
+    /// (the batch names a configuration or range error in place), so it is checked here.
+    #[test]
+    fn a_world_error_has_the_class_of_the_error_it_wraps() {
+        let inner = [
+            GpuError::Ddef(DdefError::NonFinitePosition { index: 3 }),
+            GpuError::Ddef(DdefError::NoCharges),
+            GpuError::Model(msc::model::ModelError::NonFinite {
+                index: 3,
+                what: "position",
+            }),
+            GpuError::DeviceLost("gone".into()),
+        ];
+        for e in inner {
+            let alone = e.kind();
+            let world = GpuError::World {
+                world: "world 2 (scene 'tiny')".into(),
+                error: Box::new(e),
+            };
+            assert_eq!(world.kind(), alone, "{world}");
+        }
+    }
 }

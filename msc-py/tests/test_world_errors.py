@@ -47,3 +47,26 @@ def test_a_step_failure_in_one_world_names_the_world(tiny: Path) -> None:
         msc.DivergenceError, match=r"^world 2 \(scene 'tiny'\): particle \d+: position is not finite"
     ):
         worlds.step(200)
+
+
+@pytest.mark.parametrize(
+    ("sets", "cls"),
+    [
+        # A configuration its particles cannot take.
+        ({"world.drag": 1e6}, msc.ConfigError),
+        # A stiffness past what the GPU's f32 holds.
+        ({"material.stiffness": 1e39}, msc.GpuError),
+    ],
+)
+def test_a_world_raises_the_class_its_scene_raises_alone(
+    tiny: Path, sets: dict[str, Any], cls: type[msc.MscError]
+) -> None:
+    # One class per error, in a batch or alone; the batch's message names the world.
+    # Both check their inputs before an adapter is looked for: runs without a GPU.
+    ok = msc.load_scene(tiny)
+    bad = msc.load_scene(tiny, set=sets)
+    with pytest.raises(cls) as alone:
+        msc.Simulator(bad, backend="gpu")
+    with pytest.raises(cls, match=r"world 2 \(scene 'tiny'\)") as world:
+        msc.Worlds([ok, ok, bad, ok], backend="gpu")
+    assert type(world.value) is type(alone.value)
