@@ -52,6 +52,20 @@ pub enum TargetError {
         earlier: f64,
         later: f64,
     },
+    /// Two frames whose times round to the same step of the fit (a time within 1e-6 of
+    /// a step of another).
+    #[error(
+        "{}: target time {later} s falls on step {step} of dt = {dt} s, as the previous \
+         frame's time {earlier} s does",
+        path.display()
+    )]
+    SameStep {
+        path: PathBuf,
+        earlier: f64,
+        later: f64,
+        step: u64,
+        dt: f64,
+    },
     /// The target's frame at t = 0 is not the scene's initial state: it comes from
     /// another geometry, which no fitted parameter can turn into this one.
     #[error(
@@ -213,6 +227,7 @@ pub fn to_targets(
 ) -> Result<Vec<Target>, TargetError> {
     let mut out: Vec<Target> = Vec::new();
     let mut last_time = f64::NEG_INFINITY;
+    let mut last_step: Option<u64> = None;
     for f in frames {
         let time = f.time.unwrap_or(default_time);
         let steps = time / dt;
@@ -241,7 +256,18 @@ pub fn to_targets(
                 later: time,
             });
         }
-        last_time = time;
+        // Both would enter the loss at one step, the earlier frame's positions then
+        // compared with a later state (refused later as "frame steps must increase").
+        if last_step == Some(step as u64) {
+            return Err(TargetError::SameStep {
+                path: f.path.clone(),
+                earlier: last_time,
+                later: time,
+                step: step as u64,
+                dt,
+            });
+        }
+        (last_time, last_step) = (time, Some(step as u64));
         if step == 0.0 {
             continue;
         }
@@ -287,6 +313,15 @@ mod tests {
                 "{e}"
             );
         }
+        // Times 1e-9 s apart are one step of 0.01 s: both frames entered the loss at step
+        // 10, the second then refused as "frame steps must increase", naming no file.
+        let e = to_targets(&[frame(0.1), frame(0.1 + 1e-9)], 0.01, 0.0).unwrap_err();
+        assert!(matches!(e, TargetError::SameStep { step: 10, .. }), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("f.ply: target time 0.100000001 s"),
+            "{e}"
+        );
         let t = to_targets(&[frame(MAX_HORIZON_STEPS as f64)], 1.0, 0.0).unwrap();
         assert_eq!(t[0].step, MAX_HORIZON_STEPS);
     }
