@@ -131,3 +131,66 @@ fn an_adjoint_snapshot_slot_past_the_next_is_refused() {
     adjoint.restore(1).unwrap();
     assert_eq!(adjoint.state().unwrap().step, 2);
 }
+
+/// Steps recorded with `record_steps` count as done at once, but run only when the
+/// caller submits the encoder. A state read before that came back with the positions from
+/// before the steps labelled with the steps' count, and after an encoder dropped
+/// unsubmitted every later state was labelled steps ahead (under Verlet also from a
+/// trajectory whose first force evaluation was skipped). Now such a read is an
+/// `Unsubmitted` error naming both counts, for one solver and for a batch; the same
+/// read after the submission gives the stepped state.
+#[test]
+fn a_state_read_before_the_recorded_steps_are_submitted_is_refused() {
+    use msc::config::Integrator;
+    let Some((device, queue)) = common::device() else {
+        return;
+    };
+    let system = pair();
+    let check = |result: Result<(), GpuError>, counted: u64, unsubmitted: u64| match result {
+        Err(GpuError::Unsubmitted {
+            counted: c,
+            unsubmitted: u,
+        }) => assert_eq!((c, u), (counted, unsubmitted)),
+        other => panic!("expected an unsubmitted-steps error, got {other:?}"),
+    };
+    let mut solver = GpuSolver::new(&device, &queue, &system, &at_10_ms()).expect("solver");
+    let start = solver.read_state().unwrap();
+    let mut encoder = device.create_command_encoder(&Default::default());
+    solver.record_steps(&mut encoder, 0).unwrap();
+    solver.record_steps(&mut encoder, 5).unwrap();
+    check(solver.read_state().map(drop), 5, 5);
+    check(solver.read_positions_f32().map(drop), 5, 5);
+    queue.submit([encoder.finish()]);
+    let stepped = solver.read_state().unwrap();
+    assert_eq!(stepped.step, 5);
+    assert_ne!(stepped.x, start.x, "five steps moved nothing");
+
+    // An encoder dropped unsubmitted: Verlet's steps are refused as behind, not read.
+    let verlet = msc::Config {
+        integrator: Integrator::Verlet,
+        ..at_10_ms()
+    };
+    let mut solver = GpuSolver::new(&device, &queue, &system, &verlet).expect("solver");
+    let mut encoder = device.create_command_encoder(&Default::default());
+    solver.record_steps(&mut encoder, 1).unwrap();
+    drop(encoder);
+    solver.advance(3).unwrap();
+    check(solver.read_state().map(drop), 4, 1);
+
+    let Some(adapter) = adapter() else {
+        return;
+    };
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        required_limits: adapter.limits(),
+        ..Default::default()
+    }))
+    .expect("a device with the adapter's limits");
+    let config = at_10_ms();
+    let mut batch = GpuWorlds::new(&device, &queue, &[(&system, &config); 2]).expect("batch");
+    let mut encoder = device.create_command_encoder(&Default::default());
+    batch.record_steps(&mut encoder, 3).unwrap();
+    check(batch.read_states().map(drop), 3, 3);
+    queue.submit([encoder.finish()]);
+    let states = batch.read_states().unwrap();
+    assert!(states.iter().all(|s| s.step == 3 && s.x != start.x));
+}

@@ -19,6 +19,15 @@ pub enum GpuError {
     DeviceLost(String),
     #[error("GPU readback failed: {0}")]
     Readback(String),
+    /// Steps counted as done that the device has not run: recorded by `record_steps` into
+    /// a caller's encoder not submitted (yet, or ever), so a state read now would carry a
+    /// step count it does not hold.
+    #[error(
+        "{unsubmitted} of the {counted} steps counted have not run on the device: submit \
+         the encoder record_steps recorded them into before reading the state (an encoder \
+         dropped unsubmitted loses its steps)"
+    )]
+    Unsubmitted { counted: u64, unsubmitted: u64 },
     /// A kernel launch whose buffers do not fit the kernel's bindings (a host bug caught
     /// when the step is planned, before anything runs).
     #[error("kernel {kernel}: {problem}")]

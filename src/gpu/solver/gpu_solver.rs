@@ -421,7 +421,8 @@ impl GpuSolver {
     }
 
     /// Records `n` steps into the caller's encoder (one compute pass). The solver counts
-    /// them as done: the caller must submit the encoder before reading the state back.
+    /// them as done: the caller must submit the encoder before reading the state back (a
+    /// state read before is a [`GpuError::Unsubmitted`]).
     /// Every configuration records (DDEF included: all its stages run on the device).
     /// More than [`MAX_RECORDED_DISPATCHES`] dispatches in one call is a
     /// [`GpuError::LimitExceeded`], with nothing recorded.

@@ -81,6 +81,31 @@ impl GpuSolver {
         Ok(data)
     }
 
+    /// `copies` as [`Self::run_and_read_checked`] reads them, with the step clock read
+    /// back beside them: a clock behind the steps counted means steps recorded into a
+    /// caller's encoder that has not been submitted, and the state read would be
+    /// labelled with steps it does not hold (Verlet's next step would also skip its
+    /// first force evaluation). Compared modulo 2^32, the clock's width.
+    pub(in crate::gpu) fn read_at_step(
+        &self,
+        copies: &[(Buf, u64, u64)],
+    ) -> Result<Vec<u8>, GpuError> {
+        let mut all = copies.to_vec();
+        all.push((Buf::Clock, 0, 16));
+        let mut data = self.run_and_read_checked(&[], &all)?;
+        let at = data.len() - 16;
+        let clock: u32 = bytemuck::pod_read_unaligned(&data[at..at + 4]);
+        data.truncate(at);
+        let unsubmitted = (self.steps_done as u32).wrapping_sub(clock);
+        if unsubmitted != 0 {
+            return Err(GpuError::Unsubmitted {
+                counted: self.steps_done,
+                unsubmitted: unsubmitted.into(),
+            });
+        }
+        Ok(data)
+    }
+
     /// `run_and_read`, and with DDEF every world's record after `copies` (none without).
     fn run_and_read_records(
         &self,
@@ -222,7 +247,7 @@ impl GpuSolver {
     /// raised since the last re-plan is an error, see `run_and_read_checked`).
     pub fn read_state(&self) -> Result<State, GpuError> {
         let bytes = 16 * u64::from(self.n);
-        let data = self.run_and_read_checked(&[], &[(Buf::X, 0, bytes), (Buf::V, 0, bytes)])?;
+        let data = self.read_at_step(&[(Buf::X, 0, bytes), (Buf::V, 0, bytes)])?;
         let mut x = readback::vectors(&data);
         let v = x.split_off(self.n as usize);
         Ok(State {
@@ -317,14 +342,11 @@ impl GpuSolver {
         let nd = self.tangent_directions();
         let n = self.n as usize;
         let bytes = 16 * n as u64;
-        let data = self.run_and_read_checked(
-            &[],
-            &[
-                (Buf::X, 0, bytes),
-                (Buf::V, 0, bytes),
-                (Buf::TanState, 0, 2 * bytes * nd as u64),
-            ],
-        )?;
+        let data = self.read_at_step(&[
+            (Buf::X, 0, bytes),
+            (Buf::V, 0, bytes),
+            (Buf::TanState, 0, 2 * bytes * nd as u64),
+        ])?;
         let all = readback::vectors(&data);
         let range = |a: usize| all[a..a + n].to_vec();
         let state = State {

@@ -100,13 +100,14 @@ impl GpuSolver {
     }
 
     fn read_xyz(&self, b: Buf) -> Result<Vec<[f32; 3]>, GpuError> {
-        let data = self.run_and_read(&[], &[(b, 0, 16 * u64::from(self.n))])?;
+        let data = self.read_at_step(&[(b, 0, 16 * u64::from(self.n))])?;
         let v4: &[[f32; 4]] = bytemuck::cast_slice(&data);
         Ok(v4.iter().map(|p| [p[0], p[1], p[2]]).collect())
     }
 
     /// The positions as the device holds them (f32, no conversion to f64): one readback,
-    /// which waits for the steps submitted so far.
+    /// which waits for the steps submitted so far (steps recorded but not submitted are
+    /// a [`GpuError::Unsubmitted`], as for [`Self::read_state`]).
     pub fn read_positions_f32(&self) -> Result<Vec<[f32; 3]>, GpuError> {
         self.read_xyz(Buf::X)
     }
