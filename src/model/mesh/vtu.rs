@@ -35,6 +35,14 @@ fn tags(xml: &[u8]) -> Parsed<Vec<Tag<'_>>> {
         // Lines end at LF, CRLF or a lone CR, as in the other text formats.
         line += (i..i + k).filter(|&j| line_break(xml, j)).count();
         i += k + 1;
+        // A comment ends at `-->`, not at its first `>`: a tag written inside one is text.
+        if xml[i..].starts_with(b"!--") {
+            let close = find(&xml[i..], b"-->")
+                .ok_or_else(|| fail(At::Line(line), "an unclosed comment (truncated file)"))?;
+            line += (i..i + close).filter(|&j| line_break(xml, j)).count();
+            i += close + 3;
+            continue;
+        }
         let end = xml[i..]
             .iter()
             .position(|&c| c == b'>')
@@ -473,14 +481,28 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
     // The DataArrays under <Points> and <Cells>, by the section they follow.
     let mut section = "";
     let (mut points, mut conn, mut offsets, mut types) = (None, None, None, None);
+    // Each is one array: a second would replace (or be dropped for) the first unseen.
+    fn once<'t, 'a>(slot: &mut Option<&'t Tag<'a>>, t: &'t Tag<'a>, what: &str) -> Parsed<()> {
+        if let Some(first) = slot {
+            return Err(fail(
+                At::Line(t.line),
+                format!(
+                    "a second {what} DataArray (the first at line {})",
+                    first.line
+                ),
+            ));
+        }
+        *slot = Some(t);
+        Ok(())
+    }
     for t in &tags {
         match t.name {
             "Points" | "Cells" | "PointData" | "CellData" | "FieldData" => section = t.name,
             "DataArray" => match (section, t.attr("Name")) {
-                ("Points", _) if points.is_none() => points = Some(t),
-                ("Cells", Some("connectivity")) => conn = Some(t),
-                ("Cells", Some("offsets")) => offsets = Some(t),
-                ("Cells", Some("types")) => types = Some(t),
+                ("Points", _) => once(&mut points, t, "Points")?,
+                ("Cells", Some("connectivity")) => once(&mut conn, t, "connectivity")?,
+                ("Cells", Some("offsets")) => once(&mut offsets, t, "offsets")?,
+                ("Cells", Some("types")) => once(&mut types, t, "types")?,
                 _ => {}
             },
             _ => {}

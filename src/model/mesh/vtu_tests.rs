@@ -1,7 +1,8 @@
 //! Tests of the VTU reader on hostile input: non-integer indices, arrays whose sizes
 //! disagree with the <Piece>'s counts, compressed blocks that inflate past their header,
 //! the self-closing appended arrays VTK and ParaView write, and <VTKFile> attributes
-//! (header_type, byte_order) and an encoding VTK does not write.
+//! (header_type, byte_order) and an encoding VTK does not write, tags inside comments, a
+//! second Points or Cells array.
 use super::vtu::parse;
 
 /// Two tetrahedra on five points, every array inline ASCII.
@@ -283,4 +284,44 @@ fn vtu_lone_cr_lines_are_counted() {
             "{eol:?}"
         );
     }
+}
+
+/// A tag inside a comment is text: a comment holding a `>` before an old connectivity
+/// array took that array for a real one (the last one read won).
+#[test]
+fn tags_inside_comments_are_not_read() {
+    let commented = ascii("0 1 2 3 1 2 3 4", "4 8", "10 10").replace(
+        "<Cells>\n",
+        "<Cells>\n<!-- was > before: <DataArray type=\"Int64\" Name=\"connectivity\" \
+         format=\"ascii\">0 1 2 3 0 1 2 3</DataArray> -->\n",
+    );
+    let ok = parse(commented.as_bytes()).unwrap();
+    assert_eq!(ok.tets, vec![[0, 1, 2, 3], [1, 2, 3, 4]]);
+    let open = ascii("0 1 2 3 1 2 3 4", "4 8", "10 10").replace("<Cells>", "<Cells><!-- x");
+    let e = parse(open.as_bytes()).unwrap_err();
+    assert!(e.message.contains("unclosed comment"), "{e:?}");
+}
+
+/// Points, connectivity, offsets and types are one array each: a second one was taken
+/// over the first (Cells) or dropped (Points) without a word.
+#[test]
+fn a_second_points_or_cells_array_is_refused_naming_both_lines() {
+    let base = ascii("0 1 2 3 1 2 3 4", "4 8", "10 10");
+    let second_conn = base.replace(
+        "<DataArray type=\"Int64\" Name=\"offsets\"",
+        "<DataArray type=\"Int64\" Name=\"connectivity\" format=\"ascii\">0 1 2 3 0 1 2 3</DataArray>\n<DataArray type=\"Int64\" Name=\"offsets\"",
+    );
+    let e = parse(second_conn.as_bytes()).unwrap_err();
+    assert!(
+        e.message
+            .contains("a second connectivity DataArray (the first at line 7)"),
+        "{e:?}"
+    );
+    assert_eq!(e.at, Some(super::At::Line(8)), "{e:?}");
+    let second_points = base.replace(
+        "</DataArray></Points>",
+        "</DataArray>\n<DataArray type=\"Float64\" Name=\"P2\" NumberOfComponents=\"3\" format=\"ascii\">0 0 0 1 0 0 0 1 0 0 0 1 1 1 1</DataArray></Points>",
+    );
+    let e = parse(second_points.as_bytes()).unwrap_err();
+    assert!(e.message.contains("a second Points DataArray"), "{e:?}");
 }
