@@ -35,7 +35,12 @@ const TRUE_STIFFNESS: f64 = 2.5;
 
 /// The scene and its target run (the CPU reference at the true stiffness) in `dir`.
 fn setup(dir: &Path) {
-    std::fs::write(dir.join("ball.toml"), VERLET_BALL).unwrap();
+    setup_scene(dir, VERLET_BALL);
+}
+
+/// [`setup`] of `scene`.
+fn setup_scene(dir: &Path, scene: &str) {
+    std::fs::write(dir.join("ball.toml"), scene).unwrap();
     let o = common::msc(
         &[
             "run",
@@ -89,8 +94,13 @@ fn checked_points(json: &Value, count: usize) -> Vec<Value> {
 /// runs. The two are recorded as failed at their own index with the run's error, and the
 /// fit converges from start 1 to the true stiffness.
 fn diverging_starts_fail_alone(backend: &str) {
+    diverging_starts_of_fail_alone(backend, VERLET_BALL);
+}
+
+/// [`diverging_starts_fail_alone`] of `scene`.
+fn diverging_starts_of_fail_alone(backend: &str, scene: &str) {
     let dir = tempfile::tempdir().unwrap();
-    setup(dir.path());
+    setup_scene(dir.path(), scene);
     let o = fit(dir.path(), backend, "1e12", "3", "1e15");
     assert!(o.status.success(), "{}", common::stderr(&o));
     let json = common::read_json(&dir.path().join(backend).join("fit.json"));
@@ -118,6 +128,19 @@ fn diverging_starts_fail_alone(backend: &str) {
 #[test]
 fn a_start_whose_run_diverges_is_recorded_failed_and_the_fit_goes_on() {
     diverging_starts_fail_alone("cpu");
+}
+
+/// The same with DDEF (lattice grid, m = 20): the CPU forward froze the step's DDEF
+/// structure before its finite check, so a start whose step left f64 failed naming only
+/// a particle ("particle 0: position is not finite"), not the step.
+#[test]
+fn a_diverging_ddef_start_is_recorded_non_finite_at_its_step() {
+    let scene = VERLET_BALL.replace(
+        "[integrator]",
+        "[coulomb]\nmethod = \"ddef\"\nsamples = 20\n[integrator]",
+    );
+    assert!(scene.contains("samples = 20"));
+    diverging_starts_of_fail_alone("cpu", &scene);
 }
 
 #[test]

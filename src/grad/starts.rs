@@ -198,7 +198,15 @@ fn cpu_loss(
                 return Err(GradError::Interrupted);
             }
             let k = (target.step - done).min(STOP_CHECK_STEPS);
-            world.step(k).map_err(sim_error)?;
+            if let Err(e) = world.step(k) {
+                // The steps run on from a non-finite state until something refuses it
+                // (DDEF locates every charge: "particle 0: position is not finite"):
+                // the divergence, reported below with its step, is the start's error.
+                if world.state(0).is_ok_and(|s| !s.is_finite()) {
+                    break;
+                }
+                return Err(sim_error(e));
+            }
             done += k;
         }
         let state = world.state(0).map_err(sim_error)?;
