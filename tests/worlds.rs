@@ -621,3 +621,42 @@ fn what_fitting_accepts_of_ddef_worlds_builds() {
         Ok(_) => panic!("12 DDEF worlds built beyond the limits"),
     }
 }
+
+/// A DDEF world that diverges (stiff springs under explicit Verlet: its charges leave
+/// f32 over the steps, its box re-planned at each read as it grows) does not stop the
+/// batch: its own energies or state go non-finite while the other world steps on as it
+/// does alone, bit for bit. A fit's starts run as such a batch: a re-plan error there
+/// would lose every start to one.
+#[test]
+fn a_diverging_ddef_world_does_not_stop_the_others() {
+    let ddef = |extra: &[&str]| -> (System, Config) {
+        let mut sets = vec![
+            "coulomb.method = \"ddef\"",
+            "integrator.method = \"verlet\"",
+            "integrator.dt = 0.001",
+        ];
+        sets.extend_from_slice(extra);
+        scene("torus", &sets)
+    };
+    let worlds = vec![ddef(&[]), ddef(&["material.stiffness = 1e6"])];
+    let Some(mut b) = batch(&worlds) else {
+        return;
+    };
+    let steps = 200;
+    for _ in 0..steps / 5 {
+        b.advance(5).unwrap();
+        b.read_energies().unwrap();
+    }
+    let states = b.read_states().unwrap();
+    let energies = b.read_energies().unwrap();
+    assert!(
+        !states[1].is_finite() || !energies[1].total.is_finite(),
+        "world 1 diverged: {:?}",
+        energies[1]
+    );
+    let replans = b.ddef_counts(1).unwrap().unwrap().rebuilds;
+    assert!(replans > 1, "world 1's growing box was re-planned: {replans} plans");
+    let (state, e, _) = alone(&worlds[0].0, &worlds[0].1, steps).unwrap();
+    assert!(same_bits(&states[0], &state), "world 0 steps as alone");
+    assert_eq!(energies[0], e, "world 0: energies");
+}
