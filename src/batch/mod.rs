@@ -51,6 +51,13 @@ const OWN_NAMES: [&str; 4] = [
     slurm::LOG_DIR,
 ];
 
+/// A run name as a case-insensitive file system that drops trailing dots (macOS,
+/// Windows) sees it: two names with one key share one folder there, so a plan keeps
+/// run names distinct by this key, not by their bytes alone.
+fn folder_key(name: &str) -> String {
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
 /// What stops a batch, or ends it with a failure status.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -249,18 +249,29 @@ pub fn safe_name(text: &str) -> String {
     name
 }
 
-/// Distinct names for runs whose texts became the same name: `-2`, `-3`, ... in plan order.
+/// Distinct folders for runs whose texts became the same name, or names one folder on a
+/// case-insensitive file system (`a=X`, `a=x`): `-2`, `-3`, ... in plan order, the name
+/// cut to keep it within [`MAX_NAME`] (a longer one fails [`check_name`] when plan.json
+/// is read back by the other shards and merge).
 fn uniquify(runs: &mut [RunSpec]) {
     let mut used: HashSet<String> = HashSet::new();
     for run in runs.iter_mut() {
-        if !used.insert(run.name.clone()) {
-            let mut k = 2;
-            while used.contains(&format!("{}-{k}", run.name)) {
-                k += 1;
-            }
-            run.name = format!("{}-{k}", run.name);
-            used.insert(run.name.clone());
+        if used.insert(super::folder_key(&run.name)) {
+            continue;
         }
+        let mut k = 2;
+        let name = loop {
+            let suffix = format!("-{k}");
+            // Names are ASCII: any byte is a char boundary.
+            let keep = run.name.len().min(MAX_NAME - suffix.len());
+            let name = format!("{}{suffix}", &run.name[..keep]);
+            if !used.contains(&super::folder_key(&name)) {
+                break name;
+            }
+            k += 1;
+        };
+        used.insert(super::folder_key(&name));
+        run.name = name;
     }
 }
 
@@ -311,7 +322,7 @@ fn manifest_from_str(text: &str, path: &Path, extra_set: &[String]) -> Result<Pl
         _ => PathBuf::from("."),
     };
     let mut runs = Vec::with_capacity(file.runs.len());
-    let mut names: Vec<(String, usize)> = Vec::new();
+    let mut names: Vec<(String, String, usize)> = Vec::new();
     for (i, run) in file.runs.into_iter().enumerate() {
         if run.scene.trim().is_empty() {
             return Err(err(format!("runs[{i}].scene: must not be empty")));
@@ -333,13 +344,22 @@ fn manifest_from_str(text: &str, path: &Path, extra_set: &[String]) -> Result<Pl
         };
         let key = if run.name.is_some() { ".name" } else { "" };
         check_name(&name).map_err(|m| err(format!("runs[{i}]{key}: {m}")))?;
-        if let Some((_, j)) = names.iter().find(|(n, _)| *n == name) {
+        let key = super::folder_key(&name);
+        if let Some((n, _, j)) = names.iter().find(|(_, k, _)| *k == key) {
+            let seen = if *n == name {
+                String::new()
+            } else {
+                format!(
+                    " (as '{n}' where case and trailing dots do not count: macOS, \
+                     Windows)"
+                )
+            };
             return Err(err(format!(
-                "runs[{j}] and runs[{i}] would both write to the folder '{name}'; \
+                "runs[{j}] and runs[{i}] would both write to the folder '{name}'{seen}; \
                  give them distinct names (name = \"...\")"
             )));
         }
-        names.push((name.clone(), i));
+        names.push((name.clone(), key, i));
         let mut set = file.set.clone();
         set.extend(run.set.iter().cloned());
         set.extend(extra_set.iter().cloned());
@@ -398,7 +418,9 @@ pub(super) fn check_name(name: &str) -> Result<(), String> {
     // Not one of the batch folder's own files or folders (running there would clear or
     // replace them): `runs.csv`, a shard's `runs.shard-*.csv`, `plan.json`, the Slurm
     // script and its log folder.
-    if super::OWN_NAMES.contains(&name) || name.starts_with("runs.shard-") {
+    let key = super::folder_key(name);
+    let own = |n: &str| super::folder_key(n) == key;
+    if super::OWN_NAMES.iter().any(|n| own(n)) || key.starts_with("runs.shard-") {
         return Err(format!(
             "'{name}' is the name of one of the batch folder's own files; \
              give the run another name (name = \"...\")"

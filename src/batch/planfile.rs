@@ -255,11 +255,20 @@ impl PlanFile {
         if self.runs.is_empty() {
             return Err("it lists no run".into());
         }
-        let mut seen = std::collections::HashSet::new();
+        // By folder: `A` and `a` share one on a case-insensitive file system.
+        let mut seen = std::collections::HashMap::new();
         for r in &self.runs {
             super::plan::check_name(&r.name).map_err(|e| format!("run name {e}"))?;
-            if !seen.insert(r.name.as_str()) {
-                return Err(format!("the run name '{}' appears twice", r.name));
+            if let Some(first) = seen.insert(super::folder_key(&r.name), r.name.as_str()) {
+                return Err(if first == r.name {
+                    format!("the run name '{}' appears twice", r.name)
+                } else {
+                    format!(
+                        "the run names '{first}' and '{}' name one folder where case and \
+                         trailing dots do not count (macOS, Windows)",
+                        r.name
+                    )
+                });
             }
             // Each run's values fill the table's columns: one more or less shifts its row.
             if r.columns.len() != self.columns.len() {

@@ -1,0 +1,209 @@
+//! Hostile strings at the batch layer (`msc sweep`, `msc batch`, `--slurm`, `msc merge`):
+//! each one reaches the program unchanged or is refused naming it. Run names never share a
+//! folder (also where case and trailing dots do not count), stay within the name limit the
+//! plan's readers check, and the job script hands every value to the program as given;
+//! `msc merge` names each run it could not take and why.
+
+mod common;
+
+use common::{msc, read_json, stderr, tiny};
+use msc::batch::plan;
+use msc::batch::{PlanFile, Rerun, Vary};
+use std::path::Path;
+
+/// The longest run name, as the guide gives it.
+const MAX_NAME: usize = 120;
+
+/// How macOS and Windows compare folder names: case and trailing dots do not count.
+fn folder_key(name: &str) -> String {
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
+fn sweep_args<'a>(vary: &'a str, out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec![
+        "sweep",
+        "tiny.toml",
+        "--vary",
+        vary,
+        "--out",
+        out,
+        "--backend",
+        "cpu",
+        "--steps",
+        "2",
+        "--quiet",
+    ];
+    a.extend_from_slice(extra);
+    a
+}
+
+/// Values of the free-text key `name` that give one name, one folder on a
+/// case-insensitive file system, or names at the length limit.
+fn colliding_values() -> String {
+    let long = "a".repeat(MAX_NAME - "name=".len() - 2);
+    format!("\"{long} b\",\"{long}_b\",\"Big\",\"big\",\"x.\",\"x\"")
+}
+
+#[test]
+fn names_that_share_a_folder_get_distinct_folders_within_the_limit() {
+    let vary = Vary::parse(&format!("name={}", colliding_values())).unwrap();
+    let plan = plan::sweep("builtin:torus", &[], &[vary]).unwrap();
+    let names: Vec<&str> = plan.runs.iter().map(|r| r.name.as_str()).collect();
+    for n in &names {
+        assert!(n.len() <= MAX_NAME, "{} characters: {n}", n.len());
+    }
+    let keys: std::collections::HashSet<String> = names.iter().map(|n| folder_key(n)).collect();
+    assert_eq!(
+        keys.len(),
+        names.len(),
+        "two runs share a folder: {names:?}"
+    );
+    // The plan every shard writes is one its readers (the other shards, merge) accept.
+    let dir = tempfile::tempdir().unwrap();
+    let rerun = Rerun {
+        cwd: dir.path().into(),
+        program: "msc".into(),
+        args: vec!["sweep".into()],
+    };
+    let file = PlanFile::new("sweep", &plan, 2, "cpu", None, rerun);
+    file.write_or_check(dir.path()).unwrap();
+    let back = PlanFile::read(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(back.plan(), plan);
+}
+
+/// End to end: the second shard and merge read the plan the first shard wrote.
+#[test]
+fn a_sharded_sweep_of_colliding_long_names_merges() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    tiny(d);
+    let vary = format!("name={}", colliding_values());
+    for shard in ["0/2", "1/2"] {
+        let o = msc(&sweep_args(&vary, "o", &["--shard", shard]), d);
+        assert_eq!(o.status.code(), Some(0), "shard {shard}: {}", stderr(&o));
+    }
+    let o = msc(&["merge", "o"], d);
+    assert_eq!(o.status.code(), Some(0), "merge: {}", stderr(&o));
+    let runs = std::fs::read_dir(d.join("o"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().join("summary.json").is_file())
+        .count();
+    assert_eq!(runs, 6, "one folder per run");
+}
+
+fn manifest(dir: &Path, names: &[&str]) -> std::process::Output {
+    let mut text = String::new();
+    for n in names {
+        text.push_str(&format!(
+            "[[runs]]\nscene = \"tiny.toml\"\nname = \"{n}\"\n"
+        ));
+    }
+    std::fs::write(dir.join("m.toml"), text).unwrap();
+    msc(
+        &[
+            "batch",
+            "m.toml",
+            "--out",
+            "o",
+            "--backend",
+            "cpu",
+            "--steps",
+            "2",
+            "--quiet",
+        ],
+        dir,
+    )
+}
+
+#[test]
+fn manifest_names_of_one_folder_or_of_the_batchs_own_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    tiny(d);
+    for (names, said) in [
+        (&["Run", "run"][..], "runs[0] and runs[1]"),
+        (&["a", "b", "a."][..], "runs[0] and runs[2]"),
+        (&["RUNS.CSV"][..], "own files"),
+        (&["Slurm-Logs"][..], "own files"),
+        (&["Plan.JSON"][..], "own files"),
+        (&["runs.Shard-0-of-2.csv"][..], "own files"),
+    ] {
+        let o = manifest(d, names);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{names:?}: {err}");
+        assert!(err.contains(said), "{names:?}: {err}");
+        assert!(
+            !d.join("o").exists(),
+            "{names:?}: the batch folder was created"
+        );
+    }
+    // Names that differ otherwise run, each into its own folder.
+    let o = manifest(d, &["a", "a.b", "A-2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// A sharded sweep's plan.json edited by hand: each edit is refused naming what is wrong,
+/// before merge reads or writes any run's folder.
+#[test]
+fn hand_edited_plan_files_are_refused_naming_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    tiny(d);
+    let o = msc(
+        &sweep_args("material.stiffness=5,10,20", "p", &["--shard", "0/3"]),
+        d,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let path = d.join("p/plan.json");
+    let original = read_json(&path);
+    type Edit = fn(&mut serde_json::Value);
+    let cases: [(Edit, &str); 9] = [
+        (
+            |v| {
+                v["runs"][0]["name"] = "Case".into();
+                v["runs"][1]["name"] = "case".into();
+            },
+            "'Case' and 'case' name one folder",
+        ),
+        (
+            |v| {
+                v["runs"][0]["name"] = "x".into();
+                v["runs"][2]["name"] = "x...".into();
+            },
+            "'x' and 'x...'",
+        ),
+        (|v| v["runs"][1]["name"] = "..".into(), "run name"),
+        (|v| v["runs"][1]["name"] = "/tmp/x".into(), "run name"),
+        (|v| v["runs"][1]["name"] = "".into(), "run name"),
+        (|v| v["runs"][1]["name"] = "RUNS.csv".into(), "own files"),
+        (
+            |v| {
+                v.as_object_mut().unwrap().remove("rerun");
+            },
+            "missing field `rerun`",
+        ),
+        (
+            |v| {
+                v["runs"][2].as_object_mut().unwrap().remove("set");
+            },
+            "missing field `set`",
+        ),
+        (
+            |v| v["shards"] = 4.into(),
+            "shard count 4 is not from 1 to its 3 runs",
+        ),
+    ];
+    for (edit, said) in cases {
+        let mut v = original.clone();
+        edit(&mut v);
+        std::fs::write(&path, serde_json::to_string(&v).unwrap()).unwrap();
+        let o = msc(&["merge", "p"], d);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{said}: {err}");
+        assert!(err.contains(said), "{said}: {err}");
+        assert!(
+            !d.join("p/runs.csv").exists(),
+            "{said}: merge wrote a table"
+        );
+    }
+}
