@@ -207,3 +207,62 @@ fn hand_edited_plan_files_are_refused_naming_the_problem() {
         );
     }
 }
+
+/// Runs left half-written (no summary, or an output cut short after its summary) and a
+/// run never started: merge names each with why, lists none as done, and exits 1.
+#[test]
+fn merge_names_each_incomplete_run_and_merges_none_of_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    tiny(d);
+    let o = msc(
+        &sweep_args("material.stiffness=5,10,20,40", "h", &["--shard", "0/1"]),
+        d,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let run = |v: &str| d.join(format!("h/material.stiffness={v}"));
+    // Interrupted before its summary.
+    std::fs::remove_file(run("10").join("summary.json")).unwrap();
+    // Its log cut short after the summary was written.
+    let energy = run("20").join("energy.csv");
+    let text = std::fs::read(&energy).unwrap();
+    std::fs::write(&energy, &text[..text.len() / 2]).unwrap();
+    // Never started.
+    std::fs::remove_dir_all(run("40")).unwrap();
+    let o = msc(&["merge", "h"], d);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    for (name, why) in [
+        ("material.stiffness=10", "incomplete: no summary.json"),
+        ("material.stiffness=20", "incomplete:"),
+        ("material.stiffness=40", "not run"),
+    ] {
+        let line = err
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name}:")))
+            .unwrap_or_else(|| panic!("{name} is not named: {err}"));
+        assert!(line.contains(why), "{name}: {line}");
+    }
+    assert!(
+        !err.lines()
+            .any(|l| l.trim_start().starts_with("material.stiffness=5:")),
+        "the complete run is named: {err}"
+    );
+    let table = std::fs::read_to_string(d.join("h/runs.csv")).unwrap();
+    let rows: Vec<Vec<String>> = table
+        .lines()
+        .map(msc::batch::record::parse_csv_line)
+        .collect();
+    let col = |n: &str| rows[0].iter().position(|h| h == n).unwrap();
+    for row in &rows[1..] {
+        let done = row[0] == "material.stiffness=5";
+        assert_eq!(
+            row[col("status")],
+            if done { "ok" } else { "missing" },
+            "{row:?}"
+        );
+        // No value of a run that is not complete.
+        assert_eq!(row[col("steps")].is_empty(), !done, "{row:?}");
+        assert_eq!(row[col("total")].is_empty(), !done, "{row:?}");
+    }
+}

@@ -1,7 +1,7 @@
 //! `msc merge`: one `runs.csv` from the shards of a sharded sweep or batch.
 
 use super::CliError;
-use crate::batch::{merge, MergeReport};
+use crate::batch::{merge, MergeReport, RunStatus};
 use std::path::PathBuf;
 
 #[derive(Clone, Debug, clap::Args)]
@@ -11,8 +11,8 @@ pub struct MergeArgs {
     pub dir: PathBuf,
 }
 
-/// Writes `DIR/runs.csv`; exits 1 when runs are missing or failed (naming each with the
-/// command that reruns its shard) or diverged, 2 when `DIR` holds no plan.
+/// Writes `DIR/runs.csv`; exits 1 when runs are missing or failed (naming each, why, and
+/// the command that reruns its shard) or diverged, 2 when `DIR` holds no plan.
 pub fn execute(args: &MergeArgs) -> Result<MergeReport, CliError> {
     let report = merge(&args.dir)?;
     for (shard, runs, command) in &report.reruns {
@@ -22,6 +22,17 @@ pub fn execute(args: &MergeArgs) -> Result<MergeReport, CliError> {
             runs.len(),
             runs.join(", ")
         );
+        // Why each is left out: a half-written run is told from one never run.
+        for name in runs {
+            let status = report.records.iter().find(|r| &r.name == name);
+            let why = match status.map(|r| &r.status) {
+                Some(RunStatus::Missing(why)) => why.clone(),
+                Some(RunStatus::Failed(why)) => format!("failed: {why}"),
+                Some(other) => other.label().to_string(),
+                None => "not in the plan".into(),
+            };
+            eprintln!("  {name}: {why}");
+        }
         eprintln!("  rerun with: {command}");
     }
     println!(
