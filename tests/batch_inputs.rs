@@ -266,3 +266,17 @@ fn merge_names_each_incomplete_run_and_merges_none_of_its_data() {
         assert_eq!(row[col("total")].is_empty(), !done, "{row:?}");
     }
 }
+
+/// A scene path with a newline: refused in words, not as an option `--the scene`.
+#[test]
+fn a_positional_value_is_named_in_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::copy(tiny(d), d.join("t\nx.toml")).unwrap();
+    let mut args = sweep_args("material.stiffness=5,10", "o", &["--slurm"]);
+    args[1] = "t\nx.toml";
+    let o = msc(&args, d);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("error: the scene: "), "{err}");
+}

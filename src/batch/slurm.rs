@@ -43,11 +43,22 @@ pub enum SlurmError {
         script.display()
     )]
     NoJobId { script: PathBuf },
-    #[error("--{option}: {message}")]
+    /// `option` is an option's name (`out`: shown `--out`), or a positional argument in
+    /// words (`the scene`, `the manifest`: shown as is).
+    #[error("{}: {message}", shown_option(option))]
     Option {
         option: &'static str,
         message: String,
     },
+}
+
+/// `--NAME` for an option, the words for a positional argument.
+fn shown_option(option: &str) -> String {
+    if option.starts_with("the ") {
+        option.to_string()
+    } else {
+        format!("--{option}")
+    }
 }
 
 impl SlurmError {
