@@ -280,3 +280,42 @@ fn a_positional_value_is_named_in_words() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.starts_with("error: the scene: "), "{err}");
 }
+
+#[cfg(unix)]
+#[test]
+fn a_manifest_path_that_is_not_utf8_is_refused_for_a_job_script() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    tiny(d);
+    let folder = d.join(std::ffi::OsStr::from_bytes(b"m\xff"));
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(
+        folder.join("m.toml"),
+        "[[runs]]\nscene = \"../tiny.toml\"\nname = \"a\"\n",
+    )
+    .unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_msc"))
+        .arg("batch")
+        .arg(folder.join("m.toml"))
+        .args([
+            "--out",
+            "o",
+            "--backend",
+            "cpu",
+            "--slurm",
+            "--gres",
+            "none",
+        ])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the manifest") && err.contains("not UTF-8"),
+        "{err}"
+    );
+    assert!(!err.contains("--the"), "{err}");
+    assert!(!d.join("o").exists(), "the batch folder was created");
+}
