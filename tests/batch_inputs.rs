@@ -8,6 +8,7 @@ mod common;
 
 use common::{msc, read_json, stderr, tiny};
 use msc::batch::plan;
+use msc::batch::slurm::SlurmJob;
 use msc::batch::{PlanFile, Rerun, Vary};
 use std::path::Path;
 
@@ -318,4 +319,178 @@ fn a_manifest_path_that_is_not_utf8_is_refused_for_a_job_script() {
     );
     assert!(!err.contains("--the"), "{err}");
     assert!(!d.join("o").exists(), "the batch folder was created");
+}
+
+/// Every awkward but printable character a value may hold: shell syntax, both quotes, a
+/// backslash, `%`, `#`, leading dashes, non-ASCII text and a long value.
+fn hostile() -> Vec<String> {
+    let mut v: Vec<String> = [
+        "$(touch PWNED)",
+        "`touch PWNED`",
+        "it's",
+        "say \"hi\"",
+        "back\\slash\\",
+        "a b  c",
+        "100%",
+        "#not a comment",
+        "-x",
+        "--out",
+        "*",
+        "~",
+        "; touch PWNED",
+        "é ü ß 漢字 \u{2028} \u{a0}",
+        "${HOME}",
+        "!!",
+        "",
+    ]
+    .map(String::from)
+    .to_vec();
+    v.push("long".repeat(2000));
+    v
+}
+
+#[cfg(unix)]
+fn executable(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The script's body (run with bash, as an array task) hands the program its folder and
+/// every argument byte for byte, and runs nothing else; `bash -n` accepts it.
+#[cfg(unix)]
+#[test]
+fn the_job_script_hands_every_value_over_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().canonicalize().unwrap();
+    let awkward = "a b'c\"d$e`f\\g%h#i-é";
+    let cwd = d.join(awkward).join("-cwd");
+    let bin = d.join(format!("bin {awkward}"));
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    let program = bin.join("msc stub");
+    // The stub records where it ran and its arguments, NUL-separated.
+    executable(
+        &program,
+        "#!/bin/sh\nprintf '%s\\0' \"$PWD\" \"$@\" > \"$STUB_OUT\"\n",
+    );
+    let args = hostile();
+    let job = SlurmJob {
+        shards: 3,
+        gres: None,
+        time: None,
+        partition: None,
+        job_name: "j".into(),
+        command: Rerun {
+            cwd: cwd.clone(),
+            program: program.clone(),
+            args: args.clone(),
+        },
+    };
+    let out = d.join("out");
+    let script = job.write(&out).unwrap_or_else(|e| panic!("{e}"));
+    let text = std::fs::read_to_string(&script).unwrap();
+    let check = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "bash -n: {}\n{text}",
+        stderr(&check)
+    );
+    let recorded = d.join("recorded");
+    let ran = std::process::Command::new("bash")
+        .arg(&script)
+        .env("SLURM_ARRAY_TASK_ID", "1")
+        .env("STUB_OUT", &recorded)
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{}\n{text}", stderr(&ran));
+    let bytes = std::fs::read(&recorded).unwrap();
+    let got: Vec<String> = bytes
+        .strip_suffix(b"\0")
+        .unwrap()
+        .split(|&b| b == 0)
+        .map(|w| String::from_utf8(w.to_vec()).unwrap())
+        .collect();
+    assert_eq!(Path::new(&got[0]), cwd, "the folder it ran in");
+    assert_eq!(got[1..], args[..], "the arguments");
+    for p in [
+        d.join("PWNED"),
+        cwd.join("PWNED"),
+        Path::new("/PWNED").into(),
+    ] {
+        assert!(!p.exists(), "a command ran: {}", p.display());
+    }
+}
+
+/// sbatch's own reading of the `#SBATCH` lines (`sbatch -v` prints the options it parsed
+/// before it looks for a controller): the job name and log paths come back as given.
+/// Skipped where sbatch is not installed.
+#[cfg(unix)]
+#[test]
+fn sbatch_reads_the_directives_back_as_given() {
+    let have = std::process::Command::new("sh")
+        .args(["-c", "command -v sbatch"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        eprintln!("skipping: sbatch is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().canonicalize().unwrap();
+    // No controller listens on this port: sbatch parses, prints, then fails to submit.
+    let conf = d.join("slurm.conf");
+    std::fs::write(
+        &conf,
+        "ClusterName=t\nSlurmctldHost=localhost\nSlurmctldPort=1\nAuthType=auth/none\n\
+         NodeName=localhost CPUs=1\nPartitionName=p Nodes=localhost Default=YES\n",
+    )
+    .unwrap();
+    let out = d.join("o 'q' \"d\" $x #1 100% -é");
+    let job_name = "my \"job\" 'x' \\ $(y) #2 -z é";
+    let job = SlurmJob {
+        shards: 2,
+        gres: Some("gpu:1".into()),
+        time: Some("1-02:03:04".into()),
+        partition: Some("p-1.a,b_2".into()),
+        job_name: job_name.into(),
+        command: Rerun {
+            cwd: d.clone(),
+            program: "/bin/true".into(),
+            args: vec!["sweep".into()],
+        },
+    };
+    let script = job.write(&out).unwrap_or_else(|e| panic!("{e}"));
+    let o = std::process::Command::new("timeout")
+        .args(["30", "sbatch", "-v"])
+        .arg(&script)
+        .env("SLURM_CONF", &conf)
+        .output()
+        .unwrap();
+    let said = stderr(&o);
+    let option = |name: &str| -> String {
+        let prefix = format!("sbatch: {name}");
+        let line = said
+            .lines()
+            .find(|l| l.starts_with(&prefix) && l[prefix.len()..].trim_start().starts_with(':'))
+            .unwrap_or_else(|| panic!("sbatch printed no {name}: {said}"));
+        line.split_once(": ")
+            .unwrap()
+            .1
+            .split_once(": ")
+            .unwrap()
+            .1
+            .to_string()
+    };
+    assert_eq!(option("job-name"), job_name, "{said}");
+    assert_eq!(option("partition"), "p-1.a,b_2", "{said}");
+    // Slurm reads `%%` as one `%` when it names the file.
+    let logs = out.join("slurm-logs").to_str().unwrap().replace('%', "%%");
+    assert_eq!(option("output"), format!("{logs}/%A_%a.out"), "{said}");
+    assert_eq!(option("error"), format!("{logs}/%A_%a.err"), "{said}");
 }
