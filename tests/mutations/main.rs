@@ -30,8 +30,9 @@ struct Spec {
 }
 
 /// One planted bug: `find` (exactly once among the files matching `files`) becomes
-/// `replace`; `tests` are the test targets (`cargo test --test NAME`) that must catch it,
-/// `filter` an optional test-name filter for them.
+/// `replace`; `tests` are the test targets (`cargo test --test NAME`, or `lib` for the
+/// library's unit tests) that must catch it, `filter` an optional test-name filter for
+/// them.
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Mutation {
@@ -289,7 +290,12 @@ impl Scratch {
             std::fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
         let mut args = vec!["test".to_string()];
         for t in targets {
-            args.extend(["--test".to_string(), t.to_string()]);
+            // `lib`: the library's own unit tests (those that reach crate internals).
+            if *t == "lib" {
+                args.push("--lib".to_string());
+            } else {
+                args.extend(["--test".to_string(), t.to_string()]);
+            }
         }
         let mut build = args.clone();
         build.push("--no-run".into());

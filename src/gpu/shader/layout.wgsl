@@ -124,6 +124,21 @@ fn group_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.y * nwg.x + wid.x;
 }
 
+// The step clock, a 16-byte storage `array<u32>` the step kernels advance: [0] the steps
+// modulo 2^32, [1] its carries, so a run past 2^32 steps keeps its time (the time-dependent
+// external charges and field).
+fn clock_tick(lo: u32, hi: u32) -> vec2<u32> {
+    return vec2<u32>(lo + 1u, hi + select(0u, 1u, lo == 0xffffffffu));
+}
+
+// The time (s) of step lo + 2^32 hi + `later` at step `dt`; below 2^32 steps
+// f32(steps) dt, bit for bit.
+fn clock_time(lo: u32, hi: u32, later: u32, dt: f32) -> f32 {
+    let s = lo + later;
+    let carry = select(0u, 1u, s < lo);
+    return (f32(s) + 4294967296.0 * f32(hi + carry)) * dt;
+}
+
 // props = (mass, charge * sqrt(k_c), charge, pinned ? 1 : 0)
 fn is_pinned(p: vec4<f32>) -> bool {
     return p.w != 0.0;

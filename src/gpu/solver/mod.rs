@@ -19,3 +19,6 @@ pub(crate) mod program;
 pub mod reads;
 pub mod tangent;
 mod update;
+
+#[cfg(test)]
+mod clock_tests;

@@ -38,7 +38,7 @@ fn main(
     let h = world_dt(w);
     let m = mu[i].xyz;
     let xi = x[i].xyz;
-    let t = f32(clock[0] + select(0u, 1u, (disp.mode & ADJ_LATER) != 0u)) * h;
+    let t = clock_time(clock[0], clock[1], select(0u, 1u, (disp.mode & ADJ_LATER) != 0u), h);
     var p = part[i];
     if ((disp.mode & ADJ_MASSES) != 0u) {
         let r = select(1.0, 2.0, (disp.mode & ADJ_HALF_KICK) != 0u);

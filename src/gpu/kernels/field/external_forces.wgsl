@@ -25,7 +25,7 @@ fn main(
     let w = world_of(i);
     let pr = props[i];
     let xi = x[i].xyz;
-    let t = f32(clock[0] + select(0u, 1u, disp.mode == AT_T_PLUS_H)) * world_dt(w);
+    let t = clock_time(clock[0], clock[1], select(0u, 1u, disp.mode == AT_T_PLUS_H), world_dt(w));
     let f = external_force(w, xi, pr.y, pr.z, t) + pr.x * world_gravity(w);
     force[i] = vec4<f32>(f, 0.0);
 }

@@ -35,7 +35,7 @@ fn main(
             let stretch = length(x[other].xyz - xi) - sp.y;
             elastic = elastic + 0.25 * sp.x * stretch * stretch;
         }
-        let t = f32(clock[0]) * world_dt(w);
+        let t = clock_time(clock[0], clock[1], 0u, world_dt(w));
         e0 = vec4<f32>(
             0.5 * pr.x * dot(vi, vi),
             elastic,

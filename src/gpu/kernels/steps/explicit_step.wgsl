@@ -27,7 +27,9 @@ fn main(
     let i = flat_index(wid, nwg, lid);
     let mode = disp.mode;
     if (i == 0u && mode != KICK_VERLET_FIRST) {
-        clock[0] = clock[0] + 1u;
+        let c = clock_tick(clock[0], clock[1]);
+        clock[0] = c.x;
+        clock[1] = c.y;
     }
     if (!is_row(i)) {
         return;

@@ -177,7 +177,7 @@ fn main(
             workgroupBarrier();
         }
     }
-    let t = f32(clock[0] + select(0u, 1u, (disp.mode & TANGENT_LATER) != 0u)) * params.world.dt;
+    let t = clock_time(clock[0], clock[1], select(0u, 1u, (disp.mode & TANGENT_LATER) != 0u), params.world.dt);
     let ebase = dbase + n + params.n_springs;
     for (var r = 0u; r < TARGETS; r = r + 1u) {
         if (first + lid + r * lanes >= na) {
