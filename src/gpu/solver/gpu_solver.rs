@@ -425,7 +425,9 @@ impl GpuSolver {
     /// state read before is a [`GpuError::Unsubmitted`]).
     /// Every configuration records (DDEF included: all its stages run on the device).
     /// More than [`MAX_RECORDED_DISPATCHES`] dispatches in one call is a
-    /// [`GpuError::LimitExceeded`], with nothing recorded.
+    /// [`GpuError::LimitExceeded`], with nothing recorded. The encoder must come from the
+    /// solver's device: wgpu offers no way to ask an encoder for its device, and one from
+    /// another device fails inside wgpu (a panic), not with a typed error.
     pub fn record_steps(
         &mut self,
         encoder: &mut wgpu::CommandEncoder,
