@@ -47,11 +47,8 @@ pub(crate) fn fit_continued(
     let stages = options.smoothness_continuation;
     let mut done: Option<FitOutcome> = None;
     for stage in 0..=stages {
-        let weight = if stage == stages && options.smoothness_release {
-            0.0
-        } else {
-            options.smoothness * 0.1f64.powi(stage as i32)
-        };
+        let release = stage == stages && options.smoothness_release;
+        let weight = stage_weight(options.smoothness, stage, release);
         let staged = FitOptions {
             smoothness: weight,
             ..*options
@@ -87,4 +84,34 @@ pub(crate) fn fit_continued(
         }
     }
     Ok(done.expect("at least one stage"))
+}
+
+/// Stage `stage`'s penalty weight: `smoothness / 10^stage`, or 0 for the released last
+/// stage. A stage past `i32::MAX` (where `as i32` wrapped to a negative power, an
+/// infinite weight) is 0: the factor underflows long before.
+fn stage_weight(smoothness: f64, stage: u32, release: bool) -> f64 {
+    if release {
+        return 0.0;
+    }
+    i32::try_from(stage).map_or(0.0, |s| smoothness * 0.1f64.powi(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stage_weight;
+
+    #[test]
+    fn a_stage_past_i32_max_has_no_weight_and_every_weight_is_finite() {
+        for stage in [0, 1, 400, i32::MAX as u32, 1 << 31, u32::MAX] {
+            let w = stage_weight(2.5, stage, false);
+            assert!(w.is_finite() && w >= 0.0, "stage {stage}: weight {w}");
+            assert!(
+                w <= 2.5,
+                "stage {stage}: weight {w} above the first stage's"
+            );
+        }
+        assert_eq!(stage_weight(2.5, 1 << 31, false), 0.0);
+        assert_eq!(stage_weight(2.5, 0, false), 2.5);
+        assert_eq!(stage_weight(2.5, 3, true), 0.0);
+    }
 }
