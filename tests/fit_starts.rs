@@ -218,3 +218,46 @@ fn a_start_the_gpu_batch_refuses_is_named_by_its_own_index() {
         Ok(l) => panic!("expected the limit naming start 3, got losses {l:?}"),
     }
 }
+
+/// Adam with an absurd --learning-rate: every trial blows the run up and is backed off,
+/// so --max-iters runs out before any iteration is accepted. The fit said only "reached
+/// the iteration limit"; it must say that every trial was backed off, and at which rate.
+#[test]
+fn adam_whose_every_trial_is_backed_off_says_so_and_names_the_learning_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let scene = dir.path().join("ball.toml");
+    std::fs::write(&scene, ball_scene()).unwrap();
+    let (scene, target) = (scene.to_str().unwrap(), dir.path().join("target"));
+    let target = target.to_str().unwrap();
+    let run = ["run", scene, "--backend", "cpu", "--quiet", "--out", target];
+    assert!(common::msc(&run, dir.path()).status.success());
+    let fit = [
+        "fit",
+        scene,
+        "--target",
+        target,
+        "--param",
+        "charge",
+        "--init",
+        "2e-7",
+        "--optimizer",
+        "adam",
+        "--learning-rate",
+        "1e300",
+        "--max-iters",
+        "4",
+        "--backend",
+        "cpu",
+        "--out",
+        "fit",
+    ];
+    let o = common::msc(&fit, dir.path());
+    let err = common::stderr(&o);
+    let json = common::read_json(&dir.path().join("fit").join("fit.json"));
+    // The premise: no iteration was accepted, and the limit was what stopped the fit.
+    assert_eq!(json["reason"], "max_iterations", "{err}");
+    assert_eq!(json["history"].as_array().map(Vec::len), Some(1), "{err}");
+    assert!(err.contains("backed off"), "{err}");
+    assert!(err.contains("all 4 trials"), "{err}");
+    assert!(err.contains("--learning-rate 1e300"), "{err}");
+}

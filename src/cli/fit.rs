@@ -496,7 +496,7 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         );
     }
     if !args.quiet {
-        eprintln!("{}", outcome.reason.describe());
+        eprintln!("{}", stop_message(&outcome, &optimizer, &options));
         println!(
             "{}: loss {:.6e} -> {:.6e} m^2 in {} iterations ({} evaluations, {:.2} s); {}",
             scene.name,
@@ -533,4 +533,28 @@ pub fn execute(args: &FitArgs) -> Result<FitRun, CliError> {
         outcome,
         values,
     })
+}
+
+/// The stop reason in words; an Adam fit that hit --max-iters without accepting an
+/// iteration says that every trial was backed off (the bare "iteration limit" read as a
+/// slow fit, not as a learning rate that blows the run up).
+fn stop_message(outcome: &FitOutcome, optimizer: &Optimizer, options: &FitOptions) -> String {
+    let none_accepted = outcome.history.iter().all(|h| h.iteration == 0);
+    match optimizer {
+        Optimizer::Adam { learning_rate }
+            if none_accepted && outcome.reason == StopReason::MaxIterations =>
+        {
+            let stages = match options.smoothness > 0.0 {
+                true => u64::from(options.smoothness_continuation) + 1,
+                false => 1,
+            };
+            let trials = u64::from(options.max_iterations) * stages;
+            format!(
+                "stopped: no iteration accepted: all {trials} trials (--max-iters) were backed \
+                 off, each run blowing up or leaving f64's range, from --learning-rate \
+                 {learning_rate:e} halving each time; try a smaller --learning-rate"
+            )
+        }
+        _ => outcome.reason.describe().to_string(),
+    }
 }
