@@ -20,6 +20,17 @@ fn folder_key(name: &str) -> String {
     name.trim_end_matches('.').to_ascii_lowercase()
 }
 
+/// Names Windows takes for devices, in any case and with any extension (`nul.txt`).
+fn windows_device(name: &str) -> bool {
+    let base = name.split('.').next().unwrap().to_ascii_uppercase();
+    let numbered = (1..=9).flat_map(|d| [format!("COM{d}"), format!("LPT{d}")]);
+    ["CON", "PRN", "AUX", "NUL"]
+        .map(String::from)
+        .into_iter()
+        .chain(numbered)
+        .any(|d| d == base)
+}
+
 fn sweep_args<'a>(vary: &'a str, out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut a = vec![
         "sweep",
@@ -143,6 +154,81 @@ fn manifest_names_of_one_folder_or_of_the_batchs_own_files_are_refused() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
+/// Batch folders are copied to Windows: a run folder named like a device (`CON`,
+/// `nul.txt`) could not be created there. Given names are refused naming the run; names
+/// made from a scene or a sweep's values become other folders.
+#[test]
+fn windows_device_names_are_refused_or_suffixed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    tiny(d);
+    for name in ["CON", "nul.txt", "Aux", "com1", "LPT9.tar.gz", "prn."] {
+        let o = manifest(d, &["a", name]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(
+            err.contains(&format!("runs[1].name: '{name}'")) && err.contains("Windows"),
+            "{name}: {err}"
+        );
+        assert!(
+            !d.join("o").exists(),
+            "{name}: the batch folder was created"
+        );
+    }
+    // Names that only resemble one run.
+    let o = manifest(d, &["console", "nul_", "com10", "x.nul", "lpt"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // A name made from the scene's file name.
+    for scene in ["nul.toml", "Com3.toml"] {
+        std::fs::copy(d.join("tiny.toml"), d.join(scene)).unwrap();
+    }
+    let text = "[[runs]]\nscene = \"nul.toml\"\n[[runs]]\nscene = \"Com3.toml\"\n";
+    std::fs::write(d.join("m.toml"), text).unwrap();
+    let args = [
+        "batch",
+        "m.toml",
+        "--out",
+        "s",
+        "--backend",
+        "cpu",
+        "--steps",
+        "2",
+    ];
+    let o = msc(&args, d);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let folders: Vec<String> = std::fs::read_dir(d.join("s"))
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(folders.len(), 2, "{folders:?}");
+    for f in &folders {
+        assert!(!windows_device(f), "{f}");
+    }
+    // A sweep over a key whose first part is a device name (its names all start with the
+    // key): distinct folders, none a device, that the plan's readers accept.
+    let vary = Vary::parse("aux.x=1,2").unwrap();
+    let plan = plan::sweep("builtin:torus", &[], &[vary]).unwrap();
+    let names: Vec<&str> = plan.runs.iter().map(|r| r.name.as_str()).collect();
+    let keys: std::collections::HashSet<String> = names.iter().map(|n| folder_key(n)).collect();
+    assert_eq!(keys.len(), names.len(), "{names:?}");
+    for n in &names {
+        assert!(!windows_device(n), "{n}");
+    }
+    let rerun = Rerun {
+        cwd: d.into(),
+        program: "msc".into(),
+        args: vec!["sweep".into()],
+    };
+    let file = PlanFile::new("sweep", &plan, 2, "cpu", None, rerun);
+    let p = d.join("p");
+    std::fs::create_dir(&p).unwrap();
+    file.write_or_check(&p).unwrap();
+    let back = PlanFile::read(&p).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(back.plan(), plan);
+}
+
 /// A sharded sweep's plan.json edited by hand: each edit is refused naming what is wrong,
 /// before merge reads or writes any run's folder.
 #[test]
@@ -158,7 +244,7 @@ fn hand_edited_plan_files_are_refused_naming_the_problem() {
     let path = d.join("p/plan.json");
     let original = read_json(&path);
     type Edit = fn(&mut serde_json::Value);
-    let cases: [(Edit, &str); 9] = [
+    let cases: [(Edit, &str); 10] = [
         (
             |v| {
                 v["runs"][0]["name"] = "Case".into();
@@ -177,6 +263,7 @@ fn hand_edited_plan_files_are_refused_naming_the_problem() {
         (|v| v["runs"][1]["name"] = "/tmp/x".into(), "run name"),
         (|v| v["runs"][1]["name"] = "".into(), "run name"),
         (|v| v["runs"][1]["name"] = "RUNS.csv".into(), "own files"),
+        (|v| v["runs"][1]["name"] = "Nul.csv".into(), "device name"),
         (
             |v| {
                 v.as_object_mut().unwrap().remove("rerun");

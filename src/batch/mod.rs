@@ -58,6 +58,18 @@ fn folder_key(name: &str) -> String {
     name.trim_end_matches('.').to_ascii_lowercase()
 }
 
+/// Whether Windows takes `name` for a device (`CON`, `PRN`, `AUX`, `NUL`, `COM0`-`COM9`,
+/// `LPT0`-`LPT9` in any case, also with an extension: `nul.txt`): such a folder cannot be
+/// created or copied there, and batch folders travel between clusters and laptops.
+fn windows_device(name: &str) -> bool {
+    let base = name.split('.').next().unwrap_or(name).to_ascii_lowercase();
+    match base.as_bytes() {
+        b"con" | b"prn" | b"aux" | b"nul" => true,
+        [b'c', b'o', b'm', d] | [b'l', b'p', b't', d] => d.is_ascii_digit(),
+        _ => false,
+    }
+}
+
 /// What stops a batch, or ends it with a failure status.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

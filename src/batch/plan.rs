@@ -228,8 +228,9 @@ fn is_safe(c: char) -> bool {
 const MAX_NAME: usize = 120;
 
 /// A folder name from readable text: unsafe characters become `_`, a leading dot is
-/// prefixed (no hidden folders, no `.` or `..`), and an overlong name is cut and ends in a
-/// hash of the whole text so that distinct long names stay distinct.
+/// prefixed (no hidden folders, no `.` or `..`), a Windows device name is suffixed, and an
+/// overlong name is cut and ends in a hash of the whole text so that distinct long names
+/// stay distinct.
 pub fn safe_name(text: &str) -> String {
     let mut name: String = text
         .chars()
@@ -237,6 +238,10 @@ pub fn safe_name(text: &str) -> String {
         .collect();
     if name.is_empty() || name.starts_with('.') {
         name.insert(0, '_');
+    }
+    // `nul`, `aux.x=1`: a device on Windows; `nul_`, `aux_.x=1` are folders there.
+    if super::windows_device(&name) {
+        name.insert(name.find('.').unwrap_or(name.len()), '_');
     }
     if name.len() > MAX_NAME {
         // FNV-1a over the original text: stable across runs and platforms.
@@ -399,7 +404,7 @@ fn resolve_scene(base: &Path, scene: &str) -> String {
 }
 
 /// A run name (given, or derived from the scene and its overrides) must be a safe folder
-/// name, and not one of the batch folder's own.
+/// name on every system (no Windows device name), and not one of the batch folder's own.
 pub(super) fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("must not be empty".into());
@@ -414,6 +419,13 @@ pub(super) fn check_name(name: &str) -> Result<(), String> {
     }
     if name.len() > MAX_NAME {
         return Err(format!("'{name}' is longer than {MAX_NAME} characters"));
+    }
+    if super::windows_device(name) {
+        return Err(format!(
+            "'{name}' is a device name on Windows (CON, PRN, AUX, NUL, COM0-9, LPT0-9, \
+             in any case and with any extension), where the batch folder could not hold it; \
+             give the run another name (name = \"...\")"
+        ));
     }
     // Not one of the batch folder's own files or folders (running there would clear or
     // replace them): `runs.csv`, a shard's `runs.shard-*.csv`, `plan.json`, the Slurm
