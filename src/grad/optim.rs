@@ -91,8 +91,16 @@ impl Default for FitOptions {
     }
 }
 
+/// Euclidean norm, finite whenever the components are: where the plain sum of squares
+/// overflows (components near 1e155 and up; |grad| printed `inf`) or underflows, it is
+/// taken of the components scaled by the largest. Elsewhere the plain sum, unchanged.
 fn norm(v: &[f64]) -> f64 {
-    v.iter().map(|x| x * x).sum::<f64>().sqrt()
+    let plain = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let big = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    if (plain.is_finite() && (plain > 0.0 || big == 0.0)) || !big.is_finite() {
+        return plain;
+    }
+    big * v.iter().map(|x| (x / big) * (x / big)).sum::<f64>().sqrt()
 }
 
 /// An evaluation that failed because of where theta went (a negative stiffness, a run
@@ -580,3 +588,7 @@ fn adam(
         StopReason::MaxIterations
     })
 }
+
+#[cfg(test)]
+#[path = "optim_tests.rs"]
+mod tests;
