@@ -432,3 +432,37 @@ fn obj_non_utf8_line_counts_lone_crs() {
         assert_eq!(e.at, Some(At::Line(line)), "{text:?}");
     }
 }
+
+/// A TetGen .node boundary-marker flag other than 0 or 1 is refused on its line, naming
+/// it: a 2 was read as 1.
+#[test]
+fn a_tetgen_boundary_marker_flag_above_1_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = dir.path().join("m.node");
+    std::fs::write(dir.path().join("m.ele"), "1 4 0\n1 1 2 3 4\n").unwrap();
+    for flag in ["2", "7"] {
+        let body = format!("# box\n4 3 0 {flag}\n1 0 0 0 0\n2 1 0 0 0\n3 0 1 0 0\n4 0 0 1 0\n");
+        std::fs::write(&node, body).unwrap();
+        let e = load_file(&node, None, &FileOptions::default()).unwrap_err();
+        let MeshError::File { path, message, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(Path::new(path), node.as_path(), "{e}");
+        assert!(
+            message.contains(&format!("boundary-marker flag {flag}")),
+            "{e}"
+        );
+        assert!(message.contains("0 or 1"), "{e}");
+        assert!(e.to_string().contains("line 2"), "{e}");
+    }
+    // 0 and 1 still load.
+    for flag in ["0", "1"] {
+        let tail = if flag == "1" { " 0" } else { "" };
+        let body: String = ["1 0 0 0", "2 1 0 0", "3 0 1 0", "4 0 0 1"]
+            .iter()
+            .map(|l| format!("{l}{tail}\n"))
+            .collect();
+        std::fs::write(&node, format!("4 3 0 {flag}\n{body}")).unwrap();
+        load_file(&node, None, &FileOptions::default()).unwrap();
+    }
+}

@@ -40,6 +40,14 @@ fn nodes(bytes: &[u8]) -> Parsed<(Vec<glam::DVec3>, u64)> {
     }
     let attrs = t.u64("the attribute count")?;
     let markers = t.u64("the boundary-marker flag")?;
+    // TetGen allows 0 or 1: a 2 was read as 1, silently shifting each node line's fields
+    // if the file meant two markers.
+    if markers > 1 {
+        return Err(fail(
+            t.at(),
+            format!("boundary-marker flag {markers}: TetGen allows 0 or 1"),
+        ));
+    }
     // Each node line holds at least an index and three coordinates; a count past what the
     // file holds is refused (`attrs + 1` overflowed near 2^64, a panic in a debug build).
     let n = capped(t.at(), "nodes", n, 8, t.left())?;
@@ -66,7 +74,7 @@ fn nodes(bytes: &[u8]) -> Parsed<(Vec<glam::DVec3>, u64)> {
             ));
         }
         p.push(t.point(&format!("node {id}"))?);
-        for _ in 0..attrs + markers.min(1) {
+        for _ in 0..attrs + markers {
             t.f64("a node attribute")?;
         }
     }
