@@ -408,6 +408,77 @@ fn a_manifest_path_that_is_not_utf8_is_refused_for_a_job_script() {
     assert!(!d.join("o").exists(), "the batch folder was created");
 }
 
+/// A shard writes plan.json, whose rerun commands `msc merge` prints: a path it holds as
+/// text (the manifest, `--out`, the working folder) that is not UTF-8 would be stored with
+/// its bytes replaced and name another file, so it is refused before anything is created.
+#[cfg(unix)]
+#[test]
+fn a_path_that_is_not_utf8_is_refused_for_a_shards_plan() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    tiny(d);
+    let folder = d.join(OsStr::from_bytes(b"m\xff"));
+    std::fs::create_dir(&folder).unwrap();
+    tiny(&folder);
+    std::fs::write(
+        folder.join("m.toml"),
+        "[[runs]]\nscene = \"tiny.toml\"\nname = \"a\"\n",
+    )
+    .unwrap();
+    let manifest = folder.join("m.toml");
+    let o_ff = OsStr::from_bytes(b"o\xff");
+    fn sweep(out: &OsStr) -> Vec<&OsStr> {
+        vec![
+            "sweep".as_ref(),
+            "tiny.toml".as_ref(),
+            "--vary".as_ref(),
+            "material.stiffness=5".as_ref(),
+            "--out".as_ref(),
+            out,
+        ]
+    }
+    let batch: Vec<&OsStr> = vec![
+        "batch".as_ref(),
+        manifest.as_os_str(),
+        "--out".as_ref(),
+        "o".as_ref(),
+    ];
+    for (args, cwd, what, out) in [
+        (batch, d, "the manifest", d.join("o")),
+        (sweep(o_ff), d, "--out", d.join(o_ff)),
+        (
+            sweep("o".as_ref()),
+            &*folder,
+            "the working folder",
+            folder.join("o"),
+        ),
+    ] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_msc"))
+            .args(args)
+            .args([
+                "--backend",
+                "cpu",
+                "--steps",
+                "2",
+                "--quiet",
+                "--shard",
+                "0/1",
+            ])
+            .current_dir(cwd)
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{what}: {err}");
+        assert!(
+            err.contains(what) && err.contains("not UTF-8"),
+            "{what}: {err}"
+        );
+        assert!(!out.exists(), "{what}: the batch folder was created");
+    }
+}
+
 /// Every awkward but printable character a value may hold: shell syntax, both quotes, a
 /// backslash, `%`, `#`, leading dashes, non-ASCII text and a long value.
 fn hostile() -> Vec<String> {

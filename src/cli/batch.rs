@@ -73,6 +73,7 @@ pub fn execute(args: &BatchArgs) -> Result<Option<BatchReport>, CliError> {
     let job = scale::Job {
         command: "batch",
         plan: &plan,
+        manifest: Some(&args.manifest),
         out: &args.out,
         backend: args.backend,
         steps: args.steps,

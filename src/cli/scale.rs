@@ -67,6 +67,8 @@ pub(super) struct Job<'a> {
     /// `sweep` or `batch`.
     pub command: &'static str,
     pub plan: &'a Plan,
+    /// `msc batch`'s manifest (a sweep's scene is text already).
+    pub manifest: Option<&'a Path>,
     pub out: &'a Path,
     pub backend: BackendArg,
     pub steps: Option<u64>,
@@ -165,6 +167,9 @@ pub(super) fn execute(job: Job, scale: &ScaleArgs) -> Result<Option<BatchReport>
             s
         }
     };
+    if let Some(s) = &shard {
+        check_text_paths(&job, &rerun, s)?;
+    }
     let options = BatchOptions {
         out: job.out.to_path_buf(),
         backend: job.backend,
@@ -185,6 +190,32 @@ pub(super) fn execute(job: Job, scale: &ScaleArgs) -> Result<Option<BatchReport>
         no_batch: job.no_batch,
     };
     Ok(Some(run_batch(job.plan, &options)?))
+}
+
+/// A shard's plan.json holds its command as text, for the rerun commands `msc merge`
+/// prints: a path that is not UTF-8 would be stored with its bytes replaced (U+FFFD) and
+/// name another file, so it is refused before anything is created.
+fn check_text_paths(job: &Job, rerun: &Rerun, shard: &Shard) -> Result<(), BatchError> {
+    let paths = [
+        ("the manifest", job.manifest),
+        ("--out", Some(job.out)),
+        ("the working folder", Some(rerun.cwd.as_path())),
+        ("the msc executable", Some(rerun.program.as_path())),
+    ];
+    for (what, path) in paths {
+        if let Some(p) = path.filter(|p| p.to_str().is_none()) {
+            return Err(BatchError::Shard {
+                arg: shard.arg(),
+                message: format!(
+                    "{what} {} is not UTF-8 text; plan.json cannot name it in the commands \
+                     that rerun a shard (rename it, or give it through a link whose path is \
+                     UTF-8)",
+                    p.display()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// `--out`, `--backend`, `--steps`, `--quiet` and `--no-batch` as arguments.

@@ -73,6 +73,7 @@ pub fn execute(args: &SweepArgs) -> Result<Option<BatchReport>, CliError> {
     let job = scale::Job {
         command: "sweep",
         plan: &plan,
+        manifest: None,
         out: &args.out,
         backend: args.backend,
         steps: args.steps,
