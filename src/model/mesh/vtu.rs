@@ -517,6 +517,15 @@ pub(super) fn parse(bytes: &[u8]) -> Parsed<Tets> {
         need(offsets, "offsets")?,
         need(types, "types")?,
     );
+    // Points are x y z: VTK writes NumberOfComponents="3" (absent means 1), and any other
+    // count was read as triples all the same, its values regrouped into other points.
+    let comps = pt.attr("NumberOfComponents");
+    if comps.map(str::trim) != Some("3") {
+        let name = pt.attr("Name").unwrap_or("");
+        let got = comps.map_or("absent (VTK reads 1)".into(), |c| format!("\"{c}\""));
+        let m = format!("Points DataArray {name}: NumberOfComponents {got}, expected 3 (x y z)");
+        return Err(fail(At::Line(pt.line), m));
+    }
     let p = file.values(pt, n_points.saturating_mul(3), false)?;
     let mut positions = room::<DVec3>(p.len() as u64 / 3, &At::Line(pt.line), pt)?;
     for (k, c) in p.chunks_exact(3).enumerate() {

@@ -92,8 +92,16 @@ fn binary(points: &str, compressed: bool) -> String {
             b64(&(d.len() as u32).to_le_bytes()) + &b64(&d)
         }
     };
+    // Points carry NumberOfComponents="3", as VTK writes them.
     let array = |ty: &str, name: &str, body: String| {
-        format!("<DataArray type=\"{ty}\" Name=\"{name}\" format=\"binary\">{body}</DataArray>\n")
+        let comps = if name == "Points" {
+            " NumberOfComponents=\"3\""
+        } else {
+            ""
+        };
+        format!(
+            "<DataArray type=\"{ty}\" Name=\"{name}\"{comps} format=\"binary\">{body}</DataArray>\n"
+        )
     };
     format!(
         "<?xml version=\"1.0\"?>\n<VTKFile type=\"UnstructuredGrid\" version=\"0.1\" \
@@ -324,4 +332,29 @@ fn a_second_points_or_cells_array_is_refused_naming_both_lines() {
     );
     let e = parse(second_points.as_bytes()).unwrap_err();
     assert!(e.message.contains("a second Points DataArray"), "{e:?}");
+}
+
+/// The Points DataArray must hold 3 components (x y z) as VTK writes it; another count,
+/// or none (VTK's default, 1), is refused naming the array, the value and its line: the
+/// values were read as triples whatever the count said.
+#[test]
+fn points_with_other_than_3_components_are_refused() {
+    let base = ascii("0 1 2 3 1 2 3 4", "4 8", "10 10");
+    let with = |attr: &str| base.replace(" NumberOfComponents=\"3\"", attr);
+    assert!(parse(with(" NumberOfComponents=\"3\"").as_bytes()).is_ok());
+    for (attr, said) in [
+        (" NumberOfComponents=\"1\"", "NumberOfComponents \"1\""),
+        (" NumberOfComponents=\"2\"", "NumberOfComponents \"2\""),
+        (" NumberOfComponents=\"x\"", "NumberOfComponents \"x\""),
+        ("", "NumberOfComponents absent (VTK reads 1)"),
+    ] {
+        let e = parse(with(attr).as_bytes()).unwrap_err();
+        assert!(
+            e.message.contains("Points DataArray Points"),
+            "{attr}: {e:?}"
+        );
+        assert!(e.message.contains(said), "{attr}: {e:?}");
+        assert!(e.message.contains("expected 3"), "{attr}: {e:?}");
+        assert_eq!(e.at, Some(super::At::Line(4)), "{attr}: {e:?}");
+    }
 }
