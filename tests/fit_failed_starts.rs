@@ -11,31 +11,15 @@ use std::path::Path;
 /// A charged ball under explicit Verlet: stable at its stiffness of 2.5 N/m (omega dt
 /// about 0.3), so stiff springs (1e8 N/m and up) grow a mode by orders of magnitude
 /// each step and leave f64 within the 60 steps.
-const VERLET_BALL: &str = r#"
-name = "ball"
-[mesh]
-kind = "icosphere"
-radius = 1.0
-subdivisions = 1
-[material]
-mass = 0.05
-stiffness = 2.5
-damping = 0.05
-charge = 2e-6
-[integrator]
-method = "verlet"
-dt = 0.02
-steps = 60
-[output]
-every = 10
-frames = "ply"
-"#;
+fn verlet_ball() -> String {
+    common::ball_scene("method = \"verlet\"\ndt = 0.02\nsteps = 60")
+}
 
 const TRUE_STIFFNESS: f64 = 2.5;
 
 /// The scene and its target run (the CPU reference at the true stiffness) in `dir`.
 fn setup(dir: &Path) {
-    setup_scene(dir, VERLET_BALL);
+    setup_scene(dir, &verlet_ball());
 }
 
 /// [`setup`] of `scene`.
@@ -94,7 +78,7 @@ fn checked_points(json: &Value, count: usize) -> Vec<Value> {
 /// runs. The two are recorded as failed at their own index with the run's error, and the
 /// fit converges from start 1 to the true stiffness.
 fn diverging_starts_fail_alone(backend: &str) {
-    diverging_starts_of_fail_alone(backend, VERLET_BALL);
+    diverging_starts_of_fail_alone(backend, &verlet_ball());
 }
 
 /// [`diverging_starts_fail_alone`] of `scene`.
@@ -135,7 +119,7 @@ fn a_start_whose_run_diverges_is_recorded_failed_and_the_fit_goes_on() {
 /// a particle ("particle 0: position is not finite"), not the step.
 #[test]
 fn a_diverging_ddef_start_is_recorded_non_finite_at_its_step() {
-    let scene = VERLET_BALL.replace(
+    let scene = verlet_ball().replace(
         "[integrator]",
         "[coulomb]\nmethod = \"ddef\"\nsamples = 20\n[integrator]",
     );
