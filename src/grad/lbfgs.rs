@@ -205,8 +205,17 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-fn norm(a: &[f64]) -> f64 {
-    dot(a, a).sqrt()
+/// Euclidean norm, finite whenever the components are: where the plain sum of squares
+/// overflows (components near 1e155 and up: |grad| printed `inf`, and L-BFGS's step test
+/// took an infinite norm for a converged step) or underflows, it is
+/// taken of the components scaled by the largest. Elsewhere the plain sum, unchanged.
+pub(super) fn norm(v: &[f64]) -> f64 {
+    let plain = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let big = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    if (plain.is_finite() && (plain > 0.0 || big == 0.0)) || !big.is_finite() {
+        return plain;
+    }
+    big * v.iter().map(|x| (x / big) * (x / big)).sum::<f64>().sqrt()
 }
 
 #[cfg(test)]

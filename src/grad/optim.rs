@@ -4,7 +4,7 @@
 //! the optional smoothness penalty of [`super::smooth`].
 
 use super::dense::solve_dense;
-use super::lbfgs::{minimize, LbfgsOptions, LbfgsStop, Point};
+use super::lbfgs::{minimize, norm, LbfgsOptions, LbfgsStop, Point};
 use super::loss::{Evaluation, Target};
 use super::objective::evaluate;
 pub use super::outcome::{FitHistoryEntry, FitOutcome, StopReason};
@@ -89,18 +89,6 @@ impl Default for FitOptions {
             smoothness_release: false,
         }
     }
-}
-
-/// Euclidean norm, finite whenever the components are: where the plain sum of squares
-/// overflows (components near 1e155 and up; |grad| printed `inf`) or underflows, it is
-/// taken of the components scaled by the largest. Elsewhere the plain sum, unchanged.
-fn norm(v: &[f64]) -> f64 {
-    let plain = v.iter().map(|x| x * x).sum::<f64>().sqrt();
-    let big = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-    if (plain.is_finite() && (plain > 0.0 || big == 0.0)) || !big.is_finite() {
-        return plain;
-    }
-    big * v.iter().map(|x| (x / big) * (x / big)).sum::<f64>().sqrt()
 }
 
 /// An evaluation that failed because of where theta went (a negative stiffness, a run
