@@ -655,7 +655,10 @@ fn a_diverging_ddef_world_does_not_stop_the_others() {
         energies[1]
     );
     let replans = b.ddef_counts(1).unwrap().unwrap().rebuilds;
-    assert!(replans > 1, "world 1's growing box was re-planned: {replans} plans");
+    assert!(
+        replans > 1,
+        "world 1's growing box was re-planned: {replans} plans"
+    );
     let (state, e, _) = alone(&worlds[0].0, &worlds[0].1, steps).unwrap();
     assert!(same_bits(&states[0], &state), "world 0 steps as alone");
     assert_eq!(energies[0], e, "world 0: energies");

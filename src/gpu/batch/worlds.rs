@@ -289,7 +289,9 @@ impl GpuWorlds {
     pub fn read_states(&self) -> Result<Vec<State>, GpuError> {
         let n = self.spans.last().map_or(0, |s| s.particles.end);
         let bytes = 16 * u64::from(n);
-        let data = self.solver.read_at_step(&[(Buf::X, 0, bytes), (Buf::V, 0, bytes)])?;
+        let data = self
+            .solver
+            .read_at_step(&[(Buf::X, 0, bytes), (Buf::V, 0, bytes)])?;
         let mut x = readback::vectors(&data);
         let v = x.split_off(n as usize);
         let step = self.steps_done();
