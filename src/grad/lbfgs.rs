@@ -270,6 +270,29 @@ mod tests {
         assert!(evals < 150, "{evals} evaluations");
     }
 
+    /// Parameters near 1e160 in their own units (scale 1): the step test's norm of u stays
+    /// finite, so the search goes on to the minimum; a plain sum of squares overflowed to
+    /// inf and took the first step, 1e-5 of the way, for converged.
+    #[test]
+    fn parameters_near_1e160_are_not_converged_by_an_overflowed_norm() {
+        let (big, t) = (1e160, [3e160, -2e160]);
+        let f = |x: &[f64]| -> Result<(f64, Vec<f64>), ()> {
+            let r: Vec<f64> = (0..2).map(|k| (x[k] - t[k]) / big).collect();
+            // f of order 1e150, so its gradient (1e-10) leaves the first step finite.
+            let g = r.iter().map(|r| 2e150 * r / big).collect();
+            Ok((1e150 * r.iter().map(|r| r * r).sum::<f64>(), g))
+        };
+        let opts = LbfgsOptions {
+            ftol: 0.0,
+            initial_step: 1e155,
+            ..Default::default()
+        };
+        let (p, stop, _) = run(vec![big, big], &[1.0, 1.0], f, &opts);
+        for k in 0..2 {
+            assert!((p.x[k] / t[k] - 1.0).abs() < 1e-6, "{stop:?}: {:?}", p.x);
+        }
+    }
+
     /// A first step past f64's range (`msc fit --learning-rate 1e300`) shortens the step
     /// like a failed trial: the function, which refuses a non-finite point with an
     /// unrecoverable error (as `ParamSet` does), is never called there.
