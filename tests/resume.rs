@@ -247,6 +247,23 @@ fn an_interrupted_run_is_redone() {
     assert_redone(&s.rerun("cpu"), "the earlier run was interrupted");
 }
 
+/// A run another msc version made, everything else intact: that version may compute other
+/// results from the same resolved scene (a fixed kernel, another default), so a batch
+/// mixing its runs with this version's would compare unlike results.
+#[test]
+fn a_run_of_another_msc_version_is_redone() {
+    let s = Sweep::new("cpu");
+    s.edit_summary(|j| {
+        assert_eq!(j["msc_version"], env!("CARGO_PKG_VERSION"));
+        j["msc_version"] = "0.0.0-other".into();
+    });
+    let why = format!(
+        "the earlier run was made by msc 0.0.0-other (this is msc {})",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert_redone(&s.rerun("cpu"), &why);
+}
+
 /// A finite run that did fewer steps than it was asked for is incomplete (the summary
 /// says 15 of 20; every file it lists is intact).
 #[test]

@@ -49,6 +49,8 @@ pub struct FinalEnergy {
 /// The fields of a run's `summary.json` that a batch reports (the file has more).
 #[derive(Clone, Debug, PartialEq, serde::Deserialize)]
 pub struct SummaryRecord {
+    /// The msc that made the run: a batch trusts only its own version's runs.
+    pub msc_version: String,
     pub scene: String,
     pub backend: String,
     pub integrator: String,

@@ -16,8 +16,8 @@ use std::path::Path;
 
 /// The earlier run in `dir`, when its `summary.json` vouches that it is complete and ran
 /// exactly this scene:
-/// - the summary parses (one from before sizes and hashes were recorded does not), and
-///   the run finished: not interrupted, and all its steps done unless it diverged (a
+/// - the summary parses (one from before sizes and hashes were recorded does not), this
+///   msc version made it, and the run finished: not interrupted, and all its steps done unless it diverged (a
 ///   diverged run is complete: rerunning it would diverge again);
 /// - with `--backend cpu` or `gpu`, it ran on that backend;
 /// - the scene name, the resolved scene's hash and every input file's size and hash are
@@ -51,6 +51,14 @@ pub(super) fn completed(
     let Some(s) = SummaryRecord::read(&summary_path) else {
         return why("summary.json is unreadable or from an older msc");
     };
+    // Another version may compute other results from the same resolved scene.
+    let ours = env!("CARGO_PKG_VERSION");
+    if s.msc_version != ours {
+        return Err(Some(format!(
+            "the earlier run was made by msc {} (this is msc {ours})",
+            s.msc_version
+        )));
+    }
     if s.interrupted {
         return why("the earlier run was interrupted");
     }
