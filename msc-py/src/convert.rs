@@ -47,6 +47,7 @@ fn floats<'py>(
             "{what}: expected numbers, got {which}"
         )));
     }
+    refuse_masked(obj, what)?;
     let a = py
         .import("numpy")?
         .call_method1("asarray", (obj,))
@@ -91,6 +92,36 @@ fn not_a_number(obj: &Bound<'_, PyAny>) -> Option<&'static str> {
     } else {
         None
     }
+}
+
+/// A numpy masked array with masked entries is a ModelError naming `what` and the first
+/// masked index: numpy.asarray reads the values under the mask as if they were given.
+fn refuse_masked(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
+    let py = obj.py();
+    let np = py.import("numpy")?;
+    let ma = np.getattr("ma")?;
+    if !ma.call_method1("isMaskedArray", (obj,))?.is_truthy()? {
+        return Ok(());
+    }
+    let mask = ma.call_method1("getmaskarray", (obj,))?;
+    let count: usize = mask.call_method0("sum")?.extract()?;
+    if count == 0 {
+        return Ok(());
+    }
+    let first: Vec<usize> = np
+        .call_method1("argwhere", (&mask,))?
+        .get_item(0)?
+        .call_method0("tolist")?
+        .extract()?;
+    let at: Vec<String> = first.iter().map(|i| i.to_string()).collect();
+    Err(model_error(
+        py,
+        format!(
+            "{what}: a masked array with {count} masked entries (the first at [{}]): its \
+             values would be read as given; fill them (numpy.ma.filled) or leave them out",
+            at.join(", ")
+        ),
+    ))
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -149,10 +180,11 @@ fn reserve<T>(n: usize, what: &str) -> PyResult<Vec<T>> {
 /// A 1-D array of `len` numbers, or one number for all of them (`len` given).
 pub fn scalars(obj: &Bound<'_, PyAny>, what: &str, len: Option<usize>) -> PyResult<Vec<f64>> {
     let py = obj.py();
-    if let (Some(n), Ok(v)) = (len, obj.extract::<f64>()) {
-        // A bool is an int to Python: `floats` refuses it.
-        let number = obj.is_instance_of::<PyFloat>() || obj.is_instance_of::<PyInt>();
-        if number && !obj.is_instance_of::<PyBool>() {
+    // A bool is an int to Python: `floats` refuses it. Only a number is extracted here:
+    // numpy.ma.masked would convert, warning, to NaN.
+    let number = obj.is_instance_of::<PyFloat>() || obj.is_instance_of::<PyInt>();
+    if let (Some(n), true) = (len, number && !obj.is_instance_of::<PyBool>()) {
+        if let Ok(v) = obj.extract::<f64>() {
             return Ok(vec![v; n]);
         }
     }
@@ -180,6 +212,7 @@ pub fn scalars(obj: &Bound<'_, PyAny>, what: &str, len: Option<usize>) -> PyResu
 /// rows are a ModelError naming `what`.
 fn as_array<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<(Bound<'py, PyAny>, String)> {
     let py = obj.py();
+    refuse_masked(obj, what)?;
     let np = py.import("numpy")?;
     let a = np.call_method1("asarray", (obj,)).map_err(|e| {
         if e.is_instance_of::<PyValueError>(py) {

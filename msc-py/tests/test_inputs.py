@@ -391,3 +391,30 @@ def test_huge_arrays_are_refused_before_they_are_copied() -> None:
     mask = np.broadcast_to(True, (2**40,))
     with pytest.raises(msc.ModelError, match=f"pinned has {2**40} entries, expected 4"):
         msc.System(X, 1.0, pinned=mask)
+
+
+@pytest.mark.filterwarnings("error")
+def test_masked_entries_are_refused_naming_the_argument_and_the_entry() -> None:
+    # numpy.asarray drops the mask: the values under it were read as if given.
+    masses = np.ma.masked_array([1.0, 2.0, 3.0, 4.0], mask=[False, False, True, False])
+    with pytest.raises(msc.ModelError, match=r"masses: a masked array with 1 masked entries \(the first at \[2\]\)"):
+        msc.System(X, masses)
+    positions = np.ma.masked_array(X, mask=np.arange(12).reshape(4, 3) == 4)
+    with pytest.raises(msc.ModelError, match=r"positions: a masked array with 1 .*\[1, 1\]"):
+        msc.System(positions, 1.0)
+    with pytest.raises(msc.ModelError, match="masses: a masked array"):
+        msc.System(X, np.ma.masked)
+    springs = np.ma.masked_array([[0, 1], [1, 2]], mask=[[False, False], [False, True]])
+    with pytest.raises(msc.ModelError, match=r"springs: a masked array .*\[1, 1\]"):
+        msc.System(X, 1.0, springs=springs, stiffness=1.0)
+    pinned = np.ma.masked_array([True, False, False, False], mask=[True, False, False, False])
+    with pytest.raises(msc.ModelError, match=r"pinned: a masked array .*\[0\]"):
+        msc.System(X, 1.0, pinned=pinned)
+    sim = msc.Simulator(msc.System(X, 1.0), backend="cpu")
+    with pytest.raises(msc.ModelError, match="velocities: a masked array"):
+        sim.set_state(X, np.ma.masked_array(X, mask=X == 1))
+    # With nothing masked, a masked array is its values.
+    s = msc.System(np.ma.masked_array(X), np.ma.masked_array([1.0, 2, 3, 4]))
+    np.testing.assert_array_equal(s.positions, X)
+    np.testing.assert_array_equal(s.masses, [1.0, 2, 3, 4])
+
