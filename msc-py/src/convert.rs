@@ -326,6 +326,17 @@ pub fn mask(obj: &Bound<'_, PyAny>, what: &str, n: usize) -> PyResult<Vec<bool>>
             format!("{what} must be booleans or integer indices, got dtype kind '{kind}'"),
         ));
     }
+    if kind == "u" {
+        // Past i64::MAX an index is no i64: named as given (not pyo3's OverflowError).
+        let max: u64 = a.call_method0("max")?.extract()?;
+        if max >= n as u64 {
+            let k: usize = a.call_method0("argmax")?.extract()?;
+            return Err(model_error(
+                py,
+                format!("{what}[{k}]: index {max} is out of range (the system has {n} particles)"),
+            ));
+        }
+    }
     let idx: Vec<i64> = a.call_method0("tolist")?.extract()?;
     for (k, &i) in idx.iter().enumerate() {
         if i < 0 || i as u64 >= n as u64 {

@@ -418,3 +418,11 @@ def test_masked_entries_are_refused_naming_the_argument_and_the_entry() -> None:
     np.testing.assert_array_equal(s.positions, X)
     np.testing.assert_array_equal(s.masses, [1.0, 2, 3, 4])
 
+
+def test_a_pinned_index_past_int64_is_named() -> None:
+    # Its conversion to int64 raised pyo3's OverflowError, naming neither.
+    pinned = np.array([1, 2**64 - 1], dtype=np.uint64)
+    with pytest.raises(msc.ModelError, match=f"pinned\\[1\\]: index {2**64 - 1} is out of range"):
+        msc.System(X, 1.0, pinned=pinned)
+    assert msc.System(X, 1.0, pinned=np.array([3], dtype=np.uint64)).pinned.tolist() == [
+        False, False, False, True]
