@@ -131,8 +131,8 @@ impl PyWorlds {
         }
     }
 
-    /// `w` as a world index; a negative one is out of range too (not an OverflowError).
-    fn world(&self, w: isize) -> PyResult<usize> {
+    /// `w` as a world index; a negative or huge one is out of range (not an OverflowError).
+    fn world(&self, w: i128) -> PyResult<usize> {
         match usize::try_from(w) {
             Ok(i) if i < self.sizes.len() => Ok(i),
             _ => Err(PyIndexError::new_err(format!(
@@ -246,7 +246,7 @@ impl PyWorlds {
     fn positions<'py>(
         &self,
         py: Python<'py>,
-        w: isize,
+        w: i128,
         dtype: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let w = self.world(w)?;
@@ -264,7 +264,7 @@ impl PyWorlds {
     fn velocities<'py>(
         &self,
         py: Python<'py>,
-        w: isize,
+        w: i128,
         dtype: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let w = self.world(w)?;
@@ -278,7 +278,7 @@ impl PyWorlds {
     }
 
     /// World `w`'s energy terms (J).
-    fn energies<'py>(&self, py: Python<'py>, w: isize) -> PyResult<Bound<'py, PyDict>> {
+    fn energies<'py>(&self, py: Python<'py>, w: i128) -> PyResult<Bound<'py, PyDict>> {
         let w = self.world(w)?;
         let e = self.with(py, move |b| b.batch.energies(w))?;
         energies_dict(py, &e)
@@ -291,7 +291,7 @@ impl PyWorlds {
     }
 
     /// World `w`'s simulated time (s): its own time step times its own step count.
-    fn time(&self, py: Python<'_>, w: isize) -> PyResult<f64> {
+    fn time(&self, py: Python<'_>, w: i128) -> PyResult<f64> {
         let w = self.world(w)?;
         let steps = self.with(py, move |b| Ok(b.steps[w]))?;
         Ok(msc::measures::time_at(steps, self.dts[w]))

@@ -426,3 +426,15 @@ def test_a_pinned_index_past_int64_is_named() -> None:
         msc.System(X, 1.0, pinned=pinned)
     assert msc.System(X, 1.0, pinned=np.array([3], dtype=np.uint64)).pinned.tolist() == [
         False, False, False, True]
+
+
+def test_a_world_index_past_int64_is_an_index_error() -> None:
+    # It raised pyo3's OverflowError "Python int too large to convert to C long".
+    system = msc.System(X, 1.0)
+    worlds = msc.Worlds([system, system], backend="cpu")
+    calls: list[Callable[[], object]] = [
+        lambda: worlds.positions(2**70), lambda: worlds.velocities(2**70),
+        lambda: worlds.energies(2**70), lambda: worlds.time(2**70)]
+    for call in calls:
+        with pytest.raises(IndexError, match=f"world {2**70} of a batch of 2"):
+            call()
