@@ -443,3 +443,40 @@ fn a_summary_listing_a_file_outside_the_run_folder_is_redone() {
         "../../poly.toml is not a path inside the run folder",
     );
 }
+
+/// A summary listing one frame twice in place of another (the count still matches): the
+/// frame it no longer lists is missing, yet every listed file checks out.
+#[test]
+fn a_summary_listing_a_frame_twice_is_redone() {
+    let s = Sweep::new("cpu");
+    std::fs::remove_file(s.run().join("frames/frame_000004.ply")).unwrap();
+    s.edit_summary(|j| {
+        let first = Sweep::output_record(j, "frames/frame_000000.ply").clone();
+        *Sweep::output_record(j, "frames/frame_000004.ply") = first;
+    });
+    assert_redone(
+        &s.rerun("cpu"),
+        "summary.json does not vouch for every output",
+    );
+}
+
+/// A complete run whose frames/ also holds a frame it did not write (another run's, with
+/// a later number): trusting the folder would hand that frame out as this run's.
+#[test]
+fn a_run_beside_a_frame_it_did_not_write_is_redone() {
+    let s = Sweep::new("cpu");
+    let frames = s.run().join("frames");
+    std::fs::copy(
+        frames.join("frame_000000.ply"),
+        frames.join("frame_000005.ply"),
+    )
+    .unwrap();
+    assert_redone(
+        &s.rerun("cpu"),
+        "frames/frame_000005.ply is not one of the earlier run's frames",
+    );
+    assert!(
+        !frames.join("frame_000005.ply").exists(),
+        "the redo kept it"
+    );
+}

@@ -5,7 +5,7 @@
 use super::record::SummaryRecord;
 use crate::digest::sha256_hex;
 use crate::output::lock::LOCK_FILE;
-use crate::output::ply::is_numbered;
+use crate::output::ply::{frame_name, is_numbered};
 use crate::output::run_dir::{
     check_outputs, ENERGY_FILE, FRAMES_DIR, RENDER_DIR, SCENE_FILE, SUMMARY_FILE,
 };
@@ -22,8 +22,8 @@ use std::path::Path;
 /// - with `--backend cpu` or `gpu`, it ran on that backend;
 /// - the scene name, the resolved scene's hash and every input file's size and hash are
 ///   those of `scene` now;
-/// - it lists `energy.csv`, `scene.toml` and as many frames as it wrote, and each listed
-///   file exists with its recorded size and hash.
+/// - it lists `energy.csv`, `scene.toml` and frames 0 to N-1 for the N it wrote, each
+///   listed file exists with its recorded size and hash, and `frames/` holds no other.
 ///
 /// Otherwise `Err` says why, or is `None` when there was no earlier run in `dir`.
 pub(super) fn completed(
@@ -89,16 +89,29 @@ pub(super) fn completed(
         return Err(Some(format!("{changed} changed since the earlier run")));
     }
     let listed = |name: &str| s.outputs.iter().find(|d| d.path == name);
-    let frames = s
+    let frames: Vec<&str> = s
         .outputs
         .iter()
-        .filter(|d| d.path.starts_with(&format!("{FRAMES_DIR}/")))
-        .count();
+        .filter_map(|d| d.path.strip_prefix(&format!("{FRAMES_DIR}/")))
+        .collect();
+    // Exactly frame 0, 1, ... in order: a frame listed twice stands for no other.
+    let every_frame = frames.len() as u64 == s.frames
+        && (0u64..)
+            .zip(&frames)
+            .all(|(i, name)| *name == frame_name(i));
     let scene_copy_ok = listed(SCENE_FILE).is_some_and(|d| d.sha256 == s.scene_sha256);
-    if listed(ENERGY_FILE).is_none() || !scene_copy_ok || frames as u64 != s.frames {
+    if listed(ENERGY_FILE).is_none() || !scene_copy_ok || !every_frame {
         return why("summary.json does not vouch for every output");
     }
     check_outputs(dir, &s.outputs).map_err(Some)?;
+    // A frame the summary does not list (another run's) would be read as this run's.
+    let unlisted = entries(dir, true).map_err(Some)?.into_iter().find(|p| {
+        p.strip_prefix(&format!("{FRAMES_DIR}/"))
+            .is_some_and(|n| is_numbered(n, "ply") && !frames.contains(&n))
+    });
+    if let Some(p) = unlisted {
+        return Err(Some(format!("{p} is not one of the earlier run's frames")));
+    }
     Ok(s)
 }
 
