@@ -459,7 +459,9 @@ pub fn toml_value(obj: &Bound<'_, PyAny>, key: &str) -> PyResult<toml::Value> {
     // numpy scalars and arrays, tuples, lists.
     if obj.hasattr("tolist")? {
         let plain = obj.call_method0("tolist")?;
-        if !plain.is(obj) {
+        // A longdouble's tolist is another longdouble: recursing on it overflowed the
+        // stack (a segfault).
+        if !plain.get_type().is(obj.get_type()) {
             return toml_value(&plain, key);
         }
     }
@@ -469,7 +471,13 @@ pub fn toml_value(obj: &Bound<'_, PyAny>, key: &str) -> PyResult<toml::Value> {
             .collect::<PyResult<Vec<_>>>()?;
         return Ok(toml::Value::Array(values));
     }
-    if let Ok(v) = obj.extract::<f64>() {
+    // A clongdouble converts to a float dropping its imaginary part, with only a warning.
+    let complex = obj
+        .getattr("dtype")
+        .and_then(|d| d.getattr("kind"))
+        .and_then(|k| k.extract::<String>())
+        .is_ok_and(|k| k == "c");
+    if let (false, Ok(v)) = (complex, obj.extract::<f64>()) {
         return Ok(toml::Value::Float(v));
     }
     Err(PyTypeError::new_err(format!(

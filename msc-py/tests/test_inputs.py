@@ -438,3 +438,15 @@ def test_a_world_index_past_int64_is_an_index_error() -> None:
     for call in calls:
         with pytest.raises(IndexError, match=f"world {2**70} of a batch of 2"):
             call()
+
+
+@pytest.mark.filterwarnings("error")
+def test_long_double_settings_are_read_as_floats() -> None:
+    # numpy.longdouble's tolist() is another longdouble: converting it recursed until
+    # the stack overflowed and the interpreter died (a segfault).
+    assert msc.Config(dt=np.longdouble(0.01)).dt == 0.01  # type: ignore[arg-type]
+    gravity = np.array([0.0, 0.0, -9.75], dtype=np.longdouble)
+    assert msc.Config(gravity=gravity).gravity == (0.0, 0.0, -9.75)
+    assert msc.Config(set={"integrator.dt": np.longdouble(0.02)}).dt == 0.02
+    with pytest.raises(TypeError, match="integrator.dt: a clongdouble has no scene-file"):
+        msc.Config(dt=np.clongdouble(0.01))  # type: ignore[arg-type]
