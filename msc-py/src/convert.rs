@@ -430,11 +430,30 @@ pub fn float_dtype(py: Python<'_>, dtype: Option<&Bound<'_, PyAny>>) -> PyResult
 
 /// A Python value as TOML: bool, int, float, str, sequences and mappings of them.
 pub fn toml_value(obj: &Bound<'_, PyAny>, key: &str) -> PyResult<toml::Value> {
+    nested_toml(obj, key, 0)
+}
+
+/// Deeper nesting than any setting has: a list or dict that holds itself recursed until
+/// the stack overflowed (a segfault).
+const MAX_DEPTH: usize = 64;
+
+fn nested_toml(obj: &Bound<'_, PyAny>, key: &str, depth: usize) -> PyResult<toml::Value> {
+    if depth > MAX_DEPTH {
+        return Err(PyValueError::new_err(format!(
+            "{key}: nested more than {MAX_DEPTH} levels deep (a list or dict that holds itself?)"
+        )));
+    }
     if obj.is_instance_of::<PyBool>() {
         return Ok(toml::Value::Boolean(obj.extract()?));
     }
     if obj.is_instance_of::<PyString>() {
         return Ok(toml::Value::String(obj.extract()?));
+    }
+    if obj.is_instance_of::<PyBytes>() {
+        // Iterated, bytes would be numbers: b"abc" was [97, 98, 99].
+        return Err(PyTypeError::new_err(format!(
+            "{key}: bytes have no scene-file (TOML) form (give a str)"
+        )));
     }
     if obj.is_instance_of::<PyInt>() {
         // TOML integers are i64: a larger one is named with its key (not pyo3's message).
@@ -452,7 +471,7 @@ pub fn toml_value(obj: &Bound<'_, PyAny>, key: &str) -> PyResult<toml::Value> {
         for item in m.items()?.iter() {
             let (k, v): (String, Bound<'_, PyAny>) = item.extract()?;
             let sub = format!("{key}.{k}");
-            t.insert(k, toml_value(&v, &sub)?);
+            t.insert(k, nested_toml(&v, &sub, depth + 1)?);
         }
         return Ok(toml::Value::Table(t));
     }
@@ -462,12 +481,12 @@ pub fn toml_value(obj: &Bound<'_, PyAny>, key: &str) -> PyResult<toml::Value> {
         // A longdouble's tolist is another longdouble: recursing on it overflowed the
         // stack (a segfault).
         if !plain.get_type().is(obj.get_type()) {
-            return toml_value(&plain, key);
+            return nested_toml(&plain, key, depth + 1);
         }
     }
     if let Ok(items) = obj.try_iter() {
         let values = items
-            .map(|item| toml_value(&item?, key))
+            .map(|item| nested_toml(&item?, key, depth + 1))
             .collect::<PyResult<Vec<_>>>()?;
         return Ok(toml::Value::Array(values));
     }

@@ -450,3 +450,18 @@ def test_long_double_settings_are_read_as_floats() -> None:
     assert msc.Config(set={"integrator.dt": np.longdouble(0.02)}).dt == 0.02
     with pytest.raises(TypeError, match="integrator.dt: a clongdouble has no scene-file"):
         msc.Config(dt=np.clongdouble(0.01))  # type: ignore[arg-type]
+
+
+def test_a_setting_that_holds_itself_or_bytes_is_refused() -> None:
+    # A list or dict holding itself recursed until the stack overflowed (a segfault).
+    cyclic: list[object] = [0.0, 0.0]
+    cyclic.append(cyclic)
+    with pytest.raises(ValueError, match="gravity: nested more than 64 levels deep"):
+        msc.Config(gravity=cyclic)  # type: ignore[arg-type]
+    table: dict[str, object] = {"dt": 0.01}
+    table["solver"] = table
+    with pytest.raises(ValueError, match="nested more than 64 levels deep"):
+        msc.Config(set={"integrator": table})
+    # Iterated, bytes were numbers: gravity=b"abc" was (97, 98, 99).
+    with pytest.raises(TypeError, match="gravity: bytes have no scene-file"):
+        msc.Config(gravity=b"abc")
