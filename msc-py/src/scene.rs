@@ -3,8 +3,9 @@
 //! (a scene file or built-in name with the command line's dotted overrides).
 
 use msc::model::{Spring, System, SystemDesc};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyList, PyString};
 
 use crate::config::PyConfig;
 use crate::convert::{index_rows, mask, overrides, scalars, vec3_array, vectors};
@@ -309,19 +310,36 @@ pub fn load_scene(
 }
 
 /// A path argument `what` (a scene also a built-in name): a string or an
-/// os.PathLike of one; anything else a TypeError naming `what`.
+/// os.PathLike of one; anything else a TypeError naming `what`. A str that is not UTF-8
+/// (lone surrogates, as os.fsdecode gives for other bytes) or holds a NUL byte, which no
+/// file name can, is a ValueError naming `what`.
 pub fn path_or_name(p: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
-    if let Ok(s) = p.extract::<String>() {
-        return Ok(s);
+    let text = if p.is_instance_of::<PyString>() {
+        p.clone()
+    } else {
+        match p.py().import("os")?.call_method1("fspath", (p,)) {
+            Ok(f) if f.is_instance_of::<PyString>() => f,
+            _ => {
+                return Err(PyTypeError::new_err(format!(
+                    "{what} must be a str or os.PathLike[str] path, got {}",
+                    p.get_type().name()?
+                )))
+            }
+        }
+    };
+    let refused = |why: &str| {
+        PyValueError::new_err(format!(
+            "{what}: {} {why}",
+            text.repr().map(|r| r.to_string()).unwrap_or_default()
+        ))
+    };
+    let s: String = text
+        .extract()
+        .map_err(|_| refused("is not UTF-8 text (msc paths must be)"))?;
+    if s.contains('\0') {
+        return Err(refused("contains a NUL byte, which no path can"));
     }
-    let fspath = p.py().import("os")?.call_method1("fspath", (p,));
-    match fspath.and_then(|f| f.extract::<String>()) {
-        Ok(s) => Ok(s),
-        Err(_) => Err(pyo3::exceptions::PyTypeError::new_err(format!(
-            "{what} must be a str or os.PathLike[str] path, got {}",
-            p.get_type().name()?
-        ))),
-    }
+    Ok(s)
 }
 
 /// The built-in scenes: (name, description) pairs.

@@ -465,3 +465,17 @@ def test_a_setting_that_holds_itself_or_bytes_is_refused() -> None:
     # Iterated, bytes were numbers: gravity=b"abc" was (97, 98, 99).
     with pytest.raises(TypeError, match="gravity: bytes have no scene-file"):
         msc.Config(gravity=b"abc")
+
+
+def test_a_path_with_a_nul_byte_or_not_utf8_is_a_value_error_naming_it(tmp_path: Path) -> None:
+    # A NUL byte reached the message raw ("cannot load scene 'tor\0us'") or the file
+    # system; a lone surrogate (os.fsdecode of other bytes) was "must be a str, got str".
+    with pytest.raises(ValueError, match=r"^scene: 'tor\\x00us' contains a NUL byte"):
+        msc.load_scene("tor\x00us")
+    with pytest.raises(ValueError, match=r"^out: .* contains a NUL byte"):
+        msc.run("torus", out=tmp_path / "a\x00b", steps=1, backend="cpu")
+    assert not list(tmp_path.iterdir())
+    with pytest.raises(ValueError, match=r"^scene: '\\udcff.toml' is not UTF-8 text"):
+        msc.load_scene("\udcff.toml")
+    with pytest.raises(ValueError, match=r"^target: .* is not UTF-8 text"):
+        msc.fit("torus", tmp_path / "\udcff", "charge")
