@@ -288,8 +288,8 @@ mod tests {
             ..Default::default()
         };
         let (p, stop, _) = run(vec![big, big], &[1.0, 1.0], f, &opts);
-        for k in 0..2 {
-            assert!((p.x[k] / t[k] - 1.0).abs() < 1e-6, "{stop:?}: {:?}", p.x);
+        for (x, t) in p.x.iter().zip(t) {
+            assert!((x / t - 1.0).abs() < 1e-6, "{stop:?}: {:?}", p.x);
         }
     }
 
