@@ -97,16 +97,23 @@ fn not_a_number(obj: &Bound<'_, PyAny>) -> Option<&'static str> {
 /// A numpy masked array with masked entries is a ModelError naming `what` and the first
 /// masked index: numpy.asarray reads the values under the mask as if they were given.
 fn refuse_masked(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
-    let py = obj.py();
-    let np = py.import("numpy")?;
+    match masked_entries(obj)? {
+        None => Ok(()),
+        Some(m) => Err(model_error(obj.py(), format!("{what}: {m}"))),
+    }
+}
+
+/// What is masked in a numpy masked array, with the advice; None for anything else.
+fn masked_entries(obj: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    let np = obj.py().import("numpy")?;
     let ma = np.getattr("ma")?;
     if !ma.call_method1("isMaskedArray", (obj,))?.is_truthy()? {
-        return Ok(());
+        return Ok(None);
     }
     let mask = ma.call_method1("getmaskarray", (obj,))?;
     let count: usize = mask.call_method0("sum")?.extract()?;
     if count == 0 {
-        return Ok(());
+        return Ok(None);
     }
     let first: Vec<usize> = np
         .call_method1("argwhere", (&mask,))?
@@ -114,14 +121,11 @@ fn refuse_masked(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
         .call_method0("tolist")?
         .extract()?;
     let at: Vec<String> = first.iter().map(|i| i.to_string()).collect();
-    Err(model_error(
-        py,
-        format!(
-            "{what}: a masked array with {count} masked entries (the first at [{}]): its \
-             values would be read as given; fill them (numpy.ma.filled) or leave them out",
-            at.join(", ")
-        ),
-    ))
+    Ok(Some(format!(
+        "a masked array with {count} masked entries (the first at [{}]): its values would \
+         be read as given; fill them (numpy.ma.filled) or leave them out",
+        at.join(", ")
+    )))
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -476,6 +480,10 @@ fn nested_toml(obj: &Bound<'_, PyAny>, key: &str, depth: usize) -> PyResult<toml
         return Ok(toml::Value::Table(t));
     }
     // numpy scalars and arrays, tuples, lists.
+    if let Some(m) = masked_entries(obj)? {
+        // Their tolist() gives None for each masked entry ("a NoneType has no form").
+        return Err(PyValueError::new_err(format!("{key}: {m}")));
+    }
     if obj.hasattr("tolist")? {
         let plain = obj.call_method0("tolist")?;
         // A longdouble's tolist is another longdouble: recursing on it overflowed the

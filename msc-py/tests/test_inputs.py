@@ -479,3 +479,11 @@ def test_a_path_with_a_nul_byte_or_not_utf8_is_a_value_error_naming_it(tmp_path:
         msc.load_scene("\udcff.toml")
     with pytest.raises(ValueError, match=r"^target: .* is not UTF-8 text"):
         msc.fit("torus", tmp_path / "\udcff", "charge")
+
+
+def test_masked_entries_in_a_setting_are_named() -> None:
+    # Their tolist() is None: the error said "gravity: a NoneType has no scene-file form".
+    gravity = np.ma.masked_array([0.0, 0.0, -9.8], mask=[False, False, True])
+    with pytest.raises(ValueError, match=r"^gravity: a masked array with 1 masked entries \(the first at \[2\]\)"):
+        msc.Config(gravity=gravity)
+    assert msc.Config(gravity=np.ma.masked_array([0.0, 0.0, -9.5])).gravity == (0.0, 0.0, -9.5)
