@@ -41,18 +41,15 @@ pub struct BatchArgs {
 /// its overrides, 1 when a run failed or diverged, after every run was tried. `None`
 /// when it wrote (and submitted) a Slurm script instead of running.
 pub fn execute(args: &BatchArgs) -> Result<Option<BatchReport>, CliError> {
-    // The job script names the manifest in text: a path that is not UTF-8 would name
-    // another file there (its bytes replaced by U+FFFD), and every task would fail.
-    if (args.scale.slurm || args.scale.submit) && args.manifest.to_str().is_none() {
-        return Err(BatchError::from(SlurmError::Option {
-            option: "the manifest",
-            message: format!(
-                "{} is not UTF-8 text; the job script cannot name it (rename it, or give it \
-                 through a link whose path is UTF-8)",
-                args.manifest.display()
-            ),
-        })
-        .into());
+    // The job script names the manifest in text.
+    if args.scale.slurm || args.scale.submit {
+        if let Err(message) = scale::path_text(&args.manifest, "the job script") {
+            return Err(BatchError::from(SlurmError::Option {
+                option: "the manifest",
+                message,
+            })
+            .into());
+        }
     }
     let plan = plan::manifest(&args.manifest, &args.set)?;
     crate::batch::check_input(&plan, &args.out, &args.manifest, "manifest")?;

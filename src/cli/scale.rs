@@ -192,9 +192,21 @@ pub(super) fn execute(job: Job, scale: &ScaleArgs) -> Result<Option<BatchReport>
     Ok(Some(run_batch(job.plan, &options)?))
 }
 
+/// `path` as text for a file that names it for later (`place`: the Slurm job script, a
+/// shard's plan.json): a path that is not UTF-8 would be stored with its bytes replaced
+/// (U+FFFD) and name another file. The error is the message, for the caller's own error.
+pub(super) fn path_text<'a>(path: &'a Path, place: &str) -> Result<&'a str, String> {
+    path.to_str().ok_or_else(|| {
+        format!(
+            "{} is not UTF-8 text; {place} cannot name it (rename it, or give it through a \
+             link whose path is UTF-8)",
+            path.display()
+        )
+    })
+}
+
 /// A shard's plan.json holds its command as text, for the rerun commands `msc merge`
-/// prints: a path that is not UTF-8 would be stored with its bytes replaced (U+FFFD) and
-/// name another file, so it is refused before anything is created.
+/// prints: every path in it must be UTF-8, checked before anything is created.
 fn check_text_paths(job: &Job, rerun: &Rerun, shard: &Shard) -> Result<(), BatchError> {
     let paths = [
         ("the manifest", job.manifest),
@@ -203,15 +215,10 @@ fn check_text_paths(job: &Job, rerun: &Rerun, shard: &Shard) -> Result<(), Batch
         ("the msc executable", Some(rerun.program.as_path())),
     ];
     for (what, path) in paths {
-        if let Some(p) = path.filter(|p| p.to_str().is_none()) {
+        if let Some(Err(message)) = path.map(|p| path_text(p, "plan.json's rerun commands")) {
             return Err(BatchError::Shard {
                 arg: shard.arg(),
-                message: format!(
-                    "{what} {} is not UTF-8 text; plan.json cannot name it in the commands \
-                     that rerun a shard (rename it, or give it through a link whose path is \
-                     UTF-8)",
-                    p.display()
-                ),
+                message: format!("{what} {message}"),
             });
         }
     }
