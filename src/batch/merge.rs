@@ -117,10 +117,15 @@ pub fn merge(dir: &Path) -> Result<MergeReport, BatchError> {
         }
         records.push(record);
     }
+    // The commands name this folder, wherever it was when the shards ran; a folder they
+    // cannot name is refused before runs.csv is written.
+    let rerun = if todo.iter().all(Vec::is_empty) {
+        plan_file.rerun.clone()
+    } else {
+        plan_file.rerun.for_folder(dir)?
+    };
     let runs_csv = dir.join(RUNS_CSV);
     write_runs_csv(&runs_csv, &plan, &records)?;
-    // The commands name this folder, wherever it was when the shards ran.
-    let rerun = plan_file.rerun.for_folder(dir);
     let reruns = todo
         .into_iter()
         .enumerate()

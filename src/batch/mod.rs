@@ -119,6 +119,14 @@ pub enum BatchError {
         path: PathBuf,
         found: String,
     },
+    /// `msc merge`: the batch folder, moved since its shards ran, is at a path that is
+    /// not UTF-8, which the commands that rerun its shards (text) cannot name.
+    #[error(
+        "{} is not UTF-8 text; the commands that rerun this batch's shards cannot name it \
+         (rename it, or give it through a link whose path is UTF-8)",
+        path.display()
+    )]
+    FolderNotUtf8 { path: PathBuf },
     /// `--devices` found no device to run on.
     #[error("--devices: {0}")]
     Devices(String),
@@ -182,6 +190,7 @@ impl BatchError {
             | Self::ReadPlan { .. }
             | Self::PlanMismatch { .. }
             | Self::ForeignFolder { .. }
+            | Self::FolderNotUtf8 { .. }
             | Self::Output(OutputError::WouldOverwriteInput { .. }) => 2,
             Self::Slurm(e) => e.exit_code(),
             Self::Output(_)

@@ -72,14 +72,15 @@ impl Rerun {
 
     /// This command for a batch folder now at `dir`: when its `--out` (relative to its
     /// `cwd`) is no longer that folder (the folder was moved or copied), `--out` names
-    /// `dir` instead, as an absolute path.
-    pub fn for_folder(&self, dir: &Path) -> Rerun {
+    /// `dir` instead, as an absolute path. That path must be UTF-8: the command is text,
+    /// and its bytes replaced (U+FFFD) would name another folder.
+    pub fn for_folder(&self, dir: &Path) -> Result<Rerun, BatchError> {
         let mut r = self.clone();
         let Some(k) = r.args.iter().position(|a| a == "--out") else {
-            return r;
+            return Ok(r);
         };
         let Some(out) = r.args.get(k + 1) else {
-            return r;
+            return Ok(r);
         };
         let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
             (Ok(a), Ok(b)) => a == b,
@@ -87,9 +88,12 @@ impl Rerun {
         };
         if !same(&self.cwd.join(out), dir) {
             let here = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
-            r.args[k + 1] = here.to_string_lossy().into_owned();
+            let Some(text) = here.to_str() else {
+                return Err(BatchError::FolderNotUtf8 { path: here });
+            };
+            r.args[k + 1] = text.to_owned();
         }
-        r
+        Ok(r)
     }
 }
 
@@ -498,5 +502,33 @@ mod tests {
             r.command("0/2"),
             "cd /a && /bin/msc sweep ./-s.toml --out=-o --set a=-1 --quiet --shard 0/2"
         );
+    }
+
+    /// A moved batch folder is named by the rerun commands as its new absolute path; one
+    /// whose path is not UTF-8 is an error naming it, not a lossy path (U+FFFD in place
+    /// of its bytes) that names another folder.
+    #[cfg(unix)]
+    #[test]
+    fn a_moved_folder_is_named_as_it_is_or_refused() {
+        use std::os::unix::ffi::OsStrExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let r = Rerun {
+            cwd: tmp.path().into(),
+            program: "/bin/msc".into(),
+            args: vec!["sweep".into(), "s.toml".into(), "--out".into(), "o".into()],
+        };
+        let moved = tmp.path().join("moved");
+        std::fs::create_dir(&moved).unwrap();
+        let out = r.for_folder(&moved).unwrap().args[3].clone();
+        assert_eq!(Path::new(&out), moved);
+        let odd = tmp.path().join(std::ffi::OsStr::from_bytes(b"m\xff"));
+        std::fs::create_dir(&odd).unwrap();
+        let e = r.for_folder(&odd).unwrap_err();
+        assert!(
+            matches!(&e, BatchError::FolderNotUtf8 { path } if path == &odd),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("not UTF-8"), "{e}");
+        assert_eq!(e.exit_code(), 2);
     }
 }
