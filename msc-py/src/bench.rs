@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use crate::config::PyConfig;
 use crate::errors::{Classify, Kind, OrRaise};
 use crate::scene::PySystem;
-use crate::steps::{abandonable, count};
+use crate::steps::{abandonable, count, Int};
 
 impl Classify for WorkloadError {
     fn kind(&self) -> Kind {
@@ -23,12 +23,12 @@ impl Classify for WorkloadError {
 /// `sweeps` and `charged_fraction` shape the cloth. A value the workload does not read
 /// raises ValueError, as `msc bench` refuses it.
 #[pyfunction]
-#[pyo3(signature = (name, n, *, sweeps=i128::from(DEFAULT_SWEEPS), charged_fraction=0.0, cloud="cube"))]
+#[pyo3(signature = (name, n, *, sweeps=Int(i128::from(DEFAULT_SWEEPS)), charged_fraction=0.0, cloud="cube"))]
 pub fn bench_workload(
     py: Python<'_>,
     name: &str,
-    n: i128,
-    sweeps: i128,
+    n: Int,
+    sweeps: Int,
     charged_fraction: f64,
     cloud: &str,
 ) -> PyResult<(PySystem, PyConfig)> {

@@ -9,7 +9,7 @@ use pyo3::types::PyList;
 
 use crate::convert::to_py;
 use crate::errors::OrRaise;
-use crate::steps::{abandonable, count};
+use crate::steps::{abandonable, count, Int};
 
 #[pyclass(module = "msc", name = "Device", frozen)]
 pub struct PyDevice {
@@ -21,8 +21,8 @@ impl PyDevice {
     /// Opens device `index` of `adapters(allow_software)` (honouring WGPU_BACKEND and
     /// WGPU_ADAPTER_NAME).
     #[new]
-    #[pyo3(signature = (index=0, *, allow_software=true))]
-    fn new(py: Python<'_>, index: i128, allow_software: bool) -> PyResult<Self> {
+    #[pyo3(signature = (index=Int(0), *, allow_software=true))]
+    fn new(py: Python<'_>, index: Int, allow_software: bool) -> PyResult<Self> {
         let index: usize = count(index, "index")?;
         let options = HeadlessOptions { allow_software };
         let device =

@@ -16,7 +16,7 @@ use pyo3::types::{PyDict, PyIterator, PyList, PyMapping, PyString};
 use crate::convert::{json, key_and_value, overrides, to_py, toml_value};
 use crate::errors::{fit_error, with_attrs, Classify};
 use crate::scene::path_or_name;
-use crate::steps::{count, interruptible};
+use crate::steps::{count, interruptible, Int};
 
 /// `--name=value`: with the `=`, a value that starts with `-` (a negative number, a
 /// path such as `-run`) stays a value instead of being read as an option.
@@ -40,7 +40,7 @@ fn command(subcommand: &str, args: Vec<String>, scene: String) -> PyResult<Comma
 fn common(
     set: Option<&Bound<'_, PyAny>>,
     backend: &str,
-    steps: Option<i128>,
+    steps: Option<Int>,
 ) -> PyResult<Vec<String>> {
     crate::simulator::backend_arg(backend)?;
     let steps = steps.map(|n| count::<u64>(n, "steps")).transpose()?;
@@ -90,7 +90,7 @@ pub fn run<'py>(
     scene: &Bound<'py, PyAny>,
     out: Option<&Bound<'py, PyAny>>,
     set: Option<&Bound<'py, PyAny>>,
-    steps: Option<i128>,
+    steps: Option<Int>,
     backend: &str,
 ) -> PyResult<Bound<'py, PyAny>> {
     let mut args = common(set, backend, steps)?;
@@ -163,7 +163,7 @@ pub fn sweep<'py>(
     vary: &Bound<'py, PyMapping>,
     out: &Bound<'py, PyAny>,
     set: Option<&Bound<'py, PyAny>>,
-    steps: Option<i128>,
+    steps: Option<Int>,
     backend: &str,
     batch: bool,
     check: bool,
@@ -221,7 +221,7 @@ pub fn sweep<'py>(
 /// FitError when it cannot run or stops without converging (`out` and `result` on the
 /// exception).
 #[pyfunction]
-#[pyo3(signature = (scene, target, params, *, init=None, set=None, frames="all", starts=1, max_iters=50, optimizer="auto", learning_rate=None, window=None, exact_solves=false, backend="auto", out=None))]
+#[pyo3(signature = (scene, target, params, *, init=None, set=None, frames="all", starts=Int(1), max_iters=Int(50), optimizer="auto", learning_rate=None, window=None, exact_solves=false, backend="auto", out=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn fit<'py>(
     py: Python<'py>,
@@ -231,11 +231,11 @@ pub fn fit<'py>(
     init: Option<&Bound<'py, PyAny>>,
     set: Option<&Bound<'py, PyAny>>,
     frames: &str,
-    starts: i128,
-    max_iters: i128,
+    starts: Int,
+    max_iters: Int,
     optimizer: &str,
     learning_rate: Option<f64>,
-    window: Option<i128>,
+    window: Option<Int>,
     exact_solves: bool,
     backend: &str,
     out: Option<&Bound<'py, PyAny>>,

@@ -10,7 +10,7 @@ use pyo3::types::{PyList, PyString};
 use crate::config::PyConfig;
 use crate::convert::{index_rows, mask, overrides, scalars, vec3_array, vectors};
 use crate::errors::{error, Kind, OrRaise};
-use crate::steps::{abandonable, count};
+use crate::steps::{abandonable, count, Int};
 
 #[pyclass(module = "msc", name = "System", frozen)]
 pub struct PySystem {
@@ -283,7 +283,7 @@ pub fn load_scene(
     py: Python<'_>,
     scene: &Bound<'_, PyAny>,
     set: Option<&Bound<'_, PyAny>>,
-    steps: Option<i128>,
+    steps: Option<Int>,
 ) -> PyResult<PyScene> {
     let steps = steps.map(|n| count(n, "steps")).transpose()?;
     let name = path_or_name(scene, "scene")?;

@@ -20,7 +20,7 @@ use crate::convert::{f32_checked, f32_rows, float_dtype, scalars, vec3_array, ve
 use crate::device::PyDevice;
 use crate::errors::{class, error, poisoned, Kind, OrRaise};
 use crate::scene::{PyScene, PySystem};
-use crate::steps::{abandonable, count, in_chunks};
+use crate::steps::{abandonable, count, in_chunks, Int};
 
 /// `backend=`.
 pub fn backend_arg(name: &str) -> PyResult<BackendArg> {
@@ -244,8 +244,8 @@ impl PySimulator {
 
     /// Advances `n` steps (GPU: returns once they are submitted). Ctrl-C raises
     /// KeyboardInterrupt between chunks of steps; `step_count` says how many were done.
-    #[pyo3(signature = (n=1))]
-    fn step(&self, py: Python<'_>, n: i128) -> PyResult<()> {
+    #[pyo3(signature = (n=Int(1)))]
+    fn step(&self, py: Python<'_>, n: Int) -> PyResult<()> {
         in_chunks(py, count(n, "n")?, |k| match self.lock() {
             Ok(mut g) => g.sim.step(k),
             Err(()) => Err(SimError::Unsupported(

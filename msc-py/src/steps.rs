@@ -10,15 +10,35 @@
 
 use std::time::Duration;
 
-use pyo3::exceptions::{PyOverflowError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyBool;
 
 use crate::errors::{Classify, OrRaise};
+
+/// An integer argument (a count or an index) that refuses a bool: Python's `True` is the
+/// int 1, so `step(True)` would run one step and `world(True)` read world 1 without a word.
+/// NumPy integers and anything with `__index__` still convert.
+pub struct Int(pub i128);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Int {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        if obj.is_instance_of::<PyBool>() {
+            return Err(PyTypeError::new_err(format!(
+                "expected an integer, got the bool {}",
+                obj.str()?
+            )));
+        }
+        obj.extract::<i128>().map(Int)
+    }
+}
 
 /// A count from Python (steps, an index, a size): a negative one is a ValueError (pyo3's
 /// own conversion to an unsigned integer raises OverflowError for it, which `except
 /// ValueError` misses).
-pub fn count<T: TryFrom<i128>>(n: i128, what: &str) -> PyResult<T> {
+pub fn count<T: TryFrom<i128>>(Int(n): Int, what: &str) -> PyResult<T> {
     T::try_from(n).map_err(|_| {
         if n < 0 {
             PyValueError::new_err(format!("{what} must not be negative, got {n}"))

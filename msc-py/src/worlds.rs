@@ -22,7 +22,7 @@ use crate::device::PyDevice;
 use crate::errors::{poisoned, OrRaise};
 use crate::scene::PyScene;
 use crate::simulator::{backend_arg, energies_dict, system_and_config, warn_fallback};
-use crate::steps::{abandonable, count, in_chunks};
+use crate::steps::{abandonable, count, in_chunks, Int};
 
 type Batch = Box<dyn Worlds + Send>;
 
@@ -132,7 +132,7 @@ impl PyWorlds {
     }
 
     /// `w` as a world index; a negative or huge one is out of range (not an OverflowError).
-    fn world(&self, w: i128) -> PyResult<usize> {
+    fn world(&self, Int(w): Int) -> PyResult<usize> {
         match usize::try_from(w) {
             Ok(i) if i < self.sizes.len() => Ok(i),
             _ => Err(PyIndexError::new_err(format!(
@@ -222,8 +222,8 @@ impl PyWorlds {
     }
 
     /// Advances every world `n` steps; Ctrl-C raises KeyboardInterrupt between chunks.
-    #[pyo3(signature = (n=1))]
-    fn step(&self, py: Python<'_>, n: i128) -> PyResult<()> {
+    #[pyo3(signature = (n=Int(1)))]
+    fn step(&self, py: Python<'_>, n: Int) -> PyResult<()> {
         in_chunks(py, count(n, "n")?, |k| match self.inner.lock() {
             Ok(mut g) => match g.batch.step(k) {
                 Ok(()) => {
@@ -246,7 +246,7 @@ impl PyWorlds {
     fn positions<'py>(
         &self,
         py: Python<'py>,
-        w: i128,
+        w: Int,
         dtype: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let w = self.world(w)?;
@@ -264,7 +264,7 @@ impl PyWorlds {
     fn velocities<'py>(
         &self,
         py: Python<'py>,
-        w: i128,
+        w: Int,
         dtype: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let w = self.world(w)?;
@@ -278,7 +278,7 @@ impl PyWorlds {
     }
 
     /// World `w`'s energy terms (J).
-    fn energies<'py>(&self, py: Python<'py>, w: i128) -> PyResult<Bound<'py, PyDict>> {
+    fn energies<'py>(&self, py: Python<'py>, w: Int) -> PyResult<Bound<'py, PyDict>> {
         let w = self.world(w)?;
         let e = self.with(py, move |b| b.batch.energies(w))?;
         energies_dict(py, &e)
@@ -291,7 +291,7 @@ impl PyWorlds {
     }
 
     /// World `w`'s simulated time (s): its own time step times its own step count.
-    fn time(&self, py: Python<'_>, w: i128) -> PyResult<f64> {
+    fn time(&self, py: Python<'_>, w: Int) -> PyResult<f64> {
         let w = self.world(w)?;
         let steps = self.with(py, move |b| Ok(b.steps[w]))?;
         Ok(msc::measures::time_at(steps, self.dts[w]))

@@ -214,6 +214,28 @@ def test_other_negative_counts_are_value_errors(tiny: Path) -> None:
             call()
 
 
+def test_a_bool_is_not_a_count_or_an_index(tiny: Path, tmp_path: Path) -> None:
+    # True is the int 1 to Python: step(True) ran one step, positions(True) read world 1.
+    sim = msc.Simulator(msc.load_scene(tiny), backend="cpu")
+    worlds = msc.Worlds([msc.load_scene(tiny), msc.load_scene(tiny)], backend="cpu")
+    calls: list[Callable[[], object]] = [
+        lambda: sim.step(True), lambda: worlds.step(True), lambda: worlds.positions(True),
+        lambda: worlds.velocities(False), lambda: worlds.energies(True), lambda: worlds.time(True),
+        lambda: msc.load_scene(tiny, steps=True), lambda: msc.Device(False),
+        lambda: msc.bench_workload("cloth", True), lambda: msc.bench_workload("cloth", 256, sweeps=True),
+        lambda: msc.run(tiny, out=tmp_path / "r", steps=True, backend="cpu"),
+        lambda: msc.fit(tiny, tiny, "charge", starts=True),
+        lambda: msc.fit(tiny, tiny, "charge", max_iters=True),
+        lambda: msc.fit(tiny, tiny, "charge", window=True)]
+    for call in calls:
+        with pytest.raises(TypeError, match="got the bool (True|False)"):
+            call()
+    assert sim.step_count == 0 and worlds.step_count == 0 and not (tmp_path / "r").exists()
+    # NumPy integers are still counts (the stub types the plain int).
+    sim.step(np.int64(2))  # type: ignore[arg-type]
+    assert sim.step_count == 2
+
+
 def test_worlds_keep_each_worlds_time_after_a_step_fails() -> None:
     # World 1 diverges under DDEF partway through a chunk of steps: world 0 has finished
     # that chunk; the batch's step count was the count before it, for every world.
