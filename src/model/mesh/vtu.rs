@@ -231,8 +231,9 @@ impl File<'_> {
         let blocks = self
             .uint(&whole, 0)
             .ok_or_else(|| bad("truncated header"))? as usize;
-        if blocks > whole.len() {
-            return Err(bad("a corrupt block count"));
+        // Each block has its size in the header: a count the file cannot hold is corrupt.
+        if blocks > whole.len() / hw {
+            return Err(bad(&format!("a corrupt block count ({blocks})")));
         }
         let head = (3 + blocks) * hw;
         let size = self
@@ -277,19 +278,33 @@ impl File<'_> {
             chunks.push((chunk, expect));
             pos += c;
         }
-        // One byte of room more than declared: the byte that shows a block inflating past
-        // its header never makes `read_to_end` grow the buffer (an infallible reallocation).
-        let mut out = room::<u8>(want.saturating_add(1), &at, t)?;
+        // Room grows with what the blocks inflate to, never ahead of it: a header may
+        // declare up to 1032 times the file's bytes, which are then never written.
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
         for (k, (chunk, expect)) in chunks.into_iter().enumerate() {
             // One byte more than the header says shows a block that inflates past it.
-            let got = flate2::read::ZlibDecoder::new(chunk)
-                .take(expect.saturating_add(1))
-                .read_to_end(&mut out)
-                .map_err(|e| bad(&format!("zlib: {e}")))?;
-            if got as u64 != expect {
+            let mut z = flate2::read::ZlibDecoder::new(chunk).take(expect.saturating_add(1));
+            let mut got = 0u64;
+            loop {
+                let n = match z.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(bad(&format!("zlib: {e}"))),
+                };
+                out.try_reserve(n).map_err(|_| {
+                    bad(&format!(
+                        "cannot allocate the {want} bytes it needs (out of memory)"
+                    ))
+                })?;
+                out.extend_from_slice(&buf[..n]);
+                got += n as u64;
+            }
+            if got != expect {
                 return Err(bad(&format!(
                     "compressed block {k} inflates to {}, its header says {expect}",
-                    if got as u64 > expect {
+                    if got > expect {
                         format!("more than {expect} bytes")
                     } else {
                         format!("{got} bytes")
