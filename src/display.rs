@@ -1,6 +1,7 @@
 //! Numbers in messages and reports: plain decimals for ordinary magnitudes, scientific
 //! notation beyond them (1e300 is not printed as a 301-digit integer), the shortest text
-//! that parses back to the same f64, and zero always as `0` (never `-0`).
+//! that parses back to the same f64, and zero always as `0` (never `-0`); and long lists
+//! in messages, a few items named and the rest counted.
 
 use std::fmt;
 
@@ -36,6 +37,25 @@ pub fn num(v: f64) -> Num {
     Num(v)
 }
 
+/// The first `shown` items joined by `sep`, then how many more there are: `a, b, and 3
+/// more` (`sep` ", "), `x; y; and 3 more` (`sep` "; "). A message names a few of a long
+/// list rather than all of it.
+pub fn first_of<I>(items: I, shown: usize, sep: &str) -> String
+where
+    I: IntoIterator,
+    I::IntoIter: ExactSizeIterator,
+    I::Item: fmt::Display,
+{
+    let items = items.into_iter();
+    let rest = items.len().saturating_sub(shown);
+    let named: Vec<String> = items.take(shown).map(|x| x.to_string()).collect();
+    match (named.is_empty(), rest) {
+        (_, 0) => named.join(sep),
+        (true, n) => format!("{n} more"),
+        (false, n) => format!("{}{sep}and {n} more", named.join(sep)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,5 +78,16 @@ mod tests {
             assert_eq!(num(v).to_string().parse::<f64>().unwrap(), v);
             assert!(num(v).to_string().len() < 30, "{}", num(v));
         }
+    }
+
+    #[test]
+    fn a_list_names_its_first_items_and_counts_the_rest() {
+        let five = ["a", "b", "c", "d", "e"];
+        assert_eq!(first_of(five, 2, ", "), "a, b, and 3 more");
+        assert_eq!(first_of(five, 4, "; "), "a; b; c; d; and 1 more");
+        assert_eq!(first_of(five, 5, ", "), "a, b, c, d, e");
+        assert_eq!(first_of(five, 9, ", "), "a, b, c, d, e");
+        assert_eq!(first_of(five, 0, ", "), "5 more");
+        assert_eq!(first_of(Vec::<String>::new(), 3, ", "), "");
     }
 }

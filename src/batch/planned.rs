@@ -150,17 +150,7 @@ pub(super) fn plan_runs(
 
 /// A few entry names, for a message.
 fn shown(names: &[String]) -> String {
-    const SHOWN: usize = 5;
-    let mut s = names
-        .iter()
-        .take(SHOWN)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if names.len() > SHOWN {
-        s.push_str(&format!(" and {} more", names.len() - SHOWN));
-    }
-    s
+    crate::display::first_of(names, 5, ", ")
 }
 
 /// What a worker runs at once: one run, or a chunk of runs stepped as one batch.

@@ -241,13 +241,11 @@ pub fn no_start(losses: Vec<Result<f64, GradError>>) -> GradError {
     if errors.is_empty() {
         return GradError::Param("no start point to evaluate".into());
     }
-    let mut failures = (errors.iter().take(FAILURES_NAMED))
-        .map(|(s, e)| format!("start {s}: {e}"))
-        .collect::<Vec<_>>()
-        .join("; ");
-    if errors.len() > FAILURES_NAMED {
-        failures += &format!("; and {} more", errors.len() - FAILURES_NAMED);
-    }
+    let failures = crate::display::first_of(
+        errors.iter().map(|(s, e)| format!("start {s}: {e}")),
+        FAILURES_NAMED,
+        "; ",
+    );
     GradError::NoStart {
         count,
         failures,

@@ -234,14 +234,13 @@ pub(in crate::gpu) fn check_loop_budget(records: &[DdefWorld]) -> Result<(), Gpu
     };
     let mut worlds: Vec<usize> = excesses.iter().map(|e| e.0).collect();
     worlds.dedup();
-    let mut list: Vec<String> = excesses
-        .iter()
-        .take(EXCESSES_NAMED)
-        .map(|(w, what, needed, limit)| format!("world {w}: {what}, {needed} > {limit}"))
-        .collect();
-    if excesses.len() > EXCESSES_NAMED {
-        list.push(format!("{} more", excesses.len() - EXCESSES_NAMED));
-    }
+    let list = crate::display::first_of(
+        excesses
+            .iter()
+            .map(|(w, what, needed, limit)| format!("world {w}: {what}, {needed} > {limit}")),
+        EXCESSES_NAMED,
+        "; ",
+    );
     let cap = CPU_LOOP_ITERATIONS;
     Err(GpuError::LimitExceeded {
         what: format!(
@@ -250,7 +249,7 @@ pub(in crate::gpu) fn check_loop_budget(records: &[DdefWorld]) -> Result<(), Gpu
              silently; raise coulomb.samples, or use --backend cpu or a hardware GPU); the \
              first, world {w}: {what}",
             worlds.len(),
-            list.join("; "),
+            list,
             cap / 1000,
             cap % 1000
         ),
