@@ -975,3 +975,61 @@ fn worlds_workload_times_batched_and_sequential_worlds_end_to_end() {
     assert!(table.contains("worlds torus"), "{table}");
     assert!(table.contains("world-steps/s batched"), "{table}");
 }
+
+/// A size this machine's memory cannot hold is refused before anything is allocated:
+/// exit 2 naming the workload, the size and the bytes, on either backend. Before, the
+/// Coulomb cloud allocated its arrays first and the failed allocation aborted the process
+/// (SIGABRT, "memory allocation of ... bytes failed").
+#[test]
+fn a_size_beyond_the_host_memory_is_an_error_naming_it_not_an_abort() {
+    let n: usize = 2047 << 20;
+    let need = msc::bench::workload::host_bytes(msc::bench::Workload::Coulomb, n).unwrap();
+    match msc::scene::available_memory() {
+        Some(a) if a < need => {}
+        other => {
+            // Unknown memory is not checked; a machine this large would run the size.
+            eprintln!("skipped: {other:?} bytes available, the size needs {need}");
+            return;
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (workload, backend) in [
+        ("coulomb", "cpu"),
+        ("coulomb", "gpu"),
+        ("ddef", "cpu"),
+        ("cloth", "cpu"),
+    ] {
+        let o = msc(
+            &[
+                "bench",
+                "--workload",
+                workload,
+                "--sizes",
+                "1K,2047M",
+                "--backend",
+                backend,
+                "--quiet",
+            ],
+            dir.path(),
+        );
+        let err = stderr(&o);
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(o.status.signal(), None, "{workload} {backend}: {err}");
+        }
+        assert_eq!(o.status.code(), Some(2), "{workload} {backend}: {err}");
+        for part in [
+            "--sizes",
+            &format!("the {workload} workload"),
+            &n.to_string(),
+            "bytes",
+            "MemAvailable",
+        ] {
+            assert!(err.contains(part), "{workload} {backend}: {part}: {err}");
+        }
+        assert!(!err.contains("panicked"), "{err}");
+        // Refused before any row ran: the 1K row is not measured either.
+        assert!(o.stdout.is_empty(), "{workload} {backend}");
+    }
+}

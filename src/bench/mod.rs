@@ -178,6 +178,9 @@ pub enum BenchError {
     Gpu(#[source] GpuError),
     #[error(transparent)]
     Output(#[from] OutputError),
+    /// A size too large for this machine (its host memory), found before any row runs.
+    #[error(transparent)]
+    Workload(workload::WorkloadError),
 }
 
 /// One row to measure: the size (W for the worlds workload), DDEF's m, the world scene.
@@ -245,6 +248,13 @@ fn run_on(
     // A development build's kernel files are refused before any row, not at the first
     // kernel a row compiles (`gpu::kernels::check_files`).
     crate::gpu::kernels::check_files().map_err(BenchError::Gpu)?;
+    // Every size's host memory before any row: one too large is refused by its size, not
+    // by a failed allocation aborting the process after the smaller rows ran.
+    for &w in &opts.workloads {
+        for &n in &opts.sizes {
+            workload::check_host_memory(w, n).map_err(BenchError::Workload)?;
+        }
+    }
     let mut sizes = opts.sizes.clone();
     sizes.sort_unstable();
     sizes.dedup();

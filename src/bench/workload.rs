@@ -1,13 +1,15 @@
 //! The standard benchmark workloads: a hanging cloth (springs, IMEX, a fixed number of
 //! Jacobi sweeps, optionally some charges), a pure all-pairs Coulomb cloud (uniform in a
 //! cube, or crowded onto a surface: [`Cloud`]), and batches of small worlds (the built-in
-//! torus or a small cloth) with parameters varied per world.
+//! torus or a small cloth) with parameters varied per world. A size's host memory is
+//! estimated and checked before its arrays are allocated ([`check_host_memory`]).
 
 use crate::config::{
     Config, CoulombConfig, CoulombMethod, DdefConfig, DdefVariant, Integrator, SolverConfig,
     SolverMethod,
 };
-use crate::model::{mesh, ModelError, Spring, System, SystemDesc};
+use crate::model::{mesh, MeshCounts, ModelError, Spring, System, SystemDesc};
+use crate::scene::{available_memory, SceneSize, Shortfall};
 use glam::DVec3;
 
 /// Which workload a record measures.
@@ -158,6 +160,71 @@ pub enum WorkloadError {
         #[source]
         source: ModelError,
     },
+    /// More host memory than is available, found before the arrays are allocated (a
+    /// failed allocation aborts the process): the workload, its size and the bytes.
+    #[error("size {n}: {shortfall}")]
+    HostMemory {
+        workload: Workload,
+        n: usize,
+        shortfall: Box<Shortfall>,
+    },
+}
+
+/// Estimated host bytes of `workload` at size `n`, from its counts before it is built,
+/// with the scene loader's figures per particle, spring and triangle
+/// ([`SceneSize::host_bytes`]: the system, a backend's copy of it and the CPU reference's
+/// working set). None for the worlds and mesh workloads (their size is not n) and for a
+/// cloth too small to build.
+pub fn host_bytes(workload: Workload, n: usize) -> Option<u64> {
+    let c = match workload {
+        Workload::Cloth => MeshCounts::grid(grid_shape(n)?, true, false),
+        Workload::Coulomb | Workload::Ddef => MeshCounts {
+            vertices: n as u64,
+            ..MeshCounts::default()
+        },
+        Workload::Worlds | Workload::Mesh => return None,
+    };
+    let size = SceneSize {
+        mesh: workload.name(),
+        key: "--sizes",
+        particles: c.vertices,
+        springs: c.edges,
+        faces: c.faces,
+    };
+    Some(size.host_bytes())
+}
+
+/// [`host_bytes`] against the host memory available (`MemAvailable`; not checked where
+/// it cannot be read), so a size too large is refused by its size instead of aborting
+/// the process at its first large allocation.
+pub fn check_host_memory(workload: Workload, n: usize) -> Result<(), WorkloadError> {
+    check_host_memory_within(workload, n, available_memory())
+}
+
+/// [`check_host_memory`] against `available` bytes (None: unknown, not checked).
+fn check_host_memory_within(
+    workload: Workload,
+    n: usize,
+    available: Option<u64>,
+) -> Result<(), WorkloadError> {
+    match (host_bytes(workload, n), available) {
+        (Some(needed), Some(available)) if needed > available => {
+            let what = format!(
+                "the {} workload (host memory, MemAvailable)",
+                workload.name()
+            );
+            Err(WorkloadError::HostMemory {
+                workload,
+                n,
+                shortfall: Box::new(Shortfall {
+                    what,
+                    needed,
+                    available,
+                }),
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Cloth side lengths (m), spring constants and the time step: a 1 m square of 0.5 kg
@@ -207,6 +274,7 @@ fn charged_at(i: usize, f: f64) -> bool {
 /// The cloth workload with about `n` particles (see [`grid_shape`]).
 pub fn cloth(n: usize, sweeps: u32, charged_fraction: f64) -> Result<Built, WorkloadError> {
     let [nx, ny] = grid_shape(n).ok_or(WorkloadError::ClothTooSmall { n })?;
+    check_host_memory(Workload::Cloth, n)?;
     let m = mesh::grid([CLOTH_SIZE, CLOTH_SIZE], [nx, ny], true, false)
         .map_err(|source| WorkloadError::Mesh { n, source })?;
     let count = m.positions.len();
@@ -323,6 +391,11 @@ pub fn coulomb(n: usize) -> Result<Built, WorkloadError> {
 
 /// The Coulomb workload on the charges of `cloud`.
 pub fn coulomb_on(n: usize, cloud: Cloud) -> Result<Built, WorkloadError> {
+    charge_cloud(Workload::Coulomb, n, cloud)
+}
+
+/// The charges of the Coulomb and DDEF workloads (`workload` names the one refused).
+fn charge_cloud(workload: Workload, n: usize, cloud: Cloud) -> Result<Built, WorkloadError> {
     if n < 2 {
         return Err(WorkloadError::CoulombTooSmall { n });
     }
@@ -332,6 +405,7 @@ pub fn coulomb_on(n: usize, cloud: Cloud) -> Result<Built, WorkloadError> {
         let source = ModelError::TooManyParticles { count, limit };
         return Err(WorkloadError::Model { n, source });
     }
+    check_host_memory(workload, n)?;
     let mut rng = SplitMix(CLOUD_SEED);
     let mut positions = Vec::with_capacity(n);
     let mut charges = Vec::with_capacity(n);
@@ -375,7 +449,7 @@ pub fn ddef(
     variant: DdefVariant,
     cloud: Cloud,
 ) -> Result<Built, WorkloadError> {
-    let mut built = coulomb_on(n, cloud)?;
+    let mut built = charge_cloud(Workload::Ddef, n, cloud)?;
     let samples = u32::try_from(samples)
         .ok()
         .filter(|&m| m <= DdefConfig::MAX_SAMPLES)
@@ -465,133 +539,5 @@ pub fn worlds(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::f64::consts::PI;
-
-    #[test]
-    fn grid_shapes_are_exact_when_n_factors_well() {
-        assert_eq!(grid_shape(256), Some([16, 16]));
-        assert_eq!(grid_shape(1 << 20), Some([1024, 1024]));
-        // 2^11 = 64 x 32: within 4:1, exact.
-        assert_eq!(grid_shape(2048), Some([64, 32]));
-        assert_eq!(grid_shape(4), Some([2, 2]));
-        // A prime: no exact grid; the nearest square-ish one.
-        let [nx, ny] = grid_shape(1009).unwrap();
-        assert_eq!((nx, ny), (32, 32));
-        assert_eq!(grid_shape(3), None);
-    }
-
-    #[test]
-    fn charged_fraction_picks_round_f_n_particles() {
-        for (n, f, want) in [(100, 0.25, 25), (1000, 0.1, 100), (7, 1.0, 7), (50, 0.0, 0)] {
-            let got = (0..n).filter(|&i| charged_at(i, f)).count();
-            assert_eq!(got, want, "n {n} f {f}");
-        }
-    }
-
-    #[test]
-    fn cloth_has_structural_and_shear_springs_and_two_pins() {
-        let b = cloth(256, 20, 0.5).unwrap();
-        let s = &b.system;
-        assert_eq!(s.len(), 256);
-        // 16 x 16: structural 2 * 15 * 16, shear 2 * 15 * 15.
-        assert_eq!(s.springs().len(), 2 * 15 * 16 + 2 * 15 * 15);
-        assert_eq!(s.charged_count(), 128);
-        assert_eq!(s.pinned().iter().filter(|&&p| p).count(), 2);
-        assert_eq!(b.config.solver.iterations, 20);
-        assert_eq!(b.config.solver.tolerance, 0.0);
-        b.config.validate().unwrap();
-    }
-
-    #[test]
-    fn worlds_vary_parameters_within_the_box_and_world_0_is_the_scene() {
-        let base = world_base(WorldScene::Torus, 20, 0.0).unwrap();
-        assert_eq!(base.system.len(), 145);
-        let ws = worlds(WorldScene::Torus, 64, 20, 0.0).unwrap();
-        assert_eq!(ws.len(), 64);
-        assert_eq!(ws[0].system.charges(), base.system.charges());
-        assert_eq!(ws[0].config.dt, base.config.dt);
-        let f = WORLD_PARAMETER_FACTOR;
-        let (mut dts, mut qs) = (Vec::new(), Vec::new());
-        for w in &ws {
-            assert_eq!(w.system.len(), 145);
-            assert_eq!(w.system.springs().len(), base.system.springs().len());
-            let q = w.system.charges()[0] / base.system.charges()[0];
-            let k = w.system.springs()[0].stiffness / base.system.springs()[0].stiffness;
-            let h = w.config.dt / base.config.dt;
-            assert!(
-                (1.0 / f..=f).contains(&q) && (1.0 / f..=f).contains(&k),
-                "{q} {k}"
-            );
-            assert!((f.sqrt().recip()..=f.sqrt()).contains(&h), "{h}");
-            w.config.validate().unwrap();
-            dts.push(w.config.dt);
-            qs.push(q);
-        }
-        // Spread over the box, not clustered: both halves of each range are used.
-        for v in [
-            &qs,
-            &dts.iter().map(|d| d / base.config.dt).collect::<Vec<_>>(),
-        ] {
-            assert!(v.iter().filter(|&&x| x < 1.0).count() >= 16, "{v:?}");
-            assert!(v.iter().filter(|&&x| x > 1.0).count() >= 16, "{v:?}");
-        }
-        let cloth = worlds(WorldScene::Cloth, 3, 20, 0.5).unwrap();
-        assert_eq!(cloth[2].system.len(), WORLD_CLOTH_PARTICLES);
-        assert_eq!(cloth[2].system.charged_count(), WORLD_CLOTH_PARTICLES / 2);
-    }
-
-    /// Each crowded cloud lies on its surface, inside the cube, with the cube's signs; the
-    /// names read back.
-    #[test]
-    fn crowded_clouds_lie_on_their_surfaces() {
-        let cube = coulomb(400).unwrap();
-        for cloud in Cloud::ALL {
-            assert_eq!(Cloud::from_name(cloud.name()), Some(cloud));
-            let b = coulomb_on(400, cloud).unwrap();
-            assert_eq!(b.system.charges(), cube.system.charges(), "{cloud:?}");
-            for p in b.system.positions() {
-                assert!(p.abs().max_element() <= 0.5 + 1e-12, "{cloud:?} {p}");
-                let off = match cloud {
-                    Cloud::Cube => 0.0,
-                    Cloud::Sphere => p.length() - 0.5,
-                    Cloud::Torus => {
-                        let ring = (p.x * p.x + p.y * p.y).sqrt() - 0.35;
-                        (ring * ring + p.z * p.z).sqrt() - 0.12
-                    }
-                    Cloud::Sheet => {
-                        let (u, v) = (p.x + 0.5, p.y + 0.5);
-                        p.z - 0.05 * (4.0 * PI * u).sin() * (2.0 * PI * v).cos()
-                    }
-                };
-                assert!(
-                    off.abs() < 1e-12,
-                    "{cloud:?}: {p} is {off} m off its surface"
-                );
-            }
-        }
-        assert_eq!(Cloud::from_name("cone"), None);
-    }
-
-    #[test]
-    fn coulomb_cloud_is_all_charged_and_reproducible() {
-        let a = coulomb(500).unwrap();
-        let b = coulomb(500).unwrap();
-        assert_eq!(a.system.charged_count(), 500);
-        assert!(a.system.springs().is_empty());
-        assert_eq!(a.system.positions(), b.system.positions());
-        assert!(a
-            .system
-            .positions()
-            .iter()
-            .all(|p| p.abs().max_element() <= 0.5));
-        let positive = a.system.charges().iter().filter(|&&q| q > 0.0).count();
-        assert!((150..350).contains(&positive), "{positive} positive of 500");
-        a.config.validate().unwrap();
-        assert!(matches!(
-            coulomb(1),
-            Err(WorkloadError::CoulombTooSmall { .. })
-        ));
-    }
-}
+#[path = "workload_tests.rs"]
+mod tests;

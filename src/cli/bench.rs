@@ -80,6 +80,11 @@ pub fn execute(args: &BenchArgs) -> Result<Vec<Record>, CliError> {
     let records = result.map_err(|e| match e {
         BenchError::Gpu(g) => CliError::from(RunError::Gpu(g)),
         BenchError::Output(o) => CliError::from(o),
+        // A size this machine cannot hold: an input error, as `bench_adjoint`'s.
+        BenchError::Workload(w) => CliError::from(RunError::Option {
+            option: "--sizes",
+            source: crate::config::ConfigError::new("--sizes", w.to_string()),
+        }),
     })?;
     if show {
         footer(&records, args.out.as_deref());
