@@ -585,6 +585,64 @@ fn the_gpu_adjoint_refuses_what_it_does_not_reverse() {
     }
 }
 
+/// Keeping the starts of more steps than the host can table is refused before any step
+/// runs, naming the count and the limit; the kept steps, the state and the buffers are
+/// as before, and the adjoint still reverses them. Before, the table (a state buffer
+/// each) grew step by step until an allocation failed: the call ran on until the
+/// process aborted, so here it must return within a minute.
+#[test]
+fn keeping_more_step_starts_than_memory_holds_is_refused_before_any_step() {
+    use msc::gpu::{AdjointSetup, GpuAdjoint};
+    use std::time::Duration;
+    let Some((device, queue)) = common::device() else {
+        return;
+    };
+    let system = ball();
+    let c = config(SolverMethod::Jacobi, 8);
+    let setup = AdjointSetup {
+        charges: true,
+        frames: 1,
+        scale: 1.0,
+        ..AdjointSetup::default()
+    };
+    let mut gpu = GpuAdjoint::new(&device, &queue, &system, &c, &setup).unwrap();
+    gpu.advance(2, true).unwrap();
+    let before = gpu.state().unwrap();
+    // 16 TB of table (8 B step numbers alone) where the memory available is known and
+    // smaller; past any address space otherwise.
+    let mut counts = vec![u64::MAX];
+    if msc::scene::available_memory().is_some_and(|a| a < 8 << 40) {
+        counts.push(1 << 40);
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let results: Vec<_> = counts.iter().map(|&n| (n, gpu.advance(n, true))).collect();
+        let _ = tx.send((gpu, results));
+    });
+    let (mut gpu, results) = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("advance(n, keep) with a huge n returns");
+    for (n, r) in results {
+        match r {
+            Err(GpuError::Unsupported(m)) => {
+                for part in [&n.to_string(), "2 kept", "bytes, more than the"] {
+                    assert!(m.contains(part), "{n}: {part}: {m}");
+                }
+            }
+            other => panic!("{n} steps kept: expected a refusal, got {other:?}"),
+        }
+    }
+    assert_eq!(gpu.latest_kept(), Some(1));
+    assert_eq!(gpu.kept_states(), 2);
+    let after = gpu.state().unwrap();
+    assert_eq!(after.x, before.x);
+    assert_eq!(after.v, before.v);
+    assert_eq!(after.step, before.step);
+    gpu.reverse().unwrap();
+    gpu.reverse().unwrap();
+    assert_eq!(gpu.latest_kept(), None);
+}
+
 /// `msc fit --gradient adjoint --backend gpu` under local-global, symplectic Euler and
 /// Verlet: the first gradient of the stiffness and the charge (before any update) has the
 /// norm the GPU tangents give (`--gradient forward`), within 1e-3 relative as above.

@@ -220,8 +220,53 @@ impl GpuAdjoint {
         Ok(())
     }
 
-    /// Runs `n` steps forward; with `keep`, each step's start is kept for its reversal.
+    /// Room for `n` more kept step starts, made before any step runs (a huge `n` grew the
+    /// table step by step until an allocation failed and aborted the process): the host
+    /// table (a step number and a buffer per kept step) against the memory available,
+    /// reserved fallibly, then the state buffers the stack lacks, in an error scope.
+    fn reserve_kept(&mut self, n: u64) -> Result<(), GpuError> {
+        let depth = self.kept.len();
+        let rows = depth as u128 + u128::from(n);
+        let row = (std::mem::size_of::<u64>() + std::mem::size_of::<wgpu::Buffer>()) as u128;
+        let needed = rows * row;
+        let largest = isize::MAX as u64;
+        let (limit, of) = match crate::scene::available_memory() {
+            Some(a) if a < largest => (a, "host memory available (MemAvailable)"),
+            _ => (largest, "the largest allocation"),
+        };
+        let what = format!("keeping the starts of {n} more steps ({depth} kept)");
+        if needed > u128::from(limit) {
+            return Err(GpuError::Unsupported(format!(
+                "{what}: the table of kept steps needs {needed} bytes, more than the {limit} \
+                 bytes of {of}"
+            )));
+        }
+        // Both fit: needed <= isize::MAX.
+        let (n, rows) = (n as usize, rows as usize);
+        let new = rows.saturating_sub(self.kept_buffers.len());
+        self.kept
+            .try_reserve(n)
+            .and_then(|()| self.kept_buffers.try_reserve(new))
+            .map_err(|e| {
+                GpuError::Unsupported(format!(
+                    "{what}: the table of kept steps ({needed} bytes) cannot be allocated: {e}"
+                ))
+            })?;
+        let buffers = crate::gpu::device::scoped(&self.solver.host.device, || {
+            Ok((0..new)
+                .map(|_| self.state_buffer("msc adjoint kept step"))
+                .collect::<Vec<_>>())
+        })?;
+        self.kept_buffers.extend(buffers);
+        Ok(())
+    }
+
+    /// Runs `n` steps forward; with `keep`, each step's start is kept for its reversal
+    /// (the room for them is checked and made first: see `reserve_kept`).
     pub fn advance(&mut self, n: u64, keep: bool) -> Result<(), GpuError> {
+        if keep {
+            self.reserve_kept(n)?;
+        }
         let per_step = self.solver.program.step.len();
         // Verlet: the field forces at the current state, when a restore or a reversal
         // left them stale (the forward step reads the last step's).
@@ -236,12 +281,8 @@ impl GpuAdjoint {
         }
         for _ in 0..n {
             if keep {
-                let depth = self.kept.len();
-                if self.kept_buffers.len() <= depth {
-                    let b = self.state_buffer("msc adjoint kept step");
-                    self.kept_buffers.push(b);
-                }
-                let b = self.kept_buffers[depth].clone();
+                // `reserve_kept` made the buffer.
+                let b = self.kept_buffers[self.kept.len()].clone();
                 self.copy_state(Some(&b), None);
                 self.kept.push(self.solver.steps_done);
             }
