@@ -109,6 +109,19 @@ pub fn shell_quote(s: &str) -> String {
     }
 }
 
+/// `path` as text for a file that names it for later (`place`: the Slurm job script, a
+/// shard's plan.json): a path that is not UTF-8 would be stored with its bytes replaced
+/// (U+FFFD) and name another file. The error is the message, for the caller's own error.
+pub(crate) fn path_text<'a>(path: &'a Path, place: &str) -> Result<&'a str, String> {
+    path.to_str().ok_or_else(|| {
+        format!(
+            "{} is not UTF-8 text; {place} cannot name it (rename it, or give it through a \
+             link whose path is UTF-8)",
+            path.display()
+        )
+    })
+}
+
 /// One planned run, with its scene as the merge will load it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PlannedRun {

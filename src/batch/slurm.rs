@@ -10,7 +10,7 @@
 //! Slurm's filename pattern character. The command the tasks run is shell-quoted word by
 //! word.
 
-use super::planfile::{shell_quote, Rerun};
+use super::planfile::{path_text, shell_quote, Rerun};
 use crate::output::{write_atomic, OutputError};
 use std::path::{Path, PathBuf};
 
@@ -155,9 +155,9 @@ impl SlurmJob {
             ("the working folder", &c.cwd),
             ("the msc executable", &c.program),
         ] {
-            let text = path.to_str().ok_or_else(|| SlurmError::Option {
+            let text = path_text(path, "the job script").map_err(|message| SlurmError::Option {
                 option: "slurm",
-                message: format!("{what} {} is not UTF-8 text", path.display()),
+                message: format!("{what} {message}"),
             })?;
             check_printable("slurm", text).map_err(|_| SlurmError::Option {
                 option: "slurm",
@@ -355,15 +355,7 @@ fn check_time(v: &str) -> Result<(), SlurmError> {
 /// patterns off, so every task would write one file named `%A_%a.out`), each `%` doubled
 /// (Slurm reads `%%` as one `%`).
 fn log_pattern(logs: &Path) -> Result<String, SlurmError> {
-    let text = logs.to_str().ok_or_else(|| {
-        refuse(
-            "out",
-            format!(
-                "{} is not UTF-8 text; the job script cannot name it",
-                logs.display()
-            ),
-        )
-    })?;
+    let text = path_text(logs, "the job script").map_err(|message| refuse("out", message))?;
     check_printable("out", text)?;
     if text.contains('\\') {
         return Err(refuse(
@@ -474,5 +466,44 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// The script names the working folder, the executable and the log folder as text:
+    /// a path that is not UTF-8 is refused with the option that brought it, naming the
+    /// path and the script, not written with its bytes replaced.
+    #[cfg(unix)]
+    #[test]
+    fn a_path_that_is_not_utf8_is_refused_for_the_script() {
+        use std::ffi::OsStr;
+        use std::os::unix::ffi::OsStrExt;
+        let odd = PathBuf::from(OsStr::from_bytes(b"/scratch/o\xff"));
+        let mut cwd = job(None);
+        cwd.command.cwd = odd.clone();
+        let mut program = job(None);
+        program.command.program = odd.clone();
+        for (j, out, option, what) in [
+            (
+                cwd,
+                Path::new("/scratch/out"),
+                "slurm",
+                "the working folder",
+            ),
+            (
+                program,
+                Path::new("/scratch/out"),
+                "slurm",
+                "the msc executable",
+            ),
+            (job(None), odd.as_path(), "out", ""),
+        ] {
+            let e = j.script(out).unwrap_err();
+            let SlurmError::Option { option: o, message } = &e else {
+                panic!("{what}: {e}");
+            };
+            assert_eq!(*o, option, "{e}");
+            for want in [what, "/scratch/o", "is not UTF-8 text", "the job script"] {
+                assert!(message.contains(want), "{want} missing from {e}");
+            }
+        }
     }
 }

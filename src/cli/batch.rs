@@ -2,6 +2,7 @@
 
 use super::scale::{self, ScaleArgs};
 use super::CliError;
+use crate::batch::planfile::path_text;
 use crate::batch::slurm::SlurmError;
 use crate::batch::{plan, BatchError, BatchReport};
 use crate::run::BackendArg;
@@ -43,7 +44,7 @@ pub struct BatchArgs {
 pub fn execute(args: &BatchArgs) -> Result<Option<BatchReport>, CliError> {
     // The job script names the manifest in text.
     if args.scale.slurm || args.scale.submit {
-        if let Err(message) = scale::path_text(&args.manifest, "the job script") {
+        if let Err(message) = path_text(&args.manifest, "the job script") {
             return Err(BatchError::from(SlurmError::Option {
                 option: "the manifest",
                 message,

@@ -3,6 +3,7 @@
 //! settings), their common arguments as a rerun command line, and the closing report.
 
 use super::CliError;
+use crate::batch::planfile::path_text;
 use crate::batch::slurm::{self, SlurmJob};
 use crate::batch::{
     run_batch, BatchError, BatchOptions, BatchReport, Devices, Plan, PlanFile, Rerun, Shard,
@@ -190,19 +191,6 @@ pub(super) fn execute(job: Job, scale: &ScaleArgs) -> Result<Option<BatchReport>
         no_batch: job.no_batch,
     };
     Ok(Some(run_batch(job.plan, &options)?))
-}
-
-/// `path` as text for a file that names it for later (`place`: the Slurm job script, a
-/// shard's plan.json): a path that is not UTF-8 would be stored with its bytes replaced
-/// (U+FFFD) and name another file. The error is the message, for the caller's own error.
-pub(super) fn path_text<'a>(path: &'a Path, place: &str) -> Result<&'a str, String> {
-    path.to_str().ok_or_else(|| {
-        format!(
-            "{} is not UTF-8 text; {place} cannot name it (rename it, or give it through a \
-             link whose path is UTF-8)",
-            path.display()
-        )
-    })
 }
 
 /// A shard's plan.json holds its command as text, for the rerun commands `msc merge`
