@@ -15,6 +15,15 @@ pub enum GpuError {
     Validation(String),
     #[error("out of GPU memory: {0}")]
     OutOfMemory(String),
+    /// Host memory a call needs and the host cannot give, found before anything runs:
+    /// `needed` bytes against the `available` ones (MemAvailable, capped at the largest
+    /// allocation), or None where the allocator refused a size within them.
+    #[error("{what} needs {needed} bytes of host memory, {}", host_available(*available))]
+    HostMemory {
+        what: String,
+        needed: u128,
+        available: Option<u64>,
+    },
     #[error("GPU device lost: {0}")]
     DeviceLost(String),
     #[error("GPU readback failed: {0}")]
@@ -89,5 +98,13 @@ fn metres(d: f64) -> String {
         "0".into()
     } else {
         format!("{d:e}")
+    }
+}
+
+/// The end of a host memory message: the bytes available, or the allocator's refusal.
+fn host_available(available: Option<u64>) -> String {
+    match available {
+        Some(a) => format!("more than the {a} bytes available"),
+        None => "which the allocator could not give".into(),
     }
 }

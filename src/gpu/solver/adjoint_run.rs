@@ -229,17 +229,18 @@ impl GpuAdjoint {
         let rows = depth as u128 + u128::from(n);
         let row = (std::mem::size_of::<u64>() + std::mem::size_of::<wgpu::Buffer>()) as u128;
         let needed = rows * row;
-        let largest = isize::MAX as u64;
-        let (limit, of) = match crate::scene::available_memory() {
-            Some(a) if a < largest => (a, "host memory available (MemAvailable)"),
-            _ => (largest, "the largest allocation"),
+        // MemAvailable, capped at the largest allocation (also where it is unknown).
+        let limit = crate::scene::available_memory()
+            .map_or(isize::MAX as u64, |a| a.min(isize::MAX as u64));
+        let what =
+            format!("keeping the starts of {n} more steps ({depth} kept): the table of kept steps");
+        let short = |available| GpuError::HostMemory {
+            what: what.clone(),
+            needed,
+            available,
         };
-        let what = format!("keeping the starts of {n} more steps ({depth} kept)");
         if needed > u128::from(limit) {
-            return Err(GpuError::Unsupported(format!(
-                "{what}: the table of kept steps needs {needed} bytes, more than the {limit} \
-                 bytes of {of}"
-            )));
+            return Err(short(Some(limit)));
         }
         // Both fit: needed <= isize::MAX.
         let (n, rows) = (n as usize, rows as usize);
@@ -247,11 +248,7 @@ impl GpuAdjoint {
         self.kept
             .try_reserve(n)
             .and_then(|()| self.kept_buffers.try_reserve(new))
-            .map_err(|e| {
-                GpuError::Unsupported(format!(
-                    "{what}: the table of kept steps ({needed} bytes) cannot be allocated: {e}"
-                ))
-            })?;
+            .map_err(|_| short(None))?;
         let buffers = crate::gpu::device::scoped(&self.solver.host.device, || {
             Ok((0..new)
                 .map(|_| self.state_buffer("msc adjoint kept step"))
