@@ -530,17 +530,7 @@ fn the_gpu_tape_keeps_the_states_its_plan_counts() {
     };
     let bytes = adjoint_state_bytes(system.len());
     for t in [1u64, 2, 7, 17] {
-        for policy in [
-            Checkpointing::StoreAll,
-            Checkpointing::TwoLevel { interval: None },
-            Checkpointing::TwoLevel { interval: Some(5) },
-            Checkpointing::TwoLevel {
-                interval: Some(100),
-            },
-            Checkpointing::Binomial { snapshots: 1 },
-            Checkpointing::Binomial { snapshots: 3 },
-            Checkpointing::Binomial { snapshots: 100 },
-        ] {
+        for policy in common::policies::every_policy() {
             let o = CheckpointOptions {
                 policy,
                 memory_budget: u64::MAX,

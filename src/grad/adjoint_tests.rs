@@ -5,36 +5,12 @@
 use super::*;
 use crate::config::Config;
 use crate::grad::checkpoint::CheckpointOptions;
+use crate::grad::fixtures::{every_policy, sheet};
 use crate::grad::params::Param;
-use crate::model::mesh::grid;
-use crate::model::{Spring, System, SystemDesc};
-
-fn sheet() -> System {
-    let mesh = grid([1.0, 1.0], [3, 3], true, false).unwrap();
-    let n = mesh.positions.len();
-    System::new(SystemDesc {
-        positions: mesh.positions.clone(),
-        masses: vec![0.01; n],
-        charges: vec![1e-7; n],
-        springs: mesh
-            .edges
-            .iter()
-            .map(|&[i, j]| Spring {
-                i,
-                j,
-                stiffness: 10.0,
-                rest_length: 0.3,
-                damping: 0.0,
-            })
-            .collect(),
-        ..Default::default()
-    })
-    .unwrap()
-}
 
 #[test]
 fn the_plans_peak_is_what_the_cpu_tape_holds() {
-    let system = sheet();
+    let system = sheet([3, 3]);
     let config = Config {
         dt: 1e-3,
         ..Config::default()
@@ -53,18 +29,7 @@ fn the_plans_peak_is_what_the_cpu_tape_holds() {
                 positions: system.positions().to_vec(),
             },
         ];
-        for policy in [
-            Checkpointing::StoreAll,
-            Checkpointing::TwoLevel { interval: None },
-            Checkpointing::TwoLevel { interval: Some(1) },
-            Checkpointing::TwoLevel { interval: Some(5) },
-            Checkpointing::TwoLevel {
-                interval: Some(100),
-            },
-            Checkpointing::Binomial { snapshots: 1 },
-            Checkpointing::Binomial { snapshots: 3 },
-            Checkpointing::Binomial { snapshots: 100 },
-        ] {
+        for policy in every_policy() {
             let checkpoint = CheckpointOptions {
                 policy,
                 memory_budget: u64::MAX,

@@ -236,18 +236,7 @@ fn opts_default(policy: Checkpointing) -> CheckpointOptions {
 fn plans() -> Vec<(u64, Checkpointing)> {
     let mut out = Vec::new();
     for t in [1u64, 2, 3, 7, 16, 17, 60] {
-        for policy in [
-            Checkpointing::StoreAll,
-            Checkpointing::TwoLevel { interval: None },
-            Checkpointing::TwoLevel { interval: Some(1) },
-            Checkpointing::TwoLevel { interval: Some(5) },
-            Checkpointing::TwoLevel {
-                interval: Some(1000),
-            },
-            Checkpointing::Binomial { snapshots: 1 },
-            Checkpointing::Binomial { snapshots: 3 },
-            Checkpointing::Binomial { snapshots: 1000 },
-        ] {
+        for policy in crate::grad::fixtures::every_policy() {
             out.push((t, policy));
         }
     }

@@ -73,6 +73,8 @@ mod continuation;
 pub mod cost;
 pub mod cotangent;
 mod dense;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod fit_job;
 mod gpu_adjoint;
 mod gpu_tangent;

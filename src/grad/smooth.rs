@@ -117,37 +117,13 @@ fn spring_pairs(adjacency: &Adjacency) -> Vec<[u32; 2]> {
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::model::mesh::grid;
-    use crate::model::{Spring, System, SystemDesc};
-
-    fn sheet() -> System {
-        let mesh = grid([1.0, 1.0], [4, 3], true, false).unwrap();
-        let n = mesh.positions.len();
-        System::new(SystemDesc {
-            positions: mesh.positions.clone(),
-            masses: vec![0.01; n],
-            charges: vec![1e-7; n],
-            springs: mesh
-                .edges
-                .iter()
-                .map(|&[i, j]| Spring {
-                    i,
-                    j,
-                    stiffness: 10.0,
-                    rest_length: 0.3,
-                    damping: 0.0,
-                })
-                .collect(),
-            ..Default::default()
-        })
-        .unwrap()
-    }
+    use crate::grad::fixtures::sheet;
 
     /// Zero on constant parameters, positive otherwise, and its gradient is the central
     /// difference of its value (a quadratic: exact to rounding).
     #[test]
     fn the_penalty_and_its_gradient() {
-        let system = sheet();
+        let system = sheet([4, 3]);
         let set = ParamSet::new(
             &system,
             &Config::default(),

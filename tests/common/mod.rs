@@ -9,9 +9,14 @@ use glam::DVec3;
 use msc::config::Config;
 use msc::config::{CoulombConfig, CoulombMethod, Integrator};
 use msc::gpu::{GpuError, GpuSolver, HeadlessOptions};
+use msc::grad::Checkpointing;
 use msc::model::{Spring, System, SystemDesc};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+// The checkpoint policies the grad unit tests run too: one list, compiled in each crate.
+#[path = "../../src/grad/test_policies.rs"]
+pub mod policies;
 
 /// `MSC_REQUIRE_GPU=1`: a missing adapter fails the test instead of skipping it.
 pub fn require_gpu() -> bool {
