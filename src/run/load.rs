@@ -5,8 +5,8 @@ use super::RunError;
 use crate::scene::{self, LoadedScene};
 use std::path::{Path, PathBuf};
 
-/// Loads the scene, then applies `--steps` directly to the configuration (a scene may give
-/// a `duration` instead of `steps`, so `--set integrator.steps` could conflict with it).
+/// Loads the scene, then applies `--steps` directly to the configuration: it replaces the
+/// scene's `duration` or `steps`, and stands in for both where the file gives neither.
 /// `resolved_toml` is made self-contained for the copy in the run folder: see [`portable`].
 pub fn load(scene: &str, set: &[String], steps: Option<u64>) -> Result<LoadedScene, RunError> {
     load_checked(scene, set, steps, |_, _| Ok(()))
@@ -20,10 +20,26 @@ pub fn load_checked(
     steps: Option<u64>,
     device: impl FnOnce(&scene::SceneSize, &crate::Config) -> Result<(), scene::Shortfall>,
 ) -> Result<LoadedScene, RunError> {
-    let mut scene = scene::load_checked(name, set, device).map_err(|source| RunError::Scene {
-        scene: name.to_string(),
-        source: Box::new(source),
-    })?;
+    // `--steps` is enough for a file that gives neither duration nor steps: a placeholder
+    // length stands in for the file's (dropping its duration, as --set of the steps does)
+    // and `--steps` replaces it below, where its own errors name it. A --set of the length
+    // keeps its meaning (and still loses to `--steps`).
+    let length_set = set.iter().any(|a| {
+        let key = a.split_once('=').map_or(a.as_str(), |(k, _)| k).trim();
+        matches!(
+            key,
+            "integrator.steps" | "integrator.duration" | "integrator"
+        )
+    });
+    let mut with_steps = set.to_vec();
+    if steps.is_some() && !length_set {
+        with_steps.push("integrator.steps=1".to_string());
+    }
+    let mut scene =
+        scene::load_checked(name, &with_steps, device).map_err(|source| RunError::Scene {
+            scene: name.to_string(),
+            source: Box::new(source),
+        })?;
     if let Some(n) = steps {
         scene.config.steps = n;
         scene.config.validate().map_err(|source| RunError::Option {
@@ -104,6 +120,41 @@ mod tests {
         let scene = load("builtin:torus", &[], Some(max)).unwrap();
         let copy: toml::Table = scene.resolved_toml.parse().unwrap();
         assert_eq!(copy["integrator"]["steps"].as_integer(), Some(max as i64));
+    }
+
+    /// `--steps` is the run's length even where the file gives neither `duration` nor
+    /// `steps` (it was refused: "give integrator.duration (s) or integrator.steps"), and
+    /// it still wins over a --set of the duration.
+    #[test]
+    fn steps_stand_in_for_a_file_without_a_length() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.toml");
+        let text = "[mesh]\nkind = \"grid\"\nsize = [1.0, 1.0]\nresolution = [3, 3]\n\
+                    [material]\nmass = 0.01\nstiffness = 10.0\n";
+        std::fs::write(&path, text).unwrap();
+        let name = path.to_str().unwrap();
+        let Err(e) = load(name, &[], None) else {
+            panic!("a file without a length loaded")
+        };
+        assert!(format!("{e:?}").contains("integrator.duration"), "{e:?}");
+        let scene = load(name, &[], Some(3)).unwrap();
+        assert_eq!(scene.config.steps, 3);
+        let copy: toml::Table = scene.resolved_toml.parse().unwrap();
+        assert_eq!(copy["integrator"]["steps"].as_integer(), Some(3));
+        let set = ["integrator.duration=5.0".to_string()];
+        assert_eq!(
+            load("builtin:torus", &set, Some(4)).unwrap().config.steps,
+            4
+        );
+        // A bad --steps is still named as the option.
+        let over = crate::Config::MAX_STEPS + 1;
+        assert!(matches!(
+            load(name, &[], Some(over)),
+            Err(RunError::Option {
+                option: "--steps",
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -243,6 +243,16 @@ pub(super) fn apply(table: &mut Table, overrides: &[Override]) -> Result<(), Sce
             prune(table, "coulomb", coulomb_keys(method), &always, &set_keys);
         }
     }
+    // A run's length is one of two keys: --set of one replaces the file's other (the
+    // torus's `duration` and `--set integrator.steps=5`); --set of both is still refused.
+    let set_here = |k: &str| set_keys.iter().any(|s| s == &format!("integrator.{k}"));
+    for (this, other) in [("steps", "duration"), ("duration", "steps")] {
+        if set_here(this) && !set_here(other) {
+            if let Some(Value::Table(t)) = table.get_mut("integrator") {
+                t.remove(other);
+            }
+        }
+    }
     Ok(())
 }
 

@@ -334,3 +334,24 @@ fn an_empty_mesh_path_and_a_surface_file_for_tet_are_named() {
     let m = refused(&mesh("tet", "box.obj"), &[]);
     assert!(m.contains("is an OBJ surface mesh"), "{m}");
 }
+
+/// A --set of one of the two run-length keys replaces the file's other (the torus gives a
+/// duration: `--set integrator.steps=5` was refused, "not both"); both set is refused.
+#[test]
+fn a_set_run_length_replaces_the_files_other_key() {
+    let steps = load_text(BASE, &["integrator.duration=0.15"]).unwrap();
+    assert_eq!(steps.config.steps, 10, "0.15 s at dt = 0.015 s");
+    let with_duration = BASE.replace("steps = 5", "duration = 0.15");
+    let set = load_text(&with_duration, &["integrator.steps=7"]).unwrap();
+    assert_eq!(set.config.steps, 7);
+    assert!(
+        !set.resolved_toml.contains("duration"),
+        "{}",
+        set.resolved_toml
+    );
+    let both = refused(BASE, &["integrator.steps=7", "integrator.duration=0.15"]);
+    assert!(both.contains("not both"), "{both}");
+    // The file's own two keys are still refused together.
+    let file_both = BASE.replace("steps = 5", "steps = 5\nduration = 0.15");
+    assert!(refused(&file_both, &[]).contains("not both"));
+}
