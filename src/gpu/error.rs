@@ -16,12 +16,17 @@ pub enum GpuError {
     #[error("out of GPU memory: {0}")]
     OutOfMemory(String),
     /// Host memory a call needs and the host cannot give, found before anything runs:
-    /// `needed` bytes against the `available` ones (MemAvailable, capped at the largest
-    /// allocation), or None where the allocator refused a size within them.
-    #[error("{what} needs {needed} bytes of host memory, {}", host_available(*available))]
+    /// `needed` bytes (u64::MAX: that many or more) against the `available` ones
+    /// (MemAvailable, capped at the largest allocation), or None where the allocator
+    /// refused a size within them.
+    #[error(
+        "{what} needs {}{needed} bytes of host memory, {}",
+        if *needed == u64::MAX { "at least " } else { "" },
+        host_available(*available)
+    )]
     HostMemory {
         what: String,
-        needed: u128,
+        needed: u64,
         available: Option<u64>,
     },
     #[error("GPU device lost: {0}")]

@@ -236,7 +236,7 @@ impl GpuAdjoint {
             format!("keeping the starts of {n} more steps ({depth} kept): the table of kept steps");
         let short = |available| GpuError::HostMemory {
             what: what.clone(),
-            needed,
+            needed: u64::try_from(needed).unwrap_or(u64::MAX),
             available,
         };
         if needed > u128::from(limit) {
