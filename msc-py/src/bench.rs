@@ -14,14 +14,19 @@ use crate::steps::{abandonable, count, Int};
 
 impl Classify for WorkloadError {
     fn kind(&self) -> Kind {
-        Kind::Model
+        match self {
+            // A size past the host's memory: MemoryError, named before anything is built.
+            WorkloadError::HostMemory { .. } => Kind::HostMemory,
+            _ => Kind::Model,
+        }
     }
 }
 
 /// The workload `name` ("cloth" or "coulomb") at about `n` particles, as `msc bench`
 /// builds it: (System, Config). `cloud` places the Coulomb charges as `--cloud` does;
 /// `sweeps` and `charged_fraction` shape the cloth. A value the workload does not read
-/// raises ValueError, as `msc bench` refuses it.
+/// raises ValueError, as `msc bench` refuses it; a size the host's memory cannot hold
+/// raises MemoryError (msc.HostMemoryError) before anything is allocated.
 #[pyfunction]
 #[pyo3(signature = (name, n, *, sweeps=Int(i128::from(DEFAULT_SWEEPS)), charged_fraction=0.0, cloud="cube"))]
 pub fn bench_workload(

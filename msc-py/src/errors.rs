@@ -27,10 +27,12 @@ pub enum Kind {
     Gpu,
     Divergence,
     Fit,
+    /// The host's memory (MemAvailable) cannot hold what a call needs: also MemoryError.
+    HostMemory,
     Interrupt,
 }
 
-const CLASSES: [&str; 7] = [
+const CLASSES: [&str; 8] = [
     "MscError",
     "SceneError",
     "ConfigError",
@@ -38,9 +40,10 @@ const CLASSES: [&str; 7] = [
     "GpuError",
     "DivergenceError",
     "FitError",
+    "HostMemoryError",
 ];
 
-static TYPES: [PyOnceLock<Py<PyType>>; 7] = [const { PyOnceLock::new() }; 7];
+static TYPES: [PyOnceLock<Py<PyType>>; 8] = [const { PyOnceLock::new() }; 8];
 
 /// The class `name` of `msc.errors` (also used for `BackendWarning`).
 pub fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
@@ -184,6 +187,7 @@ impl Classify for GpuError {
             GpuError::Model(_) => Kind::Model,
             GpuError::Config(_) => Kind::Config,
             GpuError::Ddef(d) => d.kind(),
+            GpuError::HostMemory { .. } => Kind::HostMemory,
             // One world's error of a batch: the class of the error itself, as alone (a
             // world's DDEF or model error was a GpuError); the message names the world.
             GpuError::World { error, .. } => error.kind(),
@@ -362,5 +366,24 @@ mod tests {
             };
             assert_eq!(world.kind(), alone, "{world}");
         }
+    }
+
+    /// The GPU layer's host memory shortfall (GpuAdjoint's kept steps; no Python call
+    /// reaches it today) is a MemoryError, alone and as one world's error, not a GpuError.
+    #[test]
+    fn a_host_memory_shortfall_of_the_gpu_layer_is_a_memory_error() {
+        let e = || GpuError::HostMemory {
+            what: "the table of kept steps".into(),
+            needed: 1 << 40,
+            available: Some(1 << 34),
+        };
+        assert_eq!(e().kind(), Kind::HostMemory);
+        let world = GpuError::World {
+            world: "world 0".into(),
+            error: Box::new(e()),
+        };
+        assert_eq!(world.kind(), Kind::HostMemory);
+        assert_eq!(SimError::Gpu(e()).kind(), Kind::HostMemory);
+        assert_eq!(CLASSES[Kind::HostMemory as usize], "HostMemoryError");
     }
 }

@@ -163,6 +163,36 @@ def test_a_coulomb_workload_larger_than_a_system_is_a_model_error() -> None:
             msc.bench_workload("coulomb", n)
 
 
+def _mem_available() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes, as the crate reads it; None where unknown."""
+    try:
+        lines = Path("/proc/meminfo").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
+def test_a_workload_past_the_host_memory_is_a_memory_error() -> None:
+    # 2047 Mi charges (under the particle limit) at the loader's 600 bytes each: about
+    # 1.3 TB, refused by its size before the cloud's arrays are allocated. Unchecked where
+    # MemAvailable is unknown (the allocation would abort the process), so skipped there.
+    n = 2047 * 2**20
+    needed = n * 600
+    available = _mem_available()
+    if available is None or available >= needed:
+        pytest.skip(f"MemAvailable is {available} bytes: not past it")
+    with pytest.raises(MemoryError, match=f"size {n}: .*needs {needed} bytes") as e:
+        msc.bench_workload("coulomb", n)
+    assert isinstance(e.value, msc.HostMemoryError)
+    assert isinstance(e.value, msc.MscError)
+    # The size the host holds is built as before.
+    system, _ = msc.bench_workload("coulomb", 64)
+    assert len(system) == 64
+
+
 def test_per_spring_values_without_springs_are_refused() -> None:
     for kw in ["stiffness", "rest_length", "damping"]:
         with pytest.raises(msc.ModelError, match=f"{kw} is given without springs"):

@@ -68,6 +68,12 @@ class FitError(MscError):
     result: Optional[dict[str, Any]] = None
 
 
+class HostMemoryError(MscError, MemoryError):
+    """This machine's memory cannot hold what the call needs (a workload's size, a table
+    of kept steps): the message names it, the bytes it needs and the bytes available.
+    Found before the memory is allocated, so nothing was built and the process goes on."""
+
+
 class BackendWarning(UserWarning):
     """``backend="auto"`` found no GPU able to run the system and used the CPU reference."""
 
@@ -78,6 +84,7 @@ __all__ = [
     "DivergenceError",
     "FitError",
     "GpuError",
+    "HostMemoryError",
     "ModelError",
     "MscError",
     "SceneError",
