@@ -73,9 +73,9 @@ mod continuation;
 pub mod cost;
 pub mod cotangent;
 mod dense;
+pub mod fit_job;
 #[cfg(test)]
 pub(crate) mod fixtures;
-pub mod fit_job;
 mod gpu_adjoint;
 mod gpu_tangent;
 pub mod jvp;
