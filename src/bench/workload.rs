@@ -9,7 +9,7 @@ use crate::config::{
     SolverMethod,
 };
 use crate::model::{mesh, MeshCounts, ModelError, Spring, System, SystemDesc};
-use crate::scene::{available_memory, SceneSize, Shortfall};
+use crate::scene::{available_memory, Resource, SceneSize, Shortfall};
 use glam::DVec3;
 
 /// Which workload a record measures.
@@ -217,6 +217,7 @@ fn check_host_memory_within(
                 workload,
                 n,
                 shortfall: Box::new(Shortfall {
+                    resource: Resource::HostMemory,
                     what,
                     needed,
                     available,

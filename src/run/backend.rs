@@ -7,7 +7,7 @@ use crate::config::Config;
 use crate::cpu::CpuSimulation;
 use crate::gpu::{AdapterSummary, GpuError, GpuSolver, HeadlessOptions};
 use crate::model::System;
-use crate::scene::{SceneSize, Shortfall};
+use crate::scene::{Resource, SceneSize, Shortfall};
 use crate::simulator::Simulator;
 
 /// `--backend`.
@@ -134,24 +134,60 @@ pub fn gpu_size_check() -> impl FnOnce(&SceneSize, &Config) -> Result<(), Shortf
     let adapter = crate::gpu::headless_adapter_limits(&HeadlessOptions {
         allow_software: true,
     });
-    move |size, config| {
-        let Ok((name, limits)) = adapter else {
-            return Ok(());
+    move |size, config| match adapter {
+        Ok((name, limits)) => check_gpu_buffers(&name, &limits, size, config),
+        Err(_) => Ok(()),
+    }
+}
+
+/// The scene's solver buffers against the `limits` of adapter `name`.
+fn check_gpu_buffers(
+    name: &str,
+    limits: &wgpu::Limits,
+    size: &SceneSize,
+    config: &Config,
+) -> Result<(), Shortfall> {
+    // Every particle charged: an upper bound on the Coulomb buffers.
+    match crate::gpu::limits::oversized_buffer(
+        limits,
+        size.particles,
+        size.springs,
+        size.particles,
+        config,
+    ) {
+        None => Ok(()),
+        Some(b) => Err(Shortfall {
+            resource: Resource::Device,
+            what: format!("GPU adapter '{name}': {b}"),
+            needed: b.bytes,
+            available: b.limit,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A buffer past the adapter's limit is a device shortfall, not host memory: the
+    /// Python package raises MemoryError for the host kind only.
+    #[test]
+    fn a_buffer_past_the_adapters_limit_is_a_device_shortfall() {
+        let limits = wgpu::Limits {
+            max_storage_buffer_binding_size: 1 << 20,
+            ..wgpu::Limits::default()
         };
-        // Every particle charged: an upper bound on the Coulomb buffers.
-        match crate::gpu::limits::oversized_buffer(
-            &limits,
-            size.particles,
-            size.springs,
-            size.particles,
-            config,
-        ) {
-            None => Ok(()),
-            Some(b) => Err(Shortfall {
-                what: format!("GPU adapter '{name}': {b}"),
-                needed: b.bytes,
-                available: b.limit,
-            }),
-        }
+        let config = crate::scene::load("cloth", &[]).unwrap().config;
+        let size = |particles: u64| SceneSize {
+            mesh: "grid",
+            key: "mesh.resolution",
+            particles,
+            springs: 6 * particles,
+            faces: 0,
+        };
+        let e = check_gpu_buffers("small", &limits, &size(1 << 20), &config).unwrap_err();
+        assert_eq!(e.resource, Resource::Device, "{e}");
+        assert!(e.needed > e.available && e.available <= 1 << 20, "{e}");
+        assert!(check_gpu_buffers("small", &limits, &size(100), &config).is_ok());
     }
 }

@@ -78,9 +78,20 @@ pub(super) fn estimate(m: &MeshSpec) -> Option<SceneSize> {
     Some(SceneSize::new(m.kind, counts))
 }
 
+/// Which kind of resource runs short: callers tell a machine without the memory from a
+/// device without the buffer by this, not by the text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resource {
+    /// The host's memory (`MemAvailable`).
+    HostMemory,
+    /// A device's limit, e.g. a GPU adapter's largest buffer.
+    Device,
+}
+
 /// A resource a scene needs more of than there is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Shortfall {
+    pub resource: Resource,
     /// What runs short, e.g. "host memory (MemAvailable)" or a GPU buffer and its limit.
     pub what: String,
     pub needed: u64,
@@ -142,6 +153,7 @@ pub(super) fn check_host(size: &SceneSize, available: Option<u64>) -> Result<(),
     let needed = size.host_bytes();
     match available {
         Some(available) if needed > available => Err(Shortfall {
+            resource: Resource::HostMemory,
             what: "host memory (MemAvailable) for the mesh, the system and the solver".into(),
             needed,
             available,
@@ -169,6 +181,7 @@ mod tests {
         let e = check_host(&size, Some(64 << 30)).unwrap_err();
         assert!(e.needed > 1_000_000_000_000, "{e}");
         assert!(e.to_string().contains("host memory"), "{e}");
+        assert_eq!(e.resource, Resource::HostMemory);
         let small = SceneSize::new(MeshKind::Grid, MeshCounts::grid([21, 21], true, true));
         assert!(check_host(&small, Some(64 << 30)).is_ok());
         // Unknown available memory: not checked.
