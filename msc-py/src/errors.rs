@@ -10,7 +10,7 @@ use msc::gpu::GpuError;
 use msc::grad::GradError;
 use msc::model::ModelError;
 use msc::run::RunError;
-use msc::scene::SceneError;
+use msc::scene::{Resource, SceneError};
 use msc::SimError;
 use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
@@ -29,10 +29,12 @@ pub enum Kind {
     Fit,
     /// The host's memory (MemAvailable) cannot hold what a call needs: also MemoryError.
     HostMemory,
+    /// A scene's mesh the host's memory cannot hold: a HostMemoryError and a SceneError.
+    SceneHostMemory,
     Interrupt,
 }
 
-const CLASSES: [&str; 8] = [
+const CLASSES: [&str; 9] = [
     "MscError",
     "SceneError",
     "ConfigError",
@@ -41,9 +43,10 @@ const CLASSES: [&str; 8] = [
     "DivergenceError",
     "FitError",
     "HostMemoryError",
+    "SceneHostMemoryError",
 ];
 
-static TYPES: [PyOnceLock<Py<PyType>>; 8] = [const { PyOnceLock::new() }; 8];
+static TYPES: [PyOnceLock<Py<PyType>>; 9] = [const { PyOnceLock::new() }; 9];
 
 /// The class `name` of `msc.errors` (also used for `BackendWarning`).
 pub fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
@@ -168,7 +171,15 @@ impl Classify for ConfigError {
 
 impl Classify for SceneError {
     fn kind(&self) -> Kind {
-        Kind::Scene
+        match self {
+            // Told apart by the shortfall's resource: a GPU buffer limit stays a SceneError.
+            SceneError::TooLarge { shortfall, .. }
+                if shortfall.resource == Resource::HostMemory =>
+            {
+                Kind::SceneHostMemory
+            }
+            _ => Kind::Scene,
+        }
     }
 }
 
@@ -226,7 +237,7 @@ impl Classify for SimError {
 impl Classify for RunError {
     fn kind(&self) -> Kind {
         match self {
-            RunError::Scene { .. } => Kind::Scene,
+            RunError::Scene { source, .. } => source.kind(),
             RunError::Option { .. } | RunError::Config(_) => Kind::Config,
             RunError::Gpu(g) => g.kind(),
             RunError::Sim { source, .. } => source.kind(),
@@ -313,7 +324,7 @@ pub fn settings_error(py: Python<'_>, e: SceneError) -> PyErr {
 /// An error of `msc fit`: a FitError, but for a scene that does not load and a stop.
 pub fn fit_error(py: Python<'_>, e: CliError) -> PyErr {
     match e.kind() {
-        Kind::Scene | Kind::Interrupt => e.raise(py),
+        Kind::Scene | Kind::SceneHostMemory | Kind::Interrupt => e.raise(py),
         _ => {
             let message = msc::run::error::one_line(&e);
             let err = error(py, Kind::Fit, message);
@@ -385,5 +396,40 @@ mod tests {
         assert_eq!(world.kind(), Kind::HostMemory);
         assert_eq!(SimError::Gpu(e()).kind(), Kind::HostMemory);
         assert_eq!(CLASSES[Kind::HostMemory as usize], "HostMemoryError");
+    }
+
+    /// A scene refused by its size raised SceneError whatever ran short; the host's memory
+    /// is now SceneHostMemoryError (a MemoryError, still a SceneError), a GPU buffer limit
+    /// still SceneError: by the shortfall's resource, alone and through the run layer.
+    #[test]
+    fn a_scene_too_large_for_the_host_is_a_memory_error_and_for_the_device_is_not() {
+        use msc::scene::Shortfall;
+        for (resource, kind) in [
+            (Resource::HostMemory, Kind::SceneHostMemory),
+            (Resource::Device, Kind::Scene),
+        ] {
+            // The built-in cloth fits the host: the shortfall is the device closure's.
+            let e = msc::scene::load_checked("cloth", &[], |_, _| {
+                Err(Shortfall {
+                    resource,
+                    what: "the test's resource".into(),
+                    needed: 2,
+                    available: 1,
+                })
+            })
+            .unwrap_err();
+            assert!(matches!(e, SceneError::TooLarge { .. }), "{e}");
+            assert_eq!(e.kind(), kind, "{e}");
+            let run = RunError::Scene {
+                scene: "cloth".into(),
+                source: Box::new(e),
+            };
+            assert_eq!(run.kind(), kind, "{run}");
+            assert_eq!(CliError::Run(run).kind(), kind);
+        }
+        assert_eq!(
+            CLASSES[Kind::SceneHostMemory as usize],
+            "SceneHostMemoryError"
+        );
     }
 }

@@ -193,6 +193,27 @@ def test_a_workload_past_the_host_memory_is_a_memory_error() -> None:
     assert len(system) == 64
 
 
+def test_a_scene_past_the_host_memory_is_a_memory_error_and_still_a_scene_error() -> None:
+    # A 40000 x 40000 cloth: 1.6e9 particles (under the particle limit) at the loader's 600
+    # bytes each, without its springs, is at least 960 GB. It raised SceneError alone,
+    # which 'except MemoryError' misses; it stays one for the callers that catch it.
+    needed = 40000**2 * 600
+    available = _mem_available()
+    if available is None or available >= needed:
+        pytest.skip(f"MemAvailable is {available} bytes: not past it")
+    with pytest.raises(MemoryError, match="mesh.resolution: the grid mesh has 1600000000 "
+                       "particles .*host memory") as e:
+        msc.load_scene("cloth", set={"mesh.resolution": [40000, 40000]})
+    assert isinstance(e.value, msc.SceneHostMemoryError)
+    assert isinstance(e.value, msc.HostMemoryError)
+    assert isinstance(e.value, msc.SceneError)
+    assert isinstance(e.value, ValueError)
+    # Any other scene error is not a MemoryError.
+    with pytest.raises(msc.SceneError, match="mesh.resolution") as other:
+        msc.load_scene("cloth", set={"mesh.resolution": [1]})
+    assert not isinstance(other.value, MemoryError)
+
+
 def test_per_spring_values_without_springs_are_refused() -> None:
     for kw in ["stiffness", "rest_length", "damping"]:
         with pytest.raises(msc.ModelError, match=f"{kw} is given without springs"):

@@ -37,6 +37,7 @@ from .errors import (
     ModelError,
     MscError,
     SceneError,
+    SceneHostMemoryError,
 )
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "MscError",
     "Scene",
     "SceneError",
+    "SceneHostMemoryError",
     "Simulator",
     "System",
     "Worlds",

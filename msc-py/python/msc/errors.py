@@ -74,6 +74,13 @@ class HostMemoryError(MscError, MemoryError):
     Found before the memory is allocated, so nothing was built and the process goes on."""
 
 
+class SceneHostMemoryError(HostMemoryError, SceneError):
+    """A scene whose mesh this machine's memory cannot hold, refused from its size before
+    the mesh is built: a :class:`HostMemoryError` (``except MemoryError``) that is still
+    the :class:`SceneError` (``ValueError``) it was before. A mesh past a GPU adapter's
+    buffer limits is a plain :class:`SceneError`."""
+
+
 class BackendWarning(UserWarning):
     """``backend="auto"`` found no GPU able to run the system and used the CPU reference."""
 
@@ -88,4 +95,5 @@ __all__ = [
     "ModelError",
     "MscError",
     "SceneError",
+    "SceneHostMemoryError",
 ]
