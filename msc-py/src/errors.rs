@@ -31,10 +31,12 @@ pub enum Kind {
     HostMemory,
     /// A scene's mesh the host's memory cannot hold: a HostMemoryError and a SceneError.
     SceneHostMemory,
+    /// A fit the host's memory cannot hold: a HostMemoryError and a FitError.
+    FitHostMemory,
     Interrupt,
 }
 
-const CLASSES: [&str; 9] = [
+const CLASSES: [&str; 10] = [
     "MscError",
     "SceneError",
     "ConfigError",
@@ -44,9 +46,10 @@ const CLASSES: [&str; 9] = [
     "FitError",
     "HostMemoryError",
     "SceneHostMemoryError",
+    "FitHostMemoryError",
 ];
 
-static TYPES: [PyOnceLock<Py<PyType>>; 9] = [const { PyOnceLock::new() }; 9];
+static TYPES: [PyOnceLock<Py<PyType>>; 10] = [const { PyOnceLock::new() }; 10];
 
 /// The class `name` of `msc.errors` (also used for `BackendWarning`).
 pub fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
@@ -264,7 +267,13 @@ impl Classify for BatchError {
 
 impl Classify for GradError {
     fn kind(&self) -> Kind {
-        Kind::Fit
+        match self {
+            GradError::Gpu(g) if g.kind() == Kind::HostMemory => Kind::FitHostMemory,
+            // No start point has a loss: the first start's error stands for the fit's, as
+            // it sets `msc fit`'s exit status.
+            GradError::NoStart { first, .. } => first.kind(),
+            _ => Kind::Fit,
+        }
     }
 }
 
@@ -274,9 +283,8 @@ impl Classify for CliError {
             CliError::Run(r) => r.kind(),
             CliError::Diverged { .. } => Kind::Divergence,
             CliError::Interrupted { .. } => Kind::Interrupt,
-            CliError::Fit(_) | CliError::FitStalled { .. } | CliError::FitNoGradient { .. } => {
-                Kind::Fit
-            }
+            CliError::Fit(g) => g.kind(),
+            CliError::FitStalled { .. } | CliError::FitNoGradient { .. } => Kind::Fit,
             CliError::Batch(b) => b.kind(),
             CliError::Ddef(d) => d.kind(),
             _ => Kind::Msc,
@@ -321,13 +329,17 @@ pub fn settings_error(py: Python<'_>, e: SceneError) -> PyErr {
     }
 }
 
-/// An error of `msc fit`: a FitError, but for a scene that does not load and a stop.
+/// An error of `msc fit`: a FitError, but for a scene that does not load and a stop; the
+/// host's memory running short is a FitError that is also a MemoryError.
 pub fn fit_error(py: Python<'_>, e: CliError) -> PyErr {
     match e.kind() {
         Kind::Scene | Kind::SceneHostMemory | Kind::Interrupt => e.raise(py),
-        _ => {
+        kind => {
             let message = msc::run::error::one_line(&e);
-            let err = error(py, Kind::Fit, message);
+            let err = match kind {
+                Kind::HostMemory | Kind::FitHostMemory => error(py, Kind::FitHostMemory, message),
+                _ => error(py, Kind::Fit, message),
+            };
             match e {
                 CliError::FitStalled { out, .. } | CliError::FitNoGradient { out, .. } => {
                     match out.into_pyobject(py) {
@@ -431,5 +443,45 @@ mod tests {
             CLASSES[Kind::SceneHostMemory as usize],
             "SceneHostMemoryError"
         );
+    }
+
+    /// The GPU adjoint's host memory shortfall inside a fit raised a plain FitError, which
+    /// 'except MemoryError' misses; it is FitHostMemoryError (a FitError and a
+    /// MemoryError), also as one world's error and as the first start's error of a fit
+    /// whose starts all failed. Other fit failures stay FitError.
+    #[test]
+    fn a_host_memory_shortfall_inside_a_fit_is_a_memory_error() {
+        let short = || {
+            GradError::Gpu(GpuError::HostMemory {
+                what: "the table of kept steps".into(),
+                needed: 1 << 40,
+                available: Some(1 << 34),
+            })
+        };
+        let world = GradError::Gpu(GpuError::World {
+            world: "world 0".into(),
+            error: Box::new(GpuError::HostMemory {
+                what: "the table of kept steps".into(),
+                needed: 1 << 40,
+                available: None,
+            }),
+        });
+        let no_start = |first| GradError::NoStart {
+            count: 2,
+            failures: "start 0: ..".into(),
+            first: Box::new(first),
+        };
+        for e in [short(), world, no_start(short())] {
+            assert_eq!(e.kind(), Kind::FitHostMemory, "{e}");
+            assert_eq!(CliError::Fit(Box::new(e)).kind(), Kind::FitHostMemory);
+        }
+        for e in [
+            GradError::Param("charge".into()),
+            GradError::Gpu(GpuError::DeviceLost("gone".into())),
+            no_start(GradError::NonFiniteLoss),
+        ] {
+            assert_eq!(CliError::Fit(Box::new(e)).kind(), Kind::Fit);
+        }
+        assert_eq!(CLASSES[Kind::FitHostMemory as usize], "FitHostMemoryError");
     }
 }

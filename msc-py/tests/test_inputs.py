@@ -214,6 +214,17 @@ def test_a_scene_past_the_host_memory_is_a_memory_error_and_still_a_scene_error(
     assert not isinstance(other.value, MemoryError)
 
 
+def test_a_fit_short_of_host_memory_is_caught_as_a_fit_error_and_a_memory_error() -> None:
+    # No Python fit reaches it here (the GPU adjoint's kept steps; the Rust test
+    # errors::tests::a_host_memory_shortfall_inside_a_fit_is_a_memory_error picks the
+    # class): the class both handlers catch, with FitError's attributes unset.
+    e = msc.FitHostMemoryError("keeping the starts of 1000000 more steps: needs 2 bytes")
+    for handler in [msc.FitError, msc.HostMemoryError, MemoryError, msc.MscError]:
+        assert isinstance(e, handler)
+    assert not isinstance(e, ValueError)
+    assert e.out is None and e.result is None
+
+
 def test_per_spring_values_without_springs_are_refused() -> None:
     for kw in ["stiffness", "rest_length", "damping"]:
         with pytest.raises(msc.ModelError, match=f"{kw} is given without springs"):

@@ -81,6 +81,12 @@ class SceneHostMemoryError(HostMemoryError, SceneError):
     buffer limits is a plain :class:`SceneError`."""
 
 
+class FitHostMemoryError(HostMemoryError, FitError):
+    """A fit that needs more of this machine's memory than there is (the GPU adjoint's
+    table of kept steps): a :class:`HostMemoryError` (``except MemoryError``) that is still
+    the :class:`FitError` it was before; ``out`` and ``result`` are None."""
+
+
 class BackendWarning(UserWarning):
     """``backend="auto"`` found no GPU able to run the system and used the CPU reference."""
 
@@ -90,6 +96,7 @@ __all__ = [
     "ConfigError",
     "DivergenceError",
     "FitError",
+    "FitHostMemoryError",
     "GpuError",
     "HostMemoryError",
     "ModelError",
