@@ -283,7 +283,17 @@ fn bad_scene_values_name_their_key() {
             2,
             "local_global_iterations",
         ),
-        (&["--set", "integrator.duration=1"], 2, "integrator"),
+        // One of the two set replaces the file's other; both set is refused.
+        (
+            &[
+                "--set",
+                "integrator.duration=1",
+                "--set",
+                "integrator.steps=3",
+            ],
+            2,
+            "give integrator.duration or integrator.steps, not both",
+        ),
         (
             &["--set", "integrator.steps=1000000000000001"],
             2,
