@@ -138,11 +138,11 @@ pub(crate) fn fit_once(
         ));
     }
     let grad = &options.grad;
-    let mut evaluations = 1u32;
-    let mut current = objective(set, theta0, targets, grad, lm, &smooth)?;
-    let mut theta = theta0.to_vec();
+    let evaluations = 1u32;
+    let current = objective(set, theta0, targets, grad, lm, &smooth)?;
+    let theta = theta0.to_vec();
     let initial_loss = current.loss;
-    let mut history = vec![FitHistoryEntry {
+    let history = vec![FitHistoryEntry {
         iteration: 0,
         loss: current.loss,
         theta: theta.clone(),
@@ -157,21 +157,32 @@ pub(crate) fn fit_once(
     let flat_at_start: Vec<usize> = (0..set.params().len())
         .filter(|&a| current.gradient[set.range(a)].iter().all(|&g| g == 0.0))
         .collect();
-    let reason = if current.loss > options.loss_tol && flat_at_start.len() == set.params().len() {
+    let stationary = current.loss > options.loss_tol && flat_at_start.len() == set.params().len();
+    let mut state = State {
+        theta,
+        current,
+        history,
+        evaluations,
+        progress,
+    };
+    let reason = if stationary {
         StopReason::NoGradient
     } else {
-        optimize(
+        let problem = Problem {
             set,
             targets,
             options,
-            &smooth,
-            &mut theta,
-            &mut current,
-            &mut history,
-            &mut evaluations,
-            &mut progress,
-        )?
+            smooth: &smooth,
+        };
+        optimize(&problem, &mut state)?
     };
+    let State {
+        theta,
+        current,
+        history,
+        evaluations,
+        ..
+    } = state;
     Ok(FitOutcome {
         theta,
         loss: current.loss,
@@ -186,55 +197,42 @@ pub(crate) fn fit_once(
     })
 }
 
-/// Runs `options.optimizer` from the evaluated start `current`.
-#[allow(clippy::too_many_arguments)]
+/// What one stage fits: fixed while its optimizer runs.
+struct Problem<'a> {
+    set: &'a ParamSet,
+    targets: &'a [Target],
+    options: &'a FitOptions,
+    smooth: &'a Smoothness,
+}
+
+/// Where the optimizer stands: the point it returns and its evaluation, the steps so far
+/// (each also handed to `progress`) and the evaluations spent.
+struct State<P> {
+    theta: Vec<f64>,
+    current: Evaluation,
+    history: Vec<FitHistoryEntry>,
+    evaluations: u32,
+    progress: P,
+}
+
+impl<P: FnMut(&FitHistoryEntry)> State<P> {
+    /// Adds a step to the history and reports it.
+    fn record(&mut self, entry: FitHistoryEntry) {
+        self.history.push(entry);
+        (self.progress)(self.history.last().expect("just pushed"));
+    }
+}
+
+/// Runs `options.optimizer` from the evaluated start `state.current`.
 fn optimize(
-    set: &ParamSet,
-    targets: &[Target],
-    options: &FitOptions,
-    smooth: &Smoothness,
-    theta: &mut Vec<f64>,
-    current: &mut Evaluation,
-    history: &mut Vec<FitHistoryEntry>,
-    evaluations: &mut u32,
-    progress: &mut impl FnMut(&FitHistoryEntry),
+    problem: &Problem,
+    state: &mut State<impl FnMut(&FitHistoryEntry)>,
 ) -> Result<StopReason, GradError> {
-    Ok(match options.optimizer {
-        Optimizer::LevenbergMarquardt => levenberg_marquardt(
-            set,
-            targets,
-            options,
-            theta,
-            current,
-            history,
-            evaluations,
-            progress,
-        )?,
-        Optimizer::Adam { learning_rate } => adam(
-            set,
-            targets,
-            options,
-            learning_rate,
-            smooth,
-            theta,
-            current,
-            history,
-            evaluations,
-            progress,
-        )?,
-        Optimizer::Lbfgs { initial_step } => lbfgs(
-            set,
-            targets,
-            options,
-            initial_step,
-            smooth,
-            theta,
-            current,
-            history,
-            evaluations,
-            progress,
-        )?,
-    })
+    match problem.options.optimizer {
+        Optimizer::LevenbergMarquardt => levenberg_marquardt(problem, state),
+        Optimizer::Adam { learning_rate } => adam(problem, state, learning_rate),
+        Optimizer::Lbfgs { initial_step } => lbfgs(problem, state, initial_step),
+    }
 }
 
 /// The loss at theta plus the smoothness penalty (folded into `loss` and `gradient`;
@@ -254,25 +252,23 @@ fn objective(
     Ok(e)
 }
 
-#[allow(clippy::too_many_arguments)]
 fn lbfgs(
-    set: &ParamSet,
-    targets: &[Target],
-    options: &FitOptions,
+    problem: &Problem,
+    state: &mut State<impl FnMut(&FitHistoryEntry)>,
     initial_step: f64,
-    smooth: &Smoothness,
-    theta: &mut Vec<f64>,
-    current: &mut Evaluation,
-    history: &mut Vec<FitHistoryEntry>,
-    evaluations: &mut u32,
-    progress: &mut impl FnMut(&FitHistoryEntry),
 ) -> Result<StopReason, GradError> {
-    let scale = variable_scales(set, theta);
+    let Problem {
+        set,
+        targets,
+        options,
+        smooth,
+    } = *problem;
+    let scale = variable_scales(set, &state.theta);
     let start = Point {
-        x: theta.clone(),
-        f: current.loss,
-        gradient: current.gradient.clone(),
-        report: current.clone(),
+        x: state.theta.clone(),
+        f: state.current.loss,
+        gradient: state.current.gradient.clone(),
+        report: state.current.clone(),
     };
     let opts = LbfgsOptions {
         max_iterations: options.max_iterations,
@@ -282,9 +278,9 @@ fn lbfgs(
         initial_step,
         ..LbfgsOptions::default()
     };
-    let base = *evaluations;
+    let base = state.evaluations;
     let mut on_step = |iteration: u32, p: &Point<Evaluation>, step: f64, evals: u32| {
-        history.push(FitHistoryEntry {
+        state.record(FitHistoryEntry {
             iteration,
             loss: p.f,
             theta: p.x.clone(),
@@ -293,7 +289,6 @@ fn lbfgs(
             step_norm: step,
             evaluations: base + evals,
         });
-        progress(history.last().expect("just pushed"));
     };
     let (best, stop, evals) = minimize(
         start,
@@ -307,9 +302,9 @@ fn lbfgs(
         crate::interrupt::requested,
         &mut on_step,
     )?;
-    *evaluations = base + evals;
-    *theta = best.x;
-    *current = best.report;
+    state.evaluations = base + evals;
+    state.theta = best.x;
+    state.current = best.report;
     Ok(match stop {
         LbfgsStop::Target => StopReason::LossTolerance,
         LbfgsStop::SmallDecrease => StopReason::SmallDecrease,
@@ -339,39 +334,38 @@ fn variable_scales(set: &ParamSet, theta: &[f64]) -> Vec<f64> {
 /// Largest LM damping tried before giving up.
 const LAMBDA_MAX: f64 = 1e12;
 
-#[allow(clippy::too_many_arguments)]
 fn levenberg_marquardt(
-    set: &ParamSet,
-    targets: &[Target],
-    options: &FitOptions,
-    theta: &mut Vec<f64>,
-    current: &mut Evaluation,
-    history: &mut Vec<FitHistoryEntry>,
-    evaluations: &mut u32,
-    progress: &mut impl FnMut(&FitHistoryEntry),
+    problem: &Problem,
+    state: &mut State<impl FnMut(&FitHistoryEntry)>,
 ) -> Result<StopReason, GradError> {
-    let p = theta.len();
+    let Problem {
+        set,
+        targets,
+        options,
+        ..
+    } = *problem;
+    let p = state.theta.len();
     let mut lambda = 1e-3;
     for iteration in 1..=options.max_iterations {
-        if current.loss <= options.loss_tol {
+        if state.current.loss <= options.loss_tol {
             return Ok(StopReason::LossTolerance);
         }
         if crate::interrupt::requested() {
             return Ok(StopReason::Interrupted);
         }
-        if current.jtr.iter().all(|&g| g == 0.0) {
+        if state.current.jtr.iter().all(|&g| g == 0.0) {
             return Ok(StopReason::ZeroGradient);
         }
-        let diag: Vec<f64> = (0..p).map(|a| current.jtj[a * p + a]).collect();
+        let diag: Vec<f64> = (0..p).map(|a| state.current.jtj[a * p + a]).collect();
         let floor = diag.iter().cloned().fold(0.0, f64::max) * 1e-12;
         // The undamped Gauss-Newton step's model decrease,
         // L - |r + J delta|^2 = -2 delta.J^T r - delta^T J^T J delta: when even that is
         // negligible the loss is at its minimum to working precision.
-        let mut m = current.jtj.clone();
+        let mut m = state.current.jtj.clone();
         for a in 0..p {
             m[a * p + a] += floor.max(f64::MIN_POSITIVE);
         }
-        let rhs: Vec<f64> = current.jtr.iter().map(|g| -g).collect();
+        let rhs: Vec<f64> = state.current.jtr.iter().map(|g| -g).collect();
         let mut gauss_newton_step = f64::INFINITY;
         if let Some(delta) = solve_dense(&mut m, rhs, p) {
             gauss_newton_step = norm(&delta);
@@ -379,16 +373,20 @@ fn levenberg_marquardt(
                 .map(|a| {
                     delta[a]
                         * (0..p)
-                            .map(|b| current.jtj[a * p + b] * delta[b])
+                            .map(|b| state.current.jtj[a * p + b] * delta[b])
                             .sum::<f64>()
                 })
                 .sum();
-            let lin: f64 = delta.iter().zip(&current.jtr).map(|(d, g)| d * g).sum();
-            if -2.0 * lin - quad <= options.ftol * current.loss {
+            let lin: f64 = delta
+                .iter()
+                .zip(&state.current.jtr)
+                .map(|(d, g)| d * g)
+                .sum();
+            if -2.0 * lin - quad <= options.ftol * state.current.loss {
                 return Ok(StopReason::SmallDecrease);
             }
         }
-        let small = options.xtol * (norm(theta) + options.xtol);
+        let small = options.xtol * (norm(&state.theta) + options.xtol);
         // After rejected trials the damped step shrinks with lambda whatever the loss does:
         // that is convergence only if the undamped step is small too (the minimum to
         // 1e3 xtol; trials fail there on the loss's rounding noise). Otherwise the loss
@@ -405,11 +403,11 @@ fn levenberg_marquardt(
             if lambda > LAMBDA_MAX {
                 return Ok(stuck());
             }
-            let mut m = current.jtj.clone();
+            let mut m = state.current.jtj.clone();
             for a in 0..p {
                 m[a * p + a] += lambda * diag[a].max(floor).max(f64::MIN_POSITIVE);
             }
-            let rhs: Vec<f64> = current.jtr.iter().map(|g| -g).collect();
+            let rhs: Vec<f64> = state.current.jtr.iter().map(|g| -g).collect();
             let Some(delta) =
                 solve_dense(&mut m, rhs, p).filter(|d| d.iter().all(|v| v.is_finite()))
             else {
@@ -423,10 +421,10 @@ fn levenberg_marquardt(
                     stuck()
                 });
             }
-            let trial: Vec<f64> = theta.iter().zip(&delta).map(|(t, d)| t + d).collect();
-            *evaluations += 1;
+            let trial: Vec<f64> = state.theta.iter().zip(&delta).map(|(t, d)| t + d).collect();
+            state.evaluations += 1;
             match evaluate(set, &trial, targets, &options.grad, true, true) {
-                Ok(e) if e.loss < current.loss => break (trial, delta, e),
+                Ok(e) if e.loss < state.current.loss => break (trial, delta, e),
                 Ok(_) => lambda *= 10.0,
                 // A stop request during the trial's run: the last accepted point stands.
                 Err(GradError::Interrupted) => return Ok(StopReason::Interrupted),
@@ -436,70 +434,67 @@ fn levenberg_marquardt(
             rejected += 1;
         };
         let (trial, delta, e) = accepted;
-        let decrease = current.loss - e.loss;
-        let old_loss = current.loss;
-        *theta = trial;
-        *current = e;
+        let decrease = state.current.loss - e.loss;
+        let old_loss = state.current.loss;
+        state.theta = trial;
+        state.current = e;
         let step_norm = norm(&delta);
-        history.push(FitHistoryEntry {
+        state.record(FitHistoryEntry {
             iteration,
-            loss: current.loss,
-            theta: theta.clone(),
-            gradient_norm: norm(&current.gradient),
+            loss: state.current.loss,
+            theta: state.theta.clone(),
+            gradient_norm: norm(&state.current.gradient),
             lambda: Some(lambda),
             step_norm,
-            evaluations: *evaluations,
+            evaluations: state.evaluations,
         });
-        progress(history.last().expect("just pushed"));
         lambda = (lambda / 10.0).max(1e-12);
-        if current.loss <= options.loss_tol {
+        if state.current.loss <= options.loss_tol {
             return Ok(StopReason::LossTolerance);
         }
         if decrease <= options.ftol * old_loss {
             return Ok(StopReason::SmallDecrease);
         }
-        if step_norm <= options.xtol * (norm(theta) + options.xtol) {
+        if step_norm <= options.xtol * (norm(&state.theta) + options.xtol) {
             return Ok(StopReason::SmallStep);
         }
     }
     Ok(StopReason::MaxIterations)
 }
 
-#[allow(clippy::too_many_arguments)]
 fn adam(
-    set: &ParamSet,
-    targets: &[Target],
-    options: &FitOptions,
+    problem: &Problem,
+    state: &mut State<impl FnMut(&FitHistoryEntry)>,
     learning_rate: f64,
-    smooth: &Smoothness,
-    theta: &mut Vec<f64>,
-    current: &mut Evaluation,
-    history: &mut Vec<FitHistoryEntry>,
-    evaluations: &mut u32,
-    progress: &mut impl FnMut(&FitHistoryEntry),
 ) -> Result<StopReason, GradError> {
+    let Problem {
+        set,
+        targets,
+        options,
+        smooth,
+    } = *problem;
     let (b1, b2, eps) = (0.9, 0.999, 1e-12);
-    let scale = variable_scales(set, theta);
-    let p = theta.len();
+    let scale = variable_scales(set, &state.theta);
+    let p = state.theta.len();
     let (mut m, mut v) = (vec![0.0; p], vec![0.0; p]);
     let mut lr = learning_rate;
     let mut t = 0i32;
     // Adam does not decrease monotonically: keep the best point.
-    let mut best = (theta.clone(), current.clone());
-    let mut x = theta.clone();
-    let mut at_x = current.clone();
+    let mut best = (state.theta.clone(), state.current.clone());
+    let mut x = state.theta.clone();
+    let mut at_x = state.current.clone();
     for iteration in 1..=options.max_iterations {
         if best.1.loss <= options.loss_tol {
             break;
         }
         if crate::interrupt::requested() {
-            *theta = best.0;
-            *current = best.1;
+            state.theta = best.0;
+            state.current = best.1;
             return Ok(StopReason::Interrupted);
         }
         if at_x.gradient.iter().all(|&g| g == 0.0) {
-            *theta = best.0;
-            *current = best.1;
+            state.theta = best.0;
+            state.current = best.1;
             return Ok(StopReason::ZeroGradient);
         }
         t += 1;
@@ -516,7 +511,7 @@ fn adam(
         // A step past f64's range (an absurd learning rate) backs off as a blown-up run
         // does, rather than ending the fit with an error about a non-finite theta.
         let result = if trial.iter().all(|v| v.is_finite()) {
-            *evaluations += 1;
+            state.evaluations += 1;
             objective(set, &trial, targets, &options.grad, false, smooth)
         } else {
             Err(GradError::NonFiniteLoss)
@@ -527,8 +522,8 @@ fn adam(
                 at_x = e;
             }
             Err(GradError::Interrupted) => {
-                *theta = best.0;
-                *current = best.1;
+                state.theta = best.0;
+                state.current = best.1;
                 return Ok(StopReason::Interrupted);
             }
             Err(e) if recoverable(&e) => {
@@ -548,26 +543,25 @@ fn adam(
         if at_x.loss < best.1.loss {
             best = (x.clone(), at_x.clone());
         }
-        history.push(FitHistoryEntry {
+        state.record(FitHistoryEntry {
             iteration,
             loss: at_x.loss,
             theta: x.clone(),
             gradient_norm: norm(&at_x.gradient),
             lambda: None,
             step_norm: norm(&step),
-            evaluations: *evaluations,
+            evaluations: state.evaluations,
         });
-        progress(history.last().expect("just pushed"));
         if norm(&step) <= options.xtol * (norm(&x) + options.xtol) {
-            *theta = best.0;
-            *current = best.1;
+            state.theta = best.0;
+            state.current = best.1;
             return Ok(StopReason::SmallStep);
         }
     }
     let reached = best.1.loss <= options.loss_tol;
     let gave_up = lr < learning_rate * 1e-6;
-    *theta = best.0;
-    *current = best.1;
+    state.theta = best.0;
+    state.current = best.1;
     Ok(if reached {
         StopReason::LossTolerance
     } else if gave_up {
