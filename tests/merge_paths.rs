@@ -3,29 +3,11 @@
 
 mod common;
 
-use common::tiny;
-use std::process::{Command, Output};
+use common::{msc_unsharded, output_text as text, tiny};
+use std::process::Output;
 
 fn msc(args: &[&std::ffi::OsStr], cwd: &std::path::Path) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_msc"));
-    c.args(args).current_dir(cwd).env("RAYON_NUM_THREADS", "1");
-    for k in [
-        "SLURM_ARRAY_TASK_ID",
-        "SLURM_ARRAY_TASK_MIN",
-        "SLURM_ARRAY_TASK_COUNT",
-        "MSC_SHARD_COUNT",
-    ] {
-        c.env_remove(k);
-    }
-    c.output().expect("the msc binary runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    msc_unsharded(args, cwd, &[])
 }
 
 /// Moved to a UTF-8 path, the rerun command names it; moved to a path that is not UTF-8,

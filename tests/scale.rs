@@ -3,37 +3,13 @@
 
 mod common;
 
-use common::{comparable_table, tiny};
+use common::{comparable_table, msc_unsharded, output_text as text, tiny};
 use std::path::Path;
 use std::process::{Command, Output};
 
-/// `msc ARGS` in `cwd`, outside any Slurm array task, with `env` set. One CPU thread:
-/// the CPU reference sums energies in parallel, so two runs may differ in the last bit
-/// by the order of the sum; with one thread they agree bit for bit, which is what a
-/// shard's runs are compared with here.
+/// `msc ARGS` in `cwd`, outside any Slurm array task, with `env` set, on one CPU thread.
 fn msc_env(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_msc"));
-    c.args(args).current_dir(cwd).env("RAYON_NUM_THREADS", "1");
-    for k in [
-        "SLURM_ARRAY_TASK_ID",
-        "SLURM_ARRAY_TASK_MIN",
-        "SLURM_ARRAY_TASK_COUNT",
-        "MSC_SHARD_COUNT",
-    ] {
-        c.env_remove(k);
-    }
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("the msc binary runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    msc_unsharded(args, cwd, env)
 }
 
 const VARY: &str = "integrator.dt=0.005,0.01,0.015,0.02,0.025";

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::comparable_table;
+use common::{comparable_table, output_text as text};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -67,14 +67,6 @@ fn have(program: &str) -> bool {
 
 fn sh(command: &str) -> Output {
     Command::new("sh").arg("-c").arg(command).output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The daemons this test started; stopped (by process id) when dropped, also on failure.

@@ -152,6 +152,35 @@ pub fn msc_with(args: &[&str], cwd: &Path, envs: &[(&str, &str)]) -> Output {
         .expect("the msc binary runs")
 }
 
+/// `msc ARGS` in `cwd` outside any Slurm array task or shard count, with `envs` set, on
+/// one CPU thread: the CPU reference sums energies in parallel, so two runs may differ in
+/// the last bit by the order of the sum; with one thread they agree bit for bit, which is
+/// what a shard's runs are compared with. Arguments are OS strings: a path need not be
+/// UTF-8.
+pub fn msc_unsharded<S: AsRef<std::ffi::OsStr>>(
+    args: &[S],
+    cwd: &Path,
+    envs: &[(&str, &str)],
+) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_msc"));
+    c.args(args).current_dir(cwd).env("RAYON_NUM_THREADS", "1");
+    for k in [
+        "SLURM_ARRAY_TASK_ID",
+        "SLURM_ARRAY_TASK_MIN",
+        "SLURM_ARRAY_TASK_COUNT",
+        "MSC_SHARD_COUNT",
+    ] {
+        c.env_remove(k);
+    }
+    c.envs(envs.iter().copied());
+    c.output().expect("the msc binary runs")
+}
+
+/// Standard output, then standard error, as text.
+pub fn output_text(o: &Output) -> String {
+    format!("{}{}", stdout(o), stderr(o))
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
