@@ -9,7 +9,7 @@ use crate::config::{
     SolverMethod,
 };
 use crate::model::{mesh, MeshCounts, ModelError, Spring, System, SystemDesc};
-use crate::scene::{available_memory, Resource, SceneSize, Shortfall};
+use crate::scene::{available_memory, check_host, SceneSize, Shortfall};
 use glam::DVec3;
 
 /// Which workload a record measures.
@@ -170,12 +170,10 @@ pub enum WorkloadError {
     },
 }
 
-/// Estimated host bytes of `workload` at size `n`, from its counts before it is built,
-/// with the scene loader's figures per particle, spring and triangle
-/// ([`SceneSize::host_bytes`]: the system, a backend's copy of it and the CPU reference's
-/// working set). None for the worlds and mesh workloads (their size is not n) and for a
-/// cloth too small to build.
-pub fn host_bytes(workload: Workload, n: usize) -> Option<u64> {
+/// The counts of `workload` at size `n` before it is built, as the scene loader sizes a
+/// mesh; None for the worlds and mesh workloads (their size is not n) and for a cloth too
+/// small to build.
+fn workload_size(workload: Workload, n: usize) -> Option<SceneSize> {
     let c = match workload {
         Workload::Cloth => MeshCounts::grid(grid_shape(n)?, true, false),
         Workload::Coulomb | Workload::Ddef => MeshCounts {
@@ -184,14 +182,20 @@ pub fn host_bytes(workload: Workload, n: usize) -> Option<u64> {
         },
         Workload::Worlds | Workload::Mesh => return None,
     };
-    let size = SceneSize {
+    Some(SceneSize {
         mesh: workload.name(),
         key: "--sizes",
         particles: c.vertices,
         springs: c.edges,
         faces: c.faces,
-    };
-    Some(size.host_bytes())
+    })
+}
+
+/// Estimated host bytes of `workload` at size `n`, with the scene loader's figures per
+/// particle, spring and triangle ([`SceneSize::host_bytes`]: the system, a backend's copy
+/// of it and the CPU reference's working set); None where [`workload_size`] is.
+pub fn host_bytes(workload: Workload, n: usize) -> Option<u64> {
+    workload_size(workload, n).map(|s| s.host_bytes())
 }
 
 /// [`host_bytes`] against the host memory available (`MemAvailable`; not checked where
@@ -201,31 +205,27 @@ pub fn check_host_memory(workload: Workload, n: usize) -> Result<(), WorkloadErr
     check_host_memory_within(workload, n, available_memory())
 }
 
-/// [`check_host_memory`] against `available` bytes (None: unknown, not checked).
+/// [`check_host_memory`] against `available` bytes (None: unknown, not checked), by the
+/// scene loader's own check ([`check_host`]).
 fn check_host_memory_within(
     workload: Workload,
     n: usize,
     available: Option<u64>,
 ) -> Result<(), WorkloadError> {
-    match (host_bytes(workload, n), available) {
-        (Some(needed), Some(available)) if needed > available => {
-            let what = format!(
-                "the {} workload (host memory, MemAvailable)",
-                workload.name()
-            );
-            Err(WorkloadError::HostMemory {
-                workload,
-                n,
-                shortfall: Box::new(Shortfall {
-                    resource: Resource::HostMemory,
-                    what,
-                    needed,
-                    available,
-                }),
-            })
+    let Some(size) = workload_size(workload, n) else {
+        return Ok(());
+    };
+    check_host(&size, available).map_err(|mut shortfall| {
+        shortfall.what = format!(
+            "the {} workload (host memory, MemAvailable)",
+            workload.name()
+        );
+        WorkloadError::HostMemory {
+            workload,
+            n,
+            shortfall: Box::new(shortfall),
         }
-        _ => Ok(()),
-    }
+    })
 }
 
 /// Cloth side lengths (m), spring constants and the time step: a 1 m square of 0.5 kg

@@ -74,7 +74,7 @@ mod strict_tests;
 
 pub use config_only::{config_from, CONFIG_KEYS};
 pub use error::{Location, SceneError};
-pub use size::{available_memory, Resource, SceneSize, Shortfall};
+pub use size::{available_memory, check_host, Resource, SceneSize, Shortfall};
 
 use crate::config::Config;
 use crate::digest::FileDigest;

@@ -148,8 +148,8 @@ fn parse_mem_available(meminfo: &str) -> Option<u64> {
     value.checked_mul(scale)
 }
 
-/// [`SceneSize::host_bytes`] against `available` bytes.
-pub(super) fn check_host(size: &SceneSize, available: Option<u64>) -> Result<(), Shortfall> {
+/// [`SceneSize::host_bytes`] against `available` bytes (None: unknown, not checked).
+pub fn check_host(size: &SceneSize, available: Option<u64>) -> Result<(), Shortfall> {
     let needed = size.host_bytes();
     match available {
         Some(available) if needed > available => Err(Shortfall {
