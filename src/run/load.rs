@@ -24,12 +24,16 @@ pub fn load_checked(
     // length stands in for the file's (dropping its duration, as --set of the steps does)
     // and `--steps` replaces it below, where its own errors name it. A --set of the length
     // keeps its meaning (and still loses to `--steps`).
-    let length_set = set.iter().any(|a| {
-        let key = a.split_once('=').map_or(a.as_str(), |(k, _)| k).trim();
-        matches!(
-            key,
-            "integrator.steps" | "integrator.duration" | "integrator"
-        )
+    let length_set = set.iter().any(|a| match scene::parse_override(a) {
+        Ok((key, value)) => match key.as_str() {
+            "integrator.steps" | "integrator.duration" => true,
+            "integrator" => value
+                .as_table()
+                .is_some_and(|t| t.contains_key("steps") || t.contains_key("duration")),
+            _ => false,
+        },
+        // Loading names it.
+        Err(_) => false,
     });
     let mut with_steps = set.to_vec();
     if steps.is_some() && !length_set {
@@ -141,6 +145,17 @@ mod tests {
         assert_eq!(scene.config.steps, 3);
         let copy: toml::Table = scene.resolved_toml.parse().unwrap();
         assert_eq!(copy["integrator"]["steps"].as_integer(), Some(3));
+        // Another integrator key is no length; an inline table with one is.
+        let dt = ["integrator = {dt = 0.01}".to_string()];
+        assert_eq!(load(name, &dt, Some(3)).unwrap().config.steps, 3);
+        let inline = ["integrator = {duration = 5.0}".to_string()];
+        assert_eq!(
+            load("builtin:torus", &inline, Some(4))
+                .unwrap()
+                .config
+                .steps,
+            4
+        );
         let set = ["integrator.duration=5.0".to_string()];
         assert_eq!(
             load("builtin:torus", &set, Some(4)).unwrap().config.steps,
