@@ -122,9 +122,8 @@ pub enum BatchError {
     /// `msc merge`: the batch folder, moved since its shards ran, is at a path that is
     /// not UTF-8, which the commands that rerun its shards (text) cannot name.
     #[error(
-        "{} is not UTF-8 text; the commands that rerun this batch's shards cannot name it \
-         (rename it, or give it through a link whose path is UTF-8)",
-        path.display()
+        "{}",
+        planfile::not_utf8(path, "the commands that rerun this batch's shards")
     )]
     FolderNotUtf8 { path: PathBuf },
     /// `--devices` found no device to run on.

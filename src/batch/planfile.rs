@@ -113,13 +113,16 @@ pub fn shell_quote(s: &str) -> String {
 /// shard's plan.json): a path that is not UTF-8 would be stored with its bytes replaced
 /// (U+FFFD) and name another file. The error is the message, for the caller's own error.
 pub(crate) fn path_text<'a>(path: &'a Path, place: &str) -> Result<&'a str, String> {
-    path.to_str().ok_or_else(|| {
-        format!(
-            "{} is not UTF-8 text; {place} cannot name it (rename it, or give it through a \
-             link whose path is UTF-8)",
-            path.display()
-        )
-    })
+    path.to_str().ok_or_else(|| not_utf8(path, place))
+}
+
+/// Why `place` cannot name `path`, which is not UTF-8, and what to do.
+pub(super) fn not_utf8(path: &Path, place: &str) -> String {
+    format!(
+        "{} is not UTF-8 text; {place} cannot name it (rename it, or give it through a link \
+         whose path is UTF-8)",
+        path.display()
+    )
 }
 
 /// One planned run, with its scene as the merge will load it.
