@@ -7,7 +7,11 @@
 use msc::model::mesh::{self, FileOptions};
 use msc::model::MeshError;
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::io::Write;
+
+#[path = "vtu_files/mod.rs"]
+mod vtu_files;
+
+use vtu_files::{block_of, vtu, zlib};
 
 const CAP: usize = 48 << 20;
 
@@ -36,35 +40,7 @@ static ALLOC: Capped = Capped;
 
 /// One zlib block of `data` under a UInt32 header that declares `size` bytes.
 fn block(data: &[u8], size: u32) -> Vec<u8> {
-    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
-    z.write_all(data).unwrap();
-    let c = z.finish().unwrap();
-    let mut out: Vec<u8> = [1, size, size, c.len() as u32]
-        .into_iter()
-        .flat_map(u32::to_le_bytes)
-        .collect();
-    out.extend_from_slice(&c);
-    out
-}
-
-/// A VTU of `n` points whose coordinates (of `ty`) are the appended raw `points` block,
-/// and one tetrahedron in ASCII.
-fn vtu(n: u64, ty: &str, points: &[u8]) -> Vec<u8> {
-    let mut f = format!(
-        "<?xml version=\"1.0\"?>\n<VTKFile type=\"UnstructuredGrid\" version=\"0.1\" \
-         byte_order=\"LittleEndian\" compressor=\"vtkZLibDataCompressor\">\n\
-         <UnstructuredGrid><Piece NumberOfPoints=\"{n}\" NumberOfCells=\"1\">\n\
-         <Points><DataArray type=\"{ty}\" Name=\"Points\" NumberOfComponents=\"3\" \
-         format=\"appended\" offset=\"0\"/></Points>\n<Cells>\n\
-         <DataArray type=\"Int64\" Name=\"connectivity\" format=\"ascii\">0 1 2 3</DataArray>\n\
-         <DataArray type=\"Int64\" Name=\"offsets\" format=\"ascii\">4</DataArray>\n\
-         <DataArray type=\"UInt8\" Name=\"types\" format=\"ascii\">10</DataArray>\n\
-         </Cells></Piece></UnstructuredGrid>\n<AppendedData encoding=\"raw\">_"
-    )
-    .into_bytes();
-    f.extend_from_slice(points);
-    f.extend_from_slice(b"\n</AppendedData></VTKFile>\n");
-    f
+    block_of(&zlib(data), size)
 }
 
 /// The error of loading `bytes` as a .vtu file, which must be a `MeshError::File`

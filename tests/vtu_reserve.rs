@@ -6,8 +6,12 @@
 use msc::model::mesh::{self, FileOptions};
 use msc::model::MeshError;
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+#[path = "vtu_files/mod.rs"]
+mod vtu_files;
+
+use vtu_files::{block_of, vtu, zlib};
 
 static LARGEST: AtomicUsize = AtomicUsize::new(0);
 
@@ -37,30 +41,10 @@ static ALLOC: Recording = Recording;
 fn a_block_declaring_more_than_it_inflates_to_reserves_no_more_than_it_holds() {
     let n: u64 = 1 << 20;
     let declared = (n * 24) as u32;
-    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
-    z.write_all(&[0u8; 24]).unwrap();
-    let mut c = z.finish().unwrap();
+    let mut c = zlib(&[0u8; 24]);
     c.resize(25_000, 0);
     assert!(c.len() as u64 * 1032 >= declared as u64);
-    let mut block: Vec<u8> = [1, declared, declared, c.len() as u32]
-        .into_iter()
-        .flat_map(u32::to_le_bytes)
-        .collect();
-    block.extend_from_slice(&c);
-    let mut file = format!(
-        "<?xml version=\"1.0\"?>\n<VTKFile type=\"UnstructuredGrid\" version=\"0.1\" \
-         byte_order=\"LittleEndian\" compressor=\"vtkZLibDataCompressor\">\n\
-         <UnstructuredGrid><Piece NumberOfPoints=\"{n}\" NumberOfCells=\"1\">\n\
-         <Points><DataArray type=\"Float64\" Name=\"Points\" NumberOfComponents=\"3\" \
-         format=\"appended\" offset=\"0\"/></Points>\n<Cells>\n\
-         <DataArray type=\"Int64\" Name=\"connectivity\" format=\"ascii\">0 1 2 3</DataArray>\n\
-         <DataArray type=\"Int64\" Name=\"offsets\" format=\"ascii\">4</DataArray>\n\
-         <DataArray type=\"UInt8\" Name=\"types\" format=\"ascii\">10</DataArray>\n\
-         </Cells></Piece></UnstructuredGrid>\n<AppendedData encoding=\"raw\">_"
-    )
-    .into_bytes();
-    file.extend_from_slice(&block);
-    file.extend_from_slice(b"\n</AppendedData></VTKFile>\n");
+    let file = vtu(n, "Float64", &block_of(&c, declared));
 
     LARGEST.store(0, Ordering::Relaxed);
     let e = mesh::load_bytes(
