@@ -2,9 +2,7 @@
 
 use super::scale::{self, ScaleArgs};
 use super::CliError;
-use crate::batch::planfile::path_text;
-use crate::batch::slurm::SlurmError;
-use crate::batch::{plan, BatchError, BatchReport};
+use crate::batch::{plan, BatchReport};
 use crate::run::BackendArg;
 use std::path::PathBuf;
 
@@ -42,16 +40,6 @@ pub struct BatchArgs {
 /// its overrides, 1 when a run failed or diverged, after every run was tried. `None`
 /// when it wrote (and submitted) a Slurm script instead of running.
 pub fn execute(args: &BatchArgs) -> Result<Option<BatchReport>, CliError> {
-    // The job script names the manifest in text.
-    if args.scale.slurm || args.scale.submit {
-        if let Err(message) = path_text(&args.manifest, "the job script") {
-            return Err(BatchError::from(SlurmError::Option {
-                option: "the manifest",
-                message,
-            })
-            .into());
-        }
-    }
     let plan = plan::manifest(&args.manifest, &args.set)?;
     crate::batch::check_input(&plan, &args.out, &args.manifest, "manifest")?;
     let mut rerun = vec![

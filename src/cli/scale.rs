@@ -110,6 +110,14 @@ pub(super) fn execute(job: Job, scale: &ScaleArgs) -> Result<Option<BatchReport>
                     .into(),
             }));
         }
+        // The job script names the manifest in text (the rest: `SlurmJob::script`).
+        if let Some(Err(message)) = job.manifest.map(|m| path_text(m, "the job script")) {
+            return Err(BatchError::from(slurm::SlurmError::Option {
+                option: "the manifest",
+                message,
+            })
+            .into());
+        }
         // A plan that cannot run must not reach the cluster's queue.
         crate::batch::check_plan(job.plan, job.steps, job.out)?;
         let shards = scale
