@@ -193,7 +193,8 @@ fn workload_size(workload: Workload, n: usize) -> Option<SceneSize> {
 
 /// Estimated host bytes of `workload` at size `n`, with the scene loader's figures per
 /// particle, spring and triangle ([`SceneSize::host_bytes`]: the system, a backend's copy
-/// of it and the CPU reference's working set); None where [`workload_size`] is.
+/// of it and the CPU reference's working set); None for the worlds and mesh workloads
+/// (their size is not n) and for a cloth too small to build.
 pub fn host_bytes(workload: Workload, n: usize) -> Option<u64> {
     workload_size(workload, n).map(|s| s.host_bytes())
 }
